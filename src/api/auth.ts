@@ -1,0 +1,58 @@
+// Authentication: `Authorization: Bearer <key>` or HTTP Basic with an access
+// key and a secret key. Both resolve to a stored credential by hash; the
+// credential decides which projects the caller sees.
+
+import type { FastifyRequest } from 'fastify';
+import { AppError } from '../domain/errors.js';
+import type { Principal } from '../commands/context.js';
+import { sameHash, sha256Hex } from '../lib/secrets.js';
+import type { Credential, Store } from '../store/store.js';
+
+const unauthorized = (message: string) => new AppError('UNAUTHORIZED', message);
+
+/** Resolves the caller of a request, or throws UNAUTHORIZED. */
+export async function authenticate(store: Store, req: FastifyRequest): Promise<Principal> {
+  const header = req.headers.authorization;
+  if (!header) {
+    throw unauthorized(
+      'Missing credentials: send Authorization: Bearer <api key> or Basic <access key>:<secret key>.',
+    );
+  }
+  const space = header.indexOf(' ');
+  const scheme = space < 0 ? header : header.slice(0, space);
+  const value = space < 0 ? '' : header.slice(space + 1).trim();
+  let cred: Credential | undefined;
+  switch (scheme.toLowerCase()) {
+    case 'bearer':
+      if (!value) throw unauthorized('The Bearer scheme needs an API key after it.');
+      cred = await store.credentials.findByBearerHash(sha256Hex(value));
+      break;
+    case 'basic':
+      cred = await basic(store, value);
+      break;
+    default:
+      throw unauthorized(
+        `Unsupported authorization scheme ${JSON.stringify(scheme)}; use Bearer or Basic.`,
+      );
+  }
+  if (!cred || cred.revokedAt !== null)
+    throw unauthorized('The credentials are not valid (unknown or revoked).');
+  const projectIds =
+    cred.kind === 'project'
+      ? [cred.projectId as string]
+      : await store.users.projectIds(cred.userId as string);
+  return { credentialId: cred.id, projectIds: new Set(projectIds) };
+}
+
+async function basic(store: Store, value: string): Promise<Credential | undefined> {
+  const decoded = /^[A-Za-z0-9+/]+=*$/.test(value)
+    ? Buffer.from(value, 'base64').toString('utf8')
+    : '';
+  const colon = decoded.indexOf(':');
+  if (colon <= 0)
+    throw unauthorized('Basic credentials must be base64 of <access key>:<secret key>.');
+  const cred = await store.credentials.findByAccessKey(decoded.slice(0, colon));
+  // Hash even when the access key is unknown, so timing does not tell whether it exists.
+  const secretHash = sha256Hex(decoded.slice(colon + 1));
+  return cred && sameHash(cred.secretHash, secretHash) ? cred : undefined;
+}

@@ -1,0 +1,150 @@
+// Domain records → API bodies. The field names here are the spec's, exactly.
+
+import type { Static } from '@sinclair/typebox';
+import { replicaSetAsServiceStatus } from '../domain/replica-set-status.js';
+import type { Metrics, Peering, Project, ReplicaSet, Service, Vpc } from '../domain/types.js';
+import type { Project as ProjectBody } from './schemas/common.js';
+import type { ReadReplicaSet, Service as ServiceBody } from './schemas/service.js';
+import type { Peering as PeeringBody, Vpc as VpcBody } from './schemas/vpc.js';
+
+export interface PresentOptions {
+  publicHost: string;
+  volumeType: string;
+  metrics?: Metrics | undefined;
+}
+
+export const presentProject = (p: Project): Static<typeof ProjectBody> => ({
+  id: p.id,
+  name: p.name,
+});
+
+export const presentVpc = (v: Vpc): Static<typeof VpcBody> => ({
+  id: v.id,
+  cidr: v.cidr,
+  name: v.name,
+  region_code: v.regionCode,
+});
+
+export function presentPeering(p: Peering): Static<typeof PeeringBody> {
+  return {
+    id: p.id,
+    peer_account_id: p.peerAccountId,
+    peer_region_code: p.peerRegionCode,
+    peer_vpc_id: p.peerVpcId,
+    status: p.status,
+    ...(p.provisionedId ? { provisioned_id: p.provisionedId } : {}),
+    ...(p.errorMessage ? { error_message: p.errorMessage } : {}),
+  };
+}
+
+const endpoint = (o: PresentOptions, port: number) => ({ host: o.publicHost, port });
+
+export function presentReplicaSet(
+  rs: ReplicaSet,
+  o: PresentOptions,
+): Static<typeof ReadReplicaSet> {
+  return {
+    id: rs.id,
+    name: rs.name,
+    nodes: rs.nodes,
+    cpu_millis: rs.size.cpuMillis,
+    memory_gbs: rs.size.memoryGbs,
+    endpoint: endpoint(o, rs.port),
+    ...(rs.pooler.enabled && rs.pooler.port !== null
+      ? { connection_pooler: { endpoint: endpoint(o, rs.pooler.port) } }
+      : {}),
+    metadata: { environment: rs.environment },
+    status: rs.status,
+  };
+}
+
+const metricsBody = (m: Metrics | undefined) =>
+  m ? { metrics: { memory_mb: m.memoryMb, milli_cpu: m.milliCpu, storage_mb: m.storageMb } } : {};
+
+export function presentService(
+  svc: Service,
+  replicaSets: readonly ReplicaSet[],
+  o: PresentOptions,
+  initialPassword?: string,
+): Static<typeof ServiceBody> {
+  return {
+    service_id: svc.id,
+    project_id: svc.projectId,
+    name: svc.name,
+    region_code: svc.regionCode,
+    service_type: svc.type,
+    status: svc.status,
+    created: svc.createdAt,
+    endpoint: endpoint(o, svc.port),
+    ...(svc.pooler.enabled && svc.pooler.port !== null
+      ? { connection_pooler: { endpoint: endpoint(o, svc.pooler.port) } }
+      : {}),
+    ...(svc.vpcId ? { vpcEndpoint: { ...endpoint(o, svc.port), vpc_id: svc.vpcId } } : {}),
+    ...(svc.forkedFrom
+      ? {
+          forked_from: {
+            is_standby: false,
+            project_id: svc.forkedFrom.projectId,
+            service_id: svc.forkedFrom.serviceId,
+          },
+        }
+      : {}),
+    ha_replicas: {
+      replica_count: svc.ha.replicaCount,
+      sync_replica_count: svc.ha.syncReplicaCount,
+    },
+    ...(initialPassword !== undefined ? { initial_password: initialPassword } : {}),
+    metadata: { environment: svc.environment },
+    ...metricsBody(o.metrics),
+    resources: [
+      {
+        id: svc.id,
+        spec: {
+          cpu_millis: svc.size.cpuMillis,
+          memory_gbs: svc.size.memoryGbs,
+          volume_type: o.volumeType,
+        },
+      },
+    ],
+    read_replica_sets: replicaSets.map((rs) => presentReplicaSet(rs, o)),
+  };
+}
+
+/**
+ * A read replica set seen through `GET /services/{id}`: a standby of its
+ * primary, so that clients that connect by service id can reach replicas.
+ */
+export function presentReplicaSetAsService(
+  rs: ReplicaSet,
+  primary: Service,
+  o: PresentOptions,
+): Static<typeof ServiceBody> {
+  return {
+    service_id: rs.id,
+    project_id: rs.projectId,
+    name: rs.name,
+    region_code: primary.regionCode,
+    service_type: primary.type,
+    status: replicaSetAsServiceStatus(rs.status),
+    created: rs.createdAt,
+    endpoint: endpoint(o, rs.port),
+    ...(rs.pooler.enabled && rs.pooler.port !== null
+      ? { connection_pooler: { endpoint: endpoint(o, rs.pooler.port) } }
+      : {}),
+    forked_from: { is_standby: true, project_id: primary.projectId, service_id: primary.id },
+    ha_replicas: { replica_count: rs.nodes - 1, sync_replica_count: 0 },
+    metadata: { environment: rs.environment },
+    ...metricsBody(o.metrics),
+    resources: [
+      {
+        id: rs.id,
+        spec: {
+          cpu_millis: rs.size.cpuMillis,
+          memory_gbs: rs.size.memoryGbs,
+          volume_type: o.volumeType,
+        },
+      },
+    ],
+    read_replica_sets: [],
+  };
+}

@@ -1,0 +1,48 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { readServiceLogs } from '../../commands/service-logs.js';
+import { LogsQuery, ServiceLogsResponse } from '../schemas/logs.js';
+import { ServiceParams } from '../schemas/params.js';
+import { ref } from '../schemas/ref.js';
+import { principal, responses, type RouteDeps } from './deps.js';
+
+const list = (v: string | string[] | undefined) =>
+  v === undefined ? undefined : Array.isArray(v) ? v : [v];
+
+export const logRoutes: FastifyPluginAsync<RouteDeps> = async (app, { ctx }) => {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  r.get(
+    '/projects/:project_id/services/:service_id/logs',
+    {
+      schema: {
+        tags: ['services'],
+        summary: 'Read service logs, newest first, 500 a page',
+        params: ServiceParams,
+        querystring: LogsQuery,
+        response: responses(200, ref(ServiceLogsResponse)),
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const page = await readServiceLogs(
+        ctx,
+        principal(req),
+        req.params.project_id,
+        req.params.service_id,
+        {
+          cursor: q.cursor,
+          node: q.node === undefined ? undefined : Number(q.node),
+          search: list(q.search),
+          severities: list(q.severities),
+          since: q.since,
+          until: q.until,
+        },
+      );
+      return {
+        logs: page.entries.map((e) => e.message),
+        entries: page.entries,
+        ...(page.nextCursor ? { lastCursor: page.nextCursor } : {}),
+      };
+    },
+  );
+};

@@ -1,0 +1,137 @@
+import { Type } from '@sinclair/typebox';
+import { ADDONS, FORK_STRATEGIES, SERVICE_STATUSES, SERVICE_TYPES } from '../../domain/types.js';
+import { ConnectionPooler, Endpoint, EnvironmentTag, literals, Metadata } from './common.js';
+import { ref } from './ref.js';
+
+const SizeString = (what: string) =>
+  Type.String({ description: `${what} as a string, or "shared"` });
+
+export const ReadReplicaSet = Type.Object(
+  {
+    id: Type.Optional(Type.String()),
+    name: Type.Optional(Type.String()),
+    nodes: Type.Optional(Type.Number()),
+    cpu_millis: Type.Optional(Type.Number()),
+    memory_gbs: Type.Optional(Type.Number()),
+    endpoint: Type.Optional(ref(Endpoint)),
+    connection_pooler: Type.Optional(ref(ConnectionPooler)),
+    metadata: Type.Optional(ref(Metadata)),
+    status: Type.Optional(
+      Type.Union(literals(['creating', 'active', 'resizing', 'deleting', 'error'])),
+    ),
+  },
+  { $id: 'ReadReplicaSet' },
+);
+
+export const Service = Type.Object(
+  {
+    service_id: Type.Optional(Type.String()),
+    project_id: Type.Optional(Type.String()),
+    name: Type.Optional(Type.String()),
+    region_code: Type.Optional(Type.String()),
+    service_type: Type.Optional(Type.Union(literals(SERVICE_TYPES))),
+    status: Type.Optional(Type.Union(literals(SERVICE_STATUSES))),
+    created: Type.Optional(Type.String({ format: 'date-time' })),
+    endpoint: Type.Optional(ref(Endpoint)),
+    connection_pooler: Type.Optional(ref(ConnectionPooler)),
+    vpcEndpoint: Type.Optional(
+      Type.Object({ host: Type.String(), port: Type.Number(), vpc_id: Type.String() }),
+    ),
+    forked_from: Type.Optional(
+      Type.Object({
+        is_standby: Type.Boolean(),
+        project_id: Type.String(),
+        service_id: Type.String(),
+      }),
+    ),
+    ha_replicas: Type.Optional(
+      Type.Object({ replica_count: Type.Number(), sync_replica_count: Type.Number() }),
+    ),
+    initial_password: Type.Optional(Type.String({ format: 'password' })),
+    metadata: Type.Optional(ref(Metadata)),
+    metrics: Type.Optional(
+      Type.Object({
+        memory_mb: Type.Number(),
+        milli_cpu: Type.Number(),
+        storage_mb: Type.Number(),
+      }),
+    ),
+    resources: Type.Optional(
+      Type.Array(
+        Type.Object({
+          id: Type.String(),
+          spec: Type.Object({
+            cpu_millis: Type.Number(),
+            memory_gbs: Type.Number(),
+            volume_type: Type.String(),
+          }),
+        }),
+      ),
+    ),
+    read_replica_sets: Type.Optional(Type.Array(ref(ReadReplicaSet))),
+  },
+  { $id: 'Service' },
+);
+
+export const ServiceCreateInput = Type.Object(
+  {
+    name: Type.String({ description: '1 to 128 characters' }),
+    addons: Type.Optional(Type.Array(Type.Union(literals(ADDONS)), { uniqueItems: true })),
+    cpu_millis: Type.Optional(SizeString('milli-cores')),
+    memory_gbs: Type.Optional(SizeString('gigabytes')),
+    environment_tag: Type.Optional(ref(EnvironmentTag)),
+    region_code: Type.Optional(Type.String()),
+    replica_count: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { $id: 'ServiceCreateInput', additionalProperties: false },
+);
+
+export const ServiceForkInput = Type.Object(
+  {
+    fork_strategy: Type.Union(literals(FORK_STRATEGIES)),
+    target_time: Type.Optional(Type.String({ description: 'RFC 3339; required for PITR' })),
+    cpu_millis: Type.Optional(SizeString('milli-cores')),
+    memory_gbs: Type.Optional(SizeString('gigabytes')),
+    name: Type.Optional(Type.String()),
+    environment_tag: Type.Optional(ref(EnvironmentTag)),
+  },
+  { $id: 'ServiceForkInput', additionalProperties: false },
+);
+
+export const ResizeInput = Type.Object(
+  { cpu_millis: Type.String(), memory_gbs: Type.String() },
+  { $id: 'ResizeInput', additionalProperties: false },
+);
+
+export const ServiceVpcInput = Type.Object(
+  { vpc_id: Type.String() },
+  { $id: 'ServiceVpcInput', additionalProperties: false },
+);
+
+export const UpdatePasswordInput = Type.Object(
+  { password: Type.String({ description: '8 to 256 characters' }) },
+  { $id: 'UpdatePasswordInput', additionalProperties: false },
+);
+
+export const SetHAInput = Type.Object(
+  {
+    replica_count: Type.Optional(Type.Integer({ minimum: 0 })),
+    sync_replica_count: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { $id: 'SetHAInput', additionalProperties: false },
+);
+
+export const ReplicaSetCreateInput = Type.Object(
+  {
+    cpu_millis: Type.Number(),
+    memory_gbs: Type.Number(),
+    name: Type.String(),
+    nodes: Type.Integer({ minimum: 1 }),
+  },
+  { $id: 'ReplicaSetCreateInput', additionalProperties: false },
+);
+
+export const ReplicaSetResizeInput = Type.Object(
+  { cpu_millis: Type.String(), memory_gbs: Type.String() },
+  { $id: 'ReplicaSetResizeInput', additionalProperties: false },
+);

@@ -1,0 +1,100 @@
+// The composition root: store, driver, engine and HTTP app, wired once.
+// main.ts runs it as a server; tests build it with a temporary data directory.
+
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import { buildApp } from './app.js';
+import type { Ctx } from './commands/context.js';
+import { bootstrap } from './commands/admin.js';
+import type { Config } from './config.js';
+import type { Driver } from './drivers/driver.js';
+import { createSimDriver } from './drivers/sim/sim-driver.js';
+import { Engine } from './engine/engine.js';
+import { recordingProvisioner } from './engine/network-provisioner.js';
+import { type Clock, systemClock } from './lib/clock.js';
+import { type Logger, silentLogger } from './lib/logger.js';
+import { openSqliteStore } from './store/sqlite/sqlite-store.js';
+import type { Store } from './store/store.js';
+
+export interface Basin {
+  app: FastifyInstance;
+  engine: Engine;
+  store: Store;
+  driver: Driver;
+  /** Set when an empty data directory was bootstrapped: show it once. */
+  bootstrapped: Awaited<ReturnType<typeof bootstrap>>;
+  close(): Promise<void>;
+}
+
+export interface BasinOptions {
+  clock?: Clock;
+  driver?: Driver;
+  logger?: FastifyServerOptions['logger'];
+  https?: { cert: string; key: string } | null;
+}
+
+export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
+  const clock = options.clock ?? systemClock;
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const store = openSqliteStore(join(config.dataDir, 'basin.db'));
+  const driver = options.driver ?? createDriver(config, clock);
+  const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
+
+  // The engine needs the app's logger and the commands need the engine's kick.
+  const engineRef: { current?: Engine } = {};
+  const ctx: Ctx = {
+    store,
+    driver,
+    clock,
+    settings: {
+      regions: config.regions,
+      defaultRegion: config.defaultRegion,
+      sizes: config.sizes,
+      portRange: config.portRange,
+    },
+    kick: () => engineRef.current?.kick(),
+  };
+  const app = await buildApp({
+    deps: {
+      ctx,
+      present: {
+        publicHost: config.publicHost,
+        volumeType: driver.name === 'sim' ? 'sim' : 'local',
+      },
+    },
+    bodyLimitBytes: config.bodyLimitBytes,
+    logger: options.logger ?? false,
+    https: options.https ?? null,
+  });
+  const log: Logger = options.logger ? (app.log as unknown as Logger) : silentLogger;
+  const engine = new Engine({ store, driver, clock, provisioner: recordingProvisioner }, log, {
+    reconcileIntervalMs: config.reconcileIntervalMs,
+  });
+  engineRef.current = engine;
+  await driver.start();
+  await engine.start();
+
+  return {
+    app,
+    engine,
+    store,
+    driver,
+    bootstrapped,
+    async close() {
+      await app.close();
+      await engine.close();
+      await driver.close();
+      store.close();
+    },
+  };
+}
+
+function createDriver(config: Config, clock: Clock): Driver {
+  switch (config.driver) {
+    case 'sim':
+      return createSimDriver({ delayMs: config.simDelayMs, clock });
+    case 'local':
+      throw new Error('The local driver is not available yet; run with BASIN_DRIVER=sim.');
+  }
+}

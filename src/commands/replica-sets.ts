@@ -1,0 +1,198 @@
+// Read replica sets: streaming standbys of a service, reached through their
+// own endpoint. Same pattern as services: desired state + operation, then 202.
+
+import { conflict, invalid } from '../domain/errors.js';
+import { replicaSetMove, type ReplicaSetAction } from '../domain/replica-set-status.js';
+import { serviceMove } from '../domain/service-status.js';
+import { checkName } from '../domain/service-rules.js';
+import { pickSize } from '../domain/sizes.js';
+import type { Environment, ReplicaSet } from '../domain/types.js';
+import { iso } from '../lib/clock.js';
+import { resourceId } from '../lib/ids.js';
+import type { Tx } from '../store/store.js';
+import { type Ctx, type Principal, portOwner } from './context.js';
+import { loadReplicaSet, loadService } from './service-lookup.js';
+
+export const MAX_REPLICA_NODES = 10;
+
+export async function listReplicaSets(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+) {
+  const svc = await loadService(ctx.store, p, projectId, serviceId);
+  return ctx.store.replicaSets.listByService(svc.id);
+}
+
+export async function createReplicaSet(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+  body: { name: string; nodes: number; cpu_millis: number; memory_gbs: number },
+): Promise<ReplicaSet> {
+  const name = checkName('name', body.name);
+  if (!Number.isInteger(body.nodes) || body.nodes < 1 || body.nodes > MAX_REPLICA_NODES) {
+    throw invalid(
+      `nodes must be a whole number from 1 to ${MAX_REPLICA_NODES}; got ${body.nodes}.`,
+    );
+  }
+  const size = pickSize(
+    ctx.settings.sizes,
+    { cpu: body.cpu_millis, memory: body.memory_gbs },
+    false,
+  );
+  if (!size) throw invalid('cpu_millis and memory_gbs are required.');
+  const id = resourceId();
+  const now = ctx.clock();
+  const rs = await ctx.store.transaction(async (tx) => {
+    const svc = await loadService(tx, p, projectId, serviceId);
+    serviceMove(svc.id, svc.status, 'addReplicaSet');
+    const port = await tx.ports.allocate(
+      portOwner.replicaSet(id),
+      ctx.settings.portRange.min,
+      ctx.settings.portRange.max,
+    );
+    const created: ReplicaSet = {
+      id,
+      projectId,
+      serviceId: svc.id,
+      name,
+      nodes: body.nodes,
+      size,
+      status: 'creating',
+      environment: svc.environment,
+      port,
+      pooler: { enabled: false, port: null },
+      createdAt: iso(now),
+      version: 1,
+    };
+    await tx.replicaSets.insert(created);
+    await tx.operations.enqueue(
+      {
+        kind: 'replicaSet.converge',
+        resourceKind: 'replicaSet',
+        resourceId: id,
+        payload: { from: 'creating', settle: 'active' },
+      },
+      now,
+    );
+    return created;
+  });
+  ctx.kick();
+  return rs;
+}
+
+type Change = (rs: ReplicaSet, tx: Tx) => Promise<Partial<ReplicaSet>> | Partial<ReplicaSet>;
+
+async function configureReplicaSet(
+  ctx: Ctx,
+  p: Principal,
+  ids: { projectId: string; serviceId: string; replicaSetId: string },
+  action: ReplicaSetAction,
+  change: Change,
+  converge = true,
+): Promise<ReplicaSet> {
+  const rs = await ctx.store.transaction(async (tx) => {
+    const { replicaSet } = await loadReplicaSet(
+      tx,
+      p,
+      ids.projectId,
+      ids.serviceId,
+      ids.replicaSetId,
+    );
+    const to = replicaSetMove(replicaSet.id, replicaSet.status, action);
+    const fields = await change(replicaSet, tx);
+    const next = await tx.replicaSets.update({
+      ...replicaSet,
+      ...fields,
+      status: to ?? replicaSet.status,
+    });
+    if (converge) {
+      await tx.operations.enqueue(
+        {
+          kind: 'replicaSet.converge',
+          resourceKind: 'replicaSet',
+          resourceId: replicaSet.id,
+          payload: to ? { from: to, settle: 'active' } : {},
+        },
+        ctx.clock(),
+      );
+    }
+    return next;
+  });
+  if (converge) ctx.kick();
+  return rs;
+}
+
+type Ids = { projectId: string; serviceId: string; replicaSetId: string };
+
+export function resizeReplicaSet(
+  ctx: Ctx,
+  p: Principal,
+  ids: Ids,
+  body: { cpu_millis: string; memory_gbs: string },
+) {
+  const size = pickSize(
+    ctx.settings.sizes,
+    { cpu: body.cpu_millis, memory: body.memory_gbs },
+    false,
+  );
+  if (!size) throw invalid('cpu_millis and memory_gbs are required.');
+  return configureReplicaSet(ctx, p, ids, 'resize', (rs) => {
+    if (rs.size.cpuMillis === size.cpuMillis && rs.size.memoryGbs === size.memoryGbs) {
+      throw conflict(
+        `Read replica set ${rs.id} already has ${size.cpuMillis}m CPU and ${size.memoryGbs} GB memory.`,
+      );
+    }
+    return { size };
+  });
+}
+
+export function setReplicaSetPooler(ctx: Ctx, p: Principal, ids: Ids, enabled: boolean) {
+  return configureReplicaSet(ctx, p, ids, 'configure', async (rs, tx) => {
+    if (rs.pooler.enabled === enabled) {
+      throw conflict(
+        `The connection pooler of read replica set ${rs.id} is already ${enabled ? 'enabled' : 'disabled'}.`,
+      );
+    }
+    // As for services, the pooler keeps its port until the replica set is deleted.
+    if (!enabled) return { pooler: { enabled: false, port: rs.pooler.port } };
+    const port = await tx.ports.allocate(
+      portOwner.replicaSetPooler(rs.id),
+      ctx.settings.portRange.min,
+      ctx.settings.portRange.max,
+    );
+    return { pooler: { enabled: true, port } };
+  });
+}
+
+export function setReplicaSetEnvironment(
+  ctx: Ctx,
+  p: Principal,
+  ids: Ids,
+  environment: Environment,
+) {
+  return configureReplicaSet(ctx, p, ids, 'configure', () => ({ environment }), false);
+}
+
+export async function deleteReplicaSet(ctx: Ctx, p: Principal, ids: Ids): Promise<void> {
+  await ctx.store.transaction(async (tx) => {
+    const { replicaSet } = await loadReplicaSet(
+      tx,
+      p,
+      ids.projectId,
+      ids.serviceId,
+      ids.replicaSetId,
+    );
+    replicaSetMove(replicaSet.id, replicaSet.status, 'delete');
+    await tx.replicaSets.update({ ...replicaSet, status: 'deleting' });
+    await tx.operations.cancelForResource('replicaSet', replicaSet.id);
+    await tx.operations.enqueue(
+      { kind: 'replicaSet.delete', resourceKind: 'replicaSet', resourceId: replicaSet.id },
+      ctx.clock(),
+    );
+  });
+  ctx.kick();
+}

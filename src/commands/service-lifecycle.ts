@@ -1,0 +1,249 @@
+// Creating, forking, starting, stopping and deleting services. Each command
+// checks the domain rule, writes the desired state and an operation in one
+// transaction and returns at once; the engine does the slow part.
+
+import { invalid } from '../domain/errors.js';
+import { serviceMove } from '../domain/service-status.js';
+import { checkHa, checkName, checkPitrTarget, typeFromAddons } from '../domain/service-rules.js';
+import { pickSize } from '../domain/sizes.js';
+import type { Addon, Environment, ForkStrategy, Service } from '../domain/types.js';
+import { iso } from '../lib/clock.js';
+import { resourceId } from '../lib/ids.js';
+import { generatePassword, scramVerifier } from '../lib/secrets.js';
+import type { Tx } from '../store/store.js';
+import { type Ctx, type Principal, portOwner, visibleProject } from './context.js';
+import { loadService } from './service-lookup.js';
+import { checkRegion } from './vpcs.js';
+
+export interface CreateServiceInput {
+  name: string;
+  addons?: Addon[];
+  cpu_millis?: string;
+  memory_gbs?: string;
+  environment_tag?: Environment;
+  region_code?: string;
+  replica_count?: number;
+}
+
+/** A new service and the password it was created with (shown once, never stored). */
+export interface Created {
+  service: Service;
+  initialPassword: string;
+}
+
+export async function createService(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  body: CreateServiceInput,
+): Promise<Created> {
+  visibleProject(p, projectId);
+  const { type, vector } = typeFromAddons(body.addons);
+  const size =
+    pickSize(ctx.settings.sizes, { cpu: body.cpu_millis, memory: body.memory_gbs }, true) ??
+    defaultSize(ctx);
+  const ha = checkHa(
+    { replicaCount: body.replica_count ?? 0, syncReplicaCount: 0 },
+    { replicaCount: 0, syncReplicaCount: 0 },
+  );
+  const regionCode = checkRegion(ctx, body.region_code ?? ctx.settings.defaultRegion);
+  const password = generatePassword();
+  const fields = {
+    name: checkName('name', body.name),
+    type,
+    vector,
+    size,
+    ha,
+    regionCode,
+    environment: body.environment_tag ?? 'DEV',
+    passwordVerifier: scramVerifier(password),
+    forkedFrom: null,
+  } satisfies Partial<Service>;
+  const service = await insertNewService(ctx, projectId, fields);
+  return { service, initialPassword: password };
+}
+
+export interface ForkInput {
+  fork_strategy: ForkStrategy;
+  target_time?: string;
+  cpu_millis?: string;
+  memory_gbs?: string;
+  name?: string;
+  environment_tag?: Environment;
+}
+
+/**
+ * A fork is a new, independent service made from the parent's data. It keeps
+ * the parent's type, region and size unless told otherwise, starts without HA
+ * replicas, and gets its own password (the data is the parent's, the
+ * `tsdbadmin` password is reset to the new one).
+ */
+export async function forkService(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  parentId: string,
+  body: ForkInput,
+): Promise<Created> {
+  const parent = await loadService(ctx.store, p, projectId, parentId);
+  serviceMove(parent.id, parent.status, 'fork');
+  if (body.fork_strategy !== 'PITR' && body.target_time !== undefined) {
+    throw invalid('target_time is only for the PITR fork strategy.');
+  }
+  if (body.fork_strategy === 'PITR' && body.target_time === undefined) {
+    throw invalid('target_time is required when fork_strategy is PITR.');
+  }
+  const targetTime =
+    body.fork_strategy === 'PITR'
+      ? checkPitrTarget(body.target_time as string, parent.createdAt, ctx.clock())
+      : null;
+  const size =
+    pickSize(ctx.settings.sizes, { cpu: body.cpu_millis, memory: body.memory_gbs }, true) ??
+    parent.size;
+  const password = generatePassword();
+  const service = await insertNewService(
+    ctx,
+    projectId,
+    {
+      name: checkName('name', body.name ?? `${parent.name}-fork`.slice(0, 128)),
+      type: parent.type,
+      vector: parent.vector,
+      size,
+      ha: { replicaCount: 0, syncReplicaCount: 0 },
+      regionCode: parent.regionCode,
+      environment: body.environment_tag ?? 'DEV',
+      passwordVerifier: scramVerifier(password),
+      forkedFrom: { serviceId: parent.id, projectId, strategy: body.fork_strategy, targetTime },
+    },
+    // The parent must still be forkable when the fork is written.
+    async (tx) => {
+      const now = await tx.services.get(parent.id);
+      if (!now) throw invalid(`Service ${parent.id} was deleted meanwhile.`);
+      serviceMove(now.id, now.status, 'fork');
+    },
+  );
+  return { service, initialPassword: password };
+}
+
+type NewFields = Pick<
+  Service,
+  | 'name'
+  | 'type'
+  | 'vector'
+  | 'size'
+  | 'ha'
+  | 'regionCode'
+  | 'environment'
+  | 'passwordVerifier'
+  | 'forkedFrom'
+>;
+
+async function insertNewService(
+  ctx: Ctx,
+  projectId: string,
+  fields: NewFields,
+  check?: (tx: Tx) => Promise<void>,
+): Promise<Service> {
+  const id = resourceId();
+  const now = ctx.clock();
+  const service = await ctx.store.transaction(async (tx) => {
+    await check?.(tx);
+    const port = await tx.ports.allocate(
+      portOwner.service(id),
+      ctx.settings.portRange.min,
+      ctx.settings.portRange.max,
+    );
+    const svc: Service = {
+      ...fields,
+      id,
+      projectId,
+      status: 'QUEUED',
+      port,
+      pooler: { enabled: false, port: null },
+      vpcId: null,
+      createdAt: iso(now),
+      version: 1,
+    };
+    await tx.services.insert(svc);
+    await tx.operations.enqueue(
+      {
+        kind: 'service.converge',
+        resourceKind: 'service',
+        resourceId: id,
+        payload: { provision: true, from: 'CONFIGURING', settle: 'READY' },
+      },
+      now,
+    );
+    return svc;
+  });
+  ctx.kick();
+  return service;
+}
+
+function defaultSize(ctx: Ctx) {
+  // The smallest dedicated size: what a managed cloud gives when asked for nothing in particular.
+  const dedicated = ctx.settings.sizes
+    .filter((s) => !s.shared)
+    .sort((a, b) => a.cpuMillis - b.cpuMillis);
+  return dedicated[0] ?? (ctx.settings.sizes[0] as Service['size']);
+}
+
+/** Stop or start: the status moves, and the engine converges to running or stopped. */
+export async function setRunning(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+  action: 'stop' | 'start',
+): Promise<Service> {
+  const svc = await ctx.store.transaction(async (tx) => {
+    const current = await loadService(tx, p, projectId, serviceId);
+    const move = serviceMove(current.id, current.status, action);
+    const next = await tx.services.update({ ...current, status: move.to ?? current.status });
+    await tx.operations.enqueue(
+      {
+        kind: 'service.converge',
+        resourceKind: 'service',
+        resourceId: current.id,
+        payload: { from: move.to, settle: move.settle },
+      },
+      ctx.clock(),
+    );
+    return next;
+  });
+  ctx.kick();
+  return svc;
+}
+
+/**
+ * Deletion wins over whatever was queued: pending work on the service and its
+ * replica sets is cancelled, and they are torn down. A fork of the service is
+ * independent and stays.
+ */
+export async function deleteService(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+): Promise<void> {
+  await ctx.store.transaction(async (tx) => {
+    const current = await loadService(tx, p, projectId, serviceId);
+    serviceMove(current.id, current.status, 'delete');
+    await tx.services.update({ ...current, status: 'DELETING' });
+    const now = ctx.clock();
+    for (const rs of await tx.replicaSets.listByService(current.id)) {
+      if (rs.status !== 'deleting') await tx.replicaSets.update({ ...rs, status: 'deleting' });
+      await tx.operations.cancelForResource('replicaSet', rs.id);
+      await tx.operations.enqueue(
+        { kind: 'replicaSet.delete', resourceKind: 'replicaSet', resourceId: rs.id },
+        now,
+      );
+    }
+    await tx.operations.cancelForResource('service', current.id);
+    await tx.operations.enqueue(
+      { kind: 'service.delete', resourceKind: 'service', resourceId: current.id },
+      now,
+    );
+  });
+  ctx.kick();
+}

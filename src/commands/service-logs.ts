@@ -1,0 +1,86 @@
+import { invalid } from '../domain/errors.js';
+import { isRfc3339 } from '../domain/service-rules.js';
+import { InvalidCursorError, type LogPage, type Target } from '../drivers/driver.js';
+import type { Ctx, Principal } from './context.js';
+import { loadServiceOrReplica } from './service-lookup.js';
+
+export const LOG_PAGE_SIZE = 500;
+
+export const SEVERITIES = [
+  'DEBUG5',
+  'DEBUG4',
+  'DEBUG3',
+  'DEBUG2',
+  'DEBUG1',
+  'DEBUG',
+  'INFO',
+  'NOTICE',
+  'WARNING',
+  'ERROR',
+  'LOG',
+  'FATAL',
+  'PANIC',
+] as const;
+
+export interface LogParams {
+  cursor?: string;
+  node?: number;
+  search?: string[];
+  severities?: string[];
+  since?: string;
+  until?: string;
+}
+
+/** One page of a service's (or read replica set's) logs, newest first. */
+export async function readServiceLogs(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+  q: LogParams,
+): Promise<LogPage> {
+  const found = await loadServiceOrReplica(ctx.store, p, projectId, serviceId);
+  const [target, nodes]: [Target, number] =
+    'service' in found
+      ? [{ kind: 'service', id: found.service.id }, 1 + found.service.ha.replicaCount]
+      : [{ kind: 'replicaSet', id: found.replicaSet.id }, found.replicaSet.nodes];
+  if (q.node !== undefined && (!Number.isInteger(q.node) || q.node < 0 || q.node >= nodes)) {
+    throw invalid(
+      `node must be a whole number from 0 to ${nodes - 1} for ${serviceId}; got ${q.node}.`,
+    );
+  }
+  const since = time('since', q.since);
+  const until = time('until', q.until);
+  if (since && until && since >= until) throw invalid('since must be earlier than until.');
+  const severities = (q.severities ?? []).map((s) => {
+    const up = s.trim().toUpperCase();
+    if (!(SEVERITIES as readonly string[]).includes(up)) {
+      throw invalid(`Unknown severity ${JSON.stringify(s)}; use any of ${SEVERITIES.join(', ')}.`);
+    }
+    return up;
+  });
+  const search = (q.search ?? []).map((s) => s.trim()).filter((s) => s.length > 0);
+  try {
+    return await ctx.driver.readLogs(target, {
+      cursor: q.cursor,
+      since,
+      until,
+      severities,
+      search,
+      node: q.node,
+      limit: LOG_PAGE_SIZE,
+    });
+  } catch (err) {
+    if (err instanceof InvalidCursorError) throw invalid(err.message);
+    throw err;
+  }
+}
+
+function time(field: string, value: string | undefined): Date | undefined {
+  if (value === undefined) return undefined;
+  if (!isRfc3339(value))
+    throw invalid(
+      `${field} must be an RFC 3339 timestamp like 2026-01-02T15:04:05Z; got ${JSON.stringify(value)}.`,
+    );
+  return new Date(value);
+}

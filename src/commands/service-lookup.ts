@@ -1,0 +1,60 @@
+import { conflict, notFound } from '../domain/errors.js';
+import type { ReplicaSet, Service } from '../domain/types.js';
+import type { Repos } from '../store/store.js';
+import { type Principal, visibleProject } from './context.js';
+
+/**
+ * The service a request names, or a 404. A read replica set id is answered
+ * with a CONFLICT that points at the replica set endpoints, since the id is
+ * valid but the request is not one a replica set takes.
+ */
+export async function loadService(
+  repos: Repos,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+): Promise<Service> {
+  visibleProject(p, projectId);
+  const svc = await repos.services.get(serviceId);
+  if (svc && svc.projectId === projectId) return svc;
+  const rs = await repos.replicaSets.get(serviceId);
+  if (rs && rs.projectId === projectId) {
+    throw conflict(
+      `${serviceId} is a read replica set of service ${rs.serviceId}; manage it under /projects/${projectId}/services/${rs.serviceId}/replicaSets/${serviceId}.`,
+    );
+  }
+  throw notFound(`Service ${serviceId} not found in project ${projectId}.`);
+}
+
+/** A service, or a read replica set seen as a service (GET /services/{id}). */
+export async function loadServiceOrReplica(
+  repos: Repos,
+  p: Principal,
+  projectId: string,
+  id: string,
+): Promise<{ service: Service } | { replicaSet: ReplicaSet; primary: Service }> {
+  visibleProject(p, projectId);
+  const svc = await repos.services.get(id);
+  if (svc && svc.projectId === projectId) return { service: svc };
+  const rs = await repos.replicaSets.get(id);
+  if (rs && rs.projectId === projectId) {
+    const primary = await repos.services.get(rs.serviceId);
+    if (primary) return { replicaSet: rs, primary };
+  }
+  throw notFound(`Service ${id} not found in project ${projectId}.`);
+}
+
+export async function loadReplicaSet(
+  repos: Repos,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+  replicaSetId: string,
+): Promise<{ service: Service; replicaSet: ReplicaSet }> {
+  const service = await loadService(repos, p, projectId, serviceId);
+  const replicaSet = await repos.replicaSets.get(replicaSetId);
+  if (!replicaSet || replicaSet.serviceId !== service.id) {
+    throw notFound(`Read replica set ${replicaSetId} not found in service ${serviceId}.`);
+  }
+  return { service, replicaSet };
+}

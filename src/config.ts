@@ -1,0 +1,242 @@
+// Configuration: flags override environment variables, which override the
+// defaults. Parsed once in main.ts and passed down; nothing reads process.env
+// anywhere else.
+
+import { resolve } from 'node:path';
+import { DEFAULT_SIZES } from './domain/sizes.js';
+import type { Size } from './domain/types.js';
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  driver: 'sim' | 'local';
+  tls: { cert: string; key: string } | 'self-signed' | null;
+  regions: string[];
+  defaultRegion: string;
+  sizes: Size[];
+  publicHost: string;
+  portRange: { min: number; max: number };
+  simDelayMs: number;
+  bootstrapApiKey: string | null;
+  logLevel: string;
+  bodyLimitBytes: number;
+  reconcileIntervalMs: number;
+}
+
+interface Option {
+  env: string;
+  flag: string;
+  help: string;
+  default?: string;
+  /** A flag that takes no value. */
+  boolean?: boolean;
+}
+
+export const OPTIONS = {
+  host: { env: 'BASIN_HOST', flag: '--host', default: '127.0.0.1', help: 'address to listen on' },
+  port: { env: 'BASIN_PORT', flag: '--port', default: '8080', help: 'port to listen on' },
+  dataDir: {
+    env: 'BASIN_DATA_DIR',
+    flag: '--data-dir',
+    default: '.basin',
+    help: 'where the store, clusters and logs live',
+  },
+  driver: { env: 'BASIN_DRIVER', flag: '--driver', default: 'sim', help: 'sim or local' },
+  tlsCert: { env: 'BASIN_TLS_CERT', flag: '--tls-cert', help: 'PEM certificate for HTTPS' },
+  tlsKey: { env: 'BASIN_TLS_KEY', flag: '--tls-key', help: 'PEM private key for HTTPS' },
+  tlsSelfSigned: {
+    env: 'BASIN_TLS_SELF_SIGNED',
+    flag: '--tls-self-signed',
+    boolean: true,
+    help: 'serve HTTPS with a generated self-signed certificate (development)',
+  },
+  regions: {
+    env: 'BASIN_REGIONS',
+    flag: '--regions',
+    default: 'us-east-1,us-west-2,eu-west-1,eu-central-1,ap-southeast-1',
+    help: 'comma-separated region codes',
+  },
+  defaultRegion: {
+    env: 'BASIN_DEFAULT_REGION',
+    flag: '--default-region',
+    default: 'us-east-1',
+    help: 'region of services created without region_code',
+  },
+  sizes: {
+    env: 'BASIN_SIZES',
+    flag: '--sizes',
+    default: 'shared,500m/2GB,1000m/4GB,2000m/8GB,4000m/16GB,8000m/32GB,16000m/64GB,32000m/128GB',
+    help: 'size catalogue: comma-separated <cpu>m/<mem>GB pairs and optionally "shared"',
+  },
+  publicHost: {
+    env: 'BASIN_PUBLIC_HOST',
+    flag: '--public-host',
+    default: 'localhost',
+    help: 'host name reported in service endpoints',
+  },
+  portRange: {
+    env: 'BASIN_PORT_RANGE',
+    flag: '--port-range',
+    default: '16000-16999',
+    help: 'ports for databases and poolers, <min>-<max>',
+  },
+  simDelayMs: {
+    env: 'BASIN_SIM_DELAY_MS',
+    flag: '--sim-delay-ms',
+    default: '3000',
+    help: 'how long each sim state change takes',
+  },
+  bootstrapApiKey: {
+    env: 'BASIN_BOOTSTRAP_API_KEY',
+    flag: '--bootstrap-api-key',
+    help: 'bearer key of the first credential of an empty data directory',
+  },
+  logLevel: { env: 'BASIN_LOG_LEVEL', flag: '--log-level', default: 'info', help: 'log level' },
+  bodyLimit: {
+    env: 'BASIN_BODY_LIMIT',
+    flag: '--body-limit',
+    default: '65536',
+    help: 'largest accepted request body, in bytes',
+  },
+  reconcileIntervalMs: {
+    env: 'BASIN_RECONCILE_INTERVAL_MS',
+    flag: '--reconcile-interval-ms',
+    default: '5000',
+    help: 'how often the engine compares stored state with the driver',
+  },
+} satisfies Record<string, Option>;
+
+type Key = keyof typeof OPTIONS;
+
+export class ConfigError extends Error {}
+
+export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
+  const raw = readRaw(argv, env);
+  const get = (k: Key): string | undefined => raw.get(k) ?? (OPTIONS[k] as Option).default;
+  const need = (k: Key) => get(k) as string;
+
+  const driver = need('driver');
+  if (driver !== 'sim' && driver !== 'local') {
+    throw new ConfigError(`${OPTIONS.driver.env} must be sim or local; got ${driver}.`);
+  }
+  const regions = need('regions')
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
+  const defaultRegion = need('defaultRegion');
+  if (!regions.includes(defaultRegion)) {
+    throw new ConfigError(
+      `The default region ${defaultRegion} is not in the region list ${regions.join(',')}.`,
+    );
+  }
+  const cert = get('tlsCert');
+  const key = get('tlsKey');
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new ConfigError('Give both --tls-cert and --tls-key, or neither.');
+  }
+  const selfSigned = isTrue(get('tlsSelfSigned'));
+  const range = /^(\d+)-(\d+)$/.exec(need('portRange'));
+  const portRange = range ? { min: Number(range[1]), max: Number(range[2]) } : undefined;
+  if (
+    !portRange ||
+    portRange.min < 1024 ||
+    portRange.max > 65535 ||
+    portRange.min > portRange.max
+  ) {
+    throw new ConfigError(
+      `${OPTIONS.portRange.env} must look like 16000-16999, within 1024-65535.`,
+    );
+  }
+  const bootstrapApiKey = get('bootstrapApiKey') ?? null;
+  if (bootstrapApiKey !== null && bootstrapApiKey.length < 16) {
+    throw new ConfigError(`${OPTIONS.bootstrapApiKey.env} must be at least 16 characters long.`);
+  }
+  return {
+    host: need('host'),
+    port: integer('port', need('port'), 0, 65535),
+    dataDir: resolve(need('dataDir')),
+    driver,
+    tls: cert && key ? { cert, key } : selfSigned ? 'self-signed' : null,
+    regions,
+    defaultRegion,
+    sizes: parseSizes(need('sizes')),
+    publicHost: need('publicHost'),
+    portRange,
+    simDelayMs: integer('simDelayMs', need('simDelayMs'), 0, 600_000),
+    bootstrapApiKey,
+    logLevel: need('logLevel'),
+    bodyLimitBytes: integer('bodyLimit', need('bodyLimit'), 1024, 100 * 1024 * 1024),
+    reconcileIntervalMs: integer(
+      'reconcileIntervalMs',
+      need('reconcileIntervalMs'),
+      100,
+      3_600_000,
+    ),
+  };
+}
+
+/** `shared,500m/2GB,1000m/4GB` → size catalogue entries. */
+export function parseSizes(text: string): Size[] {
+  const sizes: Size[] = [];
+  for (const part of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    if (part === 'shared') {
+      sizes.push(DEFAULT_SIZES[0] as Size);
+      continue;
+    }
+    const m = /^(\d+)m\/(\d+(?:\.\d+)?)GB$/i.exec(part);
+    if (!m) throw new ConfigError(`Bad size ${part}: write sizes like 1000m/4GB.`);
+    sizes.push({ shared: false, cpuMillis: Number(m[1]), memoryGbs: Number(m[2]) });
+  }
+  if (!sizes.some((s) => !s.shared))
+    throw new ConfigError('The size catalogue needs at least one dedicated size.');
+  return sizes;
+}
+
+function readRaw(argv: readonly string[], env: NodeJS.ProcessEnv): Map<Key, string> {
+  const raw = new Map<Key, string>();
+  const keys = Object.keys(OPTIONS) as Key[];
+  for (const k of keys) {
+    const v = env[OPTIONS[k].env];
+    if (v !== undefined && v !== '') raw.set(k, v);
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const [flag, inline] = arg.includes('=')
+      ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)]
+      : [arg, undefined];
+    const key = keys.find((k) => OPTIONS[k].flag === flag);
+    if (!key) throw new ConfigError(`Unknown option ${flag}; see --help.`);
+    if ((OPTIONS[key] as Option).boolean) {
+      raw.set(key, inline ?? 'true');
+      continue;
+    }
+    const value = inline ?? argv[++i];
+    if (value === undefined) throw new ConfigError(`${flag} needs a value.`);
+    raw.set(key, value);
+  }
+  return raw;
+}
+
+function integer(name: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) {
+    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}; got ${text}.`);
+  }
+  return n;
+}
+
+function isTrue(v: string | undefined): boolean {
+  return v === '1' || v === 'true' || v === 'yes';
+}
+
+export function helpText(): string {
+  const lines = Object.values(OPTIONS as Record<string, Option>).map(
+    (o) =>
+      `  ${(o.flag + (o.boolean ? '' : ' <value>')).padEnd(32)} ${o.env.padEnd(28)} ${o.help}${o.default ? ` (default ${o.default})` : ''}`,
+  );
+  return `Usage: basin-server [options]\n\nEach option can also be set by its environment variable.\n\n${lines.join('\n')}\n`;
+}

@@ -1,0 +1,143 @@
+// The resources Basin manages, as the domain sees them. Pure data: no I/O,
+// no HTTP shapes (those live in api/schemas and are produced by presenters).
+
+export const SERVICE_STATUSES = [
+  'QUEUED',
+  'DELETING',
+  'CONFIGURING',
+  'READY',
+  'DELETED',
+  'UNSTABLE',
+  'PAUSING',
+  'PAUSED',
+  'RESUMING',
+  'UPGRADING',
+  'OPTIMIZING',
+] as const;
+export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
+
+export const SERVICE_TYPES = ['TIMESERIESDB', 'POSTGRES', 'VECTOR'] as const;
+export type ServiceType = (typeof SERVICE_TYPES)[number];
+
+export const ENVIRONMENTS = ['DEV', 'PROD'] as const;
+export type Environment = (typeof ENVIRONMENTS)[number];
+
+export const ADDONS = ['time-series', 'ai'] as const;
+export type Addon = (typeof ADDONS)[number];
+
+export const REPLICA_SET_STATUSES = [
+  'creating',
+  'active',
+  'resizing',
+  'deleting',
+  'error',
+] as const;
+export type ReplicaSetStatus = (typeof REPLICA_SET_STATUSES)[number];
+
+export const PEERING_STATUSES = ['pending', 'active', 'failed'] as const;
+export type PeeringStatus = (typeof PEERING_STATUSES)[number];
+
+export const FORK_STRATEGIES = ['LAST_SNAPSHOT', 'NOW', 'PITR'] as const;
+export type ForkStrategy = (typeof FORK_STRATEGIES)[number];
+
+/** A compute allocation from the size catalogue. `shared` sizes have no dedicated CPU or memory. */
+export interface Size {
+  shared: boolean;
+  cpuMillis: number;
+  memoryGbs: number;
+}
+
+export interface Project {
+  id: string;
+  name: string;
+  createdAt: string;
+}
+
+export interface Vpc {
+  id: string;
+  projectId: string;
+  name: string;
+  cidr: string;
+  regionCode: string;
+  createdAt: string;
+  version: number;
+}
+
+export interface Peering {
+  id: string;
+  projectId: string;
+  vpcId: string;
+  peerAccountId: string;
+  peerRegionCode: string;
+  peerVpcId: string;
+  status: PeeringStatus;
+  provisionedId: string | null;
+  errorMessage: string | null;
+  createdAt: string;
+  version: number;
+}
+
+export interface Pooler {
+  enabled: boolean;
+  port: number | null;
+}
+
+export interface ForkOrigin {
+  serviceId: string;
+  projectId: string;
+  strategy: ForkStrategy;
+  /** RFC 3339; only for PITR. */
+  targetTime: string | null;
+}
+
+export interface HaConfig {
+  replicaCount: number;
+  syncReplicaCount: number;
+}
+
+export interface Service {
+  id: string;
+  projectId: string;
+  name: string;
+  regionCode: string;
+  type: ServiceType;
+  /** Whether the AI/vector extensions are wanted (VECTOR services and the `ai` addon). */
+  vector: boolean;
+  status: ServiceStatus;
+  environment: Environment;
+  size: Size;
+  /** Port of the direct endpoint; allocated when the service is created. */
+  port: number;
+  pooler: Pooler;
+  vpcId: string | null;
+  forkedFrom: ForkOrigin | null;
+  ha: HaConfig;
+  /**
+   * SCRAM-SHA-256 verifier of the `tsdbadmin` password. Basin never stores the
+   * password itself: PostgreSQL accepts a verifier in ALTER ROLE … PASSWORD.
+   */
+  passwordVerifier: string;
+  createdAt: string;
+  version: number;
+}
+
+export interface ReplicaSet {
+  id: string;
+  projectId: string;
+  serviceId: string;
+  name: string;
+  nodes: number;
+  size: Size;
+  status: ReplicaSetStatus;
+  environment: Environment;
+  port: number;
+  pooler: Pooler;
+  createdAt: string;
+  version: number;
+}
+
+export interface Metrics {
+  memoryMb: number;
+  milliCpu: number;
+  storageMb: number;
+}

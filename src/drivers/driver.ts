@@ -1,0 +1,150 @@
+// The driver interface: the only place that knows how databases are run.
+// The engine hands a driver the *whole* desired state of a service or replica
+// set (a spec built from the store by engine/specs.ts) and the driver makes the
+// world match it, one idempotent step at a time. `sim` and `local` implement
+// this interface and pass the same contract tests (test/contract).
+
+import type {
+  Environment,
+  ForkStrategy,
+  HaConfig,
+  Metrics,
+  ServiceType,
+  Size,
+} from '../domain/types.js';
+
+/** What a driver call achieved: finished, or worth calling again after a while. */
+export type Progress = { done: true } | { done: false; retryAfterMs: number; reason: string };
+
+export const DONE: Progress = { done: true };
+export const wait = (retryAfterMs: number, reason: string): Progress => ({
+  done: false,
+  retryAfterMs,
+  reason,
+});
+
+/**
+ * A driver failure. `retryable` failures (a port briefly busy, a process slow
+ * to start) are retried with backoff; permanent ones fail the operation.
+ */
+export class DriverError extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+    this.name = 'DriverError';
+  }
+}
+
+export type ServiceSource =
+  | { kind: 'empty' }
+  | {
+      kind: 'fork';
+      parentServiceId: string;
+      strategy: ForkStrategy;
+      /** ISO timestamp, for PITR. */
+      targetTime: string | null;
+    };
+
+/** Everything a driver needs to run a service; derived, never stored. */
+export interface ServiceSpec {
+  serviceId: string;
+  projectId: string;
+  type: ServiceType;
+  vector: boolean;
+  size: Size;
+  environment: Environment;
+  /** Whether the service's processes should be running (false while PAUSING/PAUSED). */
+  running: boolean;
+  port: number;
+  passwordVerifier: string;
+  pooler: { enabled: boolean; port: number | null };
+  /** CIDR blocks admitted in addition to the public endpoint's (VPC and its peers). */
+  allowedCidrs: string[];
+  ha: HaConfig;
+  source: ServiceSource;
+  createdAt: string;
+}
+
+export interface ReplicaSetSpec {
+  replicaSetId: string;
+  serviceId: string;
+  projectId: string;
+  nodes: number;
+  size: Size;
+  environment: Environment;
+  port: number;
+  pooler: { enabled: boolean; port: number | null };
+  allowedCidrs: string[];
+}
+
+/** What a driver sees of a resource's processes right now. */
+export type Health = 'running' | 'stopped' | 'failed' | 'missing';
+
+export interface LogEntry {
+  /** RFC 3339. */
+  timestamp: string;
+  severity: string;
+  message: string;
+}
+
+export interface LogQuery {
+  /** `lastCursor` of a previous page, as the client sent it; the driver issued it and checks it. */
+  cursor?: string | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  /** Upper-case severities; any matches. */
+  severities: string[];
+  /** Terms that must all appear (case-insensitive). */
+  search: string[];
+  node?: number | undefined;
+  limit: number;
+}
+
+export interface LogPage {
+  /** Newest first. */
+  entries: LogEntry[];
+  /** Present only when older entries exist. */
+  nextCursor?: string;
+}
+
+/** Which resource logs or metrics are asked of. */
+export type Target = { kind: 'service'; id: string } | { kind: 'replicaSet'; id: string };
+
+export interface Driver {
+  readonly name: string;
+
+  /** Prepares the driver (checks the host, adopts running processes). */
+  start(): Promise<void>;
+  /** Stops background work; databases keep running. */
+  close(): Promise<void>;
+
+  applyService(spec: ServiceSpec): Promise<Progress>;
+  deleteService(serviceId: string): Promise<Progress>;
+  inspectService(spec: ServiceSpec): Promise<Health>;
+
+  applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress>;
+  deleteReplicaSet(replicaSetId: string): Promise<Progress>;
+  inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health>;
+
+  /**
+   * One page of logs. Throws InvalidCursorError for a cursor it did not issue.
+   * The caller has checked that `query.node` exists (node 0 is the primary).
+   */
+  readLogs(target: Target, query: LogQuery): Promise<LogPage>;
+
+  /**
+   * Latest sampled usage of the target's primary node (a replica set: one of
+   * its nodes), or undefined when nothing was sampled yet. Must be cheap: it
+   * is called on every GET of a service.
+   */
+  metrics(target: Target): Metrics | undefined;
+}
+
+export class InvalidCursorError extends Error {
+  constructor() {
+    super('cursor is not valid: pass lastCursor from a previous response, unchanged.');
+    this.name = 'InvalidCursorError';
+  }
+}

@@ -1,0 +1,212 @@
+// The `sim` driver: a fast, faithful stand-in for a database cloud, with no
+// processes. Developers run Basin with BASIN_DRIVER=sim in their own tests: the
+// API behaves as with real databases (same statuses, same timing shape, logs to
+// page through, metrics to read), state changes just take `delayMs` and nothing
+// else happens. Everything is computed from the injected clock: no timers, no I/O.
+
+import type { Metrics } from '../../domain/types.js';
+import {
+  DriverError,
+  type Driver,
+  type Health,
+  type LogPage,
+  type LogQuery,
+  type Progress,
+  type ReplicaSetSpec,
+  type ServiceSpec,
+  type Target,
+} from '../driver.js';
+import { readSimLogs } from './sim-logs.js';
+import { simMetrics } from './sim-metrics.js';
+import { SimResources } from './sim-state.js';
+
+export interface SimDriverOptions {
+  /** How long a state change takes, in ms (0 in tests: every step is done at once). */
+  delayMs: number;
+  /** The time source, injectable so tests are deterministic; Date.now by default. */
+  clock?: () => number;
+}
+
+/**
+ * The sim driver. It remembers, in memory only, the last applied spec of each
+ * service and replica set. A change to the desired state (running, size, HA,
+ * pooler, allowed CIDRs, password, environment) completes `delayMs` after it
+ * was first asked for; repeated calls meanwhile answer `wait`. After a restart
+ * it has forgotten everything and adopts what the engine inspects as already
+ * matching its spec, as the local driver adopts running databases. Test hooks
+ * (`crash`, `crashReplicaSet`) let clients exercise the repair path.
+ */
+export class SimDriver implements Driver {
+  readonly name = 'sim';
+  private readonly clock: () => number;
+  private readonly services: SimResources<ServiceSpec>;
+  private readonly replicaSets: SimResources<ReplicaSetSpec>;
+  /** When the sim first saw each target (`kind:id`): the anchor of its log history. */
+  private readonly firstSeen = new Map<string, number>();
+
+  constructor(options: SimDriverOptions) {
+    if (!Number.isFinite(options.delayMs) || options.delayMs < 0) {
+      throw new RangeError(`delayMs must be a non-negative number, got ${options.delayMs}`);
+    }
+    this.clock = options.clock ?? Date.now;
+    this.services = new SimResources(options.delayMs, this.clock, serviceKey);
+    this.replicaSets = new SimResources(options.delayMs, this.clock, replicaSetKey);
+  }
+
+  /** Nothing to prepare: the sim has no host to check and no timers. */
+  async start(): Promise<void> {}
+
+  /** Nothing to stop: the sim has no background work. */
+  async close(): Promise<void> {}
+
+  /**
+   * Converges a service to `spec`. A fork whose parent the sim does not know
+   * (never applied nor inspected since start) fails permanently, as a fork of
+   * a nonexistent database would; a fork already created needs its parent no more.
+   */
+  async applyService(spec: ServiceSpec): Promise<Progress> {
+    const { source } = spec;
+    if (
+      source.kind === 'fork' &&
+      this.services.get(spec.serviceId) === undefined &&
+      this.services.get(source.parentServiceId) === undefined
+    ) {
+      throw new DriverError(
+        `Cannot fork service ${spec.serviceId}: its parent ${source.parentServiceId} does not exist.`,
+        false,
+      );
+    }
+    this.see({ kind: 'service', id: spec.serviceId });
+    return this.services.apply(spec.serviceId, spec, (previous, crashed) => {
+      if (previous === undefined) {
+        return source.kind === 'fork' ? `forking from ${source.parentServiceId}` : 'creating';
+      }
+      if (crashed) return 'restarting after a crash';
+      if (previous.running !== spec.running) return spec.running ? 'starting' : 'stopping';
+      return 'reconfiguring';
+    });
+  }
+
+  /** Deletes a service (timed like apply); then it is forgotten. Unknown ids are DONE. */
+  async deleteService(serviceId: string): Promise<Progress> {
+    return this.forgetWhenDone({ kind: 'service', id: serviceId }, this.services.remove(serviceId));
+  }
+
+  /**
+   * 'running' or 'stopped' as last applied; 'failed' after `crash`; 'missing'
+   * once deleted or while still being created. A service never seen since
+   * start is adopted as matching `spec`, so a restart leaves it READY.
+   */
+  async inspectService(spec: ServiceSpec): Promise<Health> {
+    this.see({ kind: 'service', id: spec.serviceId });
+    return this.services.health(spec.serviceId, spec, (s) => s.running);
+  }
+
+  /** Converges a replica set to `spec`, timed like applyService. */
+  async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
+    this.see({ kind: 'replicaSet', id: spec.replicaSetId });
+    return this.replicaSets.apply(spec.replicaSetId, spec, (previous, crashed) => {
+      if (previous === undefined) return 'creating';
+      if (crashed) return 'restarting after a crash';
+      return previous.nodes === spec.nodes ? 'reconfiguring' : 'changing node count';
+    });
+  }
+
+  /** Deletes a replica set (timed like apply); then it is forgotten. Unknown ids are DONE. */
+  async deleteReplicaSet(replicaSetId: string): Promise<Progress> {
+    const target: Target = { kind: 'replicaSet', id: replicaSetId };
+    return this.forgetWhenDone(target, this.replicaSets.remove(replicaSetId));
+  }
+
+  /** Like inspectService; a replica set always runs once created. */
+  async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
+    this.see({ kind: 'replicaSet', id: spec.replicaSetId });
+    return this.replicaSets.health(spec.replicaSetId, spec, () => true);
+  }
+
+  /**
+   * Synthetic PostgreSQL-like logs (see sim-logs.ts). Any target and node has
+   * logs, from an hour before the sim first saw it: the API checks that the
+   * resource and node exist before asking.
+   */
+  async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
+    const firstSeenMs = this.see(target);
+    const node = query.node ?? 0;
+    return readSimLogs({ target, node, firstSeenMs, nowMs: this.clock() }, query);
+  }
+
+  /** Plausible usage of a created service or replica set; undefined for unknown ones. */
+  metrics(target: Target): Metrics | undefined {
+    const nowMs = this.clock();
+    if (target.kind === 'service') {
+      const spec = this.services.get(target.id);
+      if (spec === undefined) return undefined;
+      const createdMs = Date.parse(spec.createdAt);
+      const sinceMs = createdMs <= nowMs ? createdMs : this.see(target);
+      return simMetrics({ id: target.id, size: spec.size, running: spec.running, sinceMs, nowMs });
+    }
+    const spec = this.replicaSets.get(target.id);
+    if (spec === undefined) return undefined;
+    const sinceMs = this.see(target);
+    return simMetrics({ id: target.id, size: spec.size, running: true, sinceMs, nowMs });
+  }
+
+  /**
+   * Test hook: the service's processes die. inspectService answers 'failed'
+   * until an applyService completes (after `delayMs`), so clients can watch
+   * UNSTABLE → READY. Returns false when the sim does not know the service.
+   */
+  crash(serviceId: string): boolean {
+    return this.services.crash(serviceId);
+  }
+
+  /** Test hook: like crash, for a replica set. */
+  crashReplicaSet(replicaSetId: string): boolean {
+    return this.replicaSets.crash(replicaSetId);
+  }
+
+  /** Records when a target was first seen and returns that time. */
+  private see(target: Target): number {
+    const key = `${target.kind}:${target.id}`;
+    let ms = this.firstSeen.get(key);
+    if (ms === undefined) {
+      ms = this.clock();
+      this.firstSeen.set(key, ms);
+    }
+    return ms;
+  }
+
+  private forgetWhenDone(target: Target, progress: Progress): Progress {
+    if (progress.done) this.firstSeen.delete(`${target.kind}:${target.id}`);
+    return progress;
+  }
+}
+
+/** Creates the sim driver; see SimDriver. */
+export function createSimDriver(options: SimDriverOptions): SimDriver {
+  return new SimDriver(options);
+}
+
+/** The fields of a service spec that make up its desired state. */
+function serviceKey(spec: ServiceSpec): string {
+  return JSON.stringify([
+    spec.running,
+    [spec.size.shared, spec.size.cpuMillis, spec.size.memoryGbs],
+    [spec.ha.replicaCount, spec.ha.syncReplicaCount],
+    [spec.pooler.enabled, spec.pooler.port],
+    [...spec.allowedCidrs].sort(),
+    spec.passwordVerifier,
+    spec.environment,
+  ]);
+}
+
+/** The fields of a replica set spec that make up its desired state. */
+function replicaSetKey(spec: ReplicaSetSpec): string {
+  return JSON.stringify([
+    spec.nodes,
+    [spec.size.shared, spec.size.cpuMillis, spec.size.memoryGbs],
+    [spec.pooler.enabled, spec.pooler.port],
+    [...spec.allowedCidrs].sort(),
+    spec.environment,
+  ]);
+}

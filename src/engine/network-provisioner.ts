@@ -1,0 +1,32 @@
+// VPC peerings connect a VPC to a network in another cloud account. One host
+// cannot build such a link, so Basin's default provisioner records the
+// peering and accepts it; an operator with a real network can plug in a
+// provisioner that creates the link (and fails it with a reason when it can't).
+
+import { randomBytes } from 'node:crypto';
+import type { Peering, Vpc } from '../domain/types.js';
+import type { Progress } from '../drivers/driver.js';
+
+export type ProvisionResult =
+  | {
+      done: true;
+      status: 'active' | 'failed';
+      provisionedId: string | null;
+      errorMessage: string | null;
+    }
+  | Extract<Progress, { done: false }>;
+
+export interface NetworkProvisioner {
+  provision(vpc: Vpc, peering: Peering): Promise<ProvisionResult>;
+}
+
+export const recordingProvisioner: NetworkProvisioner = {
+  async provision() {
+    return {
+      done: true,
+      status: 'active',
+      provisionedId: `pcx-${randomBytes(8).toString('hex')}`,
+      errorMessage: null,
+    };
+  },
+};

@@ -1,0 +1,46 @@
+// Pure builders: the driver's view of a resource, derived from stored state.
+// Nothing here is stored, so there is nothing to get out of step.
+
+import { shouldRun } from '../domain/service-status.js';
+import type { ReplicaSet, Service, Vpc } from '../domain/types.js';
+import type { ReplicaSetSpec, ServiceSpec } from '../drivers/driver.js';
+
+export function serviceSpec(svc: Service, vpc: Vpc | undefined): ServiceSpec {
+  return {
+    serviceId: svc.id,
+    projectId: svc.projectId,
+    type: svc.type,
+    vector: svc.vector,
+    size: svc.size,
+    environment: svc.environment,
+    running: shouldRun(svc.status),
+    port: svc.port,
+    passwordVerifier: svc.passwordVerifier,
+    pooler: svc.pooler,
+    allowedCidrs: vpc ? [vpc.cidr] : [],
+    ha: svc.ha,
+    source: svc.forkedFrom
+      ? {
+          kind: 'fork',
+          parentServiceId: svc.forkedFrom.serviceId,
+          strategy: svc.forkedFrom.strategy,
+          targetTime: svc.forkedFrom.targetTime,
+        }
+      : { kind: 'empty' },
+    createdAt: svc.createdAt,
+  };
+}
+
+export function replicaSetSpec(rs: ReplicaSet, vpc: Vpc | undefined): ReplicaSetSpec {
+  return {
+    replicaSetId: rs.id,
+    serviceId: rs.serviceId,
+    projectId: rs.projectId,
+    nodes: rs.nodes,
+    size: rs.size,
+    environment: rs.environment,
+    port: rs.port,
+    pooler: rs.pooler,
+    allowedCidrs: vpc ? [vpc.cidr] : [],
+  };
+}

@@ -1,0 +1,91 @@
+// Runs the Basin server: parse configuration, wire everything, listen, and
+// drain on SIGINT/SIGTERM. Databases keep running when the server exits.
+
+import { readFileSync } from 'node:fs';
+import { createBasin } from './basin.js';
+import { ConfigError, helpText, parseConfig } from './config.js';
+import { selfSignedCertificate } from './lib/self-signed.js';
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(helpText());
+    return;
+  }
+  const config = parseConfig(argv, process.env);
+  const https =
+    config.tls === 'self-signed'
+      ? selfSignedCertificate(config.dataDir, config.publicHost)
+      : config.tls
+        ? { cert: readFileSync(config.tls.cert, 'utf8'), key: readFileSync(config.tls.key, 'utf8') }
+        : null;
+  const basin = await createBasin(config, {
+    https,
+    logger: {
+      level: config.logLevel,
+      // Credentials must never reach the logs.
+      redact: ['req.headers.authorization', 'req.headers.cookie'],
+    },
+  });
+  const log = basin.app.log;
+
+  if (basin.bootstrapped) {
+    const { project, credential } = basin.bootstrapped;
+    // Shown once, on the console, never through the logger: only hashes are kept.
+    process.stderr.write(
+      [
+        '',
+        '  Basin bootstrapped an empty data directory.',
+        `  Project:     ${project.id} (${project.name})`,
+        config.bootstrapApiKey
+          ? '  Bearer key:  the value of BASIN_BOOTSTRAP_API_KEY'
+          : `  Bearer key:  ${credential.bearerKey}`,
+        `  Access key:  ${credential.accessKey}`,
+        `  Secret key:  ${credential.secretKey}`,
+        '  These secrets are shown only now. Create more with `basin credential create`.',
+        '',
+        '',
+      ].join('\n'),
+    );
+  }
+
+  await basin.app.listen({ host: config.host, port: config.port });
+  const scheme = https ? 'https' : 'http';
+  log.info(
+    { driver: config.driver, dataDir: config.dataDir },
+    `Basin API at ${scheme}://${config.host}:${config.port}/v1`,
+  );
+  if (!https && !isLoopback(config.host)) {
+    log.warn(
+      'Serving plain HTTP on a non-loopback address: put a TLS-terminating proxy in front, or pass --tls-cert/--tls-key.',
+    );
+  }
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    log.info({ signal }, 'shutting down; databases keep running');
+    const force = setTimeout(() => process.exit(1), 30_000);
+    force.unref();
+    await basin.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.startsWith('127.') || host === '::1';
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`basin: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(
+    `basin: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
+  process.exit(1);
+});

@@ -1,0 +1,95 @@
+// Schema migrations, applied in order; PRAGMA user_version records how many
+// have run. Never edit a migration that has shipped: add a new one.
+//
+// Resources are stored as versioned JSON documents (`doc`) with the columns
+// that queries filter on pulled out beside them.
+
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE projects (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  CREATE TABLE users (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL
+  );
+  CREATE TABLE user_projects (
+    user_id TEXT NOT NULL REFERENCES users(id),
+    project_id TEXT NOT NULL REFERENCES projects(id),
+    PRIMARY KEY (user_id, project_id)
+  );
+  CREATE TABLE credentials (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('project', 'user')),
+    project_id TEXT REFERENCES projects(id),
+    user_id TEXT REFERENCES users(id),
+    name TEXT NOT NULL,
+    bearer_hash TEXT NOT NULL UNIQUE,
+    access_key TEXT NOT NULL UNIQUE,
+    secret_hash TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+  );
+  CREATE TABLE vpcs (
+    id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    parent_id TEXT,
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX vpcs_project ON vpcs(project_id);
+  CREATE TABLE peerings (
+    id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    parent_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX peerings_parent ON peerings(parent_id);
+  CREATE TABLE services (
+    id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    parent_id TEXT,
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX services_project ON services(project_id);
+  CREATE INDEX services_vpc ON services(json_extract(doc, '$.vpcId'));
+  CREATE TABLE replica_sets (
+    id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    parent_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX replica_sets_parent ON replica_sets(parent_id);
+  CREATE TABLE operations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    resource_kind TEXT NOT NULL,
+    resource_id TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'done', 'failed', 'cancelled')),
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    run_after INTEGER NOT NULL,
+    locked_by TEXT,
+    lease_expires_at INTEGER,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  );
+  CREATE INDEX operations_pending ON operations(state, run_after);
+  CREATE INDEX operations_resource ON operations(resource_kind, resource_id, state);
+  CREATE TABLE ports (
+    port INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL UNIQUE
+  );
+  `,
+];

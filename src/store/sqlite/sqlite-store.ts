@@ -1,0 +1,67 @@
+import Database from 'better-sqlite3';
+import type { Store, Tx } from '../store.js';
+import { MIGRATIONS } from './migrations.js';
+import { createRepos } from './repos.js';
+
+/**
+ * The embedded store: one SQLite file in WAL mode, two connections. Writes
+ * happen only inside `transaction`, on the writer connection, one transaction
+ * at a time (a promise-chain mutex, since the callback is async). Everything
+ * outside a transaction reads through a read-only connection, so it never
+ * sees another request's uncommitted writes and cannot write by mistake.
+ */
+export function openSqliteStore(file: string): Store {
+  const writer = new Database(file);
+  writer.pragma('journal_mode = WAL');
+  writer.pragma('synchronous = NORMAL');
+  writer.pragma('busy_timeout = 5000');
+  writer.pragma('foreign_keys = ON');
+  migrate(writer);
+  const reader = new Database(file, { readonly: true });
+  reader.pragma('busy_timeout = 5000');
+
+  const txRepos: Tx = createRepos(writer);
+  const readRepos = createRepos(reader);
+  let queue: Promise<unknown> = Promise.resolve();
+
+  const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
+    const run = async () => {
+      writer.exec('BEGIN IMMEDIATE');
+      try {
+        const result = await fn(txRepos);
+        writer.exec('COMMIT');
+        return result;
+      } catch (err) {
+        if (writer.inTransaction) writer.exec('ROLLBACK');
+        throw err;
+      }
+    };
+    const next = queue.then(run, run);
+    queue = next.catch(() => undefined);
+    return next;
+  };
+
+  return {
+    ...readRepos,
+    transaction,
+    close() {
+      reader.close();
+      writer.close();
+    },
+  };
+}
+
+function migrate(db: Database.Database): void {
+  const applied = db.pragma('user_version', { simple: true }) as number;
+  if (applied > MIGRATIONS.length) {
+    throw new Error(
+      `The data directory was written by a newer Basin (schema ${applied}, this one knows ${MIGRATIONS.length}).`,
+    );
+  }
+  for (let i = applied; i < MIGRATIONS.length; i++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[i] as string);
+      db.pragma(`user_version = ${i + 1}`);
+    })();
+  }
+}
