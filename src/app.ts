@@ -3,7 +3,7 @@
 
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { registerErrorHandling } from './api/errors.js';
+import { frameworkErrors, registerErrorHandling } from './api/errors.js';
 import { authenticate } from './api/auth.js';
 import { logRoutes } from './api/routes/logs.js';
 import { peeringRoutes } from './api/routes/peerings.js';
@@ -32,6 +32,7 @@ export async function buildApp({
   const app = Fastify({
     logger,
     bodyLimit: bodyLimitBytes,
+    frameworkErrors,
     // Strict types: a number where the spec says string is a 400, not coerced.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     ...(https ? { https } : {}),

@@ -36,7 +36,9 @@ export async function authenticate(store: Store, req: FastifyRequest): Promise<P
       );
   }
   if (!cred || cred.revokedAt !== null)
-    throw unauthorized('The credentials are not valid (unknown or revoked).');
+    throw unauthorized(
+      'The credentials are not valid (unknown or revoked); send Authorization: Bearer <api key> or Basic <access key>:<secret key> of a current credential.',
+    );
   const projectIds =
     cred.kind === 'project'
       ? [cred.projectId as string]

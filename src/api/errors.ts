@@ -8,7 +8,6 @@ import { AppError, type ErrorCode, ERROR_CATALOGUE } from '../domain/errors.js';
 const FASTIFY_CODES: Record<string, [ErrorCode, string]> = {
   FST_ERR_CTP_INVALID_JSON_BODY: ['INVALID_REQUEST', 'The body is not valid JSON.'],
   FST_ERR_CTP_EMPTY_JSON_BODY: ['INVALID_REQUEST', 'The body is empty; send a JSON object.'],
-  FST_ERR_CTP_BODY_TOO_LARGE: ['PAYLOAD_TOO_LARGE', 'The body is too large.'],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [
     'UNSUPPORTED_MEDIA_TYPE',
     'Send the body as JSON with Content-Type: application/json.',
@@ -36,12 +35,22 @@ export function registerErrorHandling(app: FastifyInstance): void {
       if (err instanceof AppError) return sendError(reply, err.code, err.message);
       const fe = err as FastifyError;
       if (fe.validation) {
-        return sendError(reply, 'INVALID_REQUEST', `Invalid request: ${fe.message}.`);
+        // Ajv does not name an unknown field in its message; say which one to remove.
+        const extra = fe.validation.find((v) => v.keyword === 'additionalProperties')?.params
+          .additionalProperty;
+        const hint = typeof extra === 'string' ? ` (unknown field ${JSON.stringify(extra)})` : '';
+        return sendError(reply, 'INVALID_REQUEST', `Invalid request: ${fe.message}${hint}.`);
       }
       const mapped = fe.code ? FASTIFY_CODES[fe.code] : undefined;
       if (mapped) return sendError(reply, mapped[0], mapped[1]);
       const status = fe.statusCode ?? 500;
-      if (status === 413) return sendError(reply, 'PAYLOAD_TOO_LARGE', 'The body is too large.');
+      if (status === 413) {
+        return sendError(
+          reply,
+          'PAYLOAD_TOO_LARGE',
+          `The body is larger than the limit of ${app.initialConfig.bodyLimit} bytes; send a smaller one.`,
+        );
+      }
       if (status === 415)
         return sendError(reply, 'UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON.');
       if (status >= 400 && status < 500) return sendError(reply, 'INVALID_REQUEST', fe.message);
@@ -61,4 +70,28 @@ export function registerErrorHandling(app: FastifyInstance): void {
       `No route ${req.method} ${req.url.split('?')[0]}; see /v1/openapi.json.`,
     ),
   );
+}
+
+/**
+ * Fastify answers some malformed URLs (bad percent-encoding, a path segment
+ * longer than the router's limit) before routing, outside the error handler;
+ * passed as the `frameworkErrors` option, this keeps their body `{code, message}`.
+ */
+export function frameworkErrors(err: FastifyError, _req: FastifyRequest, reply: FastifyReply) {
+  switch (err.code) {
+    case 'FST_ERR_BAD_URL':
+      return sendError(
+        reply,
+        'INVALID_REQUEST',
+        'The URL path is not valid (bad percent-encoding).',
+      );
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return sendError(
+        reply,
+        'INVALID_REQUEST',
+        'A path segment is too long; identifiers are at most 64 characters.',
+      );
+    default:
+      return sendError(reply, 'INVALID_REQUEST', err.message);
+  }
 }

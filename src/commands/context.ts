@@ -1,8 +1,8 @@
 // What every command needs, handed in by the composition root (app.ts).
 
 import type { Size } from '../domain/types.js';
-import { notFound } from '../domain/errors.js';
-import type { Driver } from '../drivers/driver.js';
+import { invalid, notFound } from '../domain/errors.js';
+import type { Capabilities, Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store } from '../store/store.js';
 
@@ -41,3 +41,13 @@ export const portOwner = {
   replicaSet: (id: string) => `replicaSet:${id}`,
   replicaSetPooler: (id: string) => `replicaSet:${id}:pooler`,
 };
+
+/**
+ * Refuses, with a 400 that says so, a request the configured driver cannot
+ * carry out (DESIGN.md: a clear 400 when the host lacks what a request needs).
+ */
+export function requireCapability(ctx: Ctx, capability: keyof Capabilities, what: string): void {
+  if (!ctx.driver.capabilities[capability]) {
+    throw invalid(`This Basin runs the ${ctx.driver.name} driver, which does not support ${what} yet.`);
+  }
+}

@@ -10,7 +10,7 @@ import type { Environment, ReplicaSet } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import type { Tx } from '../store/store.js';
-import { type Ctx, type Principal, portOwner } from './context.js';
+import { type Ctx, type Principal, portOwner, requireCapability } from './context.js';
 import { loadReplicaSet, loadService } from './service-lookup.js';
 
 export const MAX_REPLICA_NODES = 10;
@@ -32,6 +32,7 @@ export async function createReplicaSet(
   serviceId: string,
   body: { name: string; nodes: number; cpu_millis: number; memory_gbs: number },
 ): Promise<ReplicaSet> {
+  requireCapability(ctx, 'replicaSets', 'read replica sets');
   const name = checkName('name', body.name);
   if (!Number.isInteger(body.nodes) || body.nodes < 1 || body.nodes > MAX_REPLICA_NODES) {
     throw invalid(

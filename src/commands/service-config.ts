@@ -9,7 +9,7 @@ import { pickSize } from '../domain/sizes.js';
 import type { Environment, Service } from '../domain/types.js';
 import { scramVerifier } from '../lib/secrets.js';
 import type { Tx } from '../store/store.js';
-import { type Ctx, type Principal, portOwner } from './context.js';
+import { type Ctx, type Principal, portOwner, requireCapability } from './context.js';
 import { loadService } from './service-lookup.js';
 import { getVpc } from './vpcs.js';
 
@@ -88,6 +88,7 @@ export function setHA(
   serviceId: string,
   body: { replica_count?: number; sync_replica_count?: number },
 ) {
+  if ((body.replica_count ?? 0) > 0) requireCapability(ctx, 'haReplicas', 'HA replicas');
   return configure(ctx, p, projectId, serviceId, 'setHA', (svc) => ({
     ha: checkHa(
       { replicaCount: body.replica_count, syncReplicaCount: body.sync_replica_count },
@@ -143,6 +144,7 @@ export function setPooler(
   serviceId: string,
   enabled: boolean,
 ) {
+  if (enabled) requireCapability(ctx, 'pooler', 'the connection pooler');
   return configure(ctx, p, projectId, serviceId, 'configure', async (svc, tx) => {
     if (svc.pooler.enabled === enabled) {
       throw conflict(

@@ -4,14 +4,26 @@
 
 import { invalid } from '../domain/errors.js';
 import { serviceMove } from '../domain/service-status.js';
-import { checkHa, checkName, checkPitrTarget, typeFromAddons } from '../domain/service-rules.js';
+import {
+  checkHa,
+  checkName,
+  checkPitrTarget,
+  NAME_MAX,
+  typeFromAddons,
+} from '../domain/service-rules.js';
 import { pickSize } from '../domain/sizes.js';
 import type { Addon, Environment, ForkStrategy, Service } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import { generatePassword, scramVerifier } from '../lib/secrets.js';
 import type { Tx } from '../store/store.js';
-import { type Ctx, type Principal, portOwner, visibleProject } from './context.js';
+import {
+  type Ctx,
+  type Principal,
+  portOwner,
+  requireCapability,
+  visibleProject,
+} from './context.js';
 import { loadService } from './service-lookup.js';
 import { checkRegion } from './vpcs.js';
 
@@ -46,6 +58,7 @@ export async function createService(
     { replicaCount: body.replica_count ?? 0, syncReplicaCount: 0 },
     { replicaCount: 0, syncReplicaCount: 0 },
   );
+  if (ha.replicaCount > 0) requireCapability(ctx, 'haReplicas', 'HA replicas');
   const regionCode = checkRegion(ctx, body.region_code ?? ctx.settings.defaultRegion);
   const password = generatePassword();
   const fields = {
@@ -86,6 +99,7 @@ export async function forkService(
   body: ForkInput,
 ): Promise<Created> {
   const parent = await loadService(ctx.store, p, projectId, parentId);
+  requireCapability(ctx, 'forks', 'forks');
   serviceMove(parent.id, parent.status, 'fork');
   if (body.fork_strategy !== 'PITR' && body.target_time !== undefined) {
     throw invalid('target_time is only for the PITR fork strategy.');
@@ -105,7 +119,7 @@ export async function forkService(
     ctx,
     projectId,
     {
-      name: checkName('name', body.name ?? `${parent.name}-fork`.slice(0, 128)),
+      name: checkName('name', body.name ?? forkName(parent.name)),
       type: parent.type,
       vector: parent.vector,
       size,
@@ -123,6 +137,15 @@ export async function forkService(
     },
   );
   return { service, initialPassword: password };
+}
+
+/**
+ * `<parent>-fork`, shortening the parent's name (by characters, never inside
+ * one) when the whole would pass the name limit, so the suffix always shows.
+ */
+function forkName(parentName: string): string {
+  const suffix = '-fork';
+  return `${[...parentName].slice(0, NAME_MAX - suffix.length).join('')}${suffix}`;
 }
 
 type NewFields = Pick<

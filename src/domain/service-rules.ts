@@ -81,8 +81,24 @@ export function checkPitrTarget(target: string, parentCreatedAt: string, now: nu
   return new Date(t).toISOString();
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+const RFC3339 =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 
+/** RFC 3339 date-time with a real calendar date (Date.parse rolls 02-30 over to 03-01). */
 export function isRfc3339(s: string): boolean {
-  return RFC3339.test(s) && !Number.isNaN(Date.parse(s));
+  const m = RFC3339.exec(s);
+  if (!m || Number.isNaN(Date.parse(s))) return false;
+  const n = (i: number) => Number(m[i] ?? 0);
+  const daysInMonth = new Date(Date.UTC(n(1), n(2), 0)).getUTCDate();
+  return (
+    n(2) >= 1 &&
+    n(2) <= 12 &&
+    n(3) >= 1 &&
+    n(3) <= daysInMonth &&
+    n(4) <= 23 &&
+    n(5) <= 59 &&
+    n(6) <= 59 &&
+    n(8) <= 23 &&
+    n(9) <= 59
+  );
 }

@@ -112,8 +112,17 @@ export interface LogPage {
 /** Which resource logs or metrics are asked of. */
 export type Target = { kind: 'service'; id: string } | { kind: 'replicaSet'; id: string };
 
+/** What a driver can do; requests for the rest are refused up front with a clear message. */
+export interface Capabilities {
+  forks: boolean;
+  haReplicas: boolean;
+  replicaSets: boolean;
+  pooler: boolean;
+}
+
 export interface Driver {
   readonly name: string;
+  readonly capabilities: Capabilities;
 
   /** Prepares the driver (checks the host, adopts running processes). */
   start(): Promise<void>;

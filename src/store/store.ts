@@ -21,6 +21,7 @@ export interface User {
 export interface UserRepo {
   get(id: string): Promise<User | undefined>;
   findByName(name: string): Promise<User | undefined>;
+  list(): Promise<User[]>;
   insert(u: User): Promise<void>;
   addToProject(userId: string, projectId: string): Promise<void>;
   projectIds(userId: string): Promise<string[]>;

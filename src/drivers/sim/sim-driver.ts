@@ -38,6 +38,7 @@ export interface SimDriverOptions {
  */
 export class SimDriver implements Driver {
   readonly name = 'sim';
+  readonly capabilities = { forks: true, haReplicas: true, replicaSets: true, pooler: true };
   private readonly clock: () => number;
   private readonly services: SimResources<ServiceSpec>;
   private readonly replicaSets: SimResources<ReplicaSetSpec>;

@@ -55,6 +55,12 @@ class Users implements UserRepo {
   async findByName(name: string) {
     return toUser(this.db.prepare('SELECT * FROM users WHERE name = ?').get(name));
   }
+  async list() {
+    return this.db
+      .prepare('SELECT * FROM users ORDER BY created_at, id')
+      .all()
+      .map((r) => toUser(r) as User);
+  }
   async insert(u: User) {
     this.db
       .prepare('INSERT INTO users (id, name, created_at) VALUES (?, ?, ?)')

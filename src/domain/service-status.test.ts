@@ -1,0 +1,87 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { AppError } from './errors.js';
+import { ENGINE_MOVES, type ServiceAction, serviceMove, shouldRun } from './service-status.js';
+import { SERVICE_STATUSES, type ServiceStatus } from './types.js';
+
+const LIVE: ServiceStatus[] = SERVICE_STATUSES.filter((s) => s !== 'DELETING' && s !== 'DELETED');
+
+/** Every action: the statuses it is allowed from, and where it moves the service. */
+const TABLE: Record<
+  ServiceAction,
+  { from: ServiceStatus[]; to: ServiceStatus | undefined; settle: ServiceStatus | undefined }
+> = {
+  stop: { from: ['READY'], to: 'PAUSING', settle: 'PAUSED' },
+  start: { from: ['PAUSED'], to: 'RESUMING', settle: 'READY' },
+  resize: { from: ['READY'], to: 'CONFIGURING', settle: 'READY' },
+  setHA: { from: ['READY'], to: 'CONFIGURING', settle: 'READY' },
+  delete: { from: LIVE, to: 'DELETING', settle: undefined },
+  fork: { from: ['READY'], to: undefined, settle: undefined },
+  configure: { from: LIVE, to: undefined, settle: undefined },
+  addReplicaSet: { from: ['READY'], to: undefined, settle: undefined },
+};
+
+for (const [action, rule] of Object.entries(TABLE) as [ServiceAction, (typeof TABLE)['stop']][]) {
+  for (const status of SERVICE_STATUSES) {
+    const allowed = rule.from.includes(status);
+    test(`${action} from ${status} is ${allowed ? `allowed → ${rule.to ?? status}` : 'a CONFLICT'}`, () => {
+      if (allowed) {
+        assert.deepEqual(serviceMove('svc1', status, action), {
+          to: rule.to,
+          settle: rule.settle,
+        });
+        return;
+      }
+      assert.throws(
+        () => serviceMove('svc1', status, action),
+        (err: unknown) => {
+          assert.ok(err instanceof AppError);
+          assert.equal(err.code, 'CONFLICT');
+          assert.equal(err.status, 409);
+          // The message names the service and the state that forbids the request.
+          assert.match(err.message, /svc1/);
+          assert.ok(err.message.includes(`while it is ${status}`), err.message);
+          return true;
+        },
+      );
+    });
+  }
+}
+
+test('no request moves a service out of DELETING or DELETED', () => {
+  for (const action of Object.keys(TABLE) as ServiceAction[]) {
+    for (const status of ['DELETING', 'DELETED'] as const) {
+      assert.throws(() => serviceMove('svc1', status, action), { code: 'CONFLICT' });
+    }
+  }
+});
+
+test('conflict messages use a verb a person understands', () => {
+  assert.throws(() => serviceMove('s', 'PAUSED', 'setHA'), {
+    message: /Cannot change the HA configuration of service s while it is PAUSED/,
+  });
+  assert.throws(() => serviceMove('s', 'PAUSED', 'addReplicaSet'), {
+    message: /Cannot add a read replica set to service s while it is PAUSED/,
+  });
+  assert.throws(() => serviceMove('s', 'DELETING', 'configure'), {
+    message: /Cannot change service s while it is DELETING: it is being deleted/,
+  });
+  assert.throws(() => serviceMove('s', 'DELETING', 'delete'), {
+    message: /already being deleted/,
+  });
+});
+
+test('engine moves: provision, drift and repair', () => {
+  assert.deepEqual(ENGINE_MOVES, {
+    provision: ['QUEUED', 'CONFIGURING'],
+    markUnstable: ['READY', 'UNSTABLE'],
+    recover: ['UNSTABLE', 'READY'],
+  });
+});
+
+test('a service should run in every status but PAUSING, PAUSED, DELETING and DELETED', () => {
+  const stopped = new Set<ServiceStatus>(['PAUSING', 'PAUSED', 'DELETING', 'DELETED']);
+  for (const status of SERVICE_STATUSES) {
+    assert.equal(shouldRun(status), !stopped.has(status), status);
+  }
+});

@@ -1,0 +1,62 @@
+// Basin's administrative connection to a node: the `postgres` superuser over
+// the node's Unix socket, authenticated by peer (the connecting OS user,
+// mapped through pg_ident). It never uses tsdbadmin and never crosses TCP, so
+// no password exists that could leak, and a user who changes tsdbadmin's
+// password cannot lock Basin out.
+
+import pg from 'pg';
+
+export interface AdminTarget {
+  socketDir: string;
+  port: number;
+}
+
+export async function withAdmin<T>(
+  target: AdminTarget,
+  database: string,
+  fn: (client: pg.Client) => Promise<T>,
+): Promise<T> {
+  const client = new pg.Client({
+    host: target.socketDir,
+    port: target.port,
+    user: 'postgres',
+    database,
+    application_name: 'basin',
+    connectionTimeoutMillis: 10_000,
+  });
+  // A server going away mid-call surfaces as an error event; without a
+  // listener it would crash the process instead of failing this call.
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * Sets tsdbadmin's password from its SCRAM verifier: PostgreSQL stores a
+ * string that already is a verifier as it is
+ * (https://www.postgresql.org/docs/15/sql-createrole.html, PASSWORD), so the
+ * password itself never reaches the server. Logging of the statement is
+ * turned off for this session: a verifier is not the password, but it is
+ * what an attacker would brute-force offline.
+ */
+export async function setTsdbadminPassword(target: AdminTarget, verifier: string): Promise<void> {
+  await withAdmin(target, 'postgres', async (c) => {
+    await c.query(`SET log_statement = 'none'`);
+    await c.query(`SET log_min_error_statement = 'panic'`);
+    await c.query(`ALTER ROLE tsdbadmin PASSWORD ${c.escapeLiteral(verifier)}`);
+  });
+}
+
+/** Creates extensions in `tsdb` (as the superuser: they need it); existing ones are kept. */
+export async function createExtensions(target: AdminTarget, names: string[]): Promise<void> {
+  if (names.length === 0) return;
+  await withAdmin(target, 'tsdb', async (c) => {
+    for (const name of names) {
+      await c.query(`CREATE EXTENSION IF NOT EXISTS ${c.escapeIdentifier(name)}`);
+    }
+  });
+}

@@ -1,0 +1,263 @@
+// Pure builders for a node's configuration: postgresql settings derived from
+// the service's size and type, pg_hba.conf and pg_ident.conf. No I/O here, so
+// every rule can be unit-tested (conf.test.ts) and the driver can compare what
+// it wants with what it wrote by comparing text.
+//
+// The settings go to `basin.conf`, which the template's postgresql.conf
+// includes last: initdb's own choices (locale, text search config…) stay in
+// postgresql.conf, and everything Basin decides is in one generated file.
+
+import { isIP } from 'node:net';
+import type { ServiceSpec } from '../driver.js';
+import type { ServiceType, Size } from '../../domain/types.js';
+
+export type Settings = Record<string, string>;
+
+/** Where a node's files live, as far as its configuration names them. */
+export interface NodePaths {
+  socketDir: string;
+  archiveDir: string;
+}
+
+export interface ConfOptions {
+  /** PostgreSQL's listen_addresses: '*' (all interfaces) unless configured. */
+  listenAddresses: string;
+  /** Who may reach the public endpoint (default everyone: 0.0.0.0/0 and ::/0). */
+  publicCidrs: readonly string[];
+}
+
+/** The part of a service's configuration that depends on its size. */
+export interface SizeProfile {
+  sharedBuffersMb: number;
+  effectiveCacheSizeMb: number;
+  maintenanceWorkMemMb: number;
+  workMemKb: number;
+  maxConnections: number;
+  maxParallelWorkers: number;
+  maxParallelWorkersPerGather: number;
+  maxParallelMaintenanceWorkers: number;
+  /** timescaledb.max_background_workers: its launcher's schedulers and jobs. */
+  timescaleBackgroundWorkers: number;
+}
+
+/**
+ * The classic PostgreSQL sizing rules (as in the PostgreSQL wiki's "Tuning
+ * Your PostgreSQL Server" and timescaledb-tune), for a dedicated `memoryGbs`
+ * and `cpuMillis`:
+ * - shared_buffers 25% of memory; effective_cache_size 75% (the planner's
+ *   guess of shared buffers + OS page cache);
+ * - maintenance_work_mem memory/16, at most 2 GB (VACUUM, CREATE INDEX);
+ * - max_connections 25 per GB, between 100 and 500: each connection is a
+ *   process, and a pooler is the answer beyond that;
+ * - work_mem: what is left after shared_buffers, shared by every connection
+ *   running ~3 sort/hash nodes at once, at least 4 MB (PostgreSQL's default);
+ * - one parallel worker per (rounded up) CPU, half of them for one query or
+ *   index build, at most 4.
+ * `shared` sizes get a small fixed profile: PostgreSQL's defaults for memory,
+ * fewer connections, no parallel query.
+ */
+export function sizeProfile(size: Size): SizeProfile {
+  if (size.shared) {
+    return {
+      sharedBuffersMb: 128,
+      effectiveCacheSizeMb: 384,
+      maintenanceWorkMemMb: 64,
+      workMemKb: 4096,
+      maxConnections: 50,
+      maxParallelWorkers: 1,
+      maxParallelWorkersPerGather: 0,
+      maxParallelMaintenanceWorkers: 0,
+      timescaleBackgroundWorkers: 4,
+    };
+  }
+  const memMb = Math.max(256, Math.round(size.memoryGbs * 1024));
+  const cpus = Math.max(1, Math.ceil(size.cpuMillis / 1000));
+  const sharedBuffersMb = Math.floor(memMb / 4);
+  const maxConnections = clamp(Math.round(size.memoryGbs * 25), 100, 500);
+  const half = Math.min(4, Math.floor(cpus / 2));
+  return {
+    sharedBuffersMb,
+    effectiveCacheSizeMb: Math.floor((memMb * 3) / 4),
+    maintenanceWorkMemMb: Math.min(2048, Math.floor(memMb / 16)),
+    workMemKb: Math.max(4096, Math.floor(((memMb - sharedBuffersMb) * 1024) / (maxConnections * 3))),
+    maxConnections,
+    maxParallelWorkers: cpus,
+    maxParallelWorkersPerGather: half,
+    maxParallelMaintenanceWorkers: half,
+    // 1 launcher slot + 1 scheduler per database using it + concurrent jobs.
+    timescaleBackgroundWorkers: clamp(cpus * 2, 4, 16),
+  };
+}
+
+const clamp = (n: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, n));
+
+export const hasTimescale = (type: ServiceType) => type === 'TIMESERIESDB';
+
+/** The extensions a service gets in its `tsdb` database. */
+export function wantedExtensions(spec: Pick<ServiceSpec, 'type' | 'vector'>): string[] {
+  const out: string[] = [];
+  if (hasTimescale(spec.type)) out.push('timescaledb');
+  if (spec.type === 'VECTOR' || spec.vector) out.push('vector');
+  return out;
+}
+
+/**
+ * Settings that only take effect when the postmaster starts ("context:
+ * postmaster" in pg_settings). Changing any of them means a restart; the
+ * rest are applied with a reload (SIGHUP).
+ */
+export const RESTART_SETTINGS: ReadonlySet<string> = new Set([
+  'listen_addresses',
+  'port',
+  'unix_socket_directories',
+  'cluster_name',
+  'max_connections',
+  'shared_buffers',
+  'max_worker_processes',
+  'shared_preload_libraries',
+  'timescaledb.max_background_workers',
+  'wal_level',
+  'archive_mode',
+  'logging_collector',
+]);
+
+/** Every setting Basin decides for a service node. */
+export function postgresqlSettings(
+  spec: ServiceSpec,
+  paths: NodePaths,
+  options: ConfOptions,
+): Settings {
+  const p = sizeProfile(spec.size);
+  const tsdb = hasTimescale(spec.type);
+  const s: Settings = {
+    // Connections. The Unix socket lives in a directory only root and the
+    // postgres OS user can enter: it is Basin's administrative door.
+    listen_addresses: options.listenAddresses,
+    port: String(spec.port),
+    unix_socket_directories: paths.socketDir,
+    // Names the cluster in process titles ("postgres: <id>: checkpointer").
+    cluster_name: spec.serviceId,
+    max_connections: String(p.maxConnections),
+    password_encryption: 'scram-sha-256',
+    // TLS; pg_hba.conf makes it mandatory for TCP. The files are relative to
+    // the data directory. https://www.postgresql.org/docs/15/ssl-tcp.html
+    ssl: 'on',
+    ssl_cert_file: 'server.crt',
+    ssl_key_file: 'server.key',
+    ssl_min_protocol_version: 'TLSv1.2',
+    // Memory and parallelism, from the size.
+    shared_buffers: `${p.sharedBuffersMb}MB`,
+    effective_cache_size: `${p.effectiveCacheSizeMb}MB`,
+    maintenance_work_mem: `${p.maintenanceWorkMemMb}MB`,
+    work_mem: `${p.workMemKb}kB`,
+    max_parallel_workers: String(p.maxParallelWorkers),
+    max_parallel_workers_per_gather: String(p.maxParallelWorkersPerGather),
+    max_parallel_maintenance_workers: String(p.maxParallelMaintenanceWorkers),
+    // Background workers come from one pool: parallel workers, timescaledb's
+    // launcher and its workers, the logical replication launcher, one spare.
+    max_worker_processes: String(
+      Math.max(8, p.maxParallelWorkers + (tsdb ? p.timescaleBackgroundWorkers + 1 : 0) + 2),
+    ),
+    // Storage is assumed to be SSD: random reads cost little more than sequential ones.
+    random_page_cost: '1.1',
+    shared_preload_libraries: tsdb ? 'timescaledb' : '',
+    // WAL archiving into the service's own archive, for PITR and forks.
+    // basic_archive (contrib) copies each segment to a temporary name, fsyncs
+    // and renames it, so a crash never leaves a half-written segment, and it
+    // succeeds when an identical file is already there (a retried archive).
+    // https://www.postgresql.org/docs/15/basic-archive.html
+    wal_level: 'replica',
+    archive_mode: 'on',
+    archive_library: 'basic_archive',
+    'basic_archive.archive_directory': paths.archiveDir,
+    // A segment is archived at the latest 5 minutes after a write, so a
+    // point-in-time restore can reach close to now; an idle server does not
+    // switch segments, so this costs nothing when nothing happens.
+    archive_timeout: '5min',
+    // JSON logs, collected into pgdata/log, rotated daily or at 10 MB.
+    // https://www.postgresql.org/docs/15/runtime-config-logging.html
+    logging_collector: 'on',
+    log_destination: 'jsonlog',
+    log_directory: 'log',
+    log_filename: 'postgresql-%Y-%m-%d_%H%M%S.log',
+    log_rotation_age: '1d',
+    log_rotation_size: '10MB',
+    log_file_mode: '0600',
+    log_timezone: 'UTC',
+    timezone: 'UTC',
+  };
+  if (tsdb) {
+    s['timescaledb.max_background_workers'] = String(p.timescaleBackgroundWorkers);
+    // No internet here; and a managed service does not phone home by default.
+    s['timescaledb.telemetry_level'] = 'off';
+  }
+  return s;
+}
+
+/** The two halves of the settings: what needs a restart and what a reload applies. */
+export function splitSettings(settings: Settings): { restart: Settings; reload: Settings } {
+  const restart: Settings = {};
+  const reload: Settings = {};
+  for (const [k, v] of Object.entries(settings)) (RESTART_SETTINGS.has(k) ? restart : reload)[k] = v;
+  return { restart, reload };
+}
+
+/** postgresql.conf syntax; every value is a quoted string, which PostgreSQL accepts for any type. */
+export function renderConf(settings: Settings): string {
+  const lines = Object.entries(settings).map(([k, v]) => `${k} = '${v.replace(/'/g, "''")}'`);
+  return `# Written by Basin from the service's spec; edits are overwritten.\n${lines.join('\n')}\n`;
+}
+
+/** The ident map name used for Basin's administrative (peer) connections. */
+export const ADMIN_MAP = 'basin';
+
+/**
+ * Host-based authentication, first match wins
+ * (https://www.postgresql.org/docs/15/auth-pg-hba-conf.html):
+ * - the `postgres` superuser only over the Unix socket, by peer (OS user)
+ *   authentication mapped through pg_ident; every other local login is refused;
+ * - TCP without TLS is refused for everyone, so TLS is required;
+ * - the superuser never logs in over TCP, whatever its password;
+ * - every other role logs in with SCRAM-SHA-256 from the public endpoint's
+ *   CIDRs and the service's VPC CIDRs (allowedCidrs).
+ */
+export function pgHba(spec: Pick<ServiceSpec, 'allowedCidrs'>, publicCidrs: readonly string[]) {
+  const cidrs = [...new Set([...publicCidrs, ...spec.allowedCidrs].map(checkCidr))];
+  const any = ['0.0.0.0/0', '::/0'];
+  const row = (...cols: string[]) => cols.map((c, i) => c.padEnd(i < 4 ? 14 : 0)).join('');
+  return [
+    '# Written by Basin from the service spec; edits are overwritten.',
+    row('# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'),
+    row('local', 'all', 'postgres', '', `peer map=${ADMIN_MAP}`),
+    row('local', 'all', 'all', '', 'reject'),
+    ...any.map((a) => row('hostnossl', 'all', 'all', a, 'reject')),
+    ...any.map((a) => row('hostssl', 'all', 'postgres', a, 'reject')),
+    ...cidrs.map((c) => row('hostssl', 'all', 'all', c, 'scram-sha-256')),
+    '',
+  ].join('\n');
+}
+
+/** Which OS users may log in as `postgres` over the socket: Basin's admin connection. */
+export function pgIdent(osUsers: readonly string[]): string {
+  const users = [...new Set(osUsers)];
+  for (const u of users) {
+    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(u)) throw new Error(`unusable OS user name ${u}`);
+  }
+  return [
+    '# Written by Basin; edits are overwritten.',
+    '# MAPNAME  SYSTEM-USERNAME  PG-USERNAME',
+    ...users.map((u) => `${ADMIN_MAP}  ${u}  postgres`),
+    '',
+  ].join('\n');
+}
+
+/** Accepts an IPv4 or IPv6 block "address/prefix" and returns it; anything else is refused. */
+export function checkCidr(cidr: string): string {
+  const m = /^([^/\s]+)\/(\d{1,3})$/.exec(cidr);
+  const family = m ? isIP(m[1] as string) : 0;
+  const prefix = m ? Number(m[2]) : NaN;
+  if (!m || family === 0 || prefix > (family === 4 ? 32 : 128)) {
+    throw new Error(`not a CIDR block: ${JSON.stringify(cidr)}`);
+  }
+  return cidr;
+}

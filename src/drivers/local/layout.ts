@@ -1,0 +1,98 @@
+// Where the local driver keeps things. Every path is derived here and only
+// here, so that creating, adopting, reading logs, sampling metrics and
+// deleting always agree.
+//
+//   <dataDir>/local/
+//     template/pgdata            the cluster every new node is copied from
+//     template/template.json     what built it (a version marker)
+//     .staging-<random>/         a template or CA being built (renamed into place)
+//     ca/                        the installation's certificate authority (ca.crt, ca.key)
+//     instances/<id>/<node>/     one PostgreSQL cluster (a "node")
+//       pgdata/                  its data directory; pgdata/log/*.json are its logs
+//       state.json               what the driver last applied to it
+//       startup.log              the postmaster's output until its log collector runs
+//     archive/<id>/              WAL archive of a service (PITR, forks)
+//     s/<id>-<node>/             its Unix socket directory (kept short: socket
+//                                paths are limited to 107 bytes)
+//
+// `<id>` is a service id or a read replica set id (both are unique random
+// ids); node 0 is a service's primary, nodes 1… its HA replicas. A replica
+// set's nodes are numbered from 0 too.
+
+import { join } from 'node:path';
+
+export interface NodeRef {
+  /** Service or read replica set id. */
+  id: string;
+  node: number;
+}
+
+export class Layout {
+  readonly root: string;
+
+  constructor(dataDir: string) {
+    this.root = join(dataDir, 'local');
+  }
+
+  get templateDir(): string {
+    return join(this.root, 'template');
+  }
+  get templatePgdata(): string {
+    return join(this.templateDir, 'pgdata');
+  }
+  get templateMarker(): string {
+    return join(this.templateDir, 'template.json');
+  }
+  /** A fresh directory name beside the final ones, so that a rename publishes it atomically. */
+  staging(suffix: string): string {
+    return join(this.root, `.staging-${suffix}`);
+  }
+  get caDir(): string {
+    return join(this.root, 'ca');
+  }
+  get caCert(): string {
+    return join(this.caDir, 'ca.crt');
+  }
+  get caKey(): string {
+    return join(this.caDir, 'ca.key');
+  }
+  get instancesDir(): string {
+    return join(this.root, 'instances');
+  }
+  instanceDir(id: string): string {
+    return join(this.instancesDir, id);
+  }
+  nodeDir(ref: NodeRef): string {
+    return join(this.instanceDir(ref.id), String(ref.node));
+  }
+  pgdata(ref: NodeRef): string {
+    return join(this.nodeDir(ref), 'pgdata');
+  }
+  logDir(ref: NodeRef): string {
+    return join(this.pgdata(ref), 'log');
+  }
+  stateFile(ref: NodeRef): string {
+    return join(this.nodeDir(ref), 'state.json');
+  }
+  startupLog(ref: NodeRef): string {
+    return join(this.nodeDir(ref), 'startup.log');
+  }
+  get socketsDir(): string {
+    return join(this.root, 's');
+  }
+  socketDir(ref: NodeRef): string {
+    return join(this.socketsDir, `${ref.id}-${ref.node}`);
+  }
+  get archivesDir(): string {
+    return join(this.root, 'archive');
+  }
+  archiveDir(id: string): string {
+    return join(this.archivesDir, id);
+  }
+}
+
+/** PostgreSQL's Unix socket file name for a port. */
+export const socketName = (port: number) => `.s.PGSQL.${port}`;
+
+/** The longest socket path the kernel accepts (sockaddr_un.sun_path, minus the NUL). */
+export const MAX_SOCKET_PATH = 107;

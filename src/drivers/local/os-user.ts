@@ -1,0 +1,116 @@
+// The unprivileged OS user PostgreSQL runs as. PostgreSQL refuses to run as
+// root (a server bug must not hand out the machine), so when Basin runs as
+// root it starts every cluster as `postgres` (the Debian package's user) or
+// the configured one; when Basin is not root, it can only run them as itself.
+
+import { execFileSync } from 'node:child_process';
+import { chown, stat, chmod } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { dirname, sep } from 'node:path';
+import { HostCheckError } from './errors.js';
+
+export interface OsUser {
+  name: string;
+  uid: number;
+  gid: number;
+}
+
+export const isRoot = (): boolean => process.getuid?.() === 0;
+
+/** The OS user to run clusters as; throws HostCheckError when it cannot be used. */
+export function resolveOsUser(requested: string | undefined): OsUser {
+  if (!isRoot()) {
+    const me = userInfo();
+    if (requested !== undefined && requested !== me.username) {
+      throw new HostCheckError(
+        `Basin runs as ${me.username}, not root, so it can only run PostgreSQL as ${me.username}, not ${requested}: ` +
+          'drop the OS user setting or run Basin as root.',
+      );
+    }
+    return { name: me.username, uid: me.uid, gid: me.gid };
+  }
+  const name = requested ?? 'postgres';
+  const user = lookupPasswd(name) ?? lookupWithId(name);
+  if (!user) {
+    throw new HostCheckError(
+      `The OS user "${name}" that runs PostgreSQL does not exist. The postgresql package creates ` +
+        '"postgres": run: sudo scripts/setup-host.sh (or create the user you configured).',
+    );
+  }
+  if (user.uid === 0) {
+    throw new HostCheckError(
+      `The OS user "${name}" is root; PostgreSQL refuses to run as root: configure an unprivileged user.`,
+    );
+  }
+  return user;
+}
+
+function lookupPasswd(name: string): OsUser | undefined {
+  let text: string;
+  try {
+    text = readFileSync('/etc/passwd', 'utf8');
+  } catch {
+    return undefined;
+  }
+  for (const line of text.split('\n')) {
+    const [n, , uid, gid] = line.split(':');
+    if (n === name && uid !== undefined && gid !== undefined) {
+      return { name, uid: Number(uid), gid: Number(gid) };
+    }
+  }
+  return undefined;
+}
+
+/** Users from LDAP & co. are not in /etc/passwd; `id` asks NSS. */
+function lookupWithId(name: string): OsUser | undefined {
+  try {
+    const uid = Number(execFileSync('id', ['-u', name], { encoding: 'utf8' }).trim());
+    const gid = Number(execFileSync('id', ['-g', name], { encoding: 'utf8' }).trim());
+    return Number.isInteger(uid) && Number.isInteger(gid) ? { name, uid, gid } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * spawn/execFile options that run a child as `user`. Only root may switch
+ * users; otherwise `user` is Basin's own and nothing is needed. (libuv also
+ * drops root's supplementary groups when it switches.)
+ */
+export function spawnIdentity(user: OsUser): { uid?: number; gid?: number } {
+  return isRoot() && user.uid !== process.getuid?.() ? { uid: user.uid, gid: user.gid } : {};
+}
+
+/** Gives a path to `user` (a no-op when Basin is not root: it already owns what it creates). */
+export async function chownTo(path: string, user: OsUser): Promise<void> {
+  if (isRoot()) await chown(path, user.uid, user.gid);
+}
+
+/**
+ * PostgreSQL, running as `user`, must be able to reach its data directory:
+ * every directory above it needs the search (x) permission for that user.
+ * Basin creates its data directory 0700, so the directories Basin owns from
+ * `ownedFrom` down get the search bit for others (not read: nobody can list
+ * them); a directory above it that `user` cannot cross is the operator's to
+ * fix, and the error says how.
+ */
+export async function ensureTraversable(dir: string, ownedFrom: string, user: OsUser) {
+  const blocked: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    const st = await stat(d);
+    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
+    if ((st.mode & bit) === 0) {
+      if (d === ownedFrom || d.startsWith(ownedFrom + sep)) await chmod(d, (st.mode & 0o7777) | 0o001);
+      else blocked.push(d);
+    }
+    if (dirname(d) === d) break;
+  }
+  if (blocked.length > 0) {
+    throw new HostCheckError(
+      `PostgreSQL runs as the OS user "${user.name}", which cannot reach the data directory ${ownedFrom} ` +
+        `through ${blocked.join(', ')}. Give it the search permission (chmod o+x ${blocked.join(' ')}) ` +
+        'or choose a data directory it can reach.',
+    );
+  }
+}

@@ -1,0 +1,180 @@
+// Starting, observing and stopping one PostgreSQL server (a "postmaster").
+//
+// The postmaster is spawned directly by Node, not through pg_ctl: pg_ctl
+// would leave it a grandchild that nobody reaps on this host, and an
+// unreaped (zombie) postmaster still looks alive to PostgreSQL's own lock
+// file check. Spawned `detached` (its own session) with its output in a file,
+// it keeps running when Basin exits; while Basin runs, Node reaps it.
+//
+// Whether it runs is read from postmaster.pid, which PostgreSQL writes in
+// the data directory (https://www.postgresql.org/docs/15/server-start.html):
+// line 1 the pid, line 8 the status ("starting", "ready", "stopping",
+// "standby"), checked against /proc so that a stale file, a recycled pid or
+// a zombie is never taken for a running server.
+
+import { spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { readFile, rm, stat, truncate } from 'node:fs/promises';
+import { join } from 'node:path';
+import { childEnv } from './exec.js';
+import { spawnIdentity, type OsUser } from './os-user.js';
+import { clusterProcesses, isPostmasterOf, signalAll } from './processes.js';
+
+export type PostmasterStatus =
+  | { up: false }
+  | { up: true; pid: number; state: 'starting' | 'ready' | 'stopping' | 'standby' | 'unknown' };
+
+/** What postmaster.pid and /proc say about the server of `pgdata`. */
+export async function postmasterStatus(pgdata: string): Promise<PostmasterStatus> {
+  let text: string;
+  try {
+    text = await readFile(join(pgdata, 'postmaster.pid'), 'utf8');
+  } catch {
+    return { up: false };
+  }
+  const lines = text.split('\n');
+  const pid = Number(lines[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !(await isPostmasterOf(pid, pgdata))) {
+    return { up: false };
+  }
+  const raw = (lines[7] ?? '').trim();
+  const state =
+    raw === 'starting' || raw === 'ready' || raw === 'stopping' || raw === 'standby'
+      ? raw
+      : 'unknown';
+  return { up: true, pid, state };
+}
+
+/** How a postmaster this process spawned ended. */
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface Spawned {
+  pid: number;
+  /** Set when the process has exited (Node reaped it). */
+  exit?: Exit;
+}
+
+/** Startup output beyond this is dropped at the next start, so the file never grows without bound. */
+const STARTUP_LOG_MAX = 1024 * 1024;
+
+/**
+ * Starts `postgres -D pgdata` as `user`, detached, its output appended to
+ * `logFile`. The caller must have made sure no server or leftover process of
+ * this data directory runs (see prepareStart).
+ */
+export async function spawnPostmaster(options: {
+  pgBin: string;
+  pgdata: string;
+  logFile: string;
+  user: OsUser;
+}): Promise<Spawned> {
+  const { pgBin, pgdata, logFile, user } = options;
+  try {
+    if ((await stat(logFile)).size > STARTUP_LOG_MAX) await truncate(logFile, 0);
+  } catch {
+    // No log yet.
+  }
+  const fd = openSync(logFile, 'a', 0o600);
+  try {
+    const child = spawn(join(pgBin, 'postgres'), ['-D', pgdata], {
+      cwd: pgdata,
+      detached: true,
+      stdio: ['ignore', fd, fd],
+      env: childEnv(),
+      ...spawnIdentity(user),
+    });
+    const spawned: Spawned = { pid: child.pid ?? -1 };
+    child.on('exit', (code, signal) => (spawned.exit = { code, signal }));
+    child.on('error', () => (spawned.exit ??= { code: null, signal: null }));
+    child.unref();
+    if (child.pid === undefined) spawned.exit = { code: null, signal: null };
+    return spawned;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Before starting a server whose postmaster is gone: kill what is left of
+ * the old one (children orphaned by a postmaster killed with SIGKILL keep the
+ * shared memory attached, and PostgreSQL must not start beside them) and
+ * remove a stale postmaster.pid (a zombie postmaster's pid passes
+ * PostgreSQL's kill(pid, 0) check, so it would refuse to start).
+ * Returns false while leftovers are still exiting.
+ */
+export async function prepareStart(pgdata: string): Promise<boolean> {
+  const leftovers = await clusterProcesses(pgdata);
+  if (leftovers.length > 0) {
+    signalAll(leftovers, 'SIGKILL');
+    return false;
+  }
+  await rm(join(pgdata, 'postmaster.pid'), { force: true });
+  return true;
+}
+
+/** The end of the startup log, for an error message. */
+export async function startupLogTail(logFile: string, lines = 6): Promise<string> {
+  try {
+    const text = await readFile(logFile, 'utf8');
+    return text
+      .split('\n')
+      .filter((l) => l.trim())
+      .slice(-lines)
+      .join(' | ');
+  } catch {
+    return '';
+  }
+}
+
+export type StopMode = 'fast' | 'immediate';
+
+/**
+ * Stops servers step by step without blocking: each call sends at most one
+ * signal and says how long to wait before calling again.
+ * - fast (SIGINT): disconnects clients, writes a shutdown checkpoint; the
+ *   next start needs no recovery. Used for stop, restart and resize.
+ * - immediate (SIGQUIT): exits at once; the next start replays WAL. Used
+ *   when fast takes too long, and for delete (the data is going away).
+ * - SIGKILL to every process of the cluster when even that hangs.
+ * https://www.postgresql.org/docs/15/server-shutdown.html
+ */
+export class Stopper {
+  private readonly stops = new Map<string, { pid: number; since: number; sent: NodeJS.Signals }>();
+
+  constructor(
+    private readonly fastTimeoutMs = 30_000,
+    private readonly immediateTimeoutMs = 10_000,
+  ) {}
+
+  /** One step of stopping the postmaster `pid` of `pgdata`; returns ms to wait. */
+  async step(pgdata: string, pid: number, mode: StopMode, now = Date.now()): Promise<number> {
+    const cur = this.stops.get(pgdata);
+    if (!cur || cur.pid !== pid) {
+      const sent = mode === 'fast' ? 'SIGINT' : 'SIGQUIT';
+      signalAll([pid], sent);
+      this.stops.set(pgdata, { pid, since: now, sent });
+      return 100;
+    }
+    const elapsed = now - cur.since;
+    if (cur.sent === 'SIGINT' && (mode === 'immediate' || elapsed > this.fastTimeoutMs)) {
+      signalAll([pid], 'SIGQUIT');
+      this.stops.set(pgdata, { pid, since: now, sent: 'SIGQUIT' });
+    } else if (cur.sent === 'SIGQUIT' && elapsed > this.immediateTimeoutMs) {
+      signalAll([pid, ...(await clusterProcesses(pgdata))], 'SIGKILL');
+      cur.sent = 'SIGKILL';
+    }
+    return Math.min(1000, 100 + Math.floor(elapsed / 10));
+  }
+
+  /** Whether a stop of this very postmaster is under way. */
+  stopping(pgdata: string, pid: number): boolean {
+    return this.stops.get(pgdata)?.pid === pid;
+  }
+
+  forget(pgdata: string): void {
+    this.stops.delete(pgdata);
+  }
+}

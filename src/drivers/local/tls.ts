@@ -1,0 +1,180 @@
+// TLS for every service: a certificate authority made once per installation,
+// and a server certificate per node signed by it. A user who trusts the CA
+// (ca.crt) can connect with sslmode=verify-full to the public host name,
+// localhost or the loopback addresses. Keys are ECDSA P-256: small, fast,
+// and supported by libpq, JDBC, node-postgres and every TLS 1.2+ client.
+//
+// openssl does the work (Node cannot issue certificates); Node's
+// X509Certificate reads them back to decide whether a node's certificate is
+// still right, so that nothing about certificates needs remembering.
+
+import { X509Certificate, randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
+import { hostname } from 'node:os';
+import { access, chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { run } from './exec.js';
+import type { Layout } from './layout.js';
+import { chownTo, type OsUser } from './os-user.js';
+
+const CA_DAYS = 3650;
+/** Server certificates last 825 days (the longest that every TLS client accepts)… */
+const SERVER_DAYS = 825;
+/** …and are reissued, at the next apply, when less than this is left. */
+const RENEW_BEFORE_MS = 60 * 24 * 3600 * 1000;
+
+/** Makes the installation's CA unless it exists. Built aside and renamed into place. */
+export async function ensureCa(layout: Layout): Promise<void> {
+  if (await exists(layout.caKey)) return;
+  const staging = layout.staging(`ca-${randomBytes(4).toString('hex')}`);
+  await mkdir(staging, { recursive: true, mode: 0o700 });
+  try {
+    const cnf = join(staging, 'ca.cnf');
+    await writeFile(
+      cnf,
+      [
+        '[req]',
+        'distinguished_name = dn',
+        'prompt = no',
+        'x509_extensions = v3_ca',
+        '[dn]',
+        `CN = Basin local CA (${safeName(hostname())})`,
+        '[v3_ca]',
+        'basicConstraints = critical,CA:TRUE,pathlen:0',
+        'keyUsage = critical,keyCertSign,cRLSign',
+        'subjectKeyIdentifier = hash',
+        '',
+      ].join('\n'),
+    );
+    await run('openssl', [
+      'req', '-x509', '-new', '-config', cnf, '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+      '-nodes', '-sha256', '-days', String(CA_DAYS), '-set_serial', serial(),
+      '-keyout', join(staging, 'ca.key'), '-out', join(staging, 'ca.crt'),
+    ]); // prettier-ignore
+    await rm(cnf);
+    await chmod(join(staging, 'ca.key'), 0o600);
+    await chmod(join(staging, 'ca.crt'), 0o644);
+    try {
+      await rename(staging, layout.caDir);
+    } catch (err) {
+      // Someone else made it first: theirs is as good as ours.
+      if (!(await exists(layout.caKey))) throw err;
+    }
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** The names a node's certificate must cover: the public host, localhost and loopback. */
+export function certHosts(publicHost: string): string[] {
+  return [...new Set([safeName(publicHost), 'localhost', '127.0.0.1', '::1'])];
+}
+
+/**
+ * Whether `pgdata/server.crt` is signed by the current CA, covers `hosts`
+ * and is not near its expiry. Anything else (missing, unreadable) is "no".
+ */
+export async function serverCertIsCurrent(
+  layout: Layout,
+  pgdata: string,
+  hosts: string[],
+  now = Date.now(),
+): Promise<boolean> {
+  try {
+    const ca = new X509Certificate(await readFile(layout.caCert));
+    const cert = new X509Certificate(await readFile(join(pgdata, 'server.crt')));
+    if (!(await exists(join(pgdata, 'server.key')))) return false;
+    if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) return false;
+    if (Date.parse(cert.validTo) - now < RENEW_BEFORE_MS) return false;
+    const sans = (cert.subjectAltName ?? '').split(', ');
+    return hosts.every((h) => sans.includes(isIP(h) ? `IP Address:${h}` : `DNS:${h}`));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Issues pgdata/server.{crt,key} for `hosts`, signed by the CA. The key is
+ * made in a root-only staging directory and moved in owned by the
+ * PostgreSQL user, mode 0600: PostgreSQL refuses a key others can read.
+ */
+export async function issueServerCert(
+  layout: Layout,
+  pgdata: string,
+  hosts: string[],
+  user: OsUser,
+): Promise<void> {
+  const staging = layout.staging(`cert-${randomBytes(4).toString('hex')}`);
+  await mkdir(staging, { recursive: true, mode: 0o700 });
+  try {
+    const cnf = join(staging, 'server.cnf');
+    const san = hosts.map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
+    await writeFile(
+      cnf,
+      [
+        '[req]',
+        'distinguished_name = dn',
+        'prompt = no',
+        '[dn]',
+        `CN = ${hosts[0] ?? 'localhost'}`,
+        '[v3_server]',
+        'basicConstraints = critical,CA:FALSE',
+        'keyUsage = critical,digitalSignature',
+        'extendedKeyUsage = serverAuth',
+        `subjectAltName = ${san}`,
+        'subjectKeyIdentifier = hash',
+        'authorityKeyIdentifier = keyid',
+        '',
+      ].join('\n'),
+    );
+    const key = join(staging, 'server.key');
+    const csr = join(staging, 'server.csr');
+    const crt = join(staging, 'server.crt');
+    await run('openssl', [
+      'req', '-new', '-config', cnf, '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+      '-nodes', '-keyout', key, '-out', csr,
+    ]); // prettier-ignore
+    await run('openssl', [
+      'x509', '-req', '-in', csr, '-CA', layout.caCert, '-CAkey', layout.caKey,
+      '-set_serial', serial(), '-days', String(SERVER_DAYS), '-sha256',
+      '-extfile', cnf, '-extensions', 'v3_server', '-out', crt,
+    ]); // prettier-ignore
+    for (const file of [key, crt]) {
+      await chmod(file, 0o600);
+      await chownTo(file, user);
+    }
+    // PostgreSQL reads the pair at start and at reload (SIGHUP), which the
+    // driver sends only once both are in place.
+    await rename(crt, join(pgdata, 'server.crt'));
+    await rename(key, join(pgdata, 'server.key'));
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** A random positive 127-bit serial: unique without a serial file to share. */
+function serial(): string {
+  const b = randomBytes(16);
+  b[0] = (b[0] as number) & 0x7f;
+  return `0x${b.toString('hex')}`;
+}
+
+/**
+ * A host name or IP address that is safe inside an openssl config line;
+ * anything else is refused rather than quoted.
+ */
+function safeName(name: string): string {
+  if (isIP(name) || /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(name)) {
+    return name;
+  }
+  throw new Error(`not a host name or IP address: ${JSON.stringify(name)}`);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
