@@ -2,8 +2,12 @@
 // listens; main.ts (and the tests) decide where it runs.
 
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { frameworkErrors, registerErrorHandling } from './api/errors.js';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyServerOptions,
+} from 'fastify';
+import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './api/errors.js';
 import { authenticate } from './api/auth.js';
 import { logRoutes } from './api/routes/logs.js';
 import { peeringRoutes } from './api/routes/peerings.js';
@@ -15,24 +19,28 @@ import { vpcRoutes } from './api/routes/vpcs.js';
 import type { RouteDeps } from './api/routes/deps.js';
 import { SHARED_SCHEMAS } from './api/schemas/index.js';
 import { openApiInfo } from './api/openapi.js';
+import { cachedSerializers } from './api/serializers.js';
 
 export interface AppOptions {
   deps: RouteDeps;
   bodyLimitBytes: number;
-  logger?: FastifyServerOptions['logger'];
+  /** Basin's logger; Fastify logs nothing without one. */
+  loggerInstance?: FastifyBaseLogger | undefined;
   https?: { cert: string; key: string } | null;
 }
 
 export async function buildApp({
   deps,
   bodyLimitBytes,
-  logger = false,
+  loggerInstance,
   https = null,
 }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger,
+    ...(loggerInstance ? { loggerInstance } : { logger: false }),
     bodyLimit: bodyLimitBytes,
     frameworkErrors,
+    clientErrorHandler,
+    schemaController: { compilersFactory: { buildSerializer: cachedSerializers } },
     // Strict types: a number where the spec says string is a 400, not coerced.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     ...(https ? { https } : {}),

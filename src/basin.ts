@@ -3,12 +3,14 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { type LoggerOptions, pino } from 'pino';
 import { buildApp } from './app.js';
 import type { Ctx } from './commands/context.js';
 import { bootstrap } from './commands/admin.js';
 import type { Config } from './config.js';
 import type { Driver } from './drivers/driver.js';
+import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { Engine } from './engine/engine.js';
 import { recordingProvisioner } from './engine/network-provisioner.js';
@@ -30,7 +32,8 @@ export interface Basin {
 export interface BasinOptions {
   clock?: Clock;
   driver?: Driver;
-  logger?: FastifyServerOptions['logger'];
+  /** pino options; no logging when absent. */
+  logger?: LoggerOptions;
   https?: { cert: string; key: string } | null;
 }
 
@@ -38,7 +41,9 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   const clock = options.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const store = openSqliteStore(join(config.dataDir, 'basin.db'));
-  const driver = options.driver ?? createDriver(config, clock);
+  const logger = options.logger ? pino(options.logger) : undefined;
+  const log: Logger = logger ?? silentLogger;
+  const driver = options.driver ?? createDriver(config, clock, log);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
   // The engine needs the app's logger and the commands need the engine's kick.
@@ -64,10 +69,9 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
-    logger: options.logger ?? false,
+    loggerInstance: logger,
     https: options.https ?? null,
   });
-  const log: Logger = options.logger ? (app.log as unknown as Logger) : silentLogger;
   const engine = new Engine({ store, driver, clock, provisioner: recordingProvisioner }, log, {
     reconcileIntervalMs: config.reconcileIntervalMs,
   });
@@ -90,11 +94,11 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   };
 }
 
-function createDriver(config: Config, clock: Clock): Driver {
+function createDriver(config: Config, clock: Clock, log: Logger): Driver {
   switch (config.driver) {
     case 'sim':
       return createSimDriver({ delayMs: config.simDelayMs, clock });
     case 'local':
-      throw new Error('The local driver is not available yet; run with BASIN_DRIVER=sim.');
+      return createLocalDriver({ dataDir: config.dataDir, publicHost: config.publicHost, log });
   }
 }

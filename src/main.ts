@@ -19,6 +19,9 @@ async function main(): Promise<void> {
       : config.tls
         ? { cert: readFileSync(config.tls.cert, 'utf8'), key: readFileSync(config.tls.key, 'utf8') }
         : null;
+  // Nothing Basin writes (store, keys, certificates) is for other OS users:
+  // the databases run as another user, which must not read Basin's store.
+  process.umask(0o077);
   const basin = await createBasin(config, {
     https,
     logger: {

@@ -2,11 +2,15 @@
 // from the catalogue (domain/errors.ts). Fastify's own errors are mapped by
 // their `code` or status, never by parsing their message.
 
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorCode, ERROR_CATALOGUE } from '../domain/errors.js';
 
 const FASTIFY_CODES: Record<string, [ErrorCode, string]> = {
-  FST_ERR_CTP_INVALID_JSON_BODY: ['INVALID_REQUEST', 'The body is not valid JSON.'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [
+    'INVALID_REQUEST',
+    'The body is not valid JSON (or it has a __proto__ or constructor.prototype key, which is refused).',
+  ],
   FST_ERR_CTP_EMPTY_JSON_BODY: ['INVALID_REQUEST', 'The body is empty; send a JSON object.'],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [
     'UNSUPPORTED_MEDIA_TYPE',
@@ -23,6 +27,8 @@ const FASTIFY_CODES: Record<string, [ErrorCode, string]> = {
 };
 
 export function sendError(reply: FastifyReply, code: ErrorCode, message: string) {
+  // RFC 9110 §11.6.1: a 401 names the schemes that would work.
+  if (code === 'UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="basin", Basic realm="basin"');
   return reply
     .status(ERROR_CATALOGUE[code].status)
     .type('application/json')
@@ -94,4 +100,19 @@ export function frameworkErrors(err: FastifyError, _req: FastifyRequest, reply: 
     default:
       return sendError(reply, 'INVALID_REQUEST', err.message);
   }
+}
+
+/**
+ * Requests Node's HTTP parser rejects (malformed, headers too large) never
+ * reach Fastify's handlers; answer them with the same `{code, message}` body.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify({ code: 'INVALID_REQUEST', message: 'The HTTP request is malformed or its headers are too large.' });
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

@@ -19,7 +19,7 @@ async function main(): Promise<void> {
     BASIN_HOST: '127.0.0.1',
     BASIN_PORT: '0',
   });
-  const basin = await createBasin(config, { logger: false });
+  const basin = await createBasin(config);
   exitWithParent(() => basin.close());
 
   const projectId = basin.bootstrapped?.project.id;

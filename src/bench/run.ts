@@ -77,7 +77,9 @@ async function main(): Promise<number> {
     await stopAllChildren();
     rmSync(tmpDir, { recursive: true, force: true });
   };
+  let interrupted = false;
   process.once('SIGINT', () => {
+    interrupted = true;
     console.error('\ninterrupted: stopping the servers');
     void cleanup().finally(() => process.exit(130));
   });
@@ -93,6 +95,7 @@ async function main(): Promise<number> {
         outcomes.push({ name: b.name, outcome: await b.run({ settings, tmpDir }) });
       } catch (error) {
         outcomes.push({ name: b.name, error });
+        if (interrupted) break;
         console.error(
           `\nbenchmark ${b.name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
         );

@@ -23,7 +23,7 @@ const COLUMNS: [string, (r: LoadResult) => number | undefined, number][] = [
   ['p50 ms', (r) => r.latencyMs.p50, 2],
   ['p99 ms', (r) => r.latencyMs.p99, 2],
   ['server cpu', (r) => r.cpu.watched[0], 2],
-  ['server cpu µs/req', (r) => ((r.cpu.watched[0] ?? NaN) / r.rps) * 1e6, 0],
+  ['cpu µs/req', (r) => ((r.cpu.watched[0] ?? NaN) / r.rps) * 1e6, 0],
   ['loadgen cpu', (r) => r.cpu.self, 2],
   ['machine cpu', (r) => r.cpu.machine, 2],
 ];
@@ -124,6 +124,15 @@ export async function serviceGetVsBare(ctx: BenchContext): Promise<BenchOutcome>
       warn(
         `the bare server used only ${bareCpu.toFixed(2)} of a core: it was held back by the load ` +
           `generator or by other programs, not by its own work, so the ratio flatters Basin.`,
+      );
+    }
+    const cost = (name: keyof typeof targets) =>
+      mid(name, (r) => ((r.cpu.watched[0] ?? NaN) / r.rps) * 1e6);
+    if (Number.isFinite(cost('basin')) && Number.isFinite(cost('bare'))) {
+      console.log(
+        `server cpu per request: basin ${cost('basin').toFixed(0)} µs, bare ${cost('bare').toFixed(0)} µs ` +
+          `(bare/basin ${(cost('bare') / cost('basin')).toFixed(2)}: the ratio to expect when ` +
+          `each server has a core to itself)`,
       );
     }
     const headline = `ratio basin/bare: ${ratio.toFixed(2)} (target >= ${TARGET})`;

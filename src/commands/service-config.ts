@@ -88,13 +88,22 @@ export function setHA(
   serviceId: string,
   body: { replica_count?: number; sync_replica_count?: number },
 ) {
+  if (body.replica_count === undefined && body.sync_replica_count === undefined) {
+    throw invalid('Give replica_count, sync_replica_count or both.');
+  }
   if ((body.replica_count ?? 0) > 0) requireCapability(ctx, 'haReplicas', 'HA replicas');
-  return configure(ctx, p, projectId, serviceId, 'setHA', (svc) => ({
-    ha: checkHa(
+  return configure(ctx, p, projectId, serviceId, 'setHA', (svc) => {
+    const ha = checkHa(
       { replicaCount: body.replica_count, syncReplicaCount: body.sync_replica_count },
       svc.ha,
-    ),
-  }));
+    );
+    if (ha.replicaCount === svc.ha.replicaCount && ha.syncReplicaCount === svc.ha.syncReplicaCount) {
+      throw conflict(
+        `Service ${svc.id} already has ${ha.replicaCount} HA replica(s), ${ha.syncReplicaCount} synchronous.`,
+      );
+    }
+    return { ha };
+  });
 }
 
 /** A service joins at most one VPC, of its own project and region. */

@@ -4,6 +4,7 @@
 // no password exists that could leak, and a user who changes tsdbadmin's
 // password cannot lock Basin out.
 
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 
 export interface AdminTarget {
@@ -59,4 +60,26 @@ export async function createExtensions(target: AdminTarget, names: string[]): Pr
       await c.query(`CREATE EXTENSION IF NOT EXISTS ${c.escapeIdentifier(name)}`);
     }
   });
+}
+
+/**
+ * Makes the server re-read its configuration files (pg_hba.conf, settings
+ * that need no restart, the TLS certificate) and waits until it did. The
+ * postmaster reloads asynchronously on SIGHUP; a new session inherits the
+ * postmaster's configuration load time, so once a fresh connection reports a
+ * newer pg_conf_load_time(), every later connection sees the new rules.
+ */
+export async function reloadConfig(target: AdminTarget, timeoutMs = 10_000): Promise<void> {
+  const loadTime = () =>
+    withAdmin(target, 'postgres', async (c) => {
+      const { rows } = await c.query<{ t: string }>('SELECT pg_conf_load_time()::text AS t');
+      return rows[0]?.t;
+    });
+  const before = await loadTime();
+  await withAdmin(target, 'postgres', (c) => c.query('SELECT pg_reload_conf()'));
+  const deadline = Date.now() + timeoutMs;
+  while ((await loadTime()) === before) {
+    if (Date.now() > deadline) throw new Error('the server did not reload its configuration');
+    await sleep(10);
+  }
 }

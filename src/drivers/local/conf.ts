@@ -24,6 +24,8 @@ export interface ConfOptions {
   listenAddresses: string;
   /** Who may reach the public endpoint (default everyone: 0.0.0.0/0 and ::/0). */
   publicCidrs: readonly string[];
+  /** The host's memory; sizes larger than the host are sized as the host (see sizeProfile). */
+  hostMemoryMb?: number;
 }
 
 /** The part of a service's configuration that depends on its size. */
@@ -55,8 +57,12 @@ export interface SizeProfile {
  *   index build, at most 4.
  * `shared` sizes get a small fixed profile: PostgreSQL's defaults for memory,
  * fewer connections, no parallel query.
+ *
+ * A size with more memory than the host is sized as if it had the host's:
+ * PostgreSQL maps shared_buffers at start, and a mapping larger than the
+ * machine's memory fails, so the service could never start.
  */
-export function sizeProfile(size: Size): SizeProfile {
+export function sizeProfile(size: Size, hostMemoryMb = Infinity): SizeProfile {
   if (size.shared) {
     return {
       sharedBuffersMb: 128,
@@ -70,7 +76,7 @@ export function sizeProfile(size: Size): SizeProfile {
       timescaleBackgroundWorkers: 4,
     };
   }
-  const memMb = Math.max(256, Math.round(size.memoryGbs * 1024));
+  const memMb = Math.max(256, Math.min(Math.round(size.memoryGbs * 1024), hostMemoryMb));
   const cpus = Math.max(1, Math.ceil(size.cpuMillis / 1000));
   const sharedBuffersMb = Math.floor(memMb / 4);
   const maxConnections = clamp(Math.round(size.memoryGbs * 25), 100, 500);
@@ -79,7 +85,10 @@ export function sizeProfile(size: Size): SizeProfile {
     sharedBuffersMb,
     effectiveCacheSizeMb: Math.floor((memMb * 3) / 4),
     maintenanceWorkMemMb: Math.min(2048, Math.floor(memMb / 16)),
-    workMemKb: Math.max(4096, Math.floor(((memMb - sharedBuffersMb) * 1024) / (maxConnections * 3))),
+    workMemKb: Math.max(
+      4096,
+      Math.floor(((memMb - sharedBuffersMb) * 1024) / (maxConnections * 3)),
+    ),
     maxConnections,
     maxParallelWorkers: cpus,
     maxParallelWorkersPerGather: half,
@@ -127,7 +136,7 @@ export function postgresqlSettings(
   paths: NodePaths,
   options: ConfOptions,
 ): Settings {
-  const p = sizeProfile(spec.size);
+  const p = sizeProfile(spec.size, options.hostMemoryMb);
   const tsdb = hasTimescale(spec.type);
   const s: Settings = {
     // Connections. The Unix socket lives in a directory only root and the
@@ -174,12 +183,14 @@ export function postgresqlSettings(
     // point-in-time restore can reach close to now; an idle server does not
     // switch segments, so this costs nothing when nothing happens.
     archive_timeout: '5min',
-    // JSON logs, collected into pgdata/log, rotated daily or at 10 MB.
+    // JSON logs, collected into pgdata/log, rotated daily or at 10 MB. Names
+    // sort chronologically (logs/read-node-logs.ts relies on it); PostgreSQL
+    // turns the .log suffix into .json for jsonlog.
     // https://www.postgresql.org/docs/15/runtime-config-logging.html
     logging_collector: 'on',
     log_destination: 'jsonlog',
     log_directory: 'log',
-    log_filename: 'postgresql-%Y-%m-%d_%H%M%S.log',
+    log_filename: 'postgresql-%Y%m%d-%H%M%S.log',
     log_rotation_age: '1d',
     log_rotation_size: '10MB',
     log_file_mode: '0600',
@@ -198,7 +209,8 @@ export function postgresqlSettings(
 export function splitSettings(settings: Settings): { restart: Settings; reload: Settings } {
   const restart: Settings = {};
   const reload: Settings = {};
-  for (const [k, v] of Object.entries(settings)) (RESTART_SETTINGS.has(k) ? restart : reload)[k] = v;
+  for (const [k, v] of Object.entries(settings))
+    (RESTART_SETTINGS.has(k) ? restart : reload)[k] = v;
   return { restart, reload };
 }
 
@@ -224,7 +236,7 @@ export const ADMIN_MAP = 'basin';
 export function pgHba(spec: Pick<ServiceSpec, 'allowedCidrs'>, publicCidrs: readonly string[]) {
   const cidrs = [...new Set([...publicCidrs, ...spec.allowedCidrs].map(checkCidr))];
   const any = ['0.0.0.0/0', '::/0'];
-  const row = (...cols: string[]) => cols.map((c, i) => c.padEnd(i < 4 ? 14 : 0)).join('');
+  const row = (...cols: string[]) => cols.map((c, i) => (i < 4 ? `${c.padEnd(13)} ` : c)).join('');
   return [
     '# Written by Basin from the service spec; edits are overwritten.',
     row('# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'),

@@ -63,7 +63,9 @@ export async function checkHost(pg: PgInstall): Promise<HostReport> {
     try {
       postgresVersion = (await run(join(pg.bin, 'postgres'), ['--version'])).trim();
       if (!new RegExp(`\\(PostgreSQL\\) ${PG_MAJOR}\\.`).test(postgresVersion)) {
-        missing.push(`PostgreSQL ${PG_MAJOR} (${join(pg.bin, 'postgres')} is "${postgresVersion}")`);
+        missing.push(
+          `PostgreSQL ${PG_MAJOR} (${join(pg.bin, 'postgres')} is "${postgresVersion}")`,
+        );
       }
     } catch (err) {
       missing.push(`a working PostgreSQL ${PG_MAJOR} server (${(err as Error).message})`);

@@ -5,7 +5,7 @@
 // 0700 for the data directory and 0600 for its key).
 
 import { randomBytes } from 'node:crypto';
-import { access, chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from './exec.js';
 import type { Layout, NodeRef } from './layout.js';
@@ -68,6 +68,13 @@ export const nodeExists = (layout: Layout, ref: NodeRef) =>
 export async function cloneNode(layout: Layout, ref: NodeRef): Promise<void> {
   const instance = layout.instanceDir(ref.id);
   await mkdir(instance, { recursive: true, mode: 0o711 });
+  // What an interrupted clone of this node left (clones of one service are
+  // serialised by the driver, so none is in progress).
+  for (const name of await readdir(instance)) {
+    if (name.startsWith(`.clone-${ref.node}-`)) {
+      await rm(join(instance, name), { recursive: true, force: true });
+    }
+  }
   const staging = join(instance, `.clone-${ref.node}-${randomBytes(4).toString('hex')}`);
   await mkdir(staging, { mode: 0o711 });
   try {

@@ -101,7 +101,8 @@ export async function ensureTraversable(dir: string, ownedFrom: string, user: Os
     const st = await stat(d);
     const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
     if ((st.mode & bit) === 0) {
-      if (d === ownedFrom || d.startsWith(ownedFrom + sep)) await chmod(d, (st.mode & 0o7777) | 0o001);
+      if (d === ownedFrom || d.startsWith(ownedFrom + sep))
+        await chmod(d, (st.mode & 0o7777) | 0o001);
       else blocked.push(d);
     }
     if (dirname(d) === d) break;

@@ -14,7 +14,7 @@
 
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { readFile, rm, stat, truncate } from 'node:fs/promises';
+import { readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { childEnv } from './exec.js';
 import { spawnIdentity, type OsUser } from './os-user.js';
@@ -100,33 +100,66 @@ export async function spawnPostmaster(options: {
 /**
  * Before starting a server whose postmaster is gone: kill what is left of
  * the old one (children orphaned by a postmaster killed with SIGKILL keep the
- * shared memory attached, and PostgreSQL must not start beside them) and
- * remove a stale postmaster.pid (a zombie postmaster's pid passes
- * PostgreSQL's kill(pid, 0) check, so it would refuse to start).
+ * shared memory attached, and PostgreSQL must not start beside them), then
+ * remove its lock files: postmaster.pid and the socket's .s.PGSQL.<port>.lock.
+ * PostgreSQL removes stale ones itself, but it tests the pid in them with
+ * kill(pid, 0), which succeeds on a zombie, and a postmaster that outlived
+ * the Basin that spawned it stays a zombie here once it dies.
  * Returns false while leftovers are still exiting.
  */
-export async function prepareStart(pgdata: string): Promise<boolean> {
+export async function prepareStart(pgdata: string, socketDir: string): Promise<boolean> {
   const leftovers = await clusterProcesses(pgdata);
   if (leftovers.length > 0) {
     signalAll(leftovers, 'SIGKILL');
     return false;
   }
   await rm(join(pgdata, 'postmaster.pid'), { force: true });
+  let names: string[] = [];
+  try {
+    names = await readdir(socketDir);
+  } catch {
+    // No socket directory yet.
+  }
+  for (const name of names.filter((n) => n.startsWith('.s.PGSQL.'))) {
+    await rm(join(socketDir, name), { force: true });
+  }
   return true;
 }
 
-/** The end of the startup log, for an error message. */
-export async function startupLogTail(logFile: string, lines = 6): Promise<string> {
+/**
+ * Why a server did not start, for an error message: the errors of its
+ * startup output and the last FATAL/PANIC of its newest JSON log (what
+ * happens after the log collector started, such as a busy port or a lock
+ * file, is only there).
+ */
+export async function startFailure(logFile: string, logDir: string): Promise<string> {
+  const parts: string[] = [];
   try {
-    const text = await readFile(logFile, 'utf8');
-    return text
-      .split('\n')
-      .filter((l) => l.trim())
-      .slice(-lines)
-      .join(' | ');
+    const startup = (await readFile(logFile, 'utf8')).split('\n');
+    parts.push(...startup.filter((l) => /(FATAL|PANIC|ERROR):/.test(l)).slice(-3));
   } catch {
-    return '';
+    // No startup output.
   }
+  try {
+    const newest = (await readdir(logDir))
+      .filter((f) => f.endsWith('.json'))
+      .sort()
+      .at(-1);
+    const lines = newest ? (await readFile(join(logDir, newest), 'utf8')).split('\n') : [];
+    for (const line of lines.slice(-50)) {
+      try {
+        const e = JSON.parse(line) as { error_severity?: string; message?: string };
+        if (e.error_severity === 'FATAL' || e.error_severity === 'PANIC') {
+          parts.push(`${e.error_severity}: ${e.message ?? ''}`);
+        }
+      } catch {
+        // Not a complete JSON line.
+      }
+    }
+  } catch {
+    // No logs yet.
+  }
+  return parts.slice(-3).join(' | ');
 }
 
 export type StopMode = 'fast' | 'immediate';

@@ -29,8 +29,9 @@ export async function isLive(pid: number): Promise<boolean> {
 
 export async function procCmdline(pid: number): Promise<string[]> {
   try {
+    // NUL-separated arguments, with a trailing NUL.
     const raw = await readFile(`/proc/${pid}/cmdline`, 'utf8');
-    return raw.split('\0').filter((a, i, all) => a !== '' || i < all.length - 1);
+    return raw.replace(/\0$/, '').split('\0');
   } catch {
     return [];
   }

@@ -164,7 +164,10 @@ function serial(): string {
  * anything else is refused rather than quoted.
  */
 function safeName(name: string): string {
-  if (isIP(name) || /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(name)) {
+  if (
+    isIP(name) ||
+    /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(name)
+  ) {
     return name;
   }
   throw new Error(`not a host name or IP address: ${JSON.stringify(name)}`);

@@ -1,3 +1,4 @@
+import { chmodSync, existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { Store, Tx } from '../store.js';
 import { MIGRATIONS } from './migrations.js';
@@ -12,6 +13,10 @@ import { createRepos } from './repos.js';
  */
 export function openSqliteStore(file: string): Store {
   const writer = new Database(file);
+  // Only Basin may read the store: it holds credential hashes and password
+  // verifiers, and the databases run as another OS user on the same host.
+  // (SQLite gives the -wal and -shm files the database file's mode.)
+  if (existsSync(file)) chmodSync(file, 0o600);
   writer.pragma('journal_mode = WAL');
   writer.pragma('synchronous = NORMAL');
   writer.pragma('busy_timeout = 5000');

@@ -1,0 +1,189 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { ServiceSpec } from '../driver.js';
+import {
+  RESTART_SETTINGS,
+  checkCidr,
+  pgHba,
+  pgIdent,
+  postgresqlSettings,
+  renderConf,
+  sizeProfile,
+  splitSettings,
+  wantedExtensions,
+} from './conf.js';
+
+const spec = (over: Partial<ServiceSpec> = {}): ServiceSpec => ({
+  serviceId: 'abcdefghij',
+  projectId: 'p000000000',
+  type: 'TIMESERIESDB',
+  vector: false,
+  size: { shared: false, cpuMillis: 2000, memoryGbs: 8 },
+  environment: 'DEV',
+  running: true,
+  port: 40001,
+  passwordVerifier: 'SCRAM-SHA-256$4096:c2FsdA==$a2V5:a2V5',
+  pooler: { enabled: false, port: null },
+  allowedCidrs: [],
+  ha: { replicaCount: 0, syncReplicaCount: 0 },
+  source: { kind: 'empty' },
+  createdAt: '2025-01-01T00:00:00Z',
+  ...over,
+});
+const paths = { socketDir: '/d/local/s/abcdefghij-0', archiveDir: '/d/local/archive/abcdefghij' };
+const options = { listenAddresses: '*', publicCidrs: ['0.0.0.0/0', '::/0'] };
+
+describe('sizeProfile', () => {
+  test('shared gets the small fixed profile', () => {
+    const p = sizeProfile({ shared: true, cpuMillis: 0, memoryGbs: 0 });
+    assert.equal(p.sharedBuffersMb, 128);
+    assert.equal(p.maxConnections, 50);
+    assert.equal(p.maxParallelWorkersPerGather, 0);
+  });
+
+  test('dedicated sizes scale memory and workers', () => {
+    assert.deepEqual(sizeProfile({ shared: false, cpuMillis: 500, memoryGbs: 2 }), {
+      sharedBuffersMb: 512,
+      effectiveCacheSizeMb: 1536,
+      maintenanceWorkMemMb: 128,
+      workMemKb: 5242,
+      maxConnections: 100,
+      maxParallelWorkers: 1,
+      maxParallelWorkersPerGather: 0,
+      maxParallelMaintenanceWorkers: 0,
+      timescaleBackgroundWorkers: 4,
+    });
+    const big = sizeProfile({ shared: false, cpuMillis: 32000, memoryGbs: 128 });
+    assert.equal(big.sharedBuffersMb, 32768);
+    assert.equal(big.effectiveCacheSizeMb, 98304);
+    assert.equal(big.maintenanceWorkMemMb, 2048);
+    assert.equal(big.maxConnections, 500);
+    assert.equal(big.maxParallelWorkers, 32);
+    assert.equal(big.maxParallelWorkersPerGather, 4);
+    assert.equal(big.timescaleBackgroundWorkers, 16);
+  });
+
+  test('a size larger than the host is sized as the host', () => {
+    const p = sizeProfile({ shared: false, cpuMillis: 32000, memoryGbs: 128 }, 8192);
+    assert.equal(p.sharedBuffersMb, 2048);
+    assert.equal(p.effectiveCacheSizeMb, 6144);
+    assert.equal(p.maxConnections, 500);
+  });
+
+  test('every catalogue size grows monotonically', () => {
+    let prev = sizeProfile({ shared: true, cpuMillis: 0, memoryGbs: 0 });
+    for (const gb of [2, 4, 8, 16, 32, 64, 128]) {
+      const p = sizeProfile({ shared: false, cpuMillis: gb * 250, memoryGbs: gb });
+      assert.ok(p.sharedBuffersMb > prev.sharedBuffersMb);
+      assert.ok(p.maxConnections >= prev.maxConnections);
+      assert.ok(p.workMemKb >= 4096);
+      prev = p;
+    }
+  });
+});
+
+describe('postgresqlSettings', () => {
+  test('TIMESERIESDB preloads timescaledb without telemetry', () => {
+    const s = postgresqlSettings(spec(), paths, options);
+    assert.equal(s.shared_preload_libraries, 'timescaledb');
+    assert.equal(s['timescaledb.telemetry_level'], 'off');
+    assert.equal(s.shared_buffers, '2048MB');
+    assert.equal(s.port, '40001');
+    assert.equal(s.unix_socket_directories, paths.socketDir);
+    assert.equal(s['basic_archive.archive_directory'], paths.archiveDir);
+    assert.equal(s.ssl, 'on');
+    assert.equal(s.log_destination, 'jsonlog');
+    assert.equal(s.logging_collector, 'on');
+    assert.equal(s.log_directory, 'log');
+    // parallel (2) + timescaledb (4 + launcher) + 2, at least 8
+    assert.equal(s.max_worker_processes, '9');
+  });
+
+  test('POSTGRES and VECTOR preload nothing', () => {
+    for (const type of ['POSTGRES', 'VECTOR'] as const) {
+      const s = postgresqlSettings(spec({ type }), paths, options);
+      assert.equal(s.shared_preload_libraries, '');
+      assert.equal(s['timescaledb.telemetry_level'], undefined);
+      assert.equal(s.max_worker_processes, '8');
+    }
+  });
+
+  test('a resize changes restart settings; a new password changes none', () => {
+    const base = splitSettings(postgresqlSettings(spec(), paths, options));
+    const bigger = splitSettings(
+      postgresqlSettings(
+        spec({ size: { shared: false, cpuMillis: 4000, memoryGbs: 16 } }),
+        paths,
+        options,
+      ),
+    );
+    assert.notDeepEqual(base.restart, bigger.restart);
+    const pw = splitSettings(postgresqlSettings(spec({ passwordVerifier: 'x' }), paths, options));
+    assert.deepEqual(pw, base);
+    for (const k of Object.keys(base.restart)) assert.ok(RESTART_SETTINGS.has(k));
+    assert.equal(base.reload.work_mem, '10485kB');
+  });
+
+  test('renderConf quotes every value', () => {
+    assert.equal(
+      renderConf({ a: "it's", b: '1' }).split('\n').slice(1).join('\n'),
+      "a = 'it''s'\nb = '1'\n",
+    );
+  });
+});
+
+describe('pgHba', () => {
+  const rules = (text: string) =>
+    text
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .map((l) => l.trim().split(/\s+/).join(' '));
+
+  test('admin over the socket only, TLS required, public and VPC CIDRs by SCRAM', () => {
+    assert.deepEqual(
+      rules(pgHba({ allowedCidrs: ['10.1.0.0/16', '0.0.0.0/0'] }, options.publicCidrs)),
+      [
+        'local all postgres peer map=basin',
+        'local all all reject',
+        'hostnossl all all 0.0.0.0/0 reject',
+        'hostnossl all all ::/0 reject',
+        'hostssl all postgres 0.0.0.0/0 reject',
+        'hostssl all postgres ::/0 reject',
+        'hostssl all all 0.0.0.0/0 scram-sha-256',
+        'hostssl all all ::/0 scram-sha-256',
+        'hostssl all all 10.1.0.0/16 scram-sha-256',
+      ],
+    );
+  });
+
+  test('a private installation admits only its CIDRs', () => {
+    const r = rules(pgHba({ allowedCidrs: [] }, ['192.168.1.0/24']));
+    assert.deepEqual(
+      r.filter((l) => l.endsWith('scram-sha-256')),
+      ['hostssl all all 192.168.1.0/24 scram-sha-256'],
+    );
+  });
+
+  test('anything but a CIDR is refused', () => {
+    for (const bad of ['10.0.0.0', '10.0.0.0/33', 'all', '10.0.0.0/8 trust', '::/129']) {
+      assert.throws(() => checkCidr(bad), /not a CIDR/);
+    }
+    assert.equal(checkCidr('fd00::/8'), 'fd00::/8');
+  });
+});
+
+test('pgIdent maps the admin OS users to postgres', () => {
+  assert.match(pgIdent(['root', 'postgres']), /^basin\s+root\s+postgres$/m);
+  assert.match(pgIdent(['root', 'postgres']), /^basin\s+postgres\s+postgres$/m);
+  assert.throws(() => pgIdent(['a b']));
+});
+
+test('wantedExtensions follows the type and the vector flag', () => {
+  assert.deepEqual(wantedExtensions({ type: 'TIMESERIESDB', vector: false }), ['timescaledb']);
+  assert.deepEqual(wantedExtensions({ type: 'TIMESERIESDB', vector: true }), [
+    'timescaledb',
+    'vector',
+  ]);
+  assert.deepEqual(wantedExtensions({ type: 'VECTOR', vector: false }), ['vector']);
+  assert.deepEqual(wantedExtensions({ type: 'POSTGRES', vector: false }), []);
+});

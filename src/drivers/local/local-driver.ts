@@ -1,0 +1,296 @@
+// The local driver: every service node is a real PostgreSQL 15 cluster on
+// this host (DESIGN.md §4), cloned from a template, run as an unprivileged
+// OS user, with TLS, JSON logs and WAL archiving. Each call moves a node one
+// step towards its spec and returns `wait` rather than blocking while a
+// server starts or stops; all it needs to know survives in files (the data
+// directory, postmaster.pid, state.json), so a restarted Basin adopts the
+// running clusters as they are: databases outlive the API server.
+
+import { mkdir, readdir, realpath, rm } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Metrics } from '../../domain/types.js';
+import { type Logger, silentLogger } from '../../lib/logger.js';
+import {
+  DONE,
+  DriverError,
+  type Capabilities,
+  type Driver,
+  type Health,
+  type LogPage,
+  type LogQuery,
+  type Progress,
+  type ReplicaSetSpec,
+  type ServiceSpec,
+  type Target,
+  wait,
+} from '../driver.js';
+import { checkHost, pgInstall, type PgInstall } from './host-check.js';
+import { readNodeLogs } from './logs/read-node-logs.js';
+import { MetricsSampler } from './metrics/metrics-sampler.js';
+import { KeyedLock } from './keyed-lock.js';
+import { Layout, type NodeRef } from './layout.js';
+import { ServiceNode } from './service-node.js';
+import { isRoot, ensureTraversable, resolveOsUser, type OsUser } from './os-user.js';
+import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
+import { clusterProcesses, signalAll } from './processes.js';
+import { nodeExists } from './node-files.js';
+import { removeStaleStaging, Template } from './template.js';
+import { ensureCa } from './tls.js';
+
+export interface LocalDriverOptions {
+  /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
+  dataDir: string;
+  /** The host name clients connect to; server certificates are issued for it. */
+  publicHost: string;
+  /** PostgreSQL 15 server binaries (default /usr/lib/postgresql/15/bin). */
+  pgBin?: string;
+  /** PostgreSQL 15 shared data (default /usr/share/postgresql/15). */
+  pgShare?: string;
+  /** The OS user clusters run as when Basin is root (default postgres). */
+  osUser?: string;
+  /** PostgreSQL's listen_addresses (default '*'). */
+  listenAddresses?: string;
+  /** CIDRs admitted to every service's public endpoint (default everyone). */
+  publicCidrs?: string[];
+  /** How often memory and CPU of the clusters are sampled (default 5 s). */
+  metricsIntervalMs?: number;
+  log?: Logger;
+}
+
+/** What a ServiceNode needs from the driver; shared by all nodes. */
+export interface DriverContext {
+  layout: Layout;
+  pg: PgInstall;
+  user: OsUser;
+  template: Template;
+  stopper: Stopper;
+  /** Postmasters this process started, by data directory, to report how a failed start ended. */
+  spawned: Map<string, { proc: Spawned; sawReady: boolean }>;
+  publicHost: string;
+  listenAddresses: string;
+  publicCidrs: readonly string[];
+  adminOsUsers: string[];
+  log: Logger;
+}
+
+export class LocalDriver implements Driver {
+  readonly name = 'local';
+  readonly capabilities: Capabilities = {
+    forks: false,
+    haReplicas: false,
+    replicaSets: false,
+    pooler: false,
+  };
+  private readonly log: Logger;
+  private readonly locks = new KeyedLock();
+  private readonly sampler: MetricsSampler;
+  private ctx: DriverContext | undefined;
+
+  constructor(private readonly options: LocalDriverOptions) {
+    this.log = options.log ?? silentLogger;
+    this.sampler = new MetricsSampler({ intervalMs: options.metricsIntervalMs ?? 5_000 });
+  }
+
+  /**
+   * Checks the host (throws HostCheckError naming what is missing), prepares
+   * the directories and the CA, and starts building the template in the
+   * background: start stays fast, and the first create waits for the
+   * template (a few seconds, once per data directory). Running clusters need
+   * nothing: they are found through their postmaster.pid when asked about.
+   */
+  async start(): Promise<void> {
+    const pg = pgInstall(this.options.pgBin, this.options.pgShare);
+    const report = await checkHost(pg);
+    const user = resolveOsUser(this.options.osUser);
+    await mkdir(resolve(this.options.dataDir), { recursive: true, mode: 0o700 });
+    // /proc reports real paths; so must the layout, for processes to be recognised.
+    const dataDir = await realpath(resolve(this.options.dataDir));
+    const layout = new Layout(dataDir);
+    for (const dir of [layout.root, layout.instancesDir, layout.socketsDir, layout.archivesDir]) {
+      await mkdir(dir, { recursive: true, mode: 0o711 });
+    }
+    await ensureTraversable(layout.root, dataDir, user);
+    await ensureCa(layout);
+    await removeStaleStaging(layout);
+    const adminOsUsers = isRoot() ? ['root', user.name] : [user.name];
+    const template = new Template({ layout, pg, user, adminOsUsers, log: this.log });
+    this.ctx = {
+      layout,
+      pg,
+      user,
+      template,
+      stopper: new Stopper(),
+      spawned: new Map(),
+      publicHost: this.options.publicHost,
+      listenAddresses: this.options.listenAddresses ?? '*',
+      publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
+      adminOsUsers,
+      log: this.log,
+    };
+    await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
+    // Adopting running clusters is only this: they are found by their
+    // postmaster.pid whenever asked about; here they start being sampled.
+    for (const id of await readdir(layout.instancesDir)) {
+      if (ID.test(id)) await this.track(id);
+    }
+    this.sampler.start();
+    this.log.info(
+      { postgres: report.postgresVersion, osUser: user.name, root: layout.root },
+      'local driver ready',
+    );
+  }
+
+  /** Stops sampling. Databases keep running: they outlive the API server, and the next start adopts them. */
+  async close(): Promise<void> {
+    this.sampler.stop();
+  }
+
+  /** The CA certificate clients trust for sslmode=verify-full. */
+  get caCertPath(): string {
+    return this.context().layout.caCert;
+  }
+
+  async applyService(spec: ServiceSpec): Promise<Progress> {
+    checkId(spec.serviceId);
+    refuseUnsupported(spec);
+    const ctx = this.context();
+    return this.locks.run(spec.serviceId, async () => {
+      const progress = await new ServiceNode(ctx, spec).converge();
+      await this.track(spec.serviceId);
+      return progress;
+    });
+  }
+
+  /**
+   * Stops every process of the service at once (immediate shutdown: the
+   * data is going away) and removes its nodes, WAL archive and sockets.
+   */
+  async deleteService(serviceId: string): Promise<Progress> {
+    checkId(serviceId);
+    const ctx = this.context();
+    return this.locks.run(serviceId, async () => {
+      const { layout, stopper } = ctx;
+      const refs = await this.nodesOf(serviceId);
+      let waitMs = 0;
+      for (const ref of refs) {
+        const pgdata = layout.pgdata(ref);
+        const pm = await postmasterStatus(pgdata);
+        const starting = ctx.spawned.get(pgdata);
+        if (pm.up) {
+          waitMs = Math.max(waitMs, await stopper.step(pgdata, pm.pid, 'immediate'));
+        } else if (starting && !starting.proc.exit) {
+          signalAll([starting.proc.pid], 'SIGQUIT'); // not yet in postmaster.pid
+          waitMs = Math.max(waitMs, 100);
+        } else {
+          const left = await clusterProcesses(pgdata);
+          signalAll(left, 'SIGKILL');
+          if (left.length > 0) waitMs = Math.max(waitMs, 100);
+        }
+      }
+      if (waitMs > 0) return wait(waitMs, 'stopping PostgreSQL');
+      for (const ref of refs) {
+        stopper.forget(layout.pgdata(ref));
+        ctx.spawned.delete(layout.pgdata(ref));
+        await rm(layout.socketDir(ref), { recursive: true, force: true });
+      }
+      await rm(layout.instanceDir(serviceId), { recursive: true, force: true });
+      await rm(layout.archiveDir(serviceId), { recursive: true, force: true });
+      this.sampler.untrack(metricsKey(serviceId));
+      if (refs.length > 0) this.log.info({ serviceId }, 'deleted service databases');
+      return DONE;
+    });
+  }
+
+  /**
+   * 'running' when the postmaster accepts connections; 'failed' when the
+   * service should run and does not (crashed, killed, still recovering);
+   * 'stopped' when it should not and does not; 'missing' without a node.
+   */
+  async inspectService(spec: ServiceSpec): Promise<Health> {
+    checkId(spec.serviceId);
+    const { layout } = this.context();
+    const ref = { id: spec.serviceId, node: 0 };
+    if (!(await nodeExists(layout, ref))) return 'missing';
+    const pm = await postmasterStatus(layout.pgdata(ref));
+    this.sampler.track(metricsKey(spec.serviceId), {
+      pgdata: layout.pgdata(ref),
+      pid: pm.up ? pm.pid : undefined,
+    });
+    if (!pm.up) return spec.running ? 'failed' : 'stopped';
+    if (pm.state === 'ready') return 'running';
+    return spec.running ? 'failed' : 'running';
+  }
+
+  async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {
+    throw new DriverError('Read replica sets are not supported by the local driver yet.', false);
+  }
+
+  /** Nothing can have been created: DONE. */
+  async deleteReplicaSet(_replicaSetId: string): Promise<Progress> {
+    return DONE;
+  }
+
+  async inspectReplicaSet(_spec: ReplicaSetSpec): Promise<Health> {
+    return 'missing';
+  }
+
+  /** The node's JSON log files (pgdata/log), newest first; see logs/read-node-logs.ts. */
+  async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
+    const node = query.node ?? 0;
+    const logDir = this.context().layout.logDir({ id: target.id, node });
+    return readNodeLogs(logDir, query, `${target.kind}:${target.id}:${node}`);
+  }
+
+  /** The latest background sample of the service's primary (see metrics/metrics-sampler.ts). */
+  metrics(target: Target): Metrics | undefined {
+    return target.kind === 'service' ? this.sampler.latest(metricsKey(target.id)) : undefined;
+  }
+
+  /** Samples the service's primary with its current postmaster, if it has a node. */
+  private async track(id: string): Promise<void> {
+    const { layout } = this.context();
+    const ref = { id, node: 0 };
+    if (!(await nodeExists(layout, ref))) return;
+    const pm = await postmasterStatus(layout.pgdata(ref));
+    this.sampler.track(metricsKey(id), {
+      pgdata: layout.pgdata(ref),
+      pid: pm.up ? pm.pid : undefined,
+    });
+  }
+
+  private context(): DriverContext {
+    if (!this.ctx) throw new DriverError('The local driver is not started.', false);
+    return this.ctx;
+  }
+
+  private async nodesOf(id: string): Promise<NodeRef[]> {
+    try {
+      const names = await readdir(this.context().layout.instanceDir(id));
+      return names.filter((n) => /^\d+$/.test(n)).map((n) => ({ id, node: Number(n) }));
+    } catch {
+      return [];
+    }
+  }
+}
+
+const metricsKey = (serviceId: string) => `service:${serviceId}`;
+
+/** Ids become path components: only the store's lowercase alphanumerics are accepted. */
+const ID = /^[a-z0-9]{1,32}$/;
+function checkId(id: string): void {
+  if (!ID.test(id)) throw new DriverError(`Invalid service id ${JSON.stringify(id)}.`, false);
+}
+
+/** Features of later issues: refused up front, permanently, rather than half done. */
+function refuseUnsupported(spec: ServiceSpec): void {
+  const no = (what: string) => {
+    throw new DriverError(`${what} are not supported by the local driver yet.`, false);
+  };
+  if (spec.source.kind === 'fork') no('Forks');
+  if (spec.ha.replicaCount > 0) no('HA replicas');
+  if (spec.pooler.enabled) no('Connection poolers');
+}
+
+export function createLocalDriver(options: LocalDriverOptions): LocalDriver {
+  return new LocalDriver(options);
+}

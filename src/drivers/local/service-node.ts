@@ -1,0 +1,228 @@
+// One step of converging a service's primary node to its spec. The steps,
+// each re-checked from the files and processes at every call (so a crash of
+// Basin anywhere in between is harmless):
+//   1. the node exists (cloned from the template);
+//   2. its configuration files and certificate are what the spec says;
+//   3. the server runs or not, as `spec.running` says; a restart when a
+//      setting that needs one changed, a reload when only others did;
+//   4. tsdbadmin's password and the type's extensions are applied.
+
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { totalmem } from 'node:os';
+import { join } from 'node:path';
+import { DONE, DriverError, type Progress, type ServiceSpec, wait } from '../driver.js';
+import { createExtensions, reloadConfig, setTsdbadminPassword, type AdminTarget } from './admin.js';
+import {
+  pgHba,
+  pgIdent,
+  postgresqlSettings,
+  renderConf,
+  splitSettings,
+  wantedExtensions,
+} from './conf.js';
+import type { DriverContext } from './local-driver.js';
+import type { NodeRef } from './layout.js';
+import {
+  cloneNode,
+  ensureNodeDirs,
+  nodeExists,
+  writeNodeConfig,
+  type NodeConfigFiles,
+} from './node-files.js';
+import { hash, readNodeState, writeNodeState, type NodeState } from './node-state.js';
+import { postmasterStatus, prepareStart, spawnPostmaster, startFailure } from './postmaster.js';
+import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
+
+/** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
+const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
+
+export class ServiceNode {
+  private readonly ref: NodeRef;
+  private readonly pgdata: string;
+
+  constructor(
+    private readonly ctx: DriverContext,
+    private readonly spec: ServiceSpec,
+  ) {
+    this.ref = { id: spec.serviceId, node: 0 };
+    this.pgdata = ctx.layout.pgdata(this.ref);
+  }
+
+  async converge(): Promise<Progress> {
+    const { ctx, spec, ref, pgdata } = this;
+    if (!VERIFIER.test(spec.passwordVerifier)) {
+      throw new DriverError('The service password is not a SCRAM-SHA-256 verifier.', false);
+    }
+    if (!(await nodeExists(ctx.layout, ref))) {
+      if ((await ctx.template.poll()) !== 'ready') {
+        return wait(250, 'preparing the PostgreSQL template (once per host)');
+      }
+      try {
+        await cloneNode(ctx.layout, ref);
+      } catch (err) {
+        ctx.template.invalidate();
+        throw new DriverError(
+          `Could not create the database files: ${(err as Error).message}`,
+          true,
+        );
+      }
+      ctx.log.info({ serviceId: spec.serviceId }, 'created database cluster');
+    }
+    await ensureNodeDirs(ctx.layout, ref, ctx.user);
+    const files = this.configFiles();
+    await writeNodeConfig(pgdata, files, ctx.user);
+    const hosts = certHosts(ctx.publicHost);
+    if (!(await serverCertIsCurrent(ctx.layout, pgdata, hosts))) {
+      await issueServerCert(ctx.layout, pgdata, hosts, ctx.user);
+    }
+    const restartHash = hash(renderConf(splitSettings(this.settings()).restart));
+    const cert = await readFile(join(pgdata, 'server.crt'), 'utf8');
+    const loadedHash = hash(files.conf, files.hba, files.ident, cert);
+    const state = await readNodeState(ctx.layout.stateFile(ref));
+    const pm = await postmasterStatus(pgdata);
+    const starting = ctx.spawned.get(pgdata);
+
+    if (!spec.running) {
+      if (pm.up) return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), 'stopping PostgreSQL');
+      if (starting && !starting.proc.exit) {
+        return wait(100, 'waiting for PostgreSQL to finish starting before stopping it');
+      }
+      ctx.stopper.forget(pgdata);
+      ctx.spawned.delete(pgdata);
+      return DONE;
+    }
+    if (!pm.up) return this.start(state, restartHash, loadedHash);
+    if (starting?.proc.pid === pm.pid && pm.state === 'ready') starting.sawReady = true;
+    const mustRestart = state.startedWith !== restartHash;
+    if (mustRestart || pm.state === 'stopping' || ctx.stopper.stopping(pgdata, pm.pid)) {
+      if (mustRestart && !ctx.stopper.stopping(pgdata, pm.pid)) {
+        ctx.log.info({ serviceId: spec.serviceId }, 'restarting PostgreSQL to apply new settings');
+      }
+      const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
+      return wait(ms, 'restarting PostgreSQL to apply new settings');
+    }
+    if (pm.state !== 'ready') return wait(100, 'waiting for PostgreSQL to accept connections');
+
+    if (state.loaded !== loadedHash) {
+      try {
+        await reloadConfig(this.admin());
+      } catch (err) {
+        throw new DriverError(
+          `Could not reload the configuration: ${(err as Error).message}`,
+          true,
+        );
+      }
+      state.loaded = loadedHash;
+      await this.save(state);
+    }
+    await this.applySql(state);
+    return DONE;
+  }
+
+  /** tsdbadmin's password and the extensions, each only when it differs from what was applied. */
+  private async applySql(state: NodeState): Promise<void> {
+    const { spec } = this;
+    const target = this.admin();
+    const password = hash(spec.passwordVerifier);
+    const missing = wantedExtensions(spec).filter((e) => !state.extensions.includes(e));
+    try {
+      if (state.password !== password) {
+        await setTsdbadminPassword(target, spec.passwordVerifier);
+        state.password = password;
+        await this.save(state);
+      }
+      if (missing.length > 0) {
+        await createExtensions(target, missing);
+        state.extensions = [...state.extensions, ...missing];
+        await this.save(state);
+      }
+    } catch (err) {
+      throw new DriverError(`Could not configure the database: ${(err as Error).message}`, true);
+    }
+  }
+
+  /**
+   * Starts the server. A postmaster this process started that exited before
+   * ever being ready failed to start: its output says why, once, as a
+   * retryable error (a port still held by someone else frees up; a broken
+   * setting does not, and the operation fails after its retries).
+   */
+  private async start(state: NodeState, restartHash: string, loadedHash: string) {
+    const { ctx, spec, ref, pgdata } = this;
+    ctx.stopper.forget(pgdata);
+    const last = ctx.spawned.get(pgdata);
+    if (last && !last.proc.exit) return wait(100, 'starting PostgreSQL');
+    ctx.spawned.delete(pgdata);
+    if (last?.proc.exit && !last.sawReady && last.proc.exit.code !== 0) {
+      const { code, signal } = last.proc.exit;
+      const why = await startFailure(ctx.layout.startupLog(ref), ctx.layout.logDir(ref));
+      throw new DriverError(
+        `PostgreSQL did not start (exit ${code ?? signal}): ${why || 'see its logs'}`,
+        true,
+      );
+    }
+    if (!(await prepareStart(pgdata, ctx.layout.socketDir(ref)))) {
+      return wait(100, 'waiting for the processes of a stopped PostgreSQL to exit');
+    }
+    // PostgreSQL starts as long as it can bind one address, so a port taken
+    // on IPv4 alone would leave a server clients cannot reach: check first.
+    if (ctx.listenAddresses !== '' && !(await portIsFree(spec.port))) {
+      throw new DriverError(`Port ${spec.port} is in use by another process.`, true);
+    }
+    const proc = await spawnPostmaster({
+      pgBin: ctx.pg.bin,
+      pgdata,
+      logFile: ctx.layout.startupLog(ref),
+      user: ctx.user,
+    });
+    ctx.spawned.set(pgdata, { proc, sawReady: false });
+    state.startedWith = restartHash;
+    state.loaded = loadedHash;
+    await this.save(state);
+    ctx.log.info({ serviceId: spec.serviceId, pid: proc.pid }, 'starting PostgreSQL');
+    return wait(150, 'starting PostgreSQL');
+  }
+
+  private settings() {
+    const { ctx, spec, ref } = this;
+    return postgresqlSettings(
+      spec,
+      { socketDir: ctx.layout.socketDir(ref), archiveDir: ctx.layout.archiveDir(ref.id) },
+      {
+        listenAddresses: ctx.listenAddresses,
+        publicCidrs: ctx.publicCidrs,
+        hostMemoryMb: Math.floor(totalmem() / 1024 / 1024),
+      },
+    );
+  }
+
+  private configFiles(): NodeConfigFiles {
+    try {
+      return {
+        conf: renderConf(this.settings()),
+        hba: pgHba(this.spec, this.ctx.publicCidrs),
+        ident: pgIdent(this.ctx.adminOsUsers),
+      };
+    } catch (err) {
+      throw new DriverError(`Invalid service configuration: ${(err as Error).message}`, false);
+    }
+  }
+
+  private admin(): AdminTarget {
+    return { socketDir: this.ctx.layout.socketDir(this.ref), port: this.spec.port };
+  }
+
+  private save(state: NodeState): Promise<void> {
+    return writeNodeState(this.ctx.layout.stateFile(this.ref), state);
+  }
+}
+
+/** Whether nothing listens on `port` on any IPv4 address. */
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen({ port, host: '0.0.0.0', exclusive: true }, () => srv.close(() => resolve(true)));
+  });
+}
