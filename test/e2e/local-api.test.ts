@@ -4,12 +4,13 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { eventually, startBasin, tempDir, type TestBasin } from '../helpers.js';
+import { eventually, startBasin, type TestBasin } from '../helpers.js';
+import { dataDirFor, postmasterPid, processesOf } from '../local/helpers.js';
 
 const run = promisify(execFile);
 
@@ -54,10 +55,16 @@ async function refused(svc: Svc, password: string, ssl: boolean | object = { rej
 }
 
 async function status(b: TestBasin, id: string, want: string): Promise<Svc> {
-  return eventually(async () => {
-    const res = await b.call('GET', `/v1/projects/${b.projectId}/services/${id}`);
-    return res.body?.status === want ? (res.body as Svc) : undefined;
-  }, `${id} ${want}`, 60_000);
+  try {
+    return await eventually(async () => {
+      const res = await b.call('GET', `/v1/projects/${b.projectId}/services/${id}`);
+      return res.body?.status === want ? (res.body as Svc) : undefined;
+    }, `${id} ${want}`, 60_000);
+  } catch (err) {
+    // Say why: the operations still pending and their last errors.
+    const ops = await b.basin.store.operations.listPending();
+    throw new Error(`${(err as Error).message}; pending: ${JSON.stringify(ops)}`);
+  }
 }
 
 async function create(b: TestBasin, body: object): Promise<Svc & { initial_password: string }> {
@@ -66,37 +73,11 @@ async function create(b: TestBasin, body: object): Promise<Svc & { initial_passw
   return res.body;
 }
 
-function postmasterPid(layout: Layout, id: string): number {
-  const text = readFileSync(`${layout.pgdata({ id, node: 0 })}/postmaster.pid`, 'utf8');
-  return Number(text.split('\n')[0]);
-}
-
-/** Live (non-zombie) processes whose command line names `pgdata`. */
-function processesOf(pgdata: string): number[] {
-  const pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
-  return pids.map(Number).filter((pid) => {
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-      const cwd = readlinkSync(`/proc/${pid}/cwd`);
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      return (cmd.includes(pgdata) || cwd === pgdata) && !/\) Z /.test(stat);
-    } catch {
-      return false; // gone meanwhile
-    }
-  });
-}
-
 test('a service on the local driver is a real PostgreSQL that every endpoint acts on', { timeout: 300_000 }, async (t) => {
-  const dataDir = tempDir(t);
+  const dataDir = dataDirFor(t);
   const env = { BASIN_DRIVER: 'local', BASIN_RECONCILE_INTERVAL_MS: '300', BASIN_PORT_RANGE: '17000-17099' };
   const b = await startBasin(t, { dataDir, env });
   const layout = new Layout(b.config.dataDir);
-  t.after(async () => {
-    // Databases outlive the API server, so the test removes its own.
-    for (const s of await b.basin.store.services.listAll()) {
-      await b.basin.driver.deleteService(s.id).catch(() => undefined);
-    }
-  });
 
   const ts = await create(b, { name: 'metrics', cpu_millis: 'shared', memory_gbs: 'shared' });
   let password = ts.initial_password;
@@ -173,21 +154,21 @@ test('a service on the local driver is a real PostgreSQL that every endpoint act
   });
 
   await t.test('a killed postmaster makes the service UNSTABLE, then READY with its data', async () => {
-    const pid = postmasterPid(layout, svc.service_id);
+    const pid = postmasterPid(layout.pgdata({ id: svc.service_id, node: 0 }));
     process.kill(pid, 'SIGKILL');
     await status(b, svc.service_id, 'UNSTABLE');
     await status(b, svc.service_id, 'READY');
-    assert.notEqual(postmasterPid(layout, svc.service_id), pid);
+    assert.notEqual(postmasterPid(layout.pgdata({ id: svc.service_id, node: 0 })), pid);
     assert.equal((await query(svc, password, 'SELECT count(*)::int AS n FROM readings'))[0].n, 73);
   });
 
   await t.test('restarting Basin adopts the running cluster instead of starting it twice', async () => {
-    const pid = postmasterPid(layout, svc.service_id);
+    const pid = postmasterPid(layout.pgdata({ id: svc.service_id, node: 0 }));
     await b.basin.close();
     const again = await startBasin(t, { dataDir, env });
     assert.equal((await again.call('GET', `/v1/projects/${again.projectId}/services/${svc.service_id}`)).body.status, 'READY');
     await again.basin.engine.idle();
-    assert.equal(postmasterPid(layout, svc.service_id), pid);
+    assert.equal(postmasterPid(layout.pgdata({ id: svc.service_id, node: 0 })), pid);
     assert.equal((await query(svc, password, 'SELECT 1 AS one'))[0].one, 1);
     b.basin = again.basin;
     b.call = again.call;

@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { TestContext } from 'node:test';
 import pg from 'pg';
 import type { Driver, ServiceSpec } from '../../src/drivers/driver.js';
 import type { ServiceType, Size } from '../../src/domain/types.js';
@@ -157,4 +158,25 @@ export function processesOf(pgdata: string): number[] {
 /** The postmaster pid from postmaster.pid. */
 export function postmasterPid(pgdata: string): number {
   return Number(readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
+}
+
+/**
+ * A data directory that, after the test, has every process still running in
+ * it killed and is then removed, whatever state the test left it in: a test
+ * that fails half-way must not leave clusters holding ports for the next one.
+ */
+export function dataDirFor(t: TestContext): string {
+  const dir = makeDataDir();
+  t.after(async () => {
+    for (const pid of processesOf(dir)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await sleep(100);
+    removeDir(dir);
+  });
+  return dir;
 }

@@ -23,17 +23,26 @@ function withDataDir(fn: (dir: string) => Promise<void>, mb = 2) {
   };
 }
 
+/** Burns `ms` of CPU time (not wall time: a busy host must not make it less). */
 function busy(ms: number) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    // burn CPU
+  const start = process.cpuUsage();
+  for (;;) {
+    const used = process.cpuUsage(start);
+    if (used.user + used.system >= ms * 1000) return;
   }
+}
+
+/** A clock the test moves: CPU windows of known length, however slow the host. */
+function manualClock() {
+  const clock = { now: 1_000_000, read: () => clock.now };
+  return clock;
 }
 
 test(
   'this process: memory, CPU over the window, storage',
   withDataDir(async (dir) => {
-    const sampler = new MetricsSampler({ intervalMs: 60_000 });
+    const clock = manualClock();
+    const sampler = new MetricsSampler({ intervalMs: 60_000, clock: clock.read });
     assert.equal(sampler.latest('self'), undefined);
     sampler.track('self', { pgdata: dir, pid: process.pid });
     await sampler.sampleNow();
@@ -44,9 +53,10 @@ test(
     assert.ok(first.storageMb >= 2 && first.storageMb < 2.1, `${first.storageMb} MB`);
 
     busy(300);
+    clock.now += 1_000; // 300 ms of CPU in a 1 s window: 300 millicores, plus whatever else ran
     await sampler.sampleNow();
     const second = sampler.latest('self')!;
-    assert.ok(second.milliCpu > 300 && second.milliCpu <= 1500, `${second.milliCpu} mCPU`);
+    assert.ok(second.milliCpu >= 280 && second.milliCpu < 1000, `${second.milliCpu} mCPU`);
 
     sampler.untrack('self');
     assert.equal(sampler.latest('self'), undefined);
@@ -56,15 +66,18 @@ test(
 test(
   'children that exited during the window still count',
   withDataDir(async (dir) => {
-    const sampler = new MetricsSampler({ intervalMs: 60_000 });
+    const clock = manualClock();
+    const sampler = new MetricsSampler({ intervalMs: 60_000, clock: clock.read });
     sampler.track('self', { pgdata: dir, pid: process.pid });
     await sampler.sampleNow();
-    // A child burns ~500 ms of CPU and is reaped: its time moves to this process's cutime.
-    const script = 'const t = Date.now() + 500; while (Date.now() < t);';
+    // A child burns 500 ms of CPU and is reaped: its time moves to this process's cutime.
+    const script = `const s = process.cpuUsage(); let u;
+      do u = process.cpuUsage(s); while (u.user + u.system < 500_000);`;
     await promisify(execFile)(process.execPath, ['-e', script]);
+    clock.now += 1_000;
     await sampler.sampleNow();
     const m = sampler.latest('self')!;
-    assert.ok(m.milliCpu > 300, `${m.milliCpu} mCPU`);
+    assert.ok(m.milliCpu >= 480, `${m.milliCpu} mCPU`);
   }),
 );
 

@@ -8,7 +8,7 @@ import { processTree, readProcessTable } from './proc.js';
 test(
   'a real PostgreSQL: memory of the whole tree, CPU of exited backends, storage of pgdata',
   { skip: scratchPostgresUnavailable(), timeout: 60_000 },
-  async () => {
+  async (t) => {
     const server = await startScratchPostgres();
     try {
       // postmaster, logger, checkpointer, background writer, walwriter, launchers…
@@ -31,6 +31,8 @@ test(
       const second = sampler.latest('pg')!;
       assert.ok(second.milliCpu > 0, `${second.milliCpu} mCPU`);
       assert.ok(second.memoryMb > 0);
+      t.diagnostic(`${tree.length} processes; first ${JSON.stringify(first)}`);
+      t.diagnostic(`after a query: ${JSON.stringify(second)}`);
     } finally {
       await server.stop();
     }
