@@ -15,6 +15,7 @@ import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { Engine } from './engine/engine.js';
 import { recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
+import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
@@ -59,6 +60,8 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
       portRange: config.portRange,
     },
     kick: () => engineRef.current?.kick(),
+    // Sim endpoints are not real; the local driver's are ports on this host.
+    portUsable: config.driver === 'local' ? portIsFree : async () => true,
   };
   const app = await buildApp({
     deps: {

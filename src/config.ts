@@ -42,7 +42,12 @@ export const OPTIONS = {
     default: '.basin',
     help: 'where the store, clusters and logs live',
   },
-  driver: { env: 'BASIN_DRIVER', flag: '--driver', default: 'local', help: 'local (real PostgreSQL) or sim (no processes)' },
+  driver: {
+    env: 'BASIN_DRIVER',
+    flag: '--driver',
+    default: 'local',
+    help: 'local (real PostgreSQL) or sim (no processes)',
+  },
   tlsCert: { env: 'BASIN_TLS_CERT', flag: '--tls-cert', help: 'PEM certificate for HTTPS' },
   tlsKey: { env: 'BASIN_TLS_KEY', flag: '--tls-key', help: 'PEM private key for HTTPS' },
   tlsSelfSigned: {

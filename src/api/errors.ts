@@ -28,7 +28,8 @@ const FASTIFY_CODES: Record<string, [ErrorCode, string]> = {
 
 export function sendError(reply: FastifyReply, code: ErrorCode, message: string) {
   // RFC 9110 §11.6.1: a 401 names the schemes that would work.
-  if (code === 'UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="basin", Basic realm="basin"');
+  if (code === 'UNAUTHORIZED')
+    reply.header('www-authenticate', 'Bearer realm="basin", Basic realm="basin"');
   return reply
     .status(ERROR_CATALOGUE[code].status)
     .type('application/json')
@@ -111,7 +112,10 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     socket.destroy();
     return;
   }
-  const body = JSON.stringify({ code: 'INVALID_REQUEST', message: 'The HTTP request is malformed or its headers are too large.' });
+  const body = JSON.stringify({
+    code: 'INVALID_REQUEST',
+    message: 'The HTTP request is malformed or its headers are too large.',
+  });
   socket.end(
     `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );

@@ -18,6 +18,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
+import { localCreate } from './local-create.js';
+import { localIdleMemory } from './local-idle-memory.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
 
@@ -41,7 +43,11 @@ interface Benchmark {
   run(ctx: BenchContext): Promise<BenchOutcome>;
 }
 
-const BENCHMARKS: readonly Benchmark[] = [{ name: 'service-get', run: serviceGetVsBare }];
+const BENCHMARKS: readonly Benchmark[] = [
+  { name: 'service-get', run: serviceGetVsBare },
+  { name: 'local-create', run: localCreate },
+  { name: 'local-idle-memory', run: localIdleMemory },
+];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {
   const num = (name: string, fallback: number, min: number) => {

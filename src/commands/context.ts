@@ -4,7 +4,7 @@ import type { Size } from '../domain/types.js';
 import { invalid, notFound } from '../domain/errors.js';
 import type { Capabilities, Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
-import type { Store } from '../store/store.js';
+import type { Store, Tx } from '../store/store.js';
 
 export interface CommandSettings {
   regions: readonly string[];
@@ -20,6 +20,8 @@ export interface Ctx {
   clock: Clock;
   /** Wakes the engine: an operation was just queued. */
   kick(): void;
+  /** Whether a port may be handed out (the local driver: nothing else listens on it). */
+  portUsable(port: number): Promise<boolean>;
 }
 
 /** Who is asking: the projects their credential can see. */
@@ -48,6 +50,14 @@ export const portOwner = {
  */
 export function requireCapability(ctx: Ctx, capability: keyof Capabilities, what: string): void {
   if (!ctx.driver.capabilities[capability]) {
-    throw invalid(`This Basin runs the ${ctx.driver.name} driver, which does not support ${what} yet.`);
+    throw invalid(
+      `This Basin runs the ${ctx.driver.name} driver, which does not support ${what} yet.`,
+    );
   }
+}
+
+/** The owner's port from the configured range, skipping ports in use on the host. */
+export function allocatePort(ctx: Ctx, tx: Tx, owner: string): Promise<number> {
+  const { min, max } = ctx.settings.portRange;
+  return tx.ports.allocate(owner, min, max, ctx.portUsable);
 }

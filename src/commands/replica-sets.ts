@@ -10,7 +10,7 @@ import type { Environment, ReplicaSet } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import type { Tx } from '../store/store.js';
-import { type Ctx, type Principal, portOwner, requireCapability } from './context.js';
+import { type Ctx, type Principal, allocatePort, portOwner, requireCapability } from './context.js';
 import { loadReplicaSet, loadService } from './service-lookup.js';
 
 export const MAX_REPLICA_NODES = 10;
@@ -50,11 +50,7 @@ export async function createReplicaSet(
   const rs = await ctx.store.transaction(async (tx) => {
     const svc = await loadService(tx, p, projectId, serviceId);
     serviceMove(svc.id, svc.status, 'addReplicaSet');
-    const port = await tx.ports.allocate(
-      portOwner.replicaSet(id),
-      ctx.settings.portRange.min,
-      ctx.settings.portRange.max,
-    );
+    const port = await allocatePort(ctx, tx, portOwner.replicaSet(id));
     const created: ReplicaSet = {
       id,
       projectId,
@@ -160,11 +156,7 @@ export function setReplicaSetPooler(ctx: Ctx, p: Principal, ids: Ids, enabled: b
     }
     // As for services, the pooler keeps its port until the replica set is deleted.
     if (!enabled) return { pooler: { enabled: false, port: rs.pooler.port } };
-    const port = await tx.ports.allocate(
-      portOwner.replicaSetPooler(rs.id),
-      ctx.settings.portRange.min,
-      ctx.settings.portRange.max,
-    );
+    const port = await allocatePort(ctx, tx, portOwner.replicaSetPooler(rs.id));
     return { pooler: { enabled: true, port } };
   });
 }

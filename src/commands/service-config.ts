@@ -9,7 +9,7 @@ import { pickSize } from '../domain/sizes.js';
 import type { Environment, Service } from '../domain/types.js';
 import { scramVerifier } from '../lib/secrets.js';
 import type { Tx } from '../store/store.js';
-import { type Ctx, type Principal, portOwner, requireCapability } from './context.js';
+import { type Ctx, type Principal, allocatePort, portOwner, requireCapability } from './context.js';
 import { loadService } from './service-lookup.js';
 import { getVpc } from './vpcs.js';
 
@@ -97,7 +97,10 @@ export function setHA(
       { replicaCount: body.replica_count, syncReplicaCount: body.sync_replica_count },
       svc.ha,
     );
-    if (ha.replicaCount === svc.ha.replicaCount && ha.syncReplicaCount === svc.ha.syncReplicaCount) {
+    if (
+      ha.replicaCount === svc.ha.replicaCount &&
+      ha.syncReplicaCount === svc.ha.syncReplicaCount
+    ) {
       throw conflict(
         `Service ${svc.id} already has ${ha.replicaCount} HA replica(s), ${ha.syncReplicaCount} synchronous.`,
       );
@@ -164,11 +167,7 @@ export function setPooler(
     // may still be listening until the engine converges, and a re-enabled
     // pooler comes back where clients expect it.
     if (!enabled) return { pooler: { enabled: false, port: svc.pooler.port } };
-    const port = await tx.ports.allocate(
-      portOwner.servicePooler(svc.id),
-      ctx.settings.portRange.min,
-      ctx.settings.portRange.max,
-    );
+    const port = await allocatePort(ctx, tx, portOwner.servicePooler(svc.id));
     return { pooler: { enabled: true, port } };
   });
 }

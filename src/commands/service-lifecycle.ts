@@ -20,6 +20,7 @@ import type { Tx } from '../store/store.js';
 import {
   type Ctx,
   type Principal,
+  allocatePort,
   portOwner,
   requireCapability,
   visibleProject,
@@ -171,11 +172,7 @@ async function insertNewService(
   const now = ctx.clock();
   const service = await ctx.store.transaction(async (tx) => {
     await check?.(tx);
-    const port = await tx.ports.allocate(
-      portOwner.service(id),
-      ctx.settings.portRange.min,
-      ctx.settings.portRange.max,
-    );
+    const port = await allocatePort(ctx, tx, portOwner.service(id));
     const svc: Service = {
       ...fields,
       id,

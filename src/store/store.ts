@@ -140,8 +140,16 @@ export interface OperationRepo {
 
 /** TCP ports handed out to services, pollers and nodes, so no two collide. */
 export interface PortRepo {
-  /** The owner's port, allocating the lowest free one in [min, max] if it has none. */
-  allocate(owner: string, min: number, max: number): Promise<number>;
+  /**
+   * The owner's port, allocating the lowest free one in [min, max] if it has
+   * none; `usable` can veto a port (e.g. another program listens on it).
+   */
+  allocate(
+    owner: string,
+    min: number,
+    max: number,
+    usable?: (port: number) => Promise<boolean>,
+  ): Promise<number>;
   release(owner: string): Promise<void>;
   /** Releases every port whose owner starts with `prefix`. */
   releasePrefix(prefix: string): Promise<void>;

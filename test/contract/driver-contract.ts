@@ -4,7 +4,12 @@
 
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
-import { DONE, type Driver, InvalidCursorError, type ServiceSpec } from '../../src/drivers/driver.js';
+import {
+  DONE,
+  type Driver,
+  InvalidCursorError,
+  type ServiceSpec,
+} from '../../src/drivers/driver.js';
 import { resourceId } from '../../src/lib/ids.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 
@@ -34,7 +39,10 @@ export function serviceSpec(port: number, overrides: Partial<ServiceSpec> = {}):
 }
 
 /** Calls `step` until it reports done, honouring its retry hints. */
-export async function converge(step: () => Promise<{ done: boolean; retryAfterMs?: number }>, timeoutMs = 60_000) {
+export async function converge(
+  step: () => Promise<{ done: boolean; retryAfterMs?: number }>,
+  timeoutMs = 60_000,
+) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const p = await step();
@@ -48,7 +56,11 @@ export async function lifecycleContract(t: TestContext, s: ContractSubject): Pro
   const spec = serviceSpec(await s.port());
   await converge(() => s.driver.applyService(spec));
   assert.equal(await s.driver.inspectService(spec), 'running');
-  assert.deepEqual(await s.driver.applyService(spec), DONE, 'applying the same spec again is done at once');
+  assert.deepEqual(
+    await s.driver.applyService(spec),
+    DONE,
+    'applying the same spec again is done at once',
+  );
 
   const stopped = { ...spec, running: false };
   await converge(() => s.driver.applyService(stopped));
@@ -63,7 +75,10 @@ export async function lifecycleContract(t: TestContext, s: ContractSubject): Pro
     assert.ok(page.entries.length > 0, 'a running service has logs');
     assert.ok(page.entries.length <= 5);
     for (let i = 1; i < page.entries.length; i++) {
-      assert.ok((page.entries[i - 1] as { timestamp: string }).timestamp >= (page.entries[i] as { timestamp: string }).timestamp);
+      assert.ok(
+        (page.entries[i - 1] as { timestamp: string }).timestamp >=
+          (page.entries[i] as { timestamp: string }).timestamp,
+      );
     }
     for (const e of page.entries) {
       assert.ok(!Number.isNaN(Date.parse(e.timestamp)));

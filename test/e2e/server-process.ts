@@ -26,7 +26,10 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startServerProcess(dataDir: string, env: Record<string, string> = {}): Promise<ServerProcess> {
+export async function startServerProcess(
+  dataDir: string,
+  env: Record<string, string> = {},
+): Promise<ServerProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     env: {
@@ -48,7 +51,10 @@ export async function startServerProcess(dataDir: string, env: Record<string, st
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(url + path, {
       method,
-      headers: { authorization: `Bearer ${API_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${API_KEY}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     const text = await res.text();

@@ -191,26 +191,29 @@ class Ports implements PortRepo {
     return this.db.prepare('SELECT port FROM ports WHERE owner = ?').pluck().get(owner) as
       number | undefined;
   }
-  async allocate(owner: string, min: number, max: number) {
+  async allocate(
+    owner: string,
+    min: number,
+    max: number,
+    usable: (port: number) => Promise<boolean> = async () => true,
+  ) {
     const existing = await this.get(owner);
     if (existing !== undefined) return existing;
-    const taken = this.db
-      .prepare('SELECT port FROM ports WHERE port BETWEEN ? AND ? ORDER BY port')
-      .pluck()
-      .all(min, max) as number[];
-    let port = min;
-    for (const t of taken) {
-      if (t !== port) break;
-      port++;
+    const taken = new Set(
+      this.db
+        .prepare('SELECT port FROM ports WHERE port BETWEEN ? AND ?')
+        .pluck()
+        .all(min, max) as number[],
+    );
+    for (let port = min; port <= max; port++) {
+      if (taken.has(port) || !(await usable(port))) continue;
+      this.db.prepare('INSERT INTO ports (port, owner) VALUES (?, ?)').run(port, owner);
+      return port;
     }
-    if (port > max) {
-      throw new AppError(
-        'UNAVAILABLE',
-        `No free port left in ${min}-${max}; an operator must widen BASIN_PORT_RANGE.`,
-      );
-    }
-    this.db.prepare('INSERT INTO ports (port, owner) VALUES (?, ?)').run(port, owner);
-    return port;
+    throw new AppError(
+      'UNAVAILABLE',
+      `No free port left in ${min}-${max}; an operator must widen BASIN_PORT_RANGE.`,
+    );
   }
   async release(owner: string) {
     this.db.prepare('DELETE FROM ports WHERE owner = ?').run(owner);
