@@ -33,10 +33,12 @@ EXT_DIR=/usr/share/postgresql/$PG_MAJOR/extension
 PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
 SOURCE_SUITE=trixie
 
-# Runtime packages. python3/make/g++ are what node-gyp needs.
+# Runtime packages. python3/make/g++ are what node-gyp needs. passwd
+# (useradd/userdel) and procps (kill) make and remove each service's own OS
+# user (docs/security.md); both are on every Debian system, listed anyway.
 RUNTIME_PKGS=(
   "postgresql-$PG_MAJOR" postgresql-contrib pgbouncer openssl
-  python3 make g++
+  python3 make g++ passwd procps
 )
 # Only needed while building the extensions. postgresql-server-dev-all
 # provides pg_buildext and the dh "pgxs"/"pgxs_loop" sequences the trixie

@@ -20,6 +20,7 @@ import type { RouteDeps } from './api/routes/deps.js';
 import { SHARED_SCHEMAS } from './api/schemas/index.js';
 import { openApiInfo } from './api/openapi.js';
 import { cachedSerializers } from './api/serializers.js';
+import type { ReadView } from './store/store.js';
 
 export interface AppOptions {
   deps: RouteDeps;
@@ -56,11 +57,12 @@ export async function buildApp({
       v1.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       await v1.register(async (api) => {
         api.decorateRequest('principal', null);
+        api.decorateRequest('reads', null);
         api.addHook('onRequest', async (req) => {
-          (req as unknown as { principal: unknown }).principal = await authenticate(
-            deps.ctx.store,
-            req,
-          );
+          // One read view per request, made before its first read (see routes/deps.ts).
+          const r = req as unknown as { principal: unknown; reads: ReadView };
+          r.reads = deps.ctx.store.readView();
+          r.principal = await authenticate(r.reads, req.headers.authorization);
         });
         for (const routes of [
           projectRoutes,

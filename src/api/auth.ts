@@ -1,18 +1,26 @@
 // Authentication: `Authorization: Bearer <key>` or HTTP Basic with an access
 // key and a secret key. Both resolve to a stored credential by hash; the
 // credential decides which projects the caller sees.
+//
+// Every request authenticates, so the lookups go through the request's read
+// view (Store.readView): served from memory while nothing was committed, and
+// fresh after any commit, so a revoked credential is refused at once, even
+// when another process (the CLI) revoked it. Only stored credentials are
+// cached, never the outcome: the revocation, the secret and the projects are
+// checked on every request.
 
-import type { FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
 import type { Principal } from '../commands/context.js';
 import { sameHash, sha256Hex } from '../lib/secrets.js';
-import type { Credential, Store } from '../store/store.js';
+import type { Credential, ReadView } from '../store/store.js';
 
 const unauthorized = (message: string) => new AppError('UNAUTHORIZED', message);
 
-/** Resolves the caller of a request, or throws UNAUTHORIZED. */
-export async function authenticate(store: Store, req: FastifyRequest): Promise<Principal> {
-  const header = req.headers.authorization;
+/** Resolves the caller of a request from its Authorization header, or throws UNAUTHORIZED. */
+export async function authenticate(
+  reads: ReadView,
+  header: string | undefined,
+): Promise<Principal> {
   if (!header) {
     throw unauthorized(
       'Missing credentials: send Authorization: Bearer <api key> or Basic <access key>:<secret key>.',
@@ -25,10 +33,10 @@ export async function authenticate(store: Store, req: FastifyRequest): Promise<P
   switch (scheme.toLowerCase()) {
     case 'bearer':
       if (!value) throw unauthorized('The Bearer scheme needs an API key after it.');
-      cred = await store.credentials.findByBearerHash(sha256Hex(value));
+      cred = await reads.credentials.findByBearerHash(sha256Hex(value));
       break;
     case 'basic':
-      cred = await basic(store, value);
+      cred = await basic(reads, value);
       break;
     default:
       throw unauthorized(
@@ -42,18 +50,18 @@ export async function authenticate(store: Store, req: FastifyRequest): Promise<P
   const projectIds =
     cred.kind === 'project'
       ? [cred.projectId as string]
-      : await store.users.projectIds(cred.userId as string);
+      : await reads.users.projectIds(cred.userId as string);
   return { credentialId: cred.id, projectIds: new Set(projectIds) };
 }
 
-async function basic(store: Store, value: string): Promise<Credential | undefined> {
+async function basic(reads: ReadView, value: string): Promise<Credential | undefined> {
   const decoded = /^[A-Za-z0-9+/]+=*$/.test(value)
     ? Buffer.from(value, 'base64').toString('utf8')
     : '';
   const colon = decoded.indexOf(':');
   if (colon <= 0)
     throw unauthorized('Basic credentials must be base64 of <access key>:<secret key>.');
-  const cred = await store.credentials.findByAccessKey(decoded.slice(0, colon));
+  const cred = await reads.credentials.findByAccessKey(decoded.slice(0, colon));
   // Hash even when the access key is unknown, so timing does not tell whether it exists.
   const secretHash = sha256Hex(decoded.slice(colon + 1));
   return cred && sameHash(cred.secretHash, secretHash) ? cred : undefined;

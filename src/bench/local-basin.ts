@@ -1,26 +1,51 @@
 // Shared by the local-driver benchmarks (local-create, local-idle-memory): a
 // Basin with the local driver in a child process (local-server.ts), a small
-// API client for it, and the clean-up of the PostgreSQL clusters it starts.
+// API client for it, and the clean-up of what that Basin leaves on the host.
 //
 // Basin's clusters are detached from Basin on purpose (databases outlive the
-// API server), so stopping the Basin child does not stop them: every process
-// whose working directory lies under a benchmark's data directory (PostgreSQL
-// chdirs into its pgdata, and its children inherit it) is stopped here, on
-// success, on error, on Ctrl-C and, as a last resort, on exit.
+// API server), so stopping the Basin child does not stop them; and when Basin
+// runs as root, each service runs as an OS user of its own that only the
+// service's deletion removes. So after a benchmark, and on error, Ctrl-C and
+// (as a last resort) exit, every process whose working directory lies under
+// its data directory (PostgreSQL chdirs into its pgdata; its children inherit
+// it) or that runs as one of the installation's service users is stopped,
+// the directory is removed, and the users are deleted.
 
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readdirSync, readlinkSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+} from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
+import { Layout } from '../drivers/local/layout.js';
+import { groupExists, readPasswd, type PasswdEntry } from '../drivers/local/os-user.js';
+import { installationUsers } from '../drivers/local/service-users.js';
 import { type Child, startChild } from './children.js';
 import type { BenchContext } from './run.js';
 
-/** Data directories of running benchmarks; their processes are stopped on the way out. */
+/** Data directories of running benchmarks: cleaned up on the way out. */
 const roots = new Set<string>();
 let handlersInstalled = false;
 
-/** Pids of live processes (not zombies) working in `root` or below. */
-export function processesUnder(root: string): number[] {
+/** The OS users the local driver made for the services of `dataDir` (none when not root). */
+function serviceUsersOf(dataDir: string): PasswdEntry[] {
+  try {
+    const tag = readFileSync(new Layout(dataDir).installationFile, 'utf8').trim();
+    return tag === '' ? [] : installationUsers(tag);
+  } catch {
+    return [];
+  }
+}
+
+/** Live processes (not zombies) working in `root` or below, or running as one of `uids`. */
+export function processesUnder(root: string, uids: ReadonlySet<number> = new Set()): number[] {
   const pids: number[] = [];
   let names: string[];
   try {
@@ -31,11 +56,16 @@ export function processesUnder(root: string): number[] {
   for (const name of names) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
     try {
+      const status = readFileSync(`/proc/${name}/status`, 'utf8');
+      const state = /^State:\s+(\S)/m.exec(status)?.[1];
+      if (state === undefined || state === 'Z' || state === 'X') continue;
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]);
+      if (uids.has(uid)) {
+        pids.push(Number(name));
+        continue;
+      }
       const cwd = readlinkSync(`/proc/${name}/cwd`);
-      if (cwd !== root && !cwd.startsWith(root + '/')) continue;
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-      if (state !== 'Z' && state !== 'X') pids.push(Number(name));
+      if (cwd === root || cwd.startsWith(root + '/')) pids.push(Number(name));
     } catch {
       // Gone meanwhile, or not ours to read.
     }
@@ -54,32 +84,92 @@ function signal(pids: readonly number[], sig: NodeJS.Signals): void {
 }
 
 /**
- * Stops every process under `root`: SIGQUIT (PostgreSQL's immediate shutdown,
- * which still removes its shared memory), then SIGKILL after `graceMs`.
+ * Stops every process of `root` (see processesUnder), one look at a time:
+ * SIGQUIT first (PostgreSQL's immediate shutdown, which still removes its
+ * shared memory), SIGKILL from `graceMs` on; gives up 2 s later.
  */
-export async function stopProcessesUnder(root: string, graceMs = 3_000): Promise<void> {
-  let pids = processesUnder(root);
-  if (pids.length === 0) return;
-  signal(pids, 'SIGQUIT');
-  const deadline = Date.now() + graceMs;
-  while ((pids = processesUnder(root)).length > 0 && Date.now() < deadline) await sleep(20);
-  if (pids.length === 0) return;
-  signal(pids, 'SIGKILL');
-  const killDeadline = Date.now() + 2_000;
-  while (processesUnder(root).length > 0 && Date.now() < killDeadline) await sleep(20);
+class Stopper {
+  private readonly since = Date.now();
+  private quitSent = false;
+
+  constructor(
+    private readonly root: string,
+    private readonly uids: ReadonlySet<number>,
+    private readonly graceMs: number,
+  ) {}
+
+  /** Signals what is left; false when nothing is (or it is time to give up). */
+  step(): boolean {
+    const pids = processesUnder(this.root, this.uids);
+    const elapsed = Date.now() - this.since;
+    if (pids.length === 0 || elapsed > this.graceMs + 2_000) return false;
+    if (elapsed >= this.graceMs) signal(pids, 'SIGKILL');
+    else if (!this.quitSent) signal(pids, 'SIGQUIT');
+    this.quitSent = true;
+    return true;
+  }
 }
 
-/** The same, blocking: for signal and exit handlers, which cannot wait for a promise. */
-function stopProcessesUnderSync(root: string, graceMs: number): void {
-  let pids = processesUnder(root);
-  if (pids.length === 0) return;
-  signal(pids, 'SIGQUIT');
+/** Stops the processes of `root` alone (the Basin child's own clean-up). */
+export async function stopProcessesUnder(root: string, graceMs = 3_000): Promise<void> {
+  const stopper = new Stopper(root, new Set(), graceMs);
+  while (stopper.step()) await sleep(20);
+}
+
+/**
+ * Deletes the service users (their processes are gone; -f: zombies do not
+ * keep them), retrying while another useradd/userdel holds the lock of the
+ * password files, as the driver does.
+ */
+function deleteUsers(users: readonly PasswdEntry[]): void {
   const pause = new Int32Array(new SharedArrayBuffer(4));
-  const deadline = Date.now() + graceMs;
-  while ((pids = processesUnder(root)).length > 0 && Date.now() < deadline) {
-    Atomics.wait(pause, 0, 0, 20);
+  for (const u of users) {
+    for (const [cmd, exists] of [
+      ['userdel', () => readPasswd().some((p) => p.name === u.name)],
+      ['groupdel', () => groupExists(u.name)],
+    ] as const) {
+      for (let attempt = 0; exists(); attempt++) {
+        try {
+          execFileSync(cmd, cmd === 'userdel' ? ['-f', u.name] : [u.name], { stdio: 'pipe' });
+        } catch (err) {
+          const out = String((err as { stderr?: unknown }).stderr ?? '').trim();
+          if (attempt < 60 && /cannot lock|try again later/i.test(out)) {
+            Atomics.wait(pause, 0, 0, 25 + Math.floor(Math.random() * 50));
+            continue;
+          }
+          if (exists()) console.error(`${cmd} ${u.name} failed: ${out}`);
+          break;
+        }
+      }
+    }
   }
-  signal(pids, 'SIGKILL');
+}
+
+/**
+ * Everything a benchmark's Basin left: the installation tag goes first (a
+ * Basin still running then makes no new service user), then the processes,
+ * the directory and the users. Blocking (`Atomics.wait`) in the signal and
+ * exit handlers, which cannot wait for a promise.
+ */
+async function cleanUp(root: string, graceMs: number, block = false): Promise<void> {
+  const users = serviceUsersOf(root);
+  rmSync(new Layout(root).installationFile, { force: true });
+  const stopper = new Stopper(root, new Set(users.map((u) => u.uid)), graceMs);
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  while (stopper.step()) {
+    if (block) Atomics.wait(pause, 0, 0, 20);
+    else await sleep(20);
+  }
+  rmSync(root, { recursive: true, force: true });
+  deleteUsers(users);
+  roots.delete(root);
+}
+
+/** cleanUp, entirely synchronous: an async function runs synchronously up to its first await. */
+function cleanUpNow(root: string, graceMs: number): void {
+  cleanUp(root, graceMs, true).catch((err: unknown) =>
+    console.error(`cleaning up ${root}: ${(err as Error).message}`),
+  );
 }
 
 function installHandlers(): void {
@@ -88,20 +178,20 @@ function installHandlers(): void {
   // run.ts stops the children and removes the run's directory on SIGINT and
   // SIGTERM; the clusters go first, so that nothing writes into it meanwhile.
   const onSignal = () => {
-    for (const root of roots) stopProcessesUnderSync(root, 2_000);
+    for (const root of [...roots]) cleanUpNow(root, 2_000);
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   process.once('exit', () => {
-    for (const root of roots) stopProcessesUnderSync(root, 0);
+    for (const root of [...roots]) cleanUpNow(root, 0);
   });
 }
 
 /**
- * A fresh data directory under the run's directory, watched for leftover
- * processes until `release`d. PostgreSQL runs as an unprivileged user, which
- * must be able to cross the directories above it: the run's directory gets
- * the search bit (not read) for others.
+ * A fresh data directory under the run's directory, cleaned up by
+ * `releaseDataDir` (or on the way out). PostgreSQL runs as unprivileged
+ * users, who must be able to cross the directories above it: the run's
+ * directory gets the search bit (not read) for others.
  */
 export function claimDataDir(ctx: BenchContext, prefix: string): string {
   installHandlers();
@@ -112,11 +202,9 @@ export function claimDataDir(ctx: BenchContext, prefix: string): string {
   return dir;
 }
 
-/** Stops what still runs under `dir`, removes it and stops watching it. */
+/** Stops what still runs of `dir`'s Basin, removes the directory and the service users left. */
 export async function releaseDataDir(dir: string): Promise<void> {
-  await stopProcessesUnder(dir);
-  rmSync(dir, { recursive: true, force: true });
-  roots.delete(dir);
+  if (roots.has(dir) || existsSync(dir)) await cleanUp(dir, 3_000);
 }
 
 export interface ServiceBody {
@@ -139,16 +227,15 @@ export class LocalBasin {
     /** Basin's data directory, as /proc reports paths (symlinks resolved). */
     readonly dataDir: string,
     private readonly base: string,
-    private readonly projectId: string,
     private readonly apiKey: string,
   ) {}
 
   /** Starts Basin on `dataDir` (fresh) and waits until it listens. */
   static async start(dataDir: string, nodeArgs: readonly string[] = []): Promise<LocalBasin> {
     const apiKey = `bench-${randomBytes(12).toString('hex')}`;
-    // A block of database ports of its own, away from the tests' blocks
-    // (20000 + n * 100, below 60000) and below the ephemeral ports (32768+).
-    const start = 17000 + (process.pid % 100) * 100;
+    // A block of database ports of its own: above Basin's default range
+    // (16000-16999) and below the tests' blocks (20000 + n * 100).
+    const start = 17000 + (process.pid % 30) * 100;
     const child = startChild(
       './local-server.js',
       {
@@ -163,12 +250,11 @@ export class LocalBasin {
         'ready',
         60_000,
       );
-      if (ready.dataDir !== dataDir) roots.add(ready.dataDir);
+      if (ready.dataDir !== dataDir) throw new Error(`${dataDir} is not a real path`);
       return new LocalBasin(
         child,
         ready.dataDir,
         `http://127.0.0.1:${ready.port}/v1/projects/${ready.projectId}/services`,
-        ready.projectId,
         apiKey,
       );
     } catch (err) {
@@ -206,15 +292,23 @@ export class LocalBasin {
     return JSON.parse(res.text) as ServiceView;
   }
 
-  /** Polls GET every `pollMs` until the service is READY; fails on FAILED or a timeout. */
-  async waitReady(id: string, pollMs: number, timeoutMs: number): Promise<ServiceView> {
+  /** Polls GET every `pollMs` until the service is READY; fails on UNSTABLE (a failed create) or a timeout. */
+  async waitReady(
+    id: string,
+    pollMs: number,
+    timeoutMs: number,
+    /** Called before each GET: to watch the service's files meanwhile. */
+    onPoll?: () => void,
+  ): Promise<ServiceView> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
+      onPoll?.();
       const svc = await this.get(id);
       if (svc?.status === 'READY') return svc;
-      if (svc === undefined || svc.status === 'FAILED' || Date.now() > deadline) {
+      if (svc === undefined || svc.status === 'UNSTABLE' || Date.now() > deadline) {
         throw new Error(
-          `service ${id} is ${svc?.status ?? 'gone'}, not READY, after ${timeoutMs} ms` +
+          `service ${id} is ${svc?.status ?? 'gone'}, not READY` +
+            (Date.now() > deadline ? ` after ${timeoutMs} ms` : '') +
             (await this.pendingWork()),
         );
       }
@@ -230,18 +324,19 @@ export class LocalBasin {
     }
     const deadline = Date.now() + timeoutMs;
     while ((await this.get(id)) !== undefined) {
-      if (Date.now() > deadline) throw new Error(`service ${id} still exists after ${timeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new Error(`service ${id} still exists after ${timeoutMs} ms`);
       await sleep(20);
     }
   }
 
-  /** The pgdata of a service's primary (see src/drivers/local/layout.ts). */
+  /** The pgdata of a service's primary. */
   pgdata(serviceId: string): string {
-    return join(this.dataDir, 'local', 'instances', serviceId, '0', 'pgdata');
+    return new Layout(this.dataDir).pgdata({ id: serviceId, node: 0 });
   }
 
   get templatePgdata(): string {
-    return join(this.dataDir, 'local', 'template', 'pgdata');
+    return new Layout(this.dataDir).templatePgdata;
   }
 
   /** Why a wait failed: the child's view of pending operations, if it answers. */
@@ -258,11 +353,6 @@ export class LocalBasin {
   /** Stops Basin (its clusters are left to releaseDataDir). */
   stop(): Promise<void> {
     return this.child.stop();
-  }
-
-  /** The project the bootstrap key belongs to. */
-  get project(): string {
-    return this.projectId;
   }
 }
 

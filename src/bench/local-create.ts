@@ -8,13 +8,24 @@
 // deleted first, so that neither the build nor cold caches are counted.
 // Then, in alternating rounds: Basin creates a POSTGRES service (timed until
 // GET says READY, then deleted, untimed), the floor copies the template with
-// `cp -a` (as the driver does) and starts the same postgres binary on the
-// copy, as the same OS user, until postmaster.pid says 'ready' (timed, then
-// stopped and removed, untimed); and the same for TIMESERIESDB against a floor
-// that preloads timescaledb (its row is shown, the target is POSTGRES's).
+// `cp -a` and `chown -R` (as the driver does) and starts the same postgres
+// binary on the copy until postmaster.pid says 'ready' (timed, then stopped
+// and removed, untimed); and the same for TIMESERIESDB against a floor that
+// preloads timescaledb (its row is shown, the target is POSTGRES's). A
+// `sync` (untimed) comes before each, and while Basin works, its files are
+// watched to split its time into phases: until the clone is in place, until
+// postgres is ready, until the API says READY.
+//
+// The floor runs as the template's owner (the `postgres` OS user). When Basin
+// is root, each service runs as an OS user of its own, made for it and
+// deleted with it (src/drivers/local/service-users.ts): making and removing
+// such a user is Basin's work, not the floor's, and a deleted service's uid
+// is not borrowed (the next service may get it, and Basin kills every process
+// of a uid whose service it deletes). The chown -R costs the floor what the
+// driver's chown to the service's user costs it.
 
 import { execFile, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { chown, mkdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -40,12 +51,25 @@ const BODIES: Record<'POSTGRES' | 'TIMESERIESDB', Omit<ServiceBody, 'name'>> = {
 };
 type Kind = keyof typeof BODIES;
 
-/** The postgres binary and OS user Basin's clusters run with, read from a running one. */
+/** One timed creation: the total, and the parts spent on the POST, or on copying and chowning. */
+interface Timing {
+  ms: number;
+  postMs?: number;
+  /** When polling first saw the clone in place, and postgres ready (ms after the POST). */
+  clonedMs?: number;
+  pgReadyMs?: number;
+  copyMs?: number;
+  chownMs?: number;
+}
+
+/** What the floor runs: Basin's postgres binary (read from a running cluster) as the template's owner. */
 interface Floor {
   postgres: string;
   uid: number;
   gid: number;
   template: string;
+  /** The uid the warm-up service ran as: not the template's when services have OS users of their own. */
+  serviceUid: number;
   /** A directory for the floor's copies, inside the benchmark's data directory. */
   root: string;
 }
@@ -53,6 +77,7 @@ interface Floor {
 export async function localCreate(ctx: BenchContext): Promise<BenchOutcome> {
   const rounds = envInt('BENCH_LOCAL_ROUNDS', 7, 1);
   const pollMs = envInt('BENCH_LOCAL_POLL_MS', 15, 1);
+  const syncFirst = process.env.BENCH_LOCAL_SYNC !== '0';
   heading('POST /services to READY (local driver) vs copying the template + starting postgres');
 
   const dataDir = claimDataDir(ctx, 'local-create-');
@@ -70,47 +95,103 @@ export async function localCreate(ctx: BenchContext): Promise<BenchOutcome> {
     await startFloor(floor, 0, ['-c', 'shared_preload_libraries=timescaledb']);
     console.log(
       `basin started and warmed up in ${((Date.now() - started) / 1000).toFixed(1)} s ` +
-        `(template build + one TIMESERIESDB service); clusters run ${floor.postgres} as uid ${floor.uid}; ` +
-        `${rounds} rounds, GET polled every ${pollMs} ms`,
+        `(template build + one TIMESERIESDB service); the floor runs ${floor.postgres} as ` +
+        `the template's owner, uid ${floor.uid}` +
+        (floor.serviceUid !== floor.uid
+          ? ` (services run as OS users of their own, e.g. uid ${floor.serviceUid})`
+          : '') +
+        `; ` +
+        `${rounds} rounds, GET polled every ${pollMs} ms` +
+        (syncFirst ? ', a sync before each timed creation' : ''),
     );
 
     const series: Record<string, number[]> = {};
+    const timings: Record<string, Timing[]> = {};
     const rows: string[][] = [];
-    const record = (round: number, what: string, ms: number) => {
-      (series[what] ??= []).push(ms);
-      rows.push([String(round), what, fixed(ms, 0)]);
+    const record = (round: number, what: string, t: Timing) => {
+      (series[what] ??= []).push(t.ms);
+      (timings[what] ??= []).push(t);
+      rows.push([
+        String(round),
+        what,
+        fixed(t.ms, 0),
+        fixed(t.postMs ?? NaN, 0),
+        fixed(t.clonedMs ?? NaN, 0),
+        fixed(t.pgReadyMs ?? NaN, 0),
+        fixed(t.copyMs ?? NaN, 0),
+        fixed(t.chownMs ?? NaN, 0),
+      ]);
     };
     let n = 0;
     for (let round = 1; round <= rounds; round++) {
       for (const kind of ['POSTGRES', 'TIMESERIESDB'] as const) {
+        // Untimed: what the previous side wrote and removed goes to disk first,
+        // so that neither side pays for the other's writeback (on this kind
+        // of machine, copying ~1000 files costs 3-10x more behind it).
+        if (syncFirst) await execFileP('sync');
         record(round, `basin ${kind}`, await basinCreate(basin, kind, `bench-${++n}`, pollMs));
-        const preload = kind === 'TIMESERIESDB' ? ['-c', 'shared_preload_libraries=timescaledb'] : [];
+        const preload =
+          kind === 'TIMESERIESDB' ? ['-c', 'shared_preload_libraries=timescaledb'] : [];
+        if (syncFirst) await execFileP('sync');
         record(round, `floor ${kind}`, await startFloor(floor, ++n, preload));
       }
     }
     console.log('');
-    table(['round', 'what', 'ms'], rows);
+    table(['round', 'what', 'ms', 'POST', 'cloned at', 'pg ready at', 'cp -a', 'chown -R'], rows);
 
     const summary: string[][] = [];
     for (const [what, xs] of Object.entries(series)) {
       const sorted = [...xs].sort((a, b) => a - b);
+      // The phases, each from the end of the one before: until the copy is
+      // in place, until postgres is ready, until READY (the floor's ends there).
+      const ts = timings[what] ?? [];
+      const copied = ts.map((t) => t.clonedMs ?? (t.copyMs ?? NaN) + (t.chownMs ?? NaN));
+      const up = ts.map((t) => t.pgReadyMs ?? t.ms);
       summary.push([
         what,
         fixed(median(xs), 0),
         fixed(percentile(sorted, 90), 0),
         fixed(sorted[0] ?? NaN, 0),
         fixed(sorted.at(-1) ?? NaN, 0),
+        fixed(median(copied), 0),
+        fixed(median(up.map((u, i) => u - (copied[i] as number))), 0),
+        fixed(median(ts.map((t, i) => t.ms - (up[i] as number))), 0),
       ]);
     }
     console.log('');
-    table(['what', 'median ms', 'p90 ms', 'min ms', 'max ms'], summary);
+    table(
+      [
+        'what',
+        'median ms',
+        'p90 ms',
+        'min ms',
+        'max ms',
+        'to copied',
+        '+ to pg ready',
+        '+ to READY',
+      ],
+      summary,
+    );
     const ratio = (kind: Kind) =>
       median(series[`basin ${kind}`] ?? []) / median(series[`floor ${kind}`] ?? []);
     console.log(
-      `\nfloor POSTGRES: cp -a of the template + postgres with the template's settings until ` +
-        `postmaster.pid says ready; floor TIMESERIESDB: the same with timescaledb preloaded ` +
-        `(Basin also creates the extension).`,
+      [
+        `\nbasin: POST to READY; polling (every ${pollMs} ms) also noted when the clone was in`,
+        'place and when postgres was ready. floor POSTGRES: cp -a + chown -R of the template,',
+        "then postgres with the template's settings until postmaster.pid says ready; floor",
+        'TIMESERIESDB: the same with timescaledb preloaded (Basin also creates the extension).',
+        'The last three columns are the medians of the phases, each from the end of the one',
+        "before; Basin's first also holds the POST and making the service's OS user (if root).",
+      ].join('\n'),
     );
+    for (const kind of ['POSTGRES', 'TIMESERIESDB'] as const) {
+      const floors = series[`floor ${kind}`] ?? [];
+      const paired = (series[`basin ${kind}`] ?? []).map((b, i) => b / (floors[i] ?? NaN));
+      console.log(
+        `per-round ratios basin/floor ${kind}: ${paired.map((x) => x.toFixed(2)).join(' ')} ` +
+          `(median ${median(paired).toFixed(2)})`,
+      );
+    }
     console.log(`ratio basin/floor TIMESERIESDB: ${ratio('TIMESERIESDB').toFixed(2)} (no target)`);
     const r = ratio('POSTGRES');
     const headline =
@@ -133,13 +214,20 @@ async function basinCreate(
   kind: Kind,
   name: string,
   pollMs: number,
-): Promise<number> {
+): Promise<Timing> {
   const t0 = performance.now();
   const id = await basin.create({ name, ...BODIES[kind] });
-  await basin.waitReady(id, pollMs, 60_000);
+  const postMs = performance.now() - t0;
+  const pgdata = basin.pgdata(id);
+  let clonedMs: number | undefined;
+  let pgReadyMs: number | undefined;
+  await basin.waitReady(id, pollMs, 60_000, () => {
+    clonedMs ??= existsSync(join(pgdata, 'PG_VERSION')) ? performance.now() - t0 : undefined;
+    pgReadyMs ??= postmasterPid(pgdata)?.status === 'ready' ? performance.now() - t0 : undefined;
+  });
   const ms = performance.now() - t0;
   await basin.deleteAndWait(id);
-  return ms;
+  return { ms, postMs, clonedMs, pgReadyMs };
 }
 
 function floorOf(basin: LocalBasin, serviceId: string): Floor {
@@ -149,29 +237,29 @@ function floorOf(basin: LocalBasin, serviceId: string): Floor {
   const id = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(status)?.[1]);
   const template = basin.templatePgdata;
   const owner = statSync(template);
-  const floor = {
+  if (owner.uid === 0) throw new Error(`the template ${template} belongs to root`);
+  return {
     postgres: readlinkSync(`/proc/${pm.pid}/exe`),
-    uid: id('Uid'),
-    gid: id('Gid'),
+    uid: owner.uid,
+    gid: owner.gid,
     template,
+    serviceUid: id('Uid'),
     root: join(basin.dataDir, 'bench-floor'),
   };
-  if (owner.uid !== floor.uid) {
-    throw new Error(`the template belongs to uid ${owner.uid}, the clusters run as ${floor.uid}`);
-  }
-  return floor;
 }
 
 /**
- * The floor, timed: `cp -a` of the template (it keeps the owner, the OS user
- * the clusters run as) and postgres on the copy, as that user, until it is
- * ready. Then, untimed, a fast shutdown and the removal of the copy.
+ * The floor, timed: `cp -a` of the template, `chown -R` of the copy to the
+ * user it runs as (the driver chowns each copy to the service's user), and
+ * postgres on the copy, as that user, until it is ready. Then, untimed, an
+ * immediate shutdown and the removal of the copy.
  */
-async function startFloor(floor: Floor, n: number, extra: readonly string[]): Promise<number> {
+async function startFloor(floor: Floor, n: number, extra: readonly string[]): Promise<Timing> {
   const dir = join(floor.root, String(n));
   const pgdata = join(dir, 'pgdata');
   const sockets = join(dir, 's');
-  await mkdir(sockets, { recursive: true, mode: 0o700 });
+  await mkdir(dir, { mode: 0o711 });
+  await mkdir(sockets, { mode: 0o700 });
   await chown(sockets, floor.uid, floor.gid);
   const port = await freePort();
   const logFd = openSync(join(dir, 'postgres.log'), 'a', 0o600);
@@ -180,6 +268,10 @@ async function startFloor(floor: Floor, n: number, extra: readonly string[]): Pr
   try {
     const t0 = performance.now();
     await execFileP('cp', ['-a', floor.template, pgdata]);
+    const copyMs = performance.now() - t0;
+    // As the driver does (node-files.ts): -P, never following a link.
+    await execFileP('chown', ['-R', '-P', `${floor.uid}:${floor.gid}`, '--', pgdata]);
+    const chownMs = performance.now() - t0 - copyMs;
     const child = spawn(
       floor.postgres,
       ['-D', pgdata, '-c', `port=${port}`, '-c', 'listen_addresses=127.0.0.1',
@@ -211,11 +303,11 @@ async function startFloor(floor: Floor, n: number, extra: readonly string[]): Pr
       }
       await sleep(5);
     }
-    return performance.now() - t0;
+    return { ms: performance.now() - t0, copyMs, chownMs };
   } finally {
     closeSync(logFd);
     if (pid !== undefined && exited) {
-      signal(pid, 'SIGINT'); // fast shutdown
+      signal(pid, 'SIGQUIT'); // immediate shutdown: the copy is removed anyway
       const result = await Promise.race([exited, sleep(10_000, 'timeout' as const)]);
       if (result === 'timeout') signal(pid, 'SIGKILL');
       await exited;

@@ -1,6 +1,6 @@
 import { conflict, notFound } from '../domain/errors.js';
 import type { ReplicaSet, Service } from '../domain/types.js';
-import type { Repos } from '../store/store.js';
+import type { ReadView, Repos } from '../store/store.js';
 import { type Principal, visibleProject } from './context.js';
 
 /**
@@ -26,9 +26,12 @@ export async function loadService(
   throw notFound(`Service ${serviceId} not found in project ${projectId}.`);
 }
 
-/** A service, or a read replica set seen as a service (GET /services/{id}). */
+/**
+ * A service, or a read replica set seen as a service (GET /services/{id}).
+ * Only reads: `repos` may be a request's read view.
+ */
 export async function loadServiceOrReplica(
-  repos: Repos,
+  repos: Pick<ReadView, 'services' | 'replicaSets'>,
   p: Principal,
   projectId: string,
   id: string,

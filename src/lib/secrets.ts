@@ -2,6 +2,7 @@
 // only as hashes. API keys are long random strings, so a fast hash (SHA-256)
 // is enough: there is no dictionary to guess from, unlike a human password.
 
+import * as crypto from 'node:crypto';
 import { createHash, pbkdf2Sync, randomBytes, createHmac, timingSafeEqual } from 'node:crypto';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -18,9 +19,15 @@ export function randomToken(length: number): string {
   return out;
 }
 
-export function sha256Hex(s: string): string {
-  return createHash('sha256').update(s).digest('hex');
-}
+/**
+ * One-shot `crypto.hash` (Node >= 20.12) where there is one: it hashes every
+ * request's API key, and is several times cheaper than a Hash object.
+ */
+const oneShot = (crypto as { hash?: typeof crypto.hash }).hash;
+
+export const sha256Hex: (s: string) => string = oneShot
+  ? (s) => oneShot('sha256', s, 'hex')
+  : (s) => createHash('sha256').update(s).digest('hex');
 
 export function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'hex');

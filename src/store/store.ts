@@ -170,7 +170,30 @@ export interface Repos {
 
 export type Tx = Repos;
 
+/**
+ * The reads that every request makes (authentication, GETs of services),
+ * answered from a cache: see Store.readView. A subset of Repos, so a command
+ * that only reads can take either.
+ */
+export interface ReadView {
+  credentials: Pick<CredentialRepo, 'findByBearerHash' | 'findByAccessKey'>;
+  users: Pick<UserRepo, 'projectIds'>;
+  services: Pick<ServiceRepo, 'get' | 'listByProject'>;
+  replicaSets: Pick<ReplicaSetRepo, 'get' | 'listByService'>;
+}
+
 export interface Store extends Repos {
+  /**
+   * Reads for one request. Making a view checks, once, whether anything was
+   * committed since the last view was made, by this process or any other
+   * (the CLI revoking a credential, adding a user to a project), and then
+   * sees every such commit: take one per request, before its first read, and
+   * do not keep it. Its reads come from a cache where they can, so what they
+   * return is frozen and shared between requests: never mutate it. Writes
+   * still go through `transaction`, and anything that reads in order to write
+   * reads there.
+   */
+  readView(): ReadView;
   /**
    * Runs `fn` in one transaction: all its writes commit together or not at
    * all. `fn` must only call the store (no other I/O) so transactions stay short.

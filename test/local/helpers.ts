@@ -1,6 +1,7 @@
 // Helpers for the local driver's tests: real PostgreSQL clusters on this host.
 
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,10 @@ import type { TestContext } from 'node:test';
 import pg from 'pg';
 import type { Driver, ServiceSpec } from '../../src/drivers/driver.js';
 import type { ServiceType, Size } from '../../src/domain/types.js';
+import { Layout } from '../../src/drivers/local/layout.js';
+import { groupExists, type PasswdEntry } from '../../src/drivers/local/os-user.js';
+import { processesOfUser } from '../../src/drivers/local/processes.js';
+import { installationUsers } from '../../src/drivers/local/service-users.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 
 export const SHARED: Size = { shared: true, cpuMillis: 0, memoryGbs: 0 };
@@ -167,16 +172,60 @@ export function postmasterPid(pgdata: string): number {
  */
 export function dataDirFor(t: TestContext): string {
   const dir = makeDataDir();
-  t.after(async () => {
-    for (const pid of processesOf(dir)) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-    await sleep(100);
-    removeDir(dir);
-  });
+  t.after(() => cleanUpDataDir(dir));
   return dir;
+}
+
+/** The installation tag of a local driver's data directory, if it has one. */
+function installationOf(dataDir: string): string | undefined {
+  const file = new Layout(dataDir).installationFile;
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
+}
+
+/** The OS users a local driver on `dataDir` made for its services (one per service when root). */
+export function serviceUsersOf(dataDir: string): PasswdEntry[] {
+  const tag = installationOf(dataDir);
+  return tag === undefined ? [] : installationUsers(tag);
+}
+
+/**
+ * Removes a test's data directory whatever state the test left it in: kills
+ * every process still running in it and every process of the OS users the
+ * driver made for its services, deletes those users, then the directory. A
+ * test that fails half-way must not leave clusters holding ports, or users,
+ * for the next one (CI runs on a fresh machine, again and again). A Basin
+ * still running on the directory (after hooks run in order) makes no new
+ * user once the installation file is gone, and cannot start a server once
+ * the directory is.
+ */
+export async function cleanUpDataDir(dir: string): Promise<void> {
+  const tag = installationOf(dir);
+  const users = () => (tag === undefined ? [] : installationUsers(tag));
+  rmSync(new Layout(dir).installationFile, { force: true });
+  const killAll = async () => {
+    for (let round = 0; round < 50; round++) {
+      const pids = processesOf(dir);
+      for (const u of users()) pids.push(...(await processesOfUser(u.uid)));
+      if (pids.length === 0) return;
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      await sleep(100);
+    }
+  };
+  await killAll();
+  removeDir(dir);
+  await killAll();
+  for (const u of users()) {
+    try {
+      execFileSync('userdel', ['-f', u.name], { stdio: 'ignore' });
+    } catch {
+      // gone meanwhile
+    }
+    if (groupExists(u.name)) execFileSync('groupdel', [u.name], { stdio: 'ignore' });
+  }
 }

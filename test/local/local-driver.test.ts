@@ -15,6 +15,7 @@ import { scramVerifier } from '../../src/lib/secrets.js';
 import {
   SMALL,
   applyUntilDone,
+  cleanUpDataDir,
   connect,
   deleteUntilDone,
   makeDataDir,
@@ -22,7 +23,6 @@ import {
   postmasterPid,
   processesOf,
   query,
-  removeDir,
 } from './helpers.js';
 
 describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
@@ -45,7 +45,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
     // Whatever a failed test left: no PostgreSQL may outlive the suite.
     if (spec) await deleteUntilDone(driver, spec.serviceId).catch(() => {});
     await driver.close();
-    removeDir(dataDir);
+    await cleanUpDataDir(dataDir);
   });
 
   test('create: tsdbadmin logs in over TLS to tsdb, with timescaledb', async () => {
@@ -134,7 +134,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
 
   test('resize rewrites the size-derived settings and restarts, data intact', async () => {
     const before = await query(spec, password, 'SHOW shared_buffers');
-    assert.equal(before[0].shared_buffers, '128MB');
+    assert.equal(before[0].shared_buffers, '32MB');
     const pid = postmasterPid(pgdata());
     spec = { ...spec, size: SMALL };
     const reasons = await applyUntilDone(driver, spec);

@@ -16,12 +16,12 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
 import {
   applyUntilDone,
+  cleanUpDataDir,
   connect,
   deleteUntilDone,
   makeDataDir,
   makeSpec,
   query,
-  removeDir,
 } from './helpers.js';
 
 describe('local driver: service types, TLS verification, unsupported features', () => {
@@ -45,7 +45,7 @@ describe('local driver: service types, TLS verification, unsupported features', 
       if (s) await deleteUntilDone(driver, s.serviceId).catch(() => {});
     }
     await driver.close();
-    removeDir(dataDir);
+    await cleanUpDataDir(dataDir);
   });
 
   test('VECTOR: pgvector is there, timescaledb is not', async () => {

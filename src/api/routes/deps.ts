@@ -2,6 +2,7 @@ import { type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Ctx, Principal } from '../../commands/context.js';
 import type { Target } from '../../drivers/driver.js';
+import type { ReadView } from '../../store/store.js';
 import type { PresentOptions } from '../presenters.js';
 
 /** What routes are handed by buildApp: the command context and presentation settings. */
@@ -13,6 +14,16 @@ export interface RouteDeps {
 /** The caller, resolved by the auth hook before any handler runs. */
 export function principal(req: FastifyRequest): Principal {
   return (req as FastifyRequest & { principal: Principal }).principal;
+}
+
+/**
+ * The request's read view (Store.readView), made by the auth hook: for
+ * handlers that only read (GETs), so that polling clients are answered from
+ * memory while nothing changes. A handler that writes reads in its
+ * transaction instead, and presents what it wrote from `ctx.store`.
+ */
+export function reads(req: FastifyRequest): ReadView {
+  return (req as FastifyRequest & { reads: ReadView }).reads;
 }
 
 export function presentOptions(deps: RouteDeps, target?: Target): PresentOptions {

@@ -10,11 +10,13 @@ import {
 } from '../../commands/service-lifecycle.js';
 import { loadServiceOrReplica } from '../../commands/service-lookup.js';
 import type { Service as ServiceRecord } from '../../domain/types.js';
+import type { ReadView } from '../../store/store.js';
+import { PresentedServices } from '../presented-cache.js';
 import { presentReplicaSetAsService, presentService } from '../presenters.js';
 import { ProjectParams, ServiceParams } from '../schemas/params.js';
 import { ref } from '../schemas/ref.js';
 import { Service, ServiceCreateInput, ServiceForkInput } from '../schemas/service.js';
-import { presentOptions, principal, responses, type RouteDeps } from './deps.js';
+import { presentOptions, principal, reads, responses, type RouteDeps } from './deps.js';
 
 export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) => {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -22,13 +24,22 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
   const tags = ['services'];
   const one = '/projects/:project_id/services/:service_id';
 
-  const present = async (svc: ServiceRecord, initialPassword?: string) =>
-    presentService(
-      svc,
-      await ctx.store.replicaSets.listByService(svc.id),
-      presentOptions(deps, { kind: 'service', id: svc.id }),
-      initialPassword,
-    );
+  const presented = new PresentedServices(deps.present);
+  /**
+   * `from` reads the replica sets: a GET's read view (whose frozen documents
+   * let the body be reused, see presented-cache.ts), or the store after a write.
+   */
+  const present = async (
+    svc: ServiceRecord,
+    from: Pick<ReadView, 'replicaSets'>,
+    initialPassword?: string,
+  ) => {
+    const replicaSets = await from.replicaSets.listByService(svc.id);
+    const metrics = ctx.driver.metrics({ kind: 'service', id: svc.id });
+    return initialPassword === undefined
+      ? presented.present(svc, replicaSets, metrics)
+      : presentService(svc, replicaSets, { ...deps.present, metrics }, initialPassword);
+  };
 
   r.get(
     '/projects/:project_id/services',
@@ -42,8 +53,9 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
     },
     async (req) => {
       const projectId = visibleProject(principal(req), req.params.project_id);
+      const view = reads(req);
       return Promise.all(
-        (await ctx.store.services.listByProject(projectId)).map((s) => present(s)),
+        (await view.services.listByProject(projectId)).map((s) => present(s, view)),
       );
     },
   );
@@ -66,7 +78,7 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
         req.params.project_id,
         req.body,
       );
-      return reply.status(202).send(await present(service, initialPassword));
+      return reply.status(202).send(await present(service, ctx.store, initialPassword));
     },
   );
 
@@ -81,13 +93,14 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
       },
     },
     async (req) => {
+      const view = reads(req);
       const found = await loadServiceOrReplica(
-        ctx.store,
+        view,
         principal(req),
         req.params.project_id,
         req.params.service_id,
       );
-      if ('service' in found) return present(found.service);
+      if ('service' in found) return present(found.service, view);
       const { replicaSet, primary } = found;
       return presentReplicaSetAsService(
         replicaSet,
@@ -135,7 +148,7 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
           req.params.service_id,
           action,
         );
-        return reply.status(202).send(await present(svc));
+        return reply.status(202).send(await present(svc, ctx.store));
       },
     );
   }
@@ -159,7 +172,7 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
         req.params.service_id,
         req.body,
       );
-      return reply.status(202).send(await present(service, initialPassword));
+      return reply.status(202).send(await present(service, ctx.store, initialPassword));
     },
   );
 };

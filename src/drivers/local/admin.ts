@@ -3,6 +3,14 @@
 // mapped through pg_ident). It never uses tsdbadmin and never crosses TCP, so
 // no password exists that could leak, and a user who changes tsdbadmin's
 // password cannot lock Basin out.
+//
+// The socket directory belongs to the service's OS user, which the service's
+// tsdbadmin can act as (docs/security.md): it can put a link to another
+// service's socket where its own was, and root follows links. Root is that
+// other server's superuser too, so every connection first checks that the
+// server it reached runs the expected data directory, before anything else
+// is sent: a real server reports its own, and a fake one run by the service's
+// user can only ever be told that service's own things.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -10,6 +18,8 @@ import pg from 'pg';
 export interface AdminTarget {
   socketDir: string;
   port: number;
+  /** The data directory the server must be running (checked at every connection). */
+  pgdata: string;
 }
 
 export async function withAdmin<T>(
@@ -30,6 +40,14 @@ export async function withAdmin<T>(
   client.on('error', () => {});
   await client.connect();
   try {
+    const { rows } = await client.query<{ d: string }>(
+      "SELECT current_setting('data_directory') AS d",
+    );
+    if (rows[0]?.d !== target.pgdata) {
+      throw new Error(
+        `the server on ${target.socketDir} runs ${JSON.stringify(rows[0]?.d)}, not ${target.pgdata}`,
+      );
+    }
     return await fn(client);
   } finally {
     await client.end().catch(() => {});

@@ -36,7 +36,7 @@ const options = { listenAddresses: '*', publicCidrs: ['0.0.0.0/0', '::/0'] };
 describe('sizeProfile', () => {
   test('shared gets the small fixed profile', () => {
     const p = sizeProfile({ shared: true, cpuMillis: 0, memoryGbs: 0 });
-    assert.equal(p.sharedBuffersMb, 128);
+    assert.equal(p.sharedBuffersMb, 32);
     assert.equal(p.maxConnections, 50);
     assert.equal(p.maxParallelWorkersPerGather, 0);
   });

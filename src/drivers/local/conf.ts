@@ -64,10 +64,13 @@ export interface SizeProfile {
  */
 export function sizeProfile(size: Size, hostMemoryMb = Infinity): SizeProfile {
   if (size.shared) {
+    // Small on purpose: an idle shared service should cost the host tens of
+    // MB. wal_buffers defaults to 1/32 of shared_buffers and is zeroed at
+    // start, so shared_buffers drives the idle footprint (bench: local-idle-memory).
     return {
-      sharedBuffersMb: 128,
-      effectiveCacheSizeMb: 384,
-      maintenanceWorkMemMb: 64,
+      sharedBuffersMb: 32,
+      effectiveCacheSizeMb: 256,
+      maintenanceWorkMemMb: 32,
       workMemKb: 4096,
       maxConnections: 50,
       maxParallelWorkers: 1,
@@ -140,7 +143,7 @@ export function postgresqlSettings(
   const tsdb = hasTimescale(spec.type);
   const s: Settings = {
     // Connections. The Unix socket lives in a directory only root and the
-    // postgres OS user can enter: it is Basin's administrative door.
+    // service's OS user can enter: it is Basin's administrative door.
     listen_addresses: options.listenAddresses,
     port: String(spec.port),
     unix_socket_directories: paths.socketDir,

@@ -1,5 +1,5 @@
 // Running the few external programs the local driver needs (initdb, openssl,
-// cp). Always execFile, never a shell: arguments are passed as they are, so
+// cp, chown, rm, useradd, userdel). Always execFile, never a shell: arguments are passed as they are, so
 // no path or host name can be interpreted as shell syntax.
 
 import { execFile } from 'node:child_process';
@@ -18,6 +18,8 @@ export class CommandError extends Error {
     readonly command: string,
     readonly output: string,
     cause: string,
+    /** The exit status, when the command ran and exited with one. */
+    readonly exitCode?: number,
   ) {
     super(`${command} failed (${cause})${output ? `: ${lastLines(output, 8)}` : ''}`);
     this.name = 'CommandError';
@@ -60,7 +62,9 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
               : err.killed
                 ? 'timed out'
                 : `exit ${String((err as { code?: unknown }).code ?? err.message)}`;
-          reject(new CommandError(command, `${stderr}${stdout}`.trim(), cause));
+          const status = (err as { code?: unknown }).code;
+          const exitCode = typeof status === 'number' ? status : undefined;
+          reject(new CommandError(command, `${stderr}${stdout}`.trim(), cause, exitCode));
         } else {
           resolve(stdout);
         }

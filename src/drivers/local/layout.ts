@@ -2,18 +2,24 @@
 // here, so that creating, adopting, reading logs, sampling metrics and
 // deleting always agree.
 //
-//   <dataDir>/local/
+//   <dataDir>/local/              root 0711 (searchable, not listable), as every
+//                                directory Basin owns here; see docs/security.md
+//     installation               this installation's tag (service-users.ts)
 //     template/pgdata            the cluster every new node is copied from
 //     template/template.json     what built it (a version marker)
 //     .staging-<random>/         a template or CA being built (renamed into place)
 //     ca/                        the installation's certificate authority (ca.crt, ca.key)
 //     instances/<id>/<node>/     one PostgreSQL cluster (a "node")
 //       pgdata/                  its data directory; pgdata/log/*.json are its logs
-//       state.json               what the driver last applied to it
-//       startup.log              the postmaster's output until its log collector runs
+//       state.json               what the driver last applied to it (root 0600)
+//       startup.log              the postmaster's output until its log collector runs (root 0600)
 //     archive/<id>/              WAL archive of a service (PITR, forks)
 //     s/<id>-<node>/             its Unix socket directory (kept short: socket
 //                                paths are limited to 107 bytes)
+//
+// pgdata, the archive and the socket directories belong to the service's OS
+// user (0700); everything else to root (Basin) or, for the template, to the
+// template user.
 //
 // `<id>` is a service id or a read replica set id (both are unique random
 // ids); node 0 is a service's primary, nodes 1… its HA replicas. A replica
@@ -34,6 +40,9 @@ export class Layout {
     this.root = join(dataDir, 'local');
   }
 
+  get installationFile(): string {
+    return join(this.root, 'installation');
+  }
   get templateDir(): string {
     return join(this.root, 'template');
   }

@@ -1,12 +1,13 @@
 // The local driver: every service node is a real PostgreSQL 15 cluster on
-// this host (DESIGN.md §4), cloned from a template, run as an unprivileged
-// OS user, with TLS, JSON logs and WAL archiving. Each call moves a node one
-// step towards its spec and returns `wait` rather than blocking while a
-// server starts or stops; all it needs to know survives in files (the data
-// directory, postmaster.pid, state.json), so a restarted Basin adopts the
-// running clusters as they are: databases outlive the API server.
+// this host (DESIGN.md §4), cloned from a template, run as the service's own
+// unprivileged OS user (docs/security.md), with TLS, JSON logs and WAL
+// archiving. Each call moves a node one step towards its spec and returns
+// `wait` rather than blocking while a server starts or stops; all it needs
+// to know survives in files (the data directory, postmaster.pid,
+// state.json), so a restarted Basin adopts the running clusters as they
+// are: databases outlive the API server.
 
-import { mkdir, readdir, realpath, rm } from 'node:fs/promises';
+import { lstat, mkdir, readdir, realpath } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Metrics } from '../../domain/types.js';
 import { type Logger, silentLogger } from '../../lib/logger.js';
@@ -30,10 +31,11 @@ import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServiceNode } from './service-node.js';
-import { isRoot, ensureTraversable, resolveOsUser, type OsUser } from './os-user.js';
+import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
-import { nodeExists } from './node-files.js';
+import { nodeExists, removeTrees } from './node-files.js';
+import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
 import { removeStaleStaging, Template } from './template.js';
 import { ensureCa } from './tls.js';
 
@@ -46,7 +48,10 @@ export interface LocalDriverOptions {
   pgBin?: string;
   /** PostgreSQL 15 shared data (default /usr/share/postgresql/15). */
   pgShare?: string;
-  /** The OS user clusters run as when Basin is root (default postgres). */
+  /**
+   * The OS user that owns the template cluster when Basin is root (default
+   * postgres); services run as OS users of their own (docs/security.md).
+   */
   osUser?: string;
   /** PostgreSQL's listen_addresses (default '*'). */
   listenAddresses?: string;
@@ -61,7 +66,8 @@ export interface LocalDriverOptions {
 export interface DriverContext {
   layout: Layout;
   pg: PgInstall;
-  user: OsUser;
+  /** The services' OS users (one each when Basin is root). */
+  users: ServiceUsers;
   template: Template;
   stopper: Stopper;
   /** Postmasters this process started, by data directory, to report how a failed start ended. */
@@ -69,7 +75,8 @@ export interface DriverContext {
   publicHost: string;
   listenAddresses: string;
   publicCidrs: readonly string[];
-  adminOsUsers: string[];
+  /** The OS users that may log in as `postgres` over a cluster's socket (pg_ident), for a cluster run as `user`. */
+  adminOsUsers(user: OsUser): string[];
   log: Logger;
 }
 
@@ -101,7 +108,10 @@ export class LocalDriver implements Driver {
   async start(): Promise<void> {
     const pg = pgInstall(this.options.pgBin, this.options.pgShare);
     const report = await checkHost(pg);
-    const user = resolveOsUser(this.options.osUser);
+    const templateUser = resolveOsUser(this.options.osUser);
+    // Only root can make users (and run PostgreSQL as them).
+    const perService = isRoot();
+    if (perService) checkUserTools();
     await mkdir(resolve(this.options.dataDir), { recursive: true, mode: 0o700 });
     // /proc reports real paths; so must the layout, for processes to be recognised.
     const dataDir = await realpath(resolve(this.options.dataDir));
@@ -109,15 +119,29 @@ export class LocalDriver implements Driver {
     for (const dir of [layout.root, layout.instancesDir, layout.socketsDir, layout.archivesDir]) {
       await mkdir(dir, { recursive: true, mode: 0o711 });
     }
-    await ensureTraversable(layout.root, dataDir, user);
+    await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
     await ensureCa(layout);
     await removeStaleStaging(layout);
-    const adminOsUsers = isRoot() ? ['root', user.name] : [user.name];
-    const template = new Template({ layout, pg, user, adminOsUsers, log: this.log });
+    const installation = await ensureInstallation(layout);
+    const users = new ServiceUsers({
+      perService,
+      layout,
+      shared: templateUser,
+      installation,
+      log: this.log,
+    });
+    const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
+    const template = new Template({
+      layout,
+      pg,
+      user: templateUser,
+      adminOsUsers: adminOsUsers(templateUser),
+      log: this.log,
+    });
     this.ctx = {
       layout,
       pg,
-      user,
+      users,
       template,
       stopper: new Stopper(),
       spawned: new Map(),
@@ -134,8 +158,23 @@ export class LocalDriver implements Driver {
       if (ID.test(id)) await this.track(id);
     }
     this.sampler.start();
+    if (!perService) {
+      this.log.warn(
+        { osUser: templateUser.name },
+        `WARNING: Basin does not run as root, so every service's PostgreSQL runs as the same OS user ` +
+          `(${templateUser.name}): services are NOT isolated from each other. A service's tsdbadmin ` +
+          '(CREATEROLE) can grant itself pg_execute_server_program and read or change every other ' +
+          "service's data, and Basin's. Run Basin as root to give each service an OS user of its own " +
+          '(docs/security.md).',
+      );
+    }
     this.log.info(
-      { postgres: report.postgresVersion, osUser: user.name, root: layout.root },
+      {
+        postgres: report.postgresVersion,
+        osUsers: perService ? 'one per service' : templateUser.name,
+        templateUser: templateUser.name,
+        root: layout.root,
+      },
       'local driver ready',
     );
   }
@@ -163,13 +202,16 @@ export class LocalDriver implements Driver {
 
   /**
    * Stops every process of the service at once (immediate shutdown: the
-   * data is going away) and removes its nodes, WAL archive and sockets.
+   * data is going away), then every other process of its OS user (what its
+   * tsdbadmin started), removes its nodes, WAL archive and sockets, and
+   * finally the OS user. Each step is repeated safely by the next call
+   * after a crash anywhere.
    */
   async deleteService(serviceId: string): Promise<Progress> {
     checkId(serviceId);
     const ctx = this.context();
     return this.locks.run(serviceId, async () => {
-      const { layout, stopper } = ctx;
+      const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
       let waitMs = 0;
       for (const ref of refs) {
@@ -188,13 +230,25 @@ export class LocalDriver implements Driver {
         }
       }
       if (waitMs > 0) return wait(waitMs, 'stopping PostgreSQL');
+      const user = users.lookup(serviceId);
+      if (user && (await users.killAll(user)) > 0) {
+        return wait(100, "stopping the processes of the service's OS user");
+      }
       for (const ref of refs) {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
-        await rm(layout.socketDir(ref), { recursive: true, force: true });
       }
-      await rm(layout.instanceDir(serviceId), { recursive: true, force: true });
-      await rm(layout.archiveDir(serviceId), { recursive: true, force: true });
+      await Promise.all([
+        // The instance directory last: it is what says which nodes there were.
+        removeTrees([
+          ...refs.map((ref) => layout.socketDir(ref)),
+          layout.socketDir({ id: serviceId, node: 0 }),
+          layout.archiveDir(serviceId),
+          layout.instanceDir(serviceId),
+        ]),
+        user && users.removeLeftovers(user),
+      ]);
+      if (user) await users.remove(serviceId);
       this.sampler.untrack(metricsKey(serviceId));
       if (refs.length > 0) this.log.info({ serviceId }, 'deleted service databases');
       return DONE;
@@ -234,11 +288,20 @@ export class LocalDriver implements Driver {
     return 'missing';
   }
 
-  /** The node's JSON log files (pgdata/log), newest first; see logs/read-node-logs.ts. */
+  /**
+   * The node's JSON log files (pgdata/log), newest first; see
+   * logs/read-node-logs.ts. Only files of the data directory's owner are
+   * read: the service's user can put links to anything in there.
+   */
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
     const node = query.node ?? 0;
-    const logDir = this.context().layout.logDir({ id: target.id, node });
-    return readNodeLogs(logDir, query, `${target.kind}:${target.id}:${node}`);
+    const { layout } = this.context();
+    const ref = { id: target.id, node };
+    // No data directory: no logs either, and -1 is nobody.
+    const owner = (await lstat(layout.pgdata(ref)).catch(() => undefined))?.uid ?? -1;
+    return readNodeLogs(layout.logDir(ref), query, `${target.kind}:${target.id}:${node}`, {
+      owner,
+    });
   }
 
   /** The latest background sample of the service's primary (see metrics/metrics-sampler.ts). */

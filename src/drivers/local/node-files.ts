@@ -1,15 +1,19 @@
 // A node's files on disk: its data directory, cloned from the template, its
 // socket and archive directories, and the configuration files Basin writes
 // into the data directory. Everything PostgreSQL reads or writes belongs to
-// the PostgreSQL OS user with no access for others (PostgreSQL insists on
-// 0700 for the data directory and 0600 for its key).
+// the service's OS user with no access for others (PostgreSQL insists on
+// 0700 for the data directory and 0600 for its key); Basin's own records
+// beside it (state.json, startup.log) stay root's. What is in the service's
+// directories is the service's to change, so Basin reads and writes there
+// only through safe-fs.ts.
 
 import { randomBytes } from 'node:crypto';
-import { access, chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, lstat, mkdir, readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from './exec.js';
 import type { Layout, NodeRef } from './layout.js';
-import { chownTo, type OsUser } from './os-user.js';
+import { chownTo, isRoot, type OsUser } from './os-user.js';
+import { readSmallFile, writeFileAs } from './safe-fs.js';
 
 export async function exists(path: string): Promise<boolean> {
   try {
@@ -22,9 +26,22 @@ export async function exists(path: string): Promise<boolean> {
 
 /** A directory owned by `user`, mode 0700. */
 export async function ensureOwnedDir(path: string, user: OsUser): Promise<void> {
-  await mkdir(path, { recursive: true, mode: 0o700 });
+  await mkdirIn(path, 0o700);
   await chmod(path, 0o700);
   await chownTo(path, user);
+}
+
+/**
+ * Makes a directory unless it exists. Never its parents: the layout's
+ * directories are made once, at start, so a data directory removed under a
+ * running driver is an error rather than made again piece by piece.
+ */
+export async function mkdirIn(path: string, mode: number): Promise<void> {
+  try {
+    await mkdir(path, { mode });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
 }
 
 /**
@@ -39,15 +56,11 @@ export async function writeOwned(
   mode = 0o600,
 ): Promise<boolean> {
   try {
-    if ((await readFile(path, 'utf8')) === content) return false;
+    if ((await readSmallFile(path, { owner: user.uid })) === content) return false;
   } catch {
-    // Not there yet.
+    // Not there yet, or not a file of the user's: replaced.
   }
-  const tmp = `${path}.basin-tmp`;
-  await writeFile(tmp, content, { mode });
-  await chmod(tmp, mode);
-  await chownTo(tmp, user);
-  await rename(tmp, path);
+  await writeFileAs(path, content, user, mode);
   return true;
 }
 
@@ -57,34 +70,85 @@ export const nodeExists = (layout: Layout, ref: NodeRef) =>
 
 /**
  * Copies the template's stopped cluster into the node's place: a copy and a
- * rename take a fraction of the time of initdb. `cp -a` keeps ownership and
- * modes. The copy is made beside its final place and renamed, so a crash
- * mid-copy leaves a stray staging directory, never a half node.
+ * rename take a fraction of the time of initdb. `cp -a` keeps the modes
+ * (0700, 0600) and `chown -R` hands the copy to `owner`, the service's user
+ * (which may still be in the making while the files are copied). The copy
+ * is made beside its final place, in a directory only root can enter, and
+ * renamed once complete, so a crash mid-copy leaves a stray staging
+ * directory, never a half node.
  *
  * Clones share the template's system identifier (pg_controldata); that only
  * matters to replication between them, which never happens: each service
  * streams and archives only to its own nodes and archive.
  */
-export async function cloneNode(layout: Layout, ref: NodeRef): Promise<void> {
+export async function cloneNode(
+  layout: Layout,
+  ref: NodeRef,
+  owner: OsUser | Promise<OsUser>,
+): Promise<void> {
   const instance = layout.instanceDir(ref.id);
-  await mkdir(instance, { recursive: true, mode: 0o711 });
+  await mkdirIn(instance, 0o711);
   // What an interrupted clone of this node left (clones of one service are
   // serialised by the driver, so none is in progress).
   for (const name of await readdir(instance)) {
-    if (name.startsWith(`.clone-${ref.node}-`)) {
-      await rm(join(instance, name), { recursive: true, force: true });
-    }
+    if (name.startsWith(`.clone-${ref.node}-`)) await removeTrees([join(instance, name)]);
   }
   const staging = join(instance, `.clone-${ref.node}-${randomBytes(4).toString('hex')}`);
-  await mkdir(staging, { mode: 0o711 });
+  await mkdir(staging, { mode: 0o700 });
   try {
-    await run('cp', ['-a', layout.templatePgdata, join(staging, 'pgdata')], { timeoutMs: 120_000 });
+    const pgdata = join(staging, 'pgdata');
+    await run('cp', ['-a', layout.templatePgdata, pgdata], { timeoutMs: 120_000 });
+    const user = await owner;
+    if (isRoot() && (await lstat(pgdata)).uid !== user.uid) await chownTree([pgdata], user);
+    await chmod(staging, 0o711);
     await rename(staging, layout.nodeDir(ref));
   } catch (err) {
     if (!(await nodeExists(layout, ref))) throw err;
   } finally {
-    await rm(staging, { recursive: true, force: true });
+    if (await exists(staging)) await removeTrees([staging]);
   }
+}
+
+/** The uid that owns the node's data directory, undefined without one. */
+export async function nodeOwner(layout: Layout, ref: NodeRef): Promise<number | undefined> {
+  try {
+    return (await lstat(layout.pgdata(ref))).uid;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Hands a node's files to `user`: its data directory, socket and archive
+ * directories. For nodes made before services had OS users of their own
+ * (they ran as the template user); the server must be stopped.
+ */
+export async function handOverNode(layout: Layout, ref: NodeRef, user: OsUser): Promise<void> {
+  const paths = [layout.pgdata(ref), layout.socketDir(ref), layout.archiveDir(ref.id)];
+  const present: string[] = [];
+  for (const p of paths) if (await exists(p)) present.push(p);
+  await chownTree(present, user);
+}
+
+/**
+ * `chown -R` without following symbolic links (-P): coreutils walks the tree
+ * by descriptors, so links planted in it change nothing outside.
+ */
+async function chownTree(paths: string[], user: OsUser): Promise<void> {
+  if (paths.length === 0) return;
+  await run('chown', ['-R', '-P', `${user.uid}:${user.gid}`, '--', ...paths], {
+    timeoutMs: 120_000,
+  });
+}
+
+/**
+ * Removes directory trees that a service's user may have filled with
+ * anything: coreutils' `rm -rf` walks by descriptors and never follows a
+ * link, even one swapped in during the walk, and stays on one file system.
+ */
+export async function removeTrees(paths: string[]): Promise<void> {
+  if (paths.length === 0) return;
+  await run('rm', ['-rf', '--one-file-system', '--', ...paths], { timeoutMs: 120_000 });
 }
 
 /** The directories beside the data directory that the server writes to. */

@@ -1,7 +1,10 @@
-// The unprivileged OS user PostgreSQL runs as. PostgreSQL refuses to run as
-// root (a server bug must not hand out the machine), so when Basin runs as
-// root it starts every cluster as `postgres` (the Debian package's user) or
-// the configured one; when Basin is not root, it can only run them as itself.
+// The unprivileged OS users PostgreSQL runs as. PostgreSQL refuses to run as
+// root (a server bug must not hand out the machine). When Basin runs as
+// root, every service's clusters run as that service's own OS user
+// (service-users.ts, docs/security.md), and the template cluster they are
+// copied from belongs to the template user: `postgres` (the Debian
+// package's user) or the configured one. When Basin is not root, it can
+// only run them all as itself.
 
 import { execFileSync } from 'node:child_process';
 import { chown, stat, chmod } from 'node:fs/promises';
@@ -16,9 +19,15 @@ export interface OsUser {
   gid: number;
 }
 
+/** One line of /etc/passwd. */
+export interface PasswdEntry extends OsUser {
+  /** The comment (GECOS) field. */
+  comment: string;
+}
+
 export const isRoot = (): boolean => process.getuid?.() === 0;
 
-/** The OS user to run clusters as; throws HostCheckError when it cannot be used. */
+/** The template user (every cluster's, when Basin is not root); throws HostCheckError when it cannot be used. */
 export function resolveOsUser(requested: string | undefined): OsUser {
   if (!isRoot()) {
     const me = userInfo();
@@ -47,19 +56,44 @@ export function resolveOsUser(requested: string | undefined): OsUser {
 }
 
 function lookupPasswd(name: string): OsUser | undefined {
+  const e = readPasswd().find((p) => p.name === name);
+  return e && { name: e.name, uid: e.uid, gid: e.gid };
+}
+
+/**
+ * The local users (/etc/passwd, where useradd puts them); empty when it
+ * cannot be read. Read afresh at every call: it is small, and users come
+ * and go with services.
+ */
+export function readPasswd(): PasswdEntry[] {
   let text: string;
   try {
     text = readFileSync('/etc/passwd', 'utf8');
   } catch {
-    return undefined;
+    return [];
   }
+  const out: PasswdEntry[] = [];
   for (const line of text.split('\n')) {
-    const [n, , uid, gid] = line.split(':');
-    if (n === name && uid !== undefined && gid !== undefined) {
-      return { name, uid: Number(uid), gid: Number(gid) };
+    const [name, , uid, gid, comment] = line.split(':');
+    if (!name || uid === undefined || gid === undefined) continue;
+    const u = Number(uid);
+    const g = Number(gid);
+    if (uid !== '' && gid !== '' && Number.isInteger(u) && Number.isInteger(g)) {
+      out.push({ name, uid: u, gid: g, comment: comment ?? '' });
     }
   }
-  return undefined;
+  return out;
+}
+
+/** Whether a group of that name exists (/etc/group). */
+export function groupExists(name: string): boolean {
+  try {
+    return readFileSync('/etc/group', 'utf8')
+      .split('\n')
+      .some((line) => line.split(':')[0] === name);
+  } catch {
+    return false;
+  }
 }
 
 /** Users from LDAP & co. are not in /etc/passwd; `id` asks NSS. */
@@ -87,13 +121,17 @@ export async function chownTo(path: string, user: OsUser): Promise<void> {
   if (isRoot()) await chown(path, user.uid, user.gid);
 }
 
+/** Stands for "any other user" in ensureTraversable: the services' users own none of the path. */
+export const OTHERS: OsUser = { name: "the services' OS users", uid: -1, gid: -1 };
+
 /**
  * PostgreSQL, running as `user`, must be able to reach its data directory:
  * every directory above it needs the search (x) permission for that user.
  * Basin creates its data directory 0700, so the directories Basin owns from
  * `ownedFrom` down get the search bit for others (not read: nobody can list
- * them); a directory above it that `user` cannot cross is the operator's to
- * fix, and the error says how.
+ * them, and files in them keep their own modes: basin.db is 0600); a
+ * directory above it that `user` cannot cross is the operator's to fix, and
+ * the error says how. With OTHERS, every directory must let anyone search it.
  */
 export async function ensureTraversable(dir: string, ownedFrom: string, user: OsUser) {
   const blocked: string[] = [];
@@ -108,8 +146,9 @@ export async function ensureTraversable(dir: string, ownedFrom: string, user: Os
     if (dirname(d) === d) break;
   }
   if (blocked.length > 0) {
+    const who = user === OTHERS ? user.name : `the OS user "${user.name}"`;
     throw new HostCheckError(
-      `PostgreSQL runs as the OS user "${user.name}", which cannot reach the data directory ${ownedFrom} ` +
+      `PostgreSQL runs as ${who}, which cannot reach the data directory ${ownedFrom} ` +
         `through ${blocked.join(', ')}. Give it the search permission (chmod o+x ${blocked.join(' ')}) ` +
         'or choose a data directory it can reach.',
     );

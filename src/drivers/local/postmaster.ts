@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { childEnv } from './exec.js';
 import { spawnIdentity, type OsUser } from './os-user.js';
 import { clusterProcesses, isPostmasterOf, signalAll } from './processes.js';
+import { openRegularFile, readSmallFile } from './safe-fs.js';
 
 export type PostmasterStatus =
   | { up: false }
@@ -28,7 +29,8 @@ export type PostmasterStatus =
 export async function postmasterStatus(pgdata: string): Promise<PostmasterStatus> {
   let text: string;
   try {
-    text = await readFile(join(pgdata, 'postmaster.pid'), 'utf8');
+    // The service's user can put anything there: a few lines of a regular file, or nothing.
+    text = await readSmallFile(join(pgdata, 'postmaster.pid'), { maxBytes: 4096 });
   } catch {
     return { up: false };
   }
@@ -130,9 +132,15 @@ export async function prepareStart(pgdata: string, socketDir: string): Promise<b
  * Why a server did not start, for an error message: the errors of its
  * startup output and the last FATAL/PANIC of its newest JSON log (what
  * happens after the log collector started, such as a busy port or a lock
- * file, is only there).
+ * file, is only there). The JSON log is read only if it belongs to `owner`
+ * (the cluster's OS user): the message goes to the service's owner, and a
+ * link to another service's log must not show it.
  */
-export async function startFailure(logFile: string, logDir: string): Promise<string> {
+export async function startFailure(
+  logFile: string,
+  logDir: string,
+  owner: number,
+): Promise<string> {
   const parts: string[] = [];
   try {
     const startup = (await readFile(logFile, 'utf8')).split('\n');
@@ -145,7 +153,7 @@ export async function startFailure(logFile: string, logDir: string): Promise<str
       .filter((f) => f.endsWith('.json'))
       .sort()
       .at(-1);
-    const lines = newest ? (await readFile(join(logDir, newest), 'utf8')).split('\n') : [];
+    const lines = newest ? (await readTail(join(logDir, newest), owner)).split('\n') : [];
     for (const line of lines.slice(-50)) {
       try {
         const e = JSON.parse(line) as { error_severity?: string; message?: string };
@@ -160,6 +168,20 @@ export async function startFailure(logFile: string, logDir: string): Promise<str
     // No logs yet.
   }
   return parts.slice(-3).join(' | ');
+}
+
+/** The last 64 KiB of a log file of `owner`'s. */
+async function readTail(path: string, owner: number): Promise<string> {
+  const fh = await openRegularFile(path, { owner });
+  try {
+    const size = (await fh.stat()).size;
+    const len = Math.min(size, 64 * 1024);
+    const buf = Buffer.alloc(len);
+    const { bytesRead } = await fh.read(buf, 0, len, size - len);
+    return buf.toString('utf8', 0, bytesRead);
+  } finally {
+    await fh.close();
+  }
 }
 
 export type StopMode = 'fast' | 'immediate';

@@ -75,3 +75,27 @@ export function signalAll(pids: number[], signal: NodeJS.Signals): void {
     }
   }
 }
+
+/**
+ * Live processes of an OS user: any of their user ids (real, effective,
+ * saved, filesystem) is `uid`. Used for a service's own OS user, whose
+ * processes are its cluster's and whatever its tsdbadmin started with COPY
+ * … TO PROGRAM, wherever they run.
+ */
+export async function processesOfUser(uid: number): Promise<number[]> {
+  const pids: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let status: string;
+    try {
+      status = await readFile(`/proc/${name}/status`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    const state = /^State:\s+(\S)/m.exec(status)?.[1];
+    if (state === undefined || state === 'Z' || state === 'X') continue;
+    const uids = (/^Uid:\s+(.*)$/m.exec(status)?.[1] ?? '').trim().split(/\s+/).map(Number);
+    if (uids.includes(uid)) pids.push(Number(name));
+  }
+  return pids;
+}

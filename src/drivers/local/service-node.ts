@@ -1,13 +1,13 @@
 // One step of converging a service's primary node to its spec. The steps,
 // each re-checked from the files and processes at every call (so a crash of
 // Basin anywhere in between is harmless):
-//   1. the node exists (cloned from the template);
+//   0. the service's OS user exists (service-users.ts);
+//   1. the node exists (cloned from the template) and belongs to that user;
 //   2. its configuration files and certificate are what the spec says;
 //   3. the server runs or not, as `spec.running` says; a restart when a
 //      setting that needs one changed, a reload when only others did;
 //   4. tsdbadmin's password and the type's extensions are applied.
 
-import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -26,15 +26,27 @@ import type { NodeRef } from './layout.js';
 import {
   cloneNode,
   ensureNodeDirs,
+  handOverNode,
   nodeExists,
+  nodeOwner,
   writeNodeConfig,
   type NodeConfigFiles,
 } from './node-files.js';
 import { hash, readNodeState, writeNodeState, type NodeState } from './node-state.js';
+import { isRoot, type OsUser } from './os-user.js';
 import { postmasterStatus, prepareStart, spawnPostmaster, startFailure } from './postmaster.js';
+import { clusterProcesses, signalAll } from './processes.js';
+import { readSmallFile } from './safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
+/**
+ * How soon to look again while PostgreSQL starts: a copied cluster accepts
+ * connections 40-70 ms after it is spawned, so a short poll is what keeps
+ * create-to-READY close to the floor of copy + start.
+ */
+const STARTUP_POLL_MS = 20;
+
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
 export class ServiceNode {
@@ -54,13 +66,19 @@ export class ServiceNode {
     if (!VERIFIER.test(spec.passwordVerifier)) {
       throw new DriverError('The service password is not a SCRAM-SHA-256 verifier.', false);
     }
+    // useradd takes ~100 ms (it syncs the password files): it runs while the
+    // template is copied, which does not need the user until its chown.
+    const userMade = ctx.users.ensure(spec.serviceId);
+    userMade.catch(() => {}); // awaited below, whatever happens first
     if (!(await nodeExists(ctx.layout, ref))) {
       if ((await ctx.template.poll()) !== 'ready') {
+        await userMade;
         return wait(250, 'preparing the PostgreSQL template (once per host)');
       }
       try {
-        await cloneNode(ctx.layout, ref);
+        await cloneNode(ctx.layout, ref, userMade);
       } catch (err) {
+        if (err instanceof DriverError) throw err; // the user's
         ctx.template.invalidate();
         throw new DriverError(
           `Could not create the database files: ${(err as Error).message}`,
@@ -69,15 +87,18 @@ export class ServiceNode {
       }
       ctx.log.info({ serviceId: spec.serviceId }, 'created database cluster');
     }
-    await ensureNodeDirs(ctx.layout, ref, ctx.user);
-    const files = this.configFiles();
-    await writeNodeConfig(pgdata, files, ctx.user);
+    const user = await userMade;
+    const handing = await this.handOver(user);
+    if (handing) return handing;
+    await ensureNodeDirs(ctx.layout, ref, user);
+    const files = this.configFiles(user);
+    await writeNodeConfig(pgdata, files, user);
     const hosts = certHosts(ctx.publicHost);
     if (!(await serverCertIsCurrent(ctx.layout, pgdata, hosts))) {
-      await issueServerCert(ctx.layout, pgdata, hosts, ctx.user);
+      await issueServerCert(ctx.layout, pgdata, hosts, user);
     }
     const restartHash = hash(renderConf(splitSettings(this.settings()).restart));
-    const cert = await readFile(join(pgdata, 'server.crt'), 'utf8');
+    const cert = await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 });
     const loadedHash = hash(files.conf, files.hba, files.ident, cert);
     const state = await readNodeState(ctx.layout.stateFile(ref));
     const pm = await postmasterStatus(pgdata);
@@ -92,7 +113,7 @@ export class ServiceNode {
       ctx.spawned.delete(pgdata);
       return DONE;
     }
-    if (!pm.up) return this.start(state, restartHash, loadedHash);
+    if (!pm.up) return this.start(user, state, restartHash, loadedHash);
     if (starting?.proc.pid === pm.pid && pm.state === 'ready') starting.sawReady = true;
     const mustRestart = state.startedWith !== restartHash;
     if (mustRestart || pm.state === 'stopping' || ctx.stopper.stopping(pgdata, pm.pid)) {
@@ -102,7 +123,8 @@ export class ServiceNode {
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
       return wait(ms, 'restarting PostgreSQL to apply new settings');
     }
-    if (pm.state !== 'ready') return wait(100, 'waiting for PostgreSQL to accept connections');
+    if (pm.state !== 'ready')
+      return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
 
     if (state.loaded !== loadedHash) {
       try {
@@ -118,6 +140,37 @@ export class ServiceNode {
     }
     await this.applySql(state);
     return DONE;
+  }
+
+  /**
+   * Makes the node's files the service's user's when they are not: a node
+   * made before services had OS users of their own ran as the template user.
+   * Its server is stopped first (fast shutdown), then the files are handed
+   * over, and the start that follows runs it as the service's user.
+   */
+  private async handOver(user: OsUser): Promise<Progress | undefined> {
+    const { ctx, spec, ref, pgdata } = this;
+    if (!isRoot() || (await nodeOwner(ctx.layout, ref)) === user.uid) return undefined;
+    const why = "moving PostgreSQL to the service's own OS user";
+    const pm = await postmasterStatus(pgdata);
+    if (pm.up) {
+      if (!ctx.stopper.stopping(pgdata, pm.pid)) ctx.log.info({ serviceId: spec.serviceId }, why);
+      return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), why);
+    }
+    const starting = ctx.spawned.get(pgdata);
+    if (starting && !starting.proc.exit) return wait(100, why);
+    const left = await clusterProcesses(pgdata);
+    if (left.length > 0) {
+      signalAll(left, 'SIGKILL');
+      return wait(100, why);
+    }
+    ctx.stopper.forget(pgdata);
+    await handOverNode(ctx.layout, ref, user);
+    ctx.log.info(
+      { serviceId: spec.serviceId, osUser: user.name },
+      'handed the cluster to its OS user',
+    );
+    return undefined;
   }
 
   /** tsdbadmin's password and the extensions, each only when it differs from what was applied. */
@@ -148,15 +201,15 @@ export class ServiceNode {
    * retryable error (a port still held by someone else frees up; a broken
    * setting does not, and the operation fails after its retries).
    */
-  private async start(state: NodeState, restartHash: string, loadedHash: string) {
+  private async start(user: OsUser, state: NodeState, restartHash: string, loadedHash: string) {
     const { ctx, spec, ref, pgdata } = this;
     ctx.stopper.forget(pgdata);
     const last = ctx.spawned.get(pgdata);
-    if (last && !last.proc.exit) return wait(100, 'starting PostgreSQL');
+    if (last && !last.proc.exit) return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
     ctx.spawned.delete(pgdata);
     if (last?.proc.exit && !last.sawReady && last.proc.exit.code !== 0) {
       const { code, signal } = last.proc.exit;
-      const why = await startFailure(ctx.layout.startupLog(ref), ctx.layout.logDir(ref));
+      const why = await startFailure(ctx.layout.startupLog(ref), ctx.layout.logDir(ref), user.uid);
       throw new DriverError(
         `PostgreSQL did not start (exit ${code ?? signal}): ${why || 'see its logs'}`,
         true,
@@ -174,14 +227,17 @@ export class ServiceNode {
       pgBin: ctx.pg.bin,
       pgdata,
       logFile: ctx.layout.startupLog(ref),
-      user: ctx.user,
+      user,
     });
     ctx.spawned.set(pgdata, { proc, sawReady: false });
     state.startedWith = restartHash;
     state.loaded = loadedHash;
     await this.save(state);
-    ctx.log.info({ serviceId: spec.serviceId, pid: proc.pid }, 'starting PostgreSQL');
-    return wait(150, 'starting PostgreSQL');
+    ctx.log.info(
+      { serviceId: spec.serviceId, pid: proc.pid, osUser: user.name },
+      'starting PostgreSQL',
+    );
+    return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
   }
 
   private settings() {
@@ -197,12 +253,12 @@ export class ServiceNode {
     );
   }
 
-  private configFiles(): NodeConfigFiles {
+  private configFiles(user: OsUser): NodeConfigFiles {
     try {
       return {
         conf: renderConf(this.settings()),
         hba: pgHba(this.spec, this.ctx.publicCidrs),
-        ident: pgIdent(this.ctx.adminOsUsers),
+        ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {
       throw new DriverError(`Invalid service configuration: ${(err as Error).message}`, false);
@@ -210,7 +266,11 @@ export class ServiceNode {
   }
 
   private admin(): AdminTarget {
-    return { socketDir: this.ctx.layout.socketDir(this.ref), port: this.spec.port };
+    return {
+      socketDir: this.ctx.layout.socketDir(this.ref),
+      port: this.spec.port,
+      pgdata: this.pgdata,
+    };
   }
 
   private save(state: NodeState): Promise<void> {

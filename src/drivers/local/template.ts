@@ -1,5 +1,6 @@
 // The template cluster every node is cloned from, made once per data
-// directory with initdb and then left stopped. It holds what every service
+// directory with initdb and then left stopped. It belongs to the template
+// user (postgres); each clone is handed to its service's own OS user. It holds what every service
 // has in common: the `postgres` superuser (peer authentication only), role
 // `tsdbadmin` and database `tsdb` owned by it. Per-service things (password,
 // extensions, settings, certificates) are applied to each clone.
@@ -29,6 +30,7 @@ export const TEMPLATE_VERSION = 1;
 export interface TemplateContext {
   layout: Layout;
   pg: PgInstall;
+  /** The template user: initdb and the set-up server run as it, and it owns the result. */
   user: OsUser;
   /** OS users allowed to log in as `postgres` over the socket (pg_ident). */
   adminOsUsers: string[];
@@ -107,7 +109,7 @@ async function buildTemplate(ctx: TemplateContext): Promise<void> {
   const socketDir = join(layout.socketsDir, `tpl-${tag}`);
   let spawned: Spawned | undefined;
   try {
-    await mkdir(staging, { recursive: true, mode: 0o711 });
+    await mkdir(staging, { mode: 0o711 });
     await ensureOwnedDir(pgdata, user);
     await ensureOwnedDir(socketDir, user);
     // Peer authentication for local connections; SCRAM for TCP (replaced by
@@ -136,8 +138,8 @@ async function buildTemplate(ctx: TemplateContext): Promise<void> {
 
     const logFile = join(staging, 'startup.log');
     spawned = await spawnPostmaster({ pgBin: pg.bin, pgdata, logFile, user });
-    await waitReady(pgdata, spawned, logFile);
-    await withAdmin({ socketDir, port }, 'postgres', async (c) => {
+    await waitReady(pgdata, spawned, logFile, user);
+    await withAdmin({ socketDir, port, pgdata }, 'postgres', async (c) => {
       // LOGIN but no password: nobody can log in as tsdbadmin until a service
       // sets one. Not a superuser; it may create databases and roles.
       await c.query('CREATE ROLE tsdbadmin LOGIN CREATEDB CREATEROLE');
@@ -176,7 +178,12 @@ async function buildTemplate(ctx: TemplateContext): Promise<void> {
   }
 }
 
-async function waitReady(pgdata: string, spawned: Spawned, logFile: string): Promise<void> {
+async function waitReady(
+  pgdata: string,
+  spawned: Spawned,
+  logFile: string,
+  user: OsUser,
+): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const st = await postmasterStatus(pgdata);
@@ -184,7 +191,7 @@ async function waitReady(pgdata: string, spawned: Spawned, logFile: string): Pro
     if (spawned.exit || Date.now() > deadline) {
       const why = spawned.exit ? 'exited' : 'did not become ready in 60 s';
       throw new Error(
-        `the template's PostgreSQL ${why}: ${await startFailure(logFile, join(pgdata, 'log'))}`,
+        `the template's PostgreSQL ${why}: ${await startFailure(logFile, join(pgdata, 'log'), user.uid)}`,
       );
     }
     await sleep(25);

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { run } from './exec.js';
 import type { Layout } from './layout.js';
 import { chownTo, type OsUser } from './os-user.js';
+import { readSmallFile } from './safe-fs.js';
 
 const CA_DAYS = 3650;
 /** Server certificates last 825 days (the longest that every TLS client accepts)… */
@@ -27,7 +28,7 @@ const RENEW_BEFORE_MS = 60 * 24 * 3600 * 1000;
 export async function ensureCa(layout: Layout): Promise<void> {
   if (await exists(layout.caKey)) return;
   const staging = layout.staging(`ca-${randomBytes(4).toString('hex')}`);
-  await mkdir(staging, { recursive: true, mode: 0o700 });
+  await mkdir(staging, { mode: 0o700 });
   try {
     const cnf = join(staging, 'ca.cnf');
     await writeFile(
@@ -82,7 +83,9 @@ export async function serverCertIsCurrent(
 ): Promise<boolean> {
   try {
     const ca = new X509Certificate(await readFile(layout.caCert));
-    const cert = new X509Certificate(await readFile(join(pgdata, 'server.crt')));
+    const cert = new X509Certificate(
+      await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 }),
+    );
     if (!(await exists(join(pgdata, 'server.key')))) return false;
     if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) return false;
     if (Date.parse(cert.validTo) - now < RENEW_BEFORE_MS) return false;
@@ -95,8 +98,9 @@ export async function serverCertIsCurrent(
 
 /**
  * Issues pgdata/server.{crt,key} for `hosts`, signed by the CA. The key is
- * made in a root-only staging directory and moved in owned by the
- * PostgreSQL user, mode 0600: PostgreSQL refuses a key others can read.
+ * made in a root-only staging directory and moved in owned by the service's
+ * OS user, mode 0600: PostgreSQL refuses a key others can read. The CA's key
+ * never leaves root's 0700 ca/ directory.
  */
 export async function issueServerCert(
   layout: Layout,
@@ -105,7 +109,7 @@ export async function issueServerCert(
   user: OsUser,
 ): Promise<void> {
   const staging = layout.staging(`cert-${randomBytes(4).toString('hex')}`);
-  await mkdir(staging, { recursive: true, mode: 0o700 });
+  await mkdir(staging, { mode: 0o700 });
   try {
     const cnf = join(staging, 'server.cnf');
     const san = hosts.map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');

@@ -2,6 +2,7 @@ import { chmodSync, existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { Store, Tx } from '../store.js';
 import { MIGRATIONS } from './migrations.js';
+import { ReadCache } from './read-cache.js';
 import { createRepos } from './repos.js';
 
 /**
@@ -10,6 +11,8 @@ import { createRepos } from './repos.js';
  * at a time (a promise-chain mutex, since the callback is async). Everything
  * outside a transaction reads through a read-only connection, so it never
  * sees another request's uncommitted writes and cannot write by mistake.
+ * `readView` serves the reads of requests from a cache on that connection,
+ * emptied whenever anything is committed (read-cache.ts).
  */
 export function openSqliteStore(file: string): Store {
   const writer = new Database(file);
@@ -27,6 +30,7 @@ export function openSqliteStore(file: string): Store {
 
   const txRepos: Tx = createRepos(writer);
   const readRepos = createRepos(reader);
+  const cache = new ReadCache(reader, readRepos);
   let queue: Promise<unknown> = Promise.resolve();
 
   const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
@@ -49,6 +53,7 @@ export function openSqliteStore(file: string): Store {
   return {
     ...readRepos,
     transaction,
+    readView: () => cache.check(),
     close() {
       reader.close();
       writer.close();

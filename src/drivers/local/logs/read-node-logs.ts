@@ -14,11 +14,17 @@
 // older line to return (lines before it are what is left to read). Files only
 // grow at their end and new files sort after old ones, so a position keeps
 // pointing at the same line whatever is written or rotated meanwhile.
+//
+// The directory belongs to the service's OS user, which the service's
+// tsdbadmin can act as (docs/security.md), so it may hold links to anything:
+// a symlinked log directory is not read, and a file is read only when it is
+// a regular file (opened without following a link) owned by `checks.owner`.
 
-import { open, readdir, type FileHandle } from 'node:fs/promises';
+import { lstat, readdir, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cursorShape, decodeCursor, encodeCursor } from '../../../lib/cursor.js';
 import { InvalidCursorError, type LogPage, type LogQuery } from '../../driver.js';
+import { openRegularFile, UnsafeFileError, type OpenChecks } from '../safe-fs.js';
 import { firstLine, isLineBoundary, linesBackward } from './backward-lines.js';
 import { parseJsonlogLine, peekTimeMs } from './jsonlog.js';
 import { ORDER_SLACK_MS, Page } from './log-page.js';
@@ -45,11 +51,13 @@ interface Position {
  * InvalidCursorError. If the cursor's file was deleted meanwhile (retention),
  * reading continues with the next older file that still exists. Torn or
  * malformed lines are skipped; a missing `logDir` is an empty page.
+ * `checks.owner`, when given, is the uid every file read must belong to.
  */
 export async function readNodeLogs(
   logDir: string,
   query: LogQuery,
   scope: string,
+  checks: OpenChecks = {},
 ): Promise<LogPage> {
   const resume = query.cursor === undefined ? undefined : decodePosition(query.cursor, scope);
   const files = await listLogFiles(logDir);
@@ -59,7 +67,7 @@ export async function readNodeLogs(
     const file = files[i]!;
     if (resume !== undefined && file > resume.file) continue;
     const offset = file === resume?.file ? resume.offset : undefined;
-    const outcome = await scanFile(join(logDir, file), file, offset, page);
+    const outcome = await scanFile(join(logDir, file), file, offset, page, checks);
     if (outcome === 'done') break;
     if (outcome !== 'more') {
       return { entries: page.entries, nextCursor: encodePosition(outcome, scope) };
@@ -78,13 +86,18 @@ async function scanFile(
   file: string,
   offset: number | undefined,
   page: Page,
+  checks: OpenChecks,
 ): Promise<Position | 'done' | 'more'> {
   let fh: FileHandle;
   try {
-    fh = await open(path, 'r');
+    fh = await openRegularFile(path, checks);
   } catch (err) {
     // Deleted by retention since the directory was listed: it held nothing newer.
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'more';
+    // A link, or someone else's file: not this node's log.
+    if (err instanceof UnsafeFileError || (err as NodeJS.ErrnoException).code === 'ELOOP') {
+      return 'more';
+    }
     throw err;
   }
   try {
@@ -130,6 +143,7 @@ async function startsAfter(fh: FileHandle, untilMs: number): Promise<boolean> {
 /** The jsonlog files of a node, oldest first; none when the directory does not exist (yet). */
 async function listLogFiles(logDir: string): Promise<string[]> {
   try {
+    if (!(await lstat(logDir)).isDirectory()) return [];
     return (await readdir(logDir)).filter((name) => LOG_FILE.test(name)).sort();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];

@@ -1,0 +1,69 @@
+// Presented services, reused while everything they are made of is the same.
+// A client polling its service gets, from the read view (Store.readView), the
+// very same frozen service and replica set objects for as long as nothing is
+// committed; only the metrics move (sampled every few seconds). So the body,
+// and its JSON (see serializers.ts), are made once per service and metrics
+// reading, and answered again while both are unchanged.
+//
+// Keyed by the service object in a WeakMap: an entry lives as long as the
+// read view caches that service, and a service read after a commit is a new
+// object, hence a new entry. Objects that are not frozen (read outside a read
+// view, so possibly changed in place) are presented afresh every time.
+
+import type { Metrics, ReplicaSet, Service } from '../domain/types.js';
+import { type PresentOptions, presentService } from './presenters.js';
+import { immutableBody } from './serializers.js';
+
+type ServiceBody = ReturnType<typeof presentService>;
+
+interface Entry {
+  replicaSets: readonly ReplicaSet[];
+  metrics: Metrics | undefined;
+  body: ServiceBody;
+}
+
+export class PresentedServices {
+  private readonly entries = new WeakMap<Service, Entry>();
+
+  /** `options`: the presentation settings, fixed for the life of the app. */
+  constructor(private readonly options: Readonly<Omit<PresentOptions, 'metrics'>>) {}
+
+  /** presentService(svc, replicaSets, {...options, metrics}), reused while its inputs are unchanged. */
+  present(
+    svc: Service,
+    replicaSets: readonly ReplicaSet[],
+    metrics: Metrics | undefined,
+  ): ServiceBody {
+    if (!Object.isFrozen(svc) || !Object.isFrozen(replicaSets)) {
+      return presentService(svc, replicaSets, { ...this.options, metrics });
+    }
+    const entry = this.entries.get(svc);
+    if (
+      entry !== undefined &&
+      entry.replicaSets === replicaSets &&
+      sameMetrics(entry.metrics, metrics)
+    ) {
+      return entry.body;
+    }
+    const kept = metrics && { ...metrics };
+    const body = immutableBody(
+      presentService(svc, replicaSets, { ...this.options, metrics: kept }),
+    );
+    this.entries.set(svc, { replicaSets, metrics: kept, body });
+    return body;
+  }
+}
+
+// Drivers hand out a new Metrics object per call: compare by value, every
+// field (`satisfies` fails to compile when Metrics grows one not listed here).
+const METRIC_FIELDS = Object.keys({
+  memoryMb: 0,
+  milliCpu: 0,
+  storageMb: 0,
+} satisfies Record<keyof Metrics, 0>) as (keyof Metrics)[];
+
+function sameMetrics(a: Metrics | undefined, b: Metrics | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  for (const k of METRIC_FIELDS) if (a[k] !== b[k]) return false;
+  return true;
+}

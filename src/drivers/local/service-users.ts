@@ -1,0 +1,320 @@
+// One unprivileged OS user per service (docs/security.md).
+//
+// A service's tsdbadmin has CREATEROLE, and in PostgreSQL 15 that lets it
+// grant itself pg_execute_server_program, pg_read_server_files and
+// pg_write_server_files: it can run any program, and read and write any
+// file, as the OS user its cluster runs as. So that this reaches nothing but
+// the service's own files, each service's clusters run as a user of its
+// own, `basin-<service id>`, made with useradd on the first apply and
+// removed by the delete once its processes are gone and its files removed.
+// Only root can do that; Basin not running as root runs every cluster as
+// itself, and says at start that services are not isolated.
+//
+// The user's comment names the service and this installation (a random tag
+// kept in <dataDir>/local/installation): Basin only ever uses, or deletes, a
+// user that it made for that very service, never one that merely has the
+// name. Every step can be repeated: a user that exists is used, a user that
+// is gone is not an error.
+
+import { createHash, randomBytes } from 'node:crypto';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { link, readFile, rm, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../../lib/logger.js';
+import { DriverError } from '../driver.js';
+import { HostCheckError } from './errors.js';
+import { childEnv, CommandError, run } from './exec.js';
+import type { Layout } from './layout.js';
+import { groupExists, readPasswd, type OsUser, type PasswdEntry } from './os-user.js';
+import { processesOfUser, signalAll } from './processes.js';
+
+export const USER_PREFIX = 'basin-';
+/** The longest user name useradd accepts on Debian (and utmp can hold). */
+const NAME_MAX = 32;
+
+/**
+ * The OS user name of a service: `basin-<id>` (ids are lowercase
+ * alphanumerics). An id too long for that is shortened and made unique
+ * again with a hash; the user's comment keeps the whole id.
+ */
+export function serviceUserName(id: string): string {
+  const plain = USER_PREFIX + id;
+  if (plain.length <= NAME_MAX) return plain;
+  const h = createHash('sha256').update(id).digest('hex').slice(0, 8);
+  return `${USER_PREFIX}${id.slice(0, NAME_MAX - USER_PREFIX.length - h.length - 1)}-${h}`;
+}
+
+const COMMENT = /^Basin service ([a-z0-9]+) installation ([0-9a-f]{16})$/;
+const comment = (id: string, installation: string) =>
+  `Basin service ${id} installation ${installation}`;
+
+/** Where no program's files may outlive the service's user (its uid may be given to the next one). */
+const SHARED_WRITABLE_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue'];
+
+/** The installation's tag, made once (a random 16 hex digits), kept in the layout. */
+export async function ensureInstallation(layout: Layout): Promise<string> {
+  const read = async () => {
+    const text = (await readFile(layout.installationFile, 'utf8')).trim();
+    if (!/^[0-9a-f]{16}$/.test(text)) {
+      throw new Error(`${layout.installationFile} does not hold an installation tag`);
+    }
+    return text;
+  };
+  try {
+    return await read();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  // Written aside and linked into place: a racing start keeps the first tag.
+  const tmp = `${layout.installationFile}.${randomBytes(4).toString('hex')}`;
+  await writeFile(tmp, `${randomBytes(8).toString('hex')}\n`, { mode: 0o600 });
+  try {
+    await link(tmp, layout.installationFile);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    await rm(tmp, { force: true });
+  }
+  return read();
+}
+
+/** Throws a HostCheckError unless the programs that make and remove users are there. */
+export function checkUserTools(): void {
+  const dirs = (childEnv().PATH ?? '').split(':');
+  const onPath = (tool: string) =>
+    dirs.some((d) => {
+      try {
+        accessSync(join(d, tool), constants.X_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  const missing = ['useradd', 'userdel', 'groupdel'].filter((t) => !onPath(t));
+  if (missing.length > 0) {
+    throw new HostCheckError(
+      `Basin runs as root and gives every service an OS user of its own, but ${missing.join(', ')} ` +
+        'cannot be found: install the passwd package (run: sudo scripts/setup-host.sh).',
+    );
+  }
+}
+
+/** The OS users this installation made for its services (for tools and tests that clean up). */
+export function installationUsers(installation: string): PasswdEntry[] {
+  return readPasswd().filter((p) => {
+    const m = COMMENT.exec(p.comment);
+    return m !== null && m[2] === installation && p.name.startsWith(USER_PREFIX);
+  });
+}
+
+export interface ServiceUsersOptions {
+  /** One OS user per service (needs root); otherwise every cluster runs as `shared`. */
+  perService: boolean;
+  layout: Layout;
+  /** The template user: every cluster's user when not perService. */
+  shared: OsUser;
+  /** This installation's tag (ensureInstallation). */
+  installation: string;
+  log: Logger;
+}
+
+export class ServiceUsers {
+  /** useradd and userdel one at a time: they lock /etc/passwd, and give up rather than wait. */
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly o: ServiceUsersOptions) {}
+
+  get perService(): boolean {
+    return this.o.perService;
+  }
+
+  /** The OS user the service's clusters run as, created when missing. */
+  async ensure(id: string): Promise<OsUser> {
+    if (!this.o.perService) return this.o.shared;
+    const found = this.find(id, true);
+    if (found) return found;
+    return this.serially(async () => {
+      let nameTaken = false;
+      for (let attempt = 0; ; attempt++) {
+        const made = this.find(id, true);
+        if (made) return made;
+        const name = serviceUserName(id);
+        // A user is only made for an installation that is still there: not
+        // for a data directory removed under a running driver.
+        if (!existsSync(this.o.layout.installationFile)) {
+          throw new DriverError(`${this.o.layout.installationFile} is gone.`, true);
+        }
+        try {
+          await run('useradd', [
+            '--system', '--no-create-home', '--home-dir', '/nonexistent',
+            '--shell', '/usr/sbin/nologin', '--user-group',
+            '--comment', comment(id, this.o.installation), name,
+          ]); // prettier-ignore
+          this.o.log.info({ serviceId: id, osUser: name }, "created the service's OS user");
+        } catch (err) {
+          if (attempt < 40 && passwdBusy(err)) {
+            await sleep(25 + Math.floor(Math.random() * 50));
+            continue;
+          }
+          // 9: the name is taken. By the user, made meanwhile by another
+          // process: found at the next turn. By a group alone, left by a
+          // useradd that died half-way: it has no member and the user's name.
+          if (err instanceof CommandError && err.exitCode === 9 && !nameTaken) {
+            nameTaken = true;
+            if (!this.find(id, true) && groupExists(name)) {
+              this.o.log.warn({ osUser: name }, 'removing a group left without its user');
+              await run('groupdel', [name]).catch(() => {});
+            }
+            continue;
+          }
+          throw new DriverError(
+            `Could not create the OS user ${name} for the service: ${(err as Error).message}`,
+            true,
+          );
+        }
+      }
+    });
+  }
+
+  /**
+   * The service's own OS user if it exists (and was made by this
+   * installation for this service); undefined otherwise, and always when
+   * services share one user.
+   */
+  lookup(id: string): OsUser | undefined {
+    return this.o.perService ? this.find(id, false) : undefined;
+  }
+
+  /**
+   * Kills every process of the service's user (SIGKILL), wherever it runs:
+   * its clusters', and whatever its tsdbadmin started. Returns how many
+   * there were; 0 means none is left (zombies aside: they hold nothing).
+   * `kill -1` run as the user itself reaches processes forked meanwhile.
+   */
+  async killAll(user: OsUser): Promise<number> {
+    if (!this.isOwnUser(user)) return 0;
+    const pids = await processesOfUser(user.uid);
+    if (pids.length === 0) return 0;
+    signalAll(pids, 'SIGKILL');
+    await run('kill', ['-s', 'KILL', '--', '-1'], { as: user, timeoutMs: 10_000 }).catch(() => {});
+    return pids.length;
+  }
+
+  /**
+   * Removes what the user may have left where anyone can write (/tmp,
+   * /dev/shm…) and its System V IPC objects: its uid is given to the next
+   * service's user, who would otherwise get them. The files are removed by
+   * the user itself (so nothing it could not remove is touched), after
+   * killAll found no process.
+   */
+  async removeLeftovers(user: OsUser): Promise<void> {
+    if (!this.isOwnUser(user)) return;
+    const dirs = SHARED_WRITABLE_DIRS.filter((d) => existsSync(d));
+    if (dirs.length > 0) {
+      // Exits non-zero for every directory it may not read: expected.
+      await run('find', [...dirs, '-xdev', '-user', String(user.uid), '-delete'], {
+        as: user,
+        timeoutMs: 60_000,
+      }).catch(() => {});
+    }
+    const args: string[] = [];
+    for (const [table, flag] of [
+      ['shm', '-m'],
+      ['sem', '-s'],
+      ['msg', '-q'],
+    ] as const) {
+      for (const id of await ipcObjectsOf(table, user.uid)) args.push(flag, id);
+    }
+    if (args.length > 0) await run('ipcrm', args).catch(() => {});
+  }
+
+  /** Deletes the service's OS user and its group; nothing when they are gone already. */
+  async remove(id: string): Promise<void> {
+    const user = this.lookup(id);
+    if (!user) return;
+    await this.serially(async () => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          // -f: zombies (this host's init may not reap them) must not keep
+          // the user; live processes were killed before (killAll).
+          await run('userdel', ['-f', user.name]);
+          break;
+        } catch (err) {
+          if (err instanceof CommandError && err.exitCode === 6) break; // gone already
+          if (attempt < 40 && passwdBusy(err)) {
+            await sleep(25 + Math.floor(Math.random() * 50));
+            continue;
+          }
+          throw new DriverError(
+            `Could not delete the OS user ${user.name}: ${(err as Error).message}`,
+            true,
+          );
+        }
+      }
+      // userdel removes the user's own group (USERGROUPS_ENAB); where it does not:
+      if (groupExists(user.name)) {
+        await run('groupdel', [user.name]).catch((err: unknown) => {
+          if (!(err instanceof CommandError && err.exitCode === 6)) throw err;
+        });
+      }
+    });
+    this.o.log.info({ serviceId: id, osUser: user.name }, "deleted the service's OS user");
+  }
+
+  /** A user of this installation for this very service; another user of that name is refused. */
+  private find(id: string, strict: boolean): OsUser | undefined {
+    const name = serviceUserName(id);
+    const e = readPasswd().find((p) => p.name === name);
+    if (!e) return undefined;
+    if (e.comment !== comment(id, this.o.installation) || e.uid === 0) {
+      if (!strict) return undefined;
+      throw new DriverError(
+        `The OS user ${name} exists but was not made by this Basin installation for service ${id}; ` +
+          'Basin will not run the service as it. Remove it (userdel) or move it aside.',
+        false,
+      );
+    }
+    return { name: e.name, uid: e.uid, gid: e.gid };
+  }
+
+  /** A service's own user: never root, Basin itself or the shared user (whose kill -1 would hit every cluster). */
+  private isOwnUser(user: OsUser): boolean {
+    return (
+      this.o.perService &&
+      user.uid > 0 &&
+      user.uid !== this.o.shared.uid &&
+      user.uid !== process.getuid?.()
+    );
+  }
+
+  private serially<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.tail.then(fn, fn);
+    this.tail = next.catch(() => {});
+    return next;
+  }
+}
+
+/** useradd/userdel could not lock the password files (another one is at work). */
+function passwdBusy(err: unknown): boolean {
+  return err instanceof CommandError && /cannot lock|try again later/i.test(err.output);
+}
+
+/** Ids of the System V IPC objects (`table`: shm, sem or msg) that `uid` owns. */
+async function ipcObjectsOf(table: 'shm' | 'sem' | 'msg', uid: number): Promise<string[]> {
+  let text: string;
+  try {
+    text = await readFile(`/proc/sysvipc/${table}`, 'utf8');
+  } catch {
+    return [];
+  }
+  const [header = '', ...rows] = text.split('\n');
+  const cols = header.trim().split(/\s+/);
+  const idCol = 1; // key, then the id (shmid, semid, msqid)
+  const uidCol = cols.indexOf('uid');
+  if (uidCol < 0) return [];
+  return rows
+    .map((r) => r.trim().split(/\s+/))
+    .filter((r) => r.length > uidCol && Number(r[uidCol]) === uid)
+    .map((r) => r[idCol] as string);
+}

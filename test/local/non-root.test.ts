@@ -1,0 +1,49 @@
+// Basin not running as root cannot make OS users: every cluster runs as
+// Basin's own user, services are not isolated from each other, and the
+// driver says so once at start (docs/security.md). Checked by running the
+// driver as `nobody` in a child process.
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { accessSync, chownSync, constants } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { readPasswd } from '../../src/drivers/local/os-user.js';
+import { cleanUpDataDir, makeDataDir } from './helpers.js';
+
+const execFileP = promisify(execFile);
+const fixture = fileURLToPath(new URL('./fixtures/non-root-driver.ts', import.meta.url));
+const nobody = readPasswd().find((p) => p.name === 'nobody');
+
+function unavailable(): string | false {
+  if (process.getuid?.() !== 0) return 'needs root, to run the driver as nobody';
+  if (!nobody) return 'no user nobody';
+  try {
+    accessSync(fixture, constants.R_OK);
+  } catch {
+    return 'the fixture is not readable';
+  }
+  return false;
+}
+
+test(
+  'not root: every cluster runs as Basin’s own user, with a warning at start',
+  { skip: unavailable(), timeout: 300_000 },
+  async (t) => {
+    const dataDir = makeDataDir();
+    t.after(() => cleanUpDataDir(dataDir));
+    chownSync(dataDir, nobody!.uid, nobody!.gid);
+    const { stdout } = await execFileP(process.execPath, ['--import', 'tsx', fixture, dataDir], {
+      uid: nobody!.uid,
+      gid: nobody!.gid,
+      cwd: process.cwd(),
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent' },
+      timeout: 240_000,
+    });
+    const seen = JSON.parse(stdout.trim().split('\n').at(-1) as string);
+    assert.equal(seen.programUser, 'nobody');
+    assert.equal(seen.warnings.length, 1, JSON.stringify(seen.warnings));
+    assert.match(seen.warnings[0], /services are NOT isolated/);
+  },
+);
