@@ -20,6 +20,7 @@ import type { RouteDeps } from './api/routes/deps.js';
 import { SHARED_SCHEMAS } from './api/schemas/index.js';
 import { openApiInfo } from './api/openapi.js';
 import { cachedSerializers } from './api/serializers.js';
+import type { Principal } from './commands/context.js';
 import type { ReadView } from './store/store.js';
 
 export interface AppOptions {
@@ -58,11 +59,13 @@ export async function buildApp({
       await v1.register(async (api) => {
         api.decorateRequest('principal', null);
         api.decorateRequest('reads', null);
-        api.addHook('onRequest', async (req) => {
-          // One read view per request, made before its first read (see routes/deps.ts).
-          const r = req as unknown as { principal: unknown; reads: ReadView };
+        // Synchronous, like the read view: the hook completes without a promise.
+        api.addHook('onRequest', (req, _reply, done) => {
+          const r = req as unknown as { principal: Principal; reads: ReadView };
+          // One read view per request, made before its first read (routes/deps.ts).
           r.reads = deps.ctx.store.readView();
-          r.principal = await authenticate(r.reads, req.headers.authorization);
+          r.principal = authenticate(r.reads, req.headers.authorization);
+          done();
         });
         for (const routes of [
           projectRoutes,

@@ -7,7 +7,8 @@
 // fresh after any commit, so a revoked credential is refused at once, even
 // when another process (the CLI) revoked it. Only stored credentials are
 // cached, never the outcome: the revocation, the secret and the projects are
-// checked on every request.
+// checked on every request. It is synchronous, like the view, so the auth
+// hook completes without a promise.
 
 import { AppError } from '../domain/errors.js';
 import type { Principal } from '../commands/context.js';
@@ -16,11 +17,8 @@ import type { Credential, ReadView } from '../store/store.js';
 
 const unauthorized = (message: string) => new AppError('UNAUTHORIZED', message);
 
-/** Resolves the caller of a request from its Authorization header, or throws UNAUTHORIZED. */
-export async function authenticate(
-  reads: ReadView,
-  header: string | undefined,
-): Promise<Principal> {
+/** The caller of a request, from its Authorization header; throws UNAUTHORIZED. */
+export function authenticate(reads: ReadView, header: string | undefined): Principal {
   if (!header) {
     throw unauthorized(
       'Missing credentials: send Authorization: Bearer <api key> or Basic <access key>:<secret key>.',
@@ -33,10 +31,10 @@ export async function authenticate(
   switch (scheme.toLowerCase()) {
     case 'bearer':
       if (!value) throw unauthorized('The Bearer scheme needs an API key after it.');
-      cred = await reads.credentials.findByBearerHash(sha256Hex(value));
+      cred = reads.credentials.findByBearerHash(sha256Hex(value));
       break;
     case 'basic':
-      cred = await basic(reads, value);
+      cred = basic(reads, value);
       break;
     default:
       throw unauthorized(
@@ -50,18 +48,18 @@ export async function authenticate(
   const projectIds =
     cred.kind === 'project'
       ? [cred.projectId as string]
-      : await reads.users.projectIds(cred.userId as string);
+      : reads.users.projectIds(cred.userId as string);
   return { credentialId: cred.id, projectIds: new Set(projectIds) };
 }
 
-async function basic(reads: ReadView, value: string): Promise<Credential | undefined> {
+function basic(reads: ReadView, value: string): Credential | undefined {
   const decoded = /^[A-Za-z0-9+/]+=*$/.test(value)
     ? Buffer.from(value, 'base64').toString('utf8')
     : '';
   const colon = decoded.indexOf(':');
   if (colon <= 0)
     throw unauthorized('Basic credentials must be base64 of <access key>:<secret key>.');
-  const cred = await reads.credentials.findByAccessKey(decoded.slice(0, colon));
+  const cred = reads.credentials.findByAccessKey(decoded.slice(0, colon));
   // Hash even when the access key is unknown, so timing does not tell whether it exists.
   const secretHash = sha256Hex(decoded.slice(colon + 1));
   return cred && sameHash(cred.secretHash, secretHash) ? cred : undefined;

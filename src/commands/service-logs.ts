@@ -1,6 +1,7 @@
 import { invalid } from '../domain/errors.js';
 import { isRfc3339 } from '../domain/service-rules.js';
 import { InvalidCursorError, type LogPage, type Target } from '../drivers/driver.js';
+import type { ReadView } from '../store/store.js';
 import type { Ctx, Principal } from './context.js';
 import { loadServiceOrReplica } from './service-lookup.js';
 
@@ -34,12 +35,13 @@ export interface LogParams {
 /** One page of a service's (or read replica set's) logs, newest first. */
 export async function readServiceLogs(
   ctx: Ctx,
+  reads: Pick<ReadView, 'services' | 'replicaSets'>,
   p: Principal,
   projectId: string,
   serviceId: string,
   q: LogParams,
 ): Promise<LogPage> {
-  const found = await loadServiceOrReplica(ctx.store, p, projectId, serviceId);
+  const found = loadServiceOrReplica(reads, p, projectId, serviceId);
   const [target, nodes]: [Target, number] =
     'service' in found
       ? [{ kind: 'service', id: found.service.id }, 1 + found.service.ha.replicaCount]

@@ -27,21 +27,21 @@ export async function loadService(
 }
 
 /**
- * A service, or a read replica set seen as a service (GET /services/{id}).
- * Only reads: `repos` may be a request's read view.
+ * A service, or a read replica set seen as a service (GET /services/{id},
+ * its logs), from a request's read view.
  */
-export async function loadServiceOrReplica(
-  repos: Pick<ReadView, 'services' | 'replicaSets'>,
+export function loadServiceOrReplica(
+  reads: Pick<ReadView, 'services' | 'replicaSets'>,
   p: Principal,
   projectId: string,
   id: string,
-): Promise<{ service: Service } | { replicaSet: ReplicaSet; primary: Service }> {
+): { service: Service } | { replicaSet: ReplicaSet; primary: Service } {
   visibleProject(p, projectId);
-  const svc = await repos.services.get(id);
+  const svc = reads.services.get(id);
   if (svc && svc.projectId === projectId) return { service: svc };
-  const rs = await repos.replicaSets.get(id);
+  const rs = reads.replicaSets.get(id);
   if (rs && rs.projectId === projectId) {
-    const primary = await repos.services.get(rs.serviceId);
+    const primary = reads.services.get(rs.serviceId);
     if (primary) return { replicaSet: rs, primary };
   }
   throw notFound(`Service ${id} not found in project ${projectId}.`);

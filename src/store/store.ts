@@ -172,14 +172,22 @@ export type Tx = Repos;
 
 /**
  * The reads that every request makes (authentication, GETs of services),
- * answered from a cache: see Store.readView. A subset of Repos, so a command
- * that only reads can take either.
+ * shaped like the repositories but synchronous: see Store.readView.
  */
 export interface ReadView {
-  credentials: Pick<CredentialRepo, 'findByBearerHash' | 'findByAccessKey'>;
-  users: Pick<UserRepo, 'projectIds'>;
-  services: Pick<ServiceRepo, 'get' | 'listByProject'>;
-  replicaSets: Pick<ReplicaSetRepo, 'get' | 'listByService'>;
+  credentials: {
+    findByBearerHash(hash: string): Credential | undefined;
+    findByAccessKey(accessKey: string): Credential | undefined;
+  };
+  users: { projectIds(userId: string): readonly string[] };
+  services: {
+    get(id: string): Service | undefined;
+    listByProject(projectId: string): readonly Service[];
+  };
+  replicaSets: {
+    get(id: string): ReplicaSet | undefined;
+    listByService(serviceId: string): readonly ReplicaSet[];
+  };
 }
 
 export interface Store extends Repos {
@@ -192,6 +200,11 @@ export interface Store extends Repos {
    * return is frozen and shared between requests: never mutate it. Writes
    * still go through `transaction`, and anything that reads in order to write
    * reads there.
+   *
+   * Unlike the repositories, a view answers synchronously: it is on the path
+   * of every request, where each promise costs (µs, see src/bench/README.md),
+   * and SQLite reads are synchronous anyway. A store whose reads need I/O
+   * would serve its views from memory, refreshed by its own change signal.
    */
   readView(): ReadView;
   /**

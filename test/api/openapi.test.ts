@@ -64,7 +64,7 @@ test('the error catalogue, the OpenAPI ErrorBody and docs/errors.md agree', asyn
   for (const [code, { status }] of Object.entries(ERROR_CATALOGUE)) {
     assert.match(
       docs,
-      new RegExp(`\\| \`${code}\` \\| ${status} \\|`),
+      new RegExp(`\\|\\s*\`${code}\`\\s*\\|\\s*${status}\\s*\\|`),
       `docs/errors.md lists ${code} with status ${status}`,
     );
   }

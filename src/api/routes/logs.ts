@@ -4,7 +4,7 @@ import { readServiceLogs } from '../../commands/service-logs.js';
 import { LogsQuery, ServiceLogsResponse } from '../schemas/logs.js';
 import { ServiceParams } from '../schemas/params.js';
 import { ref } from '../schemas/ref.js';
-import { principal, responses, type RouteDeps } from './deps.js';
+import { principal, reads, responses, type RouteDeps } from './deps.js';
 
 const list = (v: string | string[] | undefined) =>
   v === undefined ? undefined : Array.isArray(v) ? v : [v];
@@ -26,6 +26,7 @@ export const logRoutes: FastifyPluginAsync<RouteDeps> = async (app, { ctx }) => 
       const q = req.query;
       const page = await readServiceLogs(
         ctx,
+        reads(req),
         principal(req),
         req.params.project_id,
         req.params.service_id,

@@ -24,22 +24,19 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
   const tags = ['services'];
   const one = '/projects/:project_id/services/:service_id';
 
+  const metrics = (svc: ServiceRecord) => ctx.driver.metrics({ kind: 'service', id: svc.id });
   const presented = new PresentedServices(deps.present);
-  /**
-   * `from` reads the replica sets: a GET's read view (whose frozen documents
-   * let the body be reused, see presented-cache.ts), or the store after a write.
-   */
-  const present = async (
-    svc: ServiceRecord,
-    from: Pick<ReadView, 'replicaSets'>,
-    initialPassword?: string,
-  ) => {
-    const replicaSets = await from.replicaSets.listByService(svc.id);
-    const metrics = ctx.driver.metrics({ kind: 'service', id: svc.id });
-    return initialPassword === undefined
-      ? presented.present(svc, replicaSets, metrics)
-      : presentService(svc, replicaSets, { ...deps.present, metrics }, initialPassword);
-  };
+  /** A service read from a GET's read view: its frozen documents let the body be reused. */
+  const presentRead = (svc: ServiceRecord, view: ReadView) =>
+    presented.present(svc, view.replicaSets.listByService(svc.id), metrics(svc));
+  /** A service just written, with its replica sets read afresh. */
+  const presentWritten = async (svc: ServiceRecord, initialPassword?: string) =>
+    presentService(
+      svc,
+      await ctx.store.replicaSets.listByService(svc.id),
+      { ...deps.present, metrics: metrics(svc) },
+      initialPassword,
+    );
 
   r.get(
     '/projects/:project_id/services',
@@ -51,12 +48,10 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
         response: responses(200, Type.Array(ref(Service))),
       },
     },
-    async (req) => {
+    (req) => {
       const projectId = visibleProject(principal(req), req.params.project_id);
       const view = reads(req);
-      return Promise.all(
-        (await view.services.listByProject(projectId)).map((s) => present(s, view)),
-      );
+      return view.services.listByProject(projectId).map((s) => presentRead(s, view));
     },
   );
 
@@ -78,7 +73,7 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
         req.params.project_id,
         req.body,
       );
-      return reply.status(202).send(await present(service, ctx.store, initialPassword));
+      return reply.status(202).send(await presentWritten(service, initialPassword));
     },
   );
 
@@ -92,15 +87,16 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
         response: responses(200, ref(Service)),
       },
     },
-    async (req) => {
+    // Synchronous: a poll of an unchanged service is answered without a promise.
+    (req) => {
       const view = reads(req);
-      const found = await loadServiceOrReplica(
+      const found = loadServiceOrReplica(
         view,
         principal(req),
         req.params.project_id,
         req.params.service_id,
       );
-      if ('service' in found) return present(found.service, view);
+      if ('service' in found) return presentRead(found.service, view);
       const { replicaSet, primary } = found;
       return presentReplicaSetAsService(
         replicaSet,
@@ -148,7 +144,7 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
           req.params.service_id,
           action,
         );
-        return reply.status(202).send(await present(svc, ctx.store));
+        return reply.status(202).send(await presentWritten(svc));
       },
     );
   }
@@ -172,7 +168,7 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
         req.params.service_id,
         req.body,
       );
-      return reply.status(202).send(await present(service, ctx.store, initialPassword));
+      return reply.status(202).send(await presentWritten(service, initialPassword));
     },
   );
 };

@@ -37,6 +37,11 @@ export class SqliteDocRepo<T extends Doc> implements DocRepo<T> {
   }
 
   async get(id: string): Promise<T | undefined> {
+    return this.read(id);
+  }
+
+  /** `get`, synchronously (for read views, see repos.ts createReadView). */
+  read(id: string): T | undefined {
     const row = this.stmts.get.get(id) as string | undefined;
     return row === undefined ? undefined : (JSON.parse(row) as T);
   }
@@ -68,10 +73,18 @@ export class SqliteDocRepo<T extends Doc> implements DocRepo<T> {
   }
 
   async listByProject(projectId: string): Promise<T[]> {
+    return this.readByProject(projectId);
+  }
+
+  readByProject(projectId: string): T[] {
     return this.parse(this.stmts.byProject.all(projectId));
   }
 
   protected async listByParent(parentId: string): Promise<T[]> {
+    return this.readByParent(parentId);
+  }
+
+  readByParent(parentId: string): T[] {
     return this.parse(this.stmts.byParent.all(parentId));
   }
 

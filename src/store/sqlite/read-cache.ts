@@ -12,6 +12,8 @@
 // empties the whole cache when anything was committed: coarse, but writes are
 // rare next to reads, and nothing can be missed.
 //
+// Everything here is synchronous, like better-sqlite3: a miss reads and fills
+// the cache in one step, so no commit can come between the read and the fill.
 // Misses (an unknown bearer key, an unknown id) are not cached, so random
 // input cannot fill the cache; every cache is also capped (LRU). Cached values
 // are frozen, since they are handed to every request that asks.
@@ -19,8 +21,7 @@
 import type Database from 'better-sqlite3';
 import { deepFreeze } from '../../lib/freeze.js';
 import { Lru } from '../../lib/lru.js';
-import type { ReplicaSet, Service } from '../../domain/types.js';
-import type { Credential, ReadView, Repos } from '../store.js';
+import type { ReadView } from '../store.js';
 
 export interface ReadCacheLimits {
   /** Credentials cached, per scheme. */
@@ -41,45 +42,42 @@ export const DEFAULT_READ_CACHE_LIMITS: ReadCacheLimits = {
 };
 
 export class ReadCache {
+  /** The cached view: the same object for every request. */
   readonly view: ReadView;
   private readonly dataVersion: Database.Statement;
   private version: unknown;
-  /** Bumped whenever the cache is emptied: a load that started before it must not fill it. */
-  private generation = 0;
   private readonly caches: Lru<string, unknown>[] = [];
 
-  constructor(reader: Database.Database, reads: Repos, limits = DEFAULT_READ_CACHE_LIMITS) {
+  /** `reader`: the read connection; `source`: the uncached view on it. */
+  constructor(reader: Database.Database, source: ReadView, limits = DEFAULT_READ_CACHE_LIMITS) {
     this.dataVersion = reader.prepare('PRAGMA data_version').pluck();
     this.version = this.dataVersion.get();
-    const byBearer = this.lru<Credential>(limits.credentials);
-    const byAccessKey = this.lru<Credential>(limits.credentials);
-    const projectIds = this.lru<string[]>(limits.users);
-    const services = this.lru<Service>(limits.docs);
-    const servicesByProject = this.lru<Service[]>(limits.lists);
-    const replicaSets = this.lru<ReplicaSet>(limits.docs);
-    const replicaSetsByService = this.lru<ReplicaSet[]>(limits.lists);
+    /** A read through an LRU; what `load` finds is cached, frozen, and misses are not. */
+    const cached = <V>(max: number, load: (key: string) => V) => {
+      const lru = new Lru<string, NonNullable<V>>(max);
+      this.caches.push(lru as Lru<string, unknown>);
+      return (key: string): V => {
+        const hit = lru.get(key);
+        if (hit !== undefined) return hit;
+        const value = load(key);
+        if (value !== undefined && value !== null) lru.set(key, deepFreeze(value));
+        return value;
+      };
+    };
+    const { credentials, users, services, replicaSets } = source;
     this.view = {
       credentials: {
-        findByBearerHash: (hash) =>
-          this.cached(byBearer, hash, () => reads.credentials.findByBearerHash(hash)),
-        findByAccessKey: (key) =>
-          this.cached(byAccessKey, key, () => reads.credentials.findByAccessKey(key)),
+        findByBearerHash: cached(limits.credentials, (h) => credentials.findByBearerHash(h)),
+        findByAccessKey: cached(limits.credentials, (k) => credentials.findByAccessKey(k)),
       },
-      users: {
-        projectIds: (userId) =>
-          this.cached(projectIds, userId, () => reads.users.projectIds(userId)),
-      },
+      users: { projectIds: cached(limits.users, (u) => users.projectIds(u)) },
       services: {
-        get: (id) => this.cached(services, id, () => reads.services.get(id)),
-        listByProject: (projectId) =>
-          this.cached(servicesByProject, projectId, () => reads.services.listByProject(projectId)),
+        get: cached(limits.docs, (id) => services.get(id)),
+        listByProject: cached(limits.lists, (p) => services.listByProject(p)),
       },
       replicaSets: {
-        get: (id) => this.cached(replicaSets, id, () => reads.replicaSets.get(id)),
-        listByService: (serviceId) =>
-          this.cached(replicaSetsByService, serviceId, () =>
-            reads.replicaSets.listByService(serviceId),
-          ),
+        get: cached(limits.docs, (id) => replicaSets.get(id)),
+        listByService: cached(limits.lists, (s) => replicaSets.listByService(s)),
       },
     };
   }
@@ -94,39 +92,8 @@ export class ReadCache {
     const version = this.dataVersion.get();
     if (version !== this.version) {
       this.version = version;
-      this.generation++;
       for (const c of this.caches) c.clear();
     }
     return this.view;
-  }
-
-  private lru<V>(max: number): Lru<string, V> {
-    const lru = new Lru<string, V>(max);
-    this.caches.push(lru as Lru<string, unknown>);
-    return lru;
-  }
-
-  /** A hit costs one Map lookup and no async function; a miss reads (misses stay uncached). */
-  private cached<V>(
-    lru: Lru<string, NonNullable<V>>,
-    key: string,
-    load: () => Promise<V>,
-  ): Promise<V> {
-    const hit = lru.get(key);
-    return hit !== undefined ? Promise.resolve(hit) : this.fill(lru, key, load);
-  }
-
-  private async fill<V>(
-    lru: Lru<string, NonNullable<V>>,
-    key: string,
-    load: () => Promise<V>,
-  ): Promise<V> {
-    const generation = this.generation;
-    const value = await load();
-    if (value === undefined || value === null) return value;
-    deepFreeze(value);
-    // Emptied meanwhile: the value may predate the commit that emptied it.
-    if (generation === this.generation) lru.set(key, value);
-    return value;
   }
 }

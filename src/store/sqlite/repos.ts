@@ -9,6 +9,7 @@ import type {
   PeeringRepo,
   PortRepo,
   ProjectRepo,
+  ReadView,
   ReplicaSetRepo,
   Repos,
   ServiceRepo,
@@ -48,7 +49,12 @@ function toProject(row: unknown): Project {
 }
 
 class Users implements UserRepo {
-  constructor(private readonly db: Database.Database) {}
+  private readonly byUser;
+  constructor(private readonly db: Database.Database) {
+    this.byUser = db
+      .prepare('SELECT project_id FROM user_projects WHERE user_id = ? ORDER BY project_id')
+      .pluck();
+  }
   async get(id: string) {
     return toUser(this.db.prepare('SELECT * FROM users WHERE id = ?').get(id));
   }
@@ -72,10 +78,10 @@ class Users implements UserRepo {
       .run(userId, projectId);
   }
   async projectIds(userId: string) {
-    return this.db
-      .prepare('SELECT project_id FROM user_projects WHERE user_id = ? ORDER BY project_id')
-      .pluck()
-      .all(userId) as string[];
+    return this.readProjectIds(userId);
+  }
+  readProjectIds(userId: string) {
+    return this.byUser.all(userId) as string[];
   }
 }
 
@@ -93,9 +99,15 @@ class Credentials implements CredentialRepo {
     this.byAccess = db.prepare('SELECT * FROM credentials WHERE access_key = ?');
   }
   async findByBearerHash(hash: string) {
+    return this.readByBearerHash(hash);
+  }
+  readByBearerHash(hash: string) {
     return toCredential(this.byBearer.get(hash));
   }
   async findByAccessKey(accessKey: string) {
+    return this.readByAccessKey(accessKey);
+  }
+  readByAccessKey(accessKey: string) {
     return toCredential(this.byAccess.get(accessKey));
   }
   async insert(c: Credential) {
@@ -221,6 +233,32 @@ class Ports implements PortRepo {
   async releasePrefix(prefix: string) {
     this.db.prepare('DELETE FROM ports WHERE substr(owner, 1, length(?)) = ?').run(prefix, prefix);
   }
+}
+
+/**
+ * The reads of a request (Store.readView), uncached and synchronous, with the
+ * repositories' own statements; read-cache.ts puts its cache in front.
+ */
+export function createReadView(db: Database.Database): ReadView {
+  const credentials = new Credentials(db);
+  const users = new Users(db);
+  const services = new Services(db);
+  const replicaSets = new ReplicaSets(db);
+  return {
+    credentials: {
+      findByBearerHash: (hash) => credentials.readByBearerHash(hash),
+      findByAccessKey: (accessKey) => credentials.readByAccessKey(accessKey),
+    },
+    users: { projectIds: (userId) => users.readProjectIds(userId) },
+    services: {
+      get: (id) => services.read(id),
+      listByProject: (projectId) => services.readByProject(projectId),
+    },
+    replicaSets: {
+      get: (id) => replicaSets.read(id),
+      listByService: (serviceId) => replicaSets.readByParent(serviceId),
+    },
+  };
 }
 
 export function createRepos(db: Database.Database): Repos {

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import type { Store, Tx } from '../store.js';
 import { MIGRATIONS } from './migrations.js';
 import { ReadCache } from './read-cache.js';
-import { createRepos } from './repos.js';
+import { createReadView, createRepos } from './repos.js';
 
 /**
  * The embedded store: one SQLite file in WAL mode, two connections. Writes
@@ -30,7 +30,7 @@ export function openSqliteStore(file: string): Store {
 
   const txRepos: Tx = createRepos(writer);
   const readRepos = createRepos(reader);
-  const cache = new ReadCache(reader, readRepos);
+  const cache = new ReadCache(reader, createReadView(reader));
   let queue: Promise<unknown> = Promise.resolve();
 
   const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
