@@ -217,8 +217,18 @@ export async function cleanUpDataDir(dir: string): Promise<void> {
       await sleep(100);
     }
   };
-  await killAll();
-  removeDir(dir);
+  // A Basin still running against `dir` (its after-hook may come later) can
+  // restart a cluster while the tree is removed: kill and retry until gone.
+  for (let attempt = 1; ; attempt++) {
+    await killAll();
+    try {
+      removeDir(dir);
+      break;
+    } catch (err) {
+      if (attempt >= 10) throw err;
+      await sleep(200);
+    }
+  }
   await killAll();
   for (const u of users()) {
     try {
