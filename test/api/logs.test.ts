@@ -53,8 +53,21 @@ async function walk(b: TestBasin, id: string, query = ''): Promise<any[][]> {
   }
 }
 
+/**
+ * The sim's synthetic logs grow by an entry every few seconds; a clock that
+ * stands still keeps the history the same between the walks a test compares.
+ */
+const FROZEN = {
+  options: {
+    clock: (
+      (now) => () =>
+        now
+    )(Date.now()),
+  },
+};
+
 test('logs: newest first, 500 a page, lastCursor walks the whole history without duplicates', async (t) => {
-  const b = await startBasin(t);
+  const b = await startBasin(t, FROZEN);
   const { id } = await readyService(b);
 
   const first = await page(b, id);
@@ -85,7 +98,7 @@ test('logs: newest first, 500 a page, lastCursor walks the whole history without
 });
 
 test('logs filters: severities (OR), search terms (AND), since and until, together', async (t) => {
-  const b = await startBasin(t);
+  const b = await startBasin(t, FROZEN);
   const { id } = await readyService(b);
   const all = (await walk(b, id)).flat();
 
@@ -141,7 +154,7 @@ test('logs filters: severities (OR), search terms (AND), since and until, togeth
 });
 
 test('logs nodes: node 0 always, node 1 only once the service has an HA replica', async (t) => {
-  const b = await startBasin(t);
+  const b = await startBasin(t, FROZEN);
   const { id } = await readyService(b);
   const primary = await page(b, id, 'node=0');
   assert.ok(primary.entries.length > 0);
@@ -175,7 +188,7 @@ test('logs nodes: node 0 always, node 1 only once the service has an HA replica'
 });
 
 test('logs bad queries are 400 INVALID_REQUEST; unknown services 404', async (t) => {
-  const b = await startBasin(t);
+  const b = await startBasin(t, FROZEN);
   const { id } = await readyService(b);
   const other = await readyService(b, { name: 'other' });
   const foreignCursor = (await page(b, other.id)).lastCursor;
