@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { LogPage, LogQuery } from '../../driver.js';
 import { readNodeLogs } from './read-node-logs.js';
-import { scratchPostgresUnavailable, startScratchPostgres } from './scratch-postgres.js';
+import { startScratchPostgres } from './scratch-postgres.js';
 
 const SCOPE = 'service:scratch000:0';
 
@@ -24,7 +24,7 @@ async function readUntil(logDir: string, q: LogQuery, ok: (page: LogPage) => boo
 
 test(
   "a real PostgreSQL's jsonlog: a failed query is the newest ERROR entry",
-  { skip: scratchPostgresUnavailable(), timeout: 60_000 },
+  { timeout: 60_000 },
   async () => {
     const server = await startScratchPostgres();
     try {

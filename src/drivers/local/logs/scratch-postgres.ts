@@ -5,7 +5,7 @@
 // parent and reaps it: this container's init does not reap orphans.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,13 +22,6 @@ export interface ScratchPostgres {
   pid: number;
   /** Stops the cluster (fast shutdown, then SIGKILL) and removes its directory. */
   stop(): Promise<void>;
-}
-
-/** Why a scratch cluster cannot run here, or undefined when it can (for `skip`). */
-export function scratchPostgresUnavailable(): string | undefined {
-  if (!existsSync(join(PG_BIN, 'initdb'))) return `no PostgreSQL 15 in ${PG_BIN}`;
-  if (process.getuid?.() !== 0) return 'needs root, to run PostgreSQL as the postgres user';
-  return undefined;
 }
 
 /** initdb's and starts a cluster with `settings` (name → value) added to the command line. */

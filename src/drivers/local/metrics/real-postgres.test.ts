@@ -1,13 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { scratchPostgresUnavailable, startScratchPostgres } from '../logs/scratch-postgres.js';
+import { startScratchPostgres } from '../logs/scratch-postgres.js';
 import { MetricsSampler } from './metrics-sampler.js';
 import { processTree, readProcessTable } from './proc.js';
 
 test(
   'a real PostgreSQL: memory of the whole tree, CPU of exited backends, storage of pgdata',
-  { skip: scratchPostgresUnavailable(), timeout: 60_000 },
+  { timeout: 60_000 },
   async (t) => {
     const server = await startScratchPostgres();
     try {
