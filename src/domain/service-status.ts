@@ -79,12 +79,12 @@ export function serviceMove(id: string, status: ServiceStatus, action: ServiceAc
   return { to: rule.to, settle: rule.settle };
 }
 
-/** Moves made by the engine rather than by a request. */
-export const ENGINE_MOVES: Readonly<Record<string, readonly [ServiceStatus, ServiceStatus]>> = {
+/** Moves made by the engine rather than by a request: [from, to]. */
+export const ENGINE_MOVES = {
   provision: ['QUEUED', 'CONFIGURING'],
   markUnstable: ['READY', 'UNSTABLE'],
   recover: ['UNSTABLE', 'READY'],
-};
+} as const satisfies Record<string, readonly [ServiceStatus, ServiceStatus]>;
 
 /** Whether the driver should keep a service's processes running in this status. */
 export function shouldRun(status: ServiceStatus): boolean {

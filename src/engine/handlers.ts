@@ -3,6 +3,7 @@
 // re-run from the top after a crash at any point.
 
 import type { ReplicaSetConverge, ServiceConverge } from '../domain/operations.js';
+import { ENGINE_MOVES } from '../domain/service-status.js';
 import type { ReplicaSet, Service } from '../domain/types.js';
 import type { Driver, Progress } from '../drivers/driver.js';
 import { DONE } from '../drivers/driver.js';
@@ -37,10 +38,11 @@ async function convergeService(op: Operation, { store, driver }: HandlerDeps): P
   const payload = op.payload as Omit<ServiceConverge, 'kind'>;
   let svc = await store.services.get(op.resourceId);
   if (!svc || svc.status === 'DELETING') return DONE; // deletion superseded this work
-  if (payload.provision && svc.status === 'QUEUED') {
+  const [queued, configuring] = ENGINE_MOVES.provision;
+  if (payload.provision && svc.status === queued) {
     svc = await store.transaction(async (tx) => {
       const s = (await tx.services.get(op.resourceId)) as Service;
-      return s.status === 'QUEUED' ? tx.services.update({ ...s, status: 'CONFIGURING' }) : s;
+      return s.status === queued ? tx.services.update({ ...s, status: configuring }) : s;
     });
   }
   const progress = await driver.applyService(serviceSpec(svc, await loadVpc(store, svc.vpcId)));

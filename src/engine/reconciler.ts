@@ -3,6 +3,7 @@
 // then periodically. It only ever queues operations; the handlers act.
 
 import type { ServiceConverge } from '../domain/operations.js';
+import { ENGINE_MOVES } from '../domain/service-status.js';
 import type { Service } from '../domain/types.js';
 import type { NewOperation } from '../store/store.js';
 import type { HandlerDeps } from './handlers.js';
@@ -50,6 +51,7 @@ export async function reconcile({ store, driver, clock }: HandlerDeps): Promise<
     queued++;
   };
 
+  const [ready, unstable] = ENGINE_MOVES.markUnstable;
   for (const svc of await store.services.listAll()) {
     if (pending.has(`service:${svc.id}`)) continue;
     const settle = settlingOperation(svc);
@@ -59,16 +61,16 @@ export async function reconcile({ store, driver, clock }: HandlerDeps): Promise<
     }
     const vpc = svc.vpcId ? await store.vpcs.get(svc.vpcId) : undefined;
     const health = await driver.inspectService(serviceSpec(svc, vpc));
-    if (svc.status === 'READY' && health !== 'running') {
+    if (svc.status === ready && health !== 'running') {
       // A database that should run does not: say so, and bring it back.
       await enqueue(
         {
           kind: 'service.converge',
           resourceKind: 'service',
           resourceId: svc.id,
-          payload: { from: 'UNSTABLE', settle: 'READY' },
+          payload: { from: unstable, settle: ENGINE_MOVES.recover[1] },
         },
-        (s) => (s.status === 'READY' ? { ...s, status: 'UNSTABLE' } : s),
+        (s) => (s.status === ready ? { ...s, status: unstable } : s),
       );
     } else if (svc.status === 'PAUSED' && health === 'running') {
       await enqueue({

@@ -102,6 +102,3 @@ export class Layout {
 
 /** PostgreSQL's Unix socket file name for a port. */
 export const socketName = (port: number) => `.s.PGSQL.${port}`;
-
-/** The longest socket path the kernel accepts (sockaddr_un.sun_path, minus the NUL). */
-export const MAX_SOCKET_PATH = 107;
