@@ -34,7 +34,7 @@ import { ServiceNode } from './service-node.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
-import { nodeExists, removeTrees } from './node-files.js';
+import { mkdirIn, nodeExists, removeTrees } from './node-files.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
 import { removeStaleStaging, Template } from './template.js';
 import { ensureCa } from './tls.js';
@@ -117,7 +117,7 @@ export class LocalDriver implements Driver {
     const dataDir = await realpath(resolve(this.options.dataDir));
     const layout = new Layout(dataDir);
     for (const dir of [layout.root, layout.instancesDir, layout.socketsDir, layout.archivesDir]) {
-      await mkdir(dir, { recursive: true, mode: 0o711 });
+      await mkdirIn(dir, 0o711);
     }
     await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
     await ensureCa(layout);

@@ -27,21 +27,28 @@ export async function exists(path: string): Promise<boolean> {
 /** A directory owned by `user`, mode 0700. */
 export async function ensureOwnedDir(path: string, user: OsUser): Promise<void> {
   await mkdirIn(path, 0o700);
-  await chmod(path, 0o700);
   await chownTo(path, user);
 }
 
 /**
- * Makes a directory unless it exists. Never its parents: the layout's
- * directories are made once, at start, so a data directory removed under a
- * running driver is an error rather than made again piece by piece.
+ * Makes a directory unless it exists, and gives it `mode` either way. Never
+ * its parents: the layout's directories are made once, at start, so a data
+ * directory removed under a running driver is an error rather than made
+ * again piece by piece.
+ *
+ * The mode is set with chmod, never left to mkdir: mkdir's mode is filtered
+ * by the process umask, and `npm start` runs with umask 077 (main.ts), which
+ * would make every 0711 directory 0700 and keep PostgreSQL, running as
+ * another user, out of its own data directory. It is made 0700 first, so
+ * that it is never more open than `mode`, not even for a moment.
  */
 export async function mkdirIn(path: string, mode: number): Promise<void> {
   try {
-    await mkdir(path, { mode });
+    await mkdir(path, { mode: 0o700 });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
+  await chmod(path, mode);
 }
 
 /**
@@ -94,7 +101,7 @@ export async function cloneNode(
     if (name.startsWith(`.clone-${ref.node}-`)) await removeTrees([join(instance, name)]);
   }
   const staging = join(instance, `.clone-${ref.node}-${randomBytes(4).toString('hex')}`);
-  await mkdir(staging, { mode: 0o700 });
+  await mkdirIn(staging, 0o700);
   try {
     const pgdata = join(staging, 'pgdata');
     await run('cp', ['-a', layout.templatePgdata, pgdata], { timeoutMs: 120_000 });

@@ -10,7 +10,7 @@
 // template where a clone could copy it.
 
 import { randomBytes } from 'node:crypto';
-import { appendFile, mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { appendFile, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
@@ -19,7 +19,7 @@ import { pgHba, pgIdent, renderConf } from './conf.js';
 import { run } from './exec.js';
 import { PG_MAJOR, type PgInstall } from './host-check.js';
 import type { Layout } from './layout.js';
-import { ensureOwnedDir, exists, writeOwned } from './node-files.js';
+import { ensureOwnedDir, exists, mkdirIn, writeOwned } from './node-files.js';
 import type { OsUser } from './os-user.js';
 import { postmasterStatus, spawnPostmaster, startFailure, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
@@ -109,7 +109,7 @@ async function buildTemplate(ctx: TemplateContext): Promise<void> {
   const socketDir = join(layout.socketsDir, `tpl-${tag}`);
   let spawned: Spawned | undefined;
   try {
-    await mkdir(staging, { mode: 0o711 });
+    await mkdirIn(staging, 0o711);
     await ensureOwnedDir(pgdata, user);
     await ensureOwnedDir(socketDir, user);
     // Peer authentication for local connections; SCRAM for TCP (replaced by

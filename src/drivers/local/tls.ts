@@ -11,10 +11,11 @@
 import { X509Certificate, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { access, chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from './exec.js';
 import type { Layout } from './layout.js';
+import { mkdirIn } from './node-files.js';
 import { chownTo, type OsUser } from './os-user.js';
 import { readSmallFile } from './safe-fs.js';
 
@@ -28,7 +29,7 @@ const RENEW_BEFORE_MS = 60 * 24 * 3600 * 1000;
 export async function ensureCa(layout: Layout): Promise<void> {
   if (await exists(layout.caKey)) return;
   const staging = layout.staging(`ca-${randomBytes(4).toString('hex')}`);
-  await mkdir(staging, { mode: 0o700 });
+  await mkdirIn(staging, 0o700);
   try {
     const cnf = join(staging, 'ca.cnf');
     await writeFile(
@@ -109,7 +110,7 @@ export async function issueServerCert(
   user: OsUser,
 ): Promise<void> {
   const staging = layout.staging(`cert-${randomBytes(4).toString('hex')}`);
-  await mkdir(staging, { mode: 0o700 });
+  await mkdirIn(staging, 0o700);
   try {
     const cnf = join(staging, 'server.cnf');
     const san = hosts.map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
