@@ -1,6 +1,69 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+// The layers of DESIGN.md §1, enforced: imports flow
+//   api → commands → domain ← engine → drivers,
+// the store sits behind the interfaces of store/store.ts, lib/ imports nothing
+// of Basin, and only the composition roots (basin.ts, main.ts, the CLI and
+// the scripts) know the concrete store and drivers. Each entry: the files of
+// a layer and the imports they may not make, as path patterns.
+const ROOTS = ['**/basin.js', '**/main.js', '**/config.js', '**/openapi-document.js'];
+const LAYERS = [
+  { files: ['src/lib/**/*.ts'], forbid: ['../*', '../**'], why: 'lib/ imports nothing of Basin' },
+  {
+    files: ['src/domain/**/*.ts'],
+    ignores: ['src/domain/**/*.test.ts'],
+    // Anything up and out of domain/ but into lib/, and Node's modules.
+    regex: '^(\\.\\./(?!lib/)|node:)',
+    forbid: ROOTS,
+    why: 'domain/ is pure: it imports only domain/ and lib/, nothing from Node',
+  },
+  {
+    files: ['src/store/**/*.ts'],
+    forbid: ['**/api/**', '**/commands/**', '**/engine/**', '**/drivers/**', '**/cli/**', ...ROOTS],
+    why: 'store/ knows only domain/ and lib/',
+  },
+  {
+    files: ['src/commands/**/*.ts'],
+    forbid: ['**/api/**', '**/engine/**', '**/drivers/**', '**/store/*/**', '**/cli/**', ...ROOTS],
+    why: 'commands/ use domain/ and the store interfaces; the driver only through Ctx.driver',
+  },
+  {
+    files: ['src/api/**/*.ts'],
+    forbid: ['**/engine/**', '**/drivers/**', '**/store/*/**', '**/cli/**', ...ROOTS],
+    why: 'api/ calls commands/; it never reaches the engine, a driver or a concrete store',
+  },
+  {
+    files: ['src/engine/**/*.ts'],
+    forbid: [
+      '**/api/**',
+      '**/commands/**',
+      '**/drivers/*/**',
+      '**/store/*/**',
+      '**/cli/**',
+      ...ROOTS,
+    ],
+    why: 'engine/ drives the Driver interface (drivers/driver.ts) over the store interfaces',
+  },
+  ...[
+    ['src/drivers/*.ts', []],
+    ['src/drivers/local/**/*.ts', ['**/sim/**']],
+    ['src/drivers/sim/**/*.ts', ['**/local/**']],
+  ].map(([glob, other]) => ({
+    files: [glob],
+    forbid: [
+      '**/api/**',
+      '**/commands/**',
+      '**/engine/**',
+      '**/store/**',
+      '**/cli/**',
+      ...ROOTS,
+      ...other,
+    ],
+    why: 'drivers/ know domain/ and lib/ only (the engine hands them specs), and not each other',
+  })),
+];
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'scripts/*.mjs'] },
   js.configs.recommended,
@@ -19,4 +82,13 @@ export default tseslint.config(
     files: ['test/**/*.ts', 'src/**/*.test.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
+  ...LAYERS.map(({ files, ignores, forbid, regex, why }) => {
+    const message = `Layer rule (DESIGN.md §1): ${why}.`;
+    const patterns = [{ group: forbid, message }, ...(regex ? [{ regex, message }] : [])];
+    return {
+      files,
+      ...(ignores ? { ignores } : {}),
+      rules: { 'no-restricted-imports': ['error', { patterns }] },
+    };
+  }),
 );

@@ -1,8 +1,8 @@
 // What every command needs, handed in by the composition root (app.ts).
 
-import type { Size } from '../domain/types.js';
+import type { LogPage, LogQuery, Target } from '../domain/logs.js';
+import type { Capabilities, Metrics, Size } from '../domain/types.js';
 import { invalid, notFound } from '../domain/errors.js';
-import type { Capabilities, Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store, Tx } from '../store/store.js';
 
@@ -13,9 +13,23 @@ export interface CommandSettings {
   portRange: { min: number; max: number };
 }
 
+/**
+ * What commands may ask of the driver: what it can do, and what it observed.
+ * Changes never go through here: commands record desired state and the
+ * engine drives the driver. (The driver implements this; commands do not
+ * import drivers/.)
+ */
+export interface DriverReads {
+  readonly name: string;
+  readonly capabilities: Capabilities;
+  readLogs(target: Target, query: LogQuery): Promise<LogPage>;
+  /** Latest sampled usage; cheap (it is read on every GET of a service). */
+  metrics(target: Target): Metrics | undefined;
+}
+
 export interface Ctx {
   store: Store;
-  driver: Driver;
+  driver: DriverReads;
   settings: CommandSettings;
   clock: Clock;
   /** Wakes the engine: an operation was just queued. */

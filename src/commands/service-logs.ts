@@ -1,6 +1,7 @@
 import { invalid } from '../domain/errors.js';
 import { isRfc3339 } from '../domain/service-rules.js';
-import { InvalidCursorError, type LogPage, type Target } from '../drivers/driver.js';
+import { InvalidCursorError } from '../lib/cursor.js';
+import type { LogPage, Target } from '../domain/logs.js';
 import type { ReadView } from '../store/store.js';
 import type { Ctx, Principal } from './context.js';
 import { loadServiceOrReplica } from './service-lookup.js';

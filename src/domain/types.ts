@@ -141,3 +141,11 @@ export interface Metrics {
   milliCpu: number;
   storageMb: number;
 }
+
+/** What a driver can do; requests for the rest are refused up front with a clear message. */
+export interface Capabilities {
+  forks: boolean;
+  haReplicas: boolean;
+  replicaSets: boolean;
+  pooler: boolean;
+}

@@ -4,7 +4,10 @@
 // world match it, one idempotent step at a time. `sim` and `local` implement
 // this interface and pass the same contract tests (test/contract).
 
+import type { LogPage, LogQuery, Target } from '../domain/logs.js';
+import type { Progress } from '../domain/progress.js';
 import type {
+  Capabilities,
   Environment,
   ForkStrategy,
   HaConfig,
@@ -12,16 +15,6 @@ import type {
   ServiceType,
   Size,
 } from '../domain/types.js';
-
-/** What a driver call achieved: finished, or worth calling again after a while. */
-export type Progress = { done: true } | { done: false; retryAfterMs: number; reason: string };
-
-export const DONE: Progress = { done: true };
-export const wait = (retryAfterMs: number, reason: string): Progress => ({
-  done: false,
-  retryAfterMs,
-  reason,
-});
 
 /**
  * A driver failure. `retryable` failures (a port briefly busy, a process slow
@@ -82,44 +75,6 @@ export interface ReplicaSetSpec {
 /** What a driver sees of a resource's processes right now. */
 export type Health = 'running' | 'stopped' | 'failed' | 'missing';
 
-export interface LogEntry {
-  /** RFC 3339. */
-  timestamp: string;
-  severity: string;
-  message: string;
-}
-
-export interface LogQuery {
-  /** `lastCursor` of a previous page, as the client sent it; the driver issued it and checks it. */
-  cursor?: string | undefined;
-  since?: Date | undefined;
-  until?: Date | undefined;
-  /** Upper-case severities; any matches. */
-  severities: string[];
-  /** Terms that must all appear (case-insensitive). */
-  search: string[];
-  node?: number | undefined;
-  limit: number;
-}
-
-export interface LogPage {
-  /** Newest first. */
-  entries: LogEntry[];
-  /** Present only when older entries exist. */
-  nextCursor?: string;
-}
-
-/** Which resource logs or metrics are asked of. */
-export type Target = { kind: 'service'; id: string } | { kind: 'replicaSet'; id: string };
-
-/** What a driver can do; requests for the rest are refused up front with a clear message. */
-export interface Capabilities {
-  forks: boolean;
-  haReplicas: boolean;
-  replicaSets: boolean;
-  pooler: boolean;
-}
-
 export interface Driver {
   readonly name: string;
   readonly capabilities: Capabilities;
@@ -149,11 +104,4 @@ export interface Driver {
    * is called on every GET of a service.
    */
   metrics(target: Target): Metrics | undefined;
-}
-
-export class InvalidCursorError extends Error {
-  constructor() {
-    super('cursor is not valid: pass lastCursor from a previous response, unchanged.');
-    this.name = 'InvalidCursorError';
-  }
 }

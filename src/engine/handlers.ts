@@ -5,8 +5,9 @@
 import type { ReplicaSetConverge, ServiceConverge } from '../domain/operations.js';
 import { ENGINE_MOVES } from '../domain/service-status.js';
 import type { ReplicaSet, Service } from '../domain/types.js';
-import type { Driver, Progress } from '../drivers/driver.js';
-import { DONE } from '../drivers/driver.js';
+import type { Driver } from '../drivers/driver.js';
+import type { Progress } from '../domain/progress.js';
+import { DONE } from '../domain/progress.js';
 import type { Clock } from '../lib/clock.js';
 import type { Operation, Repos, Store } from '../store/store.js';
 import type { NetworkProvisioner } from './network-provisioner.js';

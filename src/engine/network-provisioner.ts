@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { Peering, Vpc } from '../domain/types.js';
-import type { Progress } from '../drivers/driver.js';
+import type { Progress } from '../domain/progress.js';
 
 export type ProvisionResult =
   | {

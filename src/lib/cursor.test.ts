@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { InvalidCursorError } from '../drivers/driver.js';
+import { InvalidCursorError } from './cursor.js';
 import { cursorShape, decodeCursor, encodeCursor } from './cursor.js';
 
 const isPos = cursorShape({ t: 'string', i: 'integer' });

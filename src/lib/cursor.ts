@@ -4,7 +4,13 @@
 // mangled, hand-made or truncated cursor is rejected with InvalidCursorError
 // (a 400 for the client) instead of reaching a driver as nonsense.
 
-import { InvalidCursorError } from '../drivers/driver.js';
+/** A cursor that was not issued here, or was changed: the client's mistake (a 400). */
+export class InvalidCursorError extends Error {
+  constructor() {
+    super('cursor is not valid: pass lastCursor from a previous response, unchanged.');
+    this.name = 'InvalidCursorError';
+  }
+}
 
 /** The codec's format version; bump it when the encoding itself changes. */
 const VERSION = 1;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { openApiDocument } from '../../src/api/openapi-document.js';
+import { openApiDocument } from '../../src/openapi-document.js';
 import { ERROR_CATALOGUE } from '../../src/domain/errors.js';
 
 test('the committed openapi.json matches the route schemas (run `npm run openapi` to refresh)', async () => {

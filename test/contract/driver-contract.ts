@@ -4,12 +4,9 @@
 
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
-import {
-  DONE,
-  type Driver,
-  InvalidCursorError,
-  type ServiceSpec,
-} from '../../src/drivers/driver.js';
+import { type Driver, type ServiceSpec } from '../../src/drivers/driver.js';
+import { DONE } from '../../src/domain/progress.js';
+import { InvalidCursorError } from '../../src/lib/cursor.js';
 import { resourceId } from '../../src/lib/ids.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 

@@ -1,7 +1,8 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Ctx, Principal } from '../../commands/context.js';
-import type { Target } from '../../drivers/driver.js';
+import { currentUsage } from '../../commands/usage.js';
+import type { Target } from '../../domain/logs.js';
 import type { ReadView } from '../../store/store.js';
 import type { PresentOptions } from '../presenters.js';
 
@@ -27,7 +28,7 @@ export function reads(req: FastifyRequest): ReadView {
 }
 
 export function presentOptions(deps: RouteDeps, target?: Target): PresentOptions {
-  return { ...deps.present, metrics: target ? deps.ctx.driver.metrics(target) : undefined };
+  return { ...deps.present, metrics: target ? currentUsage(deps.ctx, target) : undefined };
 }
 
 const ErrorRef = Type.Ref('ErrorBody');

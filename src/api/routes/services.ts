@@ -9,6 +9,7 @@ import {
   setRunning,
 } from '../../commands/service-lifecycle.js';
 import { loadServiceOrReplica } from '../../commands/service-lookup.js';
+import { currentUsage } from '../../commands/usage.js';
 import type { Service as ServiceRecord } from '../../domain/types.js';
 import type { ReadView } from '../../store/store.js';
 import { PresentedServices } from '../presented-cache.js';
@@ -24,7 +25,7 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
   const tags = ['services'];
   const one = '/projects/:project_id/services/:service_id';
 
-  const metrics = (svc: ServiceRecord) => ctx.driver.metrics({ kind: 'service', id: svc.id });
+  const metrics = (svc: ServiceRecord) => currentUsage(ctx, { kind: 'service', id: svc.id });
   const presented = new PresentedServices(deps.present);
   /** A service read from a GET's read view: its frozen documents let the body be reused. */
   const presentRead = (svc: ServiceRecord, view: ReadView) =>

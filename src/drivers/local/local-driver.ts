@@ -12,19 +12,15 @@ import { resolve } from 'node:path';
 import type { Metrics } from '../../domain/types.js';
 import { type Logger, silentLogger } from '../../lib/logger.js';
 import {
-  DONE,
   DriverError,
-  type Capabilities,
   type Driver,
   type Health,
-  type LogPage,
-  type LogQuery,
-  type Progress,
   type ReplicaSetSpec,
   type ServiceSpec,
-  type Target,
-  wait,
 } from '../driver.js';
+import { DONE, type Progress, wait } from '../../domain/progress.js';
+import type { Capabilities } from '../../domain/types.js';
+import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';

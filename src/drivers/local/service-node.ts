@@ -11,7 +11,8 @@
 import { createServer } from 'node:net';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
-import { DONE, DriverError, type Progress, type ServiceSpec, wait } from '../driver.js';
+import { DriverError, type ServiceSpec } from '../driver.js';
+import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { createExtensions, reloadConfig, setTsdbadminPassword, type AdminTarget } from './admin.js';
 import {
   pgHba,

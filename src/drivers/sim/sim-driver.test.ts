@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DONE, DriverError, type ReplicaSetSpec, type ServiceSpec } from '../driver.js';
+import { DriverError, type ReplicaSetSpec, type ServiceSpec } from '../driver.js';
+import { DONE } from '../../domain/progress.js';
 import { createSimDriver } from './sim-driver.js';
 
 const START = Date.parse('2025-06-01T12:00:00.000Z');

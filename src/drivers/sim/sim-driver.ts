@@ -9,13 +9,11 @@ import {
   DriverError,
   type Driver,
   type Health,
-  type LogPage,
-  type LogQuery,
-  type Progress,
   type ReplicaSetSpec,
   type ServiceSpec,
-  type Target,
 } from '../driver.js';
+import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
+import type { Progress } from '../../domain/progress.js';
 import { readSimLogs } from './sim-logs.js';
 import { simMetrics } from './sim-metrics.js';
 import { SimResources } from './sim-state.js';

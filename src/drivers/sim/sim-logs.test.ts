@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeCursor } from '../../lib/cursor.js';
-import { InvalidCursorError, type LogEntry, type LogQuery, type Target } from '../driver.js';
+import { InvalidCursorError } from '../../lib/cursor.js';
+import type { LogEntry, LogQuery, Target } from '../../domain/logs.js';
 import { createSimDriver, type SimDriver } from './sim-driver.js';
 
 const START = Date.parse('2025-06-01T12:00:00.000Z');

@@ -8,13 +8,8 @@
 // same entry reads the same on every call and after a server restart.
 
 import { decodeCursor, encodeCursor, cursorShape } from '../../lib/cursor.js';
-import {
-  InvalidCursorError,
-  type LogEntry,
-  type LogPage,
-  type LogQuery,
-  type Target,
-} from '../driver.js';
+import { InvalidCursorError } from '../../lib/cursor.js';
+import type { LogEntry, LogPage, LogQuery, Target } from '../../domain/logs.js';
 import { checkpointMessage, messageFor, severityFor, type Severity } from './sim-log-messages.js';
 import { hashString, mixSeed, mulberry32, type Rng } from './sim-random.js';
 

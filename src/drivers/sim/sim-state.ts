@@ -3,7 +3,8 @@
 // a real cloud's state change takes a while; everything is computed from the
 // injected clock, with no timers, so tests with a fake clock are exact.
 
-import { DONE, wait, type Health, type Progress } from '../driver.js';
+import { type Health } from '../driver.js';
+import { DONE, wait, type Progress } from '../../domain/progress.js';
 
 interface Entry<S> {
   /** The last spec whose application completed. */

@@ -1,6 +1,6 @@
 // A page of log entries being gathered, and the query's filters.
 
-import type { LogEntry, LogQuery } from '../../driver.js';
+import type { LogEntry, LogQuery } from '../../../domain/logs.js';
 import type { JsonlogRecord } from './jsonlog.js';
 
 /** Page size when the caller passes no usable limit (the API's maximum). */

@@ -4,7 +4,8 @@ import { appendFileSync, mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeCursor } from '../../../lib/cursor.js';
-import { InvalidCursorError, type LogEntry, type LogQuery } from '../../driver.js';
+import { InvalidCursorError } from '../../../lib/cursor.js';
+import type { LogEntry, LogQuery } from '../../../domain/logs.js';
 import { readNodeLogs } from './read-node-logs.js';
 
 const T0 = Date.parse('2026-11-22T00:00:00.000Z');

@@ -23,7 +23,8 @@
 import { lstat, readdir, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cursorShape, decodeCursor, encodeCursor } from '../../../lib/cursor.js';
-import { InvalidCursorError, type LogPage, type LogQuery } from '../../driver.js';
+import { InvalidCursorError } from '../../../lib/cursor.js';
+import type { LogPage, LogQuery } from '../../../domain/logs.js';
 import { openRegularFile, UnsafeFileError, type OpenChecks } from '../safe-fs.js';
 import { firstLine, isLineBoundary, linesBackward } from './backward-lines.js';
 import { parseJsonlogLine, peekTimeMs } from './jsonlog.js';

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { LogPage, LogQuery } from '../../driver.js';
+import type { LogPage, LogQuery } from '../../../domain/logs.js';
 import { readNodeLogs } from './read-node-logs.js';
 import { startScratchPostgres } from './scratch-postgres.js';
 

@@ -4,8 +4,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createBasin } from '../basin.js';
-import { parseConfig } from '../config.js';
+import { createBasin } from './basin.js';
+import { parseConfig } from './config.js';
 
 export async function openApiDocument(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'basin-openapi-'));

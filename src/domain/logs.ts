@@ -1,0 +1,32 @@
+// Logs and metrics as the commands ask for them and the drivers answer
+// (DESIGN.md §2, Logs). Pure shapes: reading them is a driver's business.
+
+/** Which resource logs or metrics are asked of. */
+export type Target = { kind: 'service'; id: string } | { kind: 'replicaSet'; id: string };
+
+export interface LogEntry {
+  /** RFC 3339. */
+  timestamp: string;
+  severity: string;
+  message: string;
+}
+
+export interface LogQuery {
+  /** `lastCursor` of a previous page, as the client sent it; the reader issued it and checks it. */
+  cursor?: string | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  /** Upper-case severities; any matches. */
+  severities: string[];
+  /** Terms that must all appear (case-insensitive). */
+  search: string[];
+  node?: number | undefined;
+  limit: number;
+}
+
+export interface LogPage {
+  /** Newest first. */
+  entries: LogEntry[];
+  /** Present only when older entries exist. */
+  nextCursor?: string;
+}

@@ -1,0 +1,69 @@
+// The layer rules of DESIGN.md §1 are part of `npm run check`: an import
+// across a layer boundary fails the linter. Each case lints one line as if
+// it were in a file of that layer, with the project's own eslint.config.js.
+
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ESLint } from 'eslint';
+
+const root = join(import.meta.dirname, '..', '..');
+const eslint = new ESLint({ cwd: root });
+
+async function layerErrors(file: string, from: string): Promise<string[]> {
+  const [result] = await eslint.lintText(`import { x } from '${from}';\nexport { x };\n`, {
+    filePath: join(root, file),
+  });
+  return (result?.messages ?? [])
+    .filter((m) => m.ruleId === 'no-restricted-imports')
+    .map((m) => m.message);
+}
+
+const VIOLATIONS: [string, string][] = [
+  ['src/lib/x.ts', '../drivers/driver.js'],
+  ['src/lib/x.ts', '../domain/types.js'],
+  ['src/domain/x.ts', '../store/store.js'],
+  ['src/domain/x.ts', 'node:fs'],
+  ['src/api/routes/x.ts', '../../drivers/driver.js'],
+  ['src/api/routes/x.ts', '../../engine/engine.js'],
+  ['src/api/x.ts', '../store/sqlite/sqlite-store.js'],
+  ['src/commands/x.ts', '../drivers/driver.js'],
+  ['src/commands/x.ts', '../api/errors.js'],
+  ['src/commands/x.ts', '../engine/engine.js'],
+  ['src/engine/x.ts', '../commands/context.js'],
+  ['src/engine/x.ts', '../drivers/local/local-driver.js'],
+  ['src/engine/x.ts', '../store/sqlite/repos.js'],
+  ['src/drivers/local/x.ts', '../../engine/engine.js'],
+  ['src/drivers/local/logs/x.ts', '../../../store/store.js'],
+  ['src/drivers/local/x.ts', '../sim/sim-driver.js'],
+  ['src/drivers/sim/x.ts', '../local/layout.js'],
+  ['src/store/sqlite/x.ts', '../../commands/context.js'],
+  ['src/store/x.ts', '../basin.js'],
+];
+
+for (const [file, from] of VIOLATIONS) {
+  test(`${file} may not import ${from}`, async () => {
+    const errors = await layerErrors(file, from);
+    assert.equal(errors.length, 1, `no layer error for ${from} in ${file}`);
+    assert.match(errors[0] as string, /Layer rule \(DESIGN\.md §1\)/);
+  });
+}
+
+const ALLOWED: [string, string][] = [
+  ['src/domain/x.ts', './types.js'],
+  ['src/domain/x.ts', '../lib/clock.js'],
+  ['src/commands/x.ts', '../domain/types.js'],
+  ['src/commands/x.ts', '../store/store.js'],
+  ['src/api/routes/x.ts', '../../commands/context.js'],
+  ['src/engine/x.ts', '../drivers/driver.js'],
+  ['src/engine/x.ts', '../store/store.js'],
+  ['src/drivers/local/x.ts', '../driver.js'],
+  ['src/drivers/local/logs/x.ts', '../../../domain/logs.js'],
+  ['src/basin.ts', './drivers/local/local-driver.js'],
+];
+
+for (const [file, from] of ALLOWED) {
+  test(`${file} may import ${from}`, async () => {
+    assert.deepEqual(await layerErrors(file, from), []);
+  });
+}
