@@ -24,7 +24,10 @@ export function mainHelp(groups: readonly CliGroup[]): string {
     'Examples:',
     ...MAIN_EXAMPLES.map(indent),
     '',
-    ...FOOTER,
+    'The server bootstraps a "default" project and credential only into a data',
+    'directory without projects; after `basin project create` it does not.',
+    'Secrets are printed once, on standard output, and never written anywhere else.',
+    EXIT_STATUS,
     'Run `basin <group> --help` or `basin <group> <command> --help` for more.',
   );
 }
@@ -48,6 +51,7 @@ export function groupHelp(group: CliGroup): string {
     'Examples:',
     ...group.commands.flatMap((c) => c.examples).map(indent),
     '',
+    EXIT_STATUS,
     `Run \`basin ${group.name} <command> --help\` for more about a command.`,
   );
 }
@@ -66,7 +70,7 @@ export function commandHelp(group: CliGroup, command: CliCommand): string {
     'Examples:',
     ...command.examples.map(indent),
     '',
-    ...FOOTER,
+    EXIT_STATUS,
   );
 }
 
@@ -110,10 +114,7 @@ const MAIN_EXAMPLES = [
   'basin credential revoke <credential_id>',
 ];
 
-const FOOTER = [
-  'Exit status: 0 done; 1 failed (the message says why); 2 bad usage.',
-  'Secrets are printed once, on standard output, and never written anywhere else.',
-];
+const EXIT_STATUS = 'Exit status: 0 done; 1 failed (the message says why); 2 bad usage.';
 
 function synopses(group: CliGroup, command: CliCommand): string[] {
   return command.usage.map(
