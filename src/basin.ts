@@ -1,8 +1,6 @@
 // The composition root: store, driver, engine and HTTP app, wired once.
 // main.ts runs it as a server; tests build it with a temporary data directory.
 
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type LoggerOptions, pino } from 'pino';
 import { buildApp } from './app.js';
@@ -17,7 +15,7 @@ import { recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
-import { openSqliteStore } from './store/sqlite/sqlite-store.js';
+import { openStore } from './open-store.js';
 import type { Store } from './store/store.js';
 
 export interface Basin {
@@ -40,8 +38,7 @@ export interface BasinOptions {
 
 export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
   const clock = options.clock ?? systemClock;
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const store = openSqliteStore(join(config.dataDir, 'basin.db'));
+  const { store } = openStore(config);
   const logger = options.logger ? pino(options.logger) : undefined;
   const log: Logger = logger ?? silentLogger;
   const driver = options.driver ?? createDriver(config, clock, log);

@@ -160,7 +160,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   return {
     host: need('host'),
     port: integer('port', need('port'), 0, 65535),
-    dataDir: resolve(need('dataDir')),
+    ...storeConfigOf(raw),
     driver,
     tls: cert && key ? { cert, key } : selfSigned ? 'self-signed' : null,
     regions,
@@ -179,6 +179,23 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       3_600_000,
     ),
   };
+}
+
+/** What locates the store: all the `basin` administration command needs. */
+export type StoreConfig = Pick<Config, 'dataDir'>;
+
+/**
+ * The store's options alone, read as parseConfig reads them (flag, then
+ * environment, then default), so the CLI and the server find the same data
+ * directory. `argv` holds only store flags (`--data-dir <dir>`); the other
+ * options are not validated, so a bad BASIN_PORT does not stop the CLI.
+ */
+export function parseStoreConfig(argv: readonly string[], env: NodeJS.ProcessEnv): StoreConfig {
+  return storeConfigOf(readRaw(argv, env));
+}
+
+function storeConfigOf(raw: Map<Key, string>): StoreConfig {
+  return { dataDir: resolve(raw.get('dataDir') ?? OPTIONS.dataDir.default) };
 }
 
 /** `shared,500m/2GB,1000m/4GB` → size catalogue entries. */

@@ -272,6 +272,32 @@ test('bad usage exits 2 with usage text and touches nothing', async (t) => {
     [['project', 'create', 'a', 'b'], /Unexpected argument b/],
     [['project', 'list', '--project', 'x'], /takes no --project/],
     [['project', 'list', '--frob'], /Unknown option --frob/],
+    // Each group: unknown subcommands and options, missing values, with that group's usage.
+    [['user', 'frob'], /Unknown subcommand user frob[\s\S]*basin user add <user_id>/],
+    [['credential'], /Missing subcommand of credential[\s\S]*basin credential revoke/],
+    [['user', '--frob'], /Unknown option --frob[\s\S]*basin user create <name>/],
+    [
+      ['project', 'create', 'x', '--user', 'u'],
+      /takes no --user[\s\S]*Usage: basin project create/,
+    ],
+    [['user', 'list', '--name', 'x'], /basin user list takes no --name/],
+    [['user', 'create'], /Missing <name>[\s\S]*Usage: basin user create <name>/],
+    [['user', 'add'], /Missing <user_id>/],
+    [['user', 'add', 'u', '--project'], /--project needs a value[\s\S]*Usage: basin user add/],
+    [['credential', 'revoke'], /Missing <credential_id>[\s\S]*Usage: basin credential revoke/],
+    [['credential', 'revoke', 'k', '--project', 'p'], /takes no --project/],
+    [['credential', 'create', '--project', 'p', '--name'], /--name needs a value/],
+    [['credential', 'create', '--project=', 'p'], /--project needs a value/],
+    // A value that looks like an option is not taken as one (write --name=-x for that).
+    [['credential', 'create', '--project', '--user', 'u'], /--project needs a value/],
+    [
+      ['credential', 'create', '--project', 'p', '--project', 'q'],
+      /--project is given more than once/,
+    ],
+    [['--json=yes', 'project', 'list'], /--json takes no value/],
+    [['project', 'list', '-x'], /Unknown option -x/],
+    [['help', 'frob'], /Unknown command frob/],
+    [['credential', 'frob', '--help'], /Unknown subcommand credential frob/],
   ];
   for (const [argv, message] of cases) {
     const r = await basin(dataDir, argv);
@@ -279,9 +305,89 @@ test('bad usage exits 2 with usage text and touches nothing', async (t) => {
     assert.match(r.stderr, /^basin: /);
     assert.match(r.stderr, message);
     assert.match(r.stderr, /Usage: basin/);
+    assert.match(r.stderr, /Run `basin .*--help`/);
     assert.equal(r.stdout, '');
   }
+  const noDir = await basin(null, ['project', 'list', '--data-dir']);
+  assert.equal(noDir.code, 2);
+  assert.match(noDir.stderr, /^basin: --data-dir needs a value: --data-dir <dir>\./);
   assert.equal(existsSync(dataDir), false, 'usage errors do not create the data directory');
+});
+
+/** Every command there is, with what its help must show. */
+const GROUPS: Record<string, { synopses: string[]; options: string[] }> = {
+  project: { synopses: ['project create <name>', 'project list'], options: [] },
+  user: {
+    synopses: ['user create <name>', 'user add <user_id> --project <project_id>', 'user list'],
+    options: ['--project <project_id>'],
+  },
+  credential: {
+    synopses: [
+      'credential create --project <project_id> [--name <name>]',
+      'credential create --user <user_id> [--name <name>]',
+      'credential list',
+      'credential revoke <credential_id>',
+    ],
+    options: ['--project <project_id>', '--user <user_id>', '--name <name>'],
+  },
+};
+const GLOBAL = ['--data-dir <dir>', 'BASIN_DATA_DIR', '--json', '-h, --help'];
+
+/** The example lines of a help text (indented lines after "Examples:"). */
+function examples(help: string): string[] {
+  const after = help.split('\nExamples:\n')[1] ?? '';
+  return after.split('\n\n')[0]?.split('\n').filter(Boolean) ?? [];
+}
+
+test('basin --help lists every command, the global options and examples', async () => {
+  for (const argv of [['--help'], ['-h'], ['help']]) {
+    const r = await basin(null, argv);
+    assert.equal(r.code, 0);
+    assert.equal(r.stderr, '');
+    assert.match(r.stdout, /^Usage: basin /);
+    for (const synopsis of Object.values(GROUPS).flatMap((g) => g.synopses))
+      assert.ok(r.stdout.includes(`basin ${synopsis}`), synopsis);
+    for (const option of GLOBAL) assert.ok(r.stdout.includes(option), option);
+    const ex = examples(r.stdout);
+    for (const group of Object.keys(GROUPS))
+      assert.ok(
+        ex.some((line) => line.includes(`basin ${group} `)),
+        `an example of ${group}`,
+      );
+  }
+});
+
+test('basin <group> --help lists each command of the group, its options and examples', async () => {
+  for (const [group, { synopses, options }] of Object.entries(GROUPS)) {
+    for (const argv of [
+      [group, '--help'],
+      ['help', group],
+    ]) {
+      const r = await basin(null, argv);
+      assert.equal(r.code, 0, `basin ${argv.join(' ')}`);
+      assert.match(r.stdout, new RegExp(`^Usage: basin ${group} <`));
+      for (const synopsis of synopses) assert.ok(r.stdout.includes(`basin ${synopsis}`), synopsis);
+      for (const option of [...options, ...GLOBAL]) assert.ok(r.stdout.includes(option), option);
+      const ex = examples(r.stdout);
+      for (const synopsis of synopses) {
+        const command = synopsis.split(' ').slice(0, 2).join(' ');
+        assert.ok(
+          ex.some(
+            (line) => line.includes(`basin ${command}`) || line.includes(`basin --json ${command}`),
+          ),
+          `an example of ${command} in basin ${group} --help`,
+        );
+      }
+    }
+    // And each command's own help: its synopses, options and examples.
+    for (const synopsis of synopses) {
+      const [, command] = synopsis.split(' ');
+      const r = await basin(null, [group, command as string, '--help']);
+      assert.equal(r.code, 0);
+      assert.ok(r.stdout.includes(`basin ${synopsis}`), synopsis);
+      assert.ok(examples(r.stdout).length > 0, `examples for ${group} ${command}`);
+    }
+  }
 });
 
 test('errors from the store are one clear line, exit 1, no stack trace', async (t) => {

@@ -1,0 +1,17 @@
+// Options every command takes, anywhere on the line. The data directory is
+// the server's own option (src/config.ts): same flag, variable and default.
+
+import { OPTIONS } from '../config.js';
+import type { CliOption } from './command.js';
+
+/** `data-dir`: the long name parseArgs knows the server's flag by. */
+export const DATA_DIR = OPTIONS.dataDir.flag.replace(/^--/, '');
+
+export const GLOBAL_OPTIONS: Readonly<Record<string, CliOption>> = {
+  [DATA_DIR]: {
+    value: 'dir',
+    help: `the server's data directory (env ${OPTIONS.dataDir.env}, default ${OPTIONS.dataDir.default});\ncreated if missing`,
+  },
+  json: { help: 'print JSON, for scripts' },
+  help: { short: 'h', help: 'show help' },
+};

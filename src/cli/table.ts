@@ -1,0 +1,14 @@
+/**
+ * Left-aligned columns separated by two spaces, a header first; the last
+ * column is not padded, so `awk '{print $1}'` and `cut` work on the output.
+ */
+export function table(header: string[], rows: string[][]): string {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return all
+    .map((r) =>
+      r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  '),
+    )
+    .join('\n')
+    .concat('\n');
+}
