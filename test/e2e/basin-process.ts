@@ -9,6 +9,7 @@
 // `installation(t)` gives a test file a data directory and a block of ports;
 // `start()` runs Basin on them, as often as the test needs (restarts, kill -9).
 
+import { AssertionError } from 'node:assert';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,24 +41,39 @@ export interface HttpResult {
 
 export interface RequestOptions {
   body?: unknown;
-  /** Replaces the default Authorization (the bootstrap bearer key); `null` sends none. */
+  /** Replaces the default Authorization (Bearer `bearerKey`); `null` sends none. */
   authorization?: string | null;
   headers?: Record<string, string>;
 }
 
-export interface BasinProcess {
+/** A `node dist/main.js` process, whether or not its API answers. */
+export interface Launched {
   readonly pid: number;
-  /** http://127.0.0.1:<port>/v1 */
-  readonly url: string;
-  /** The project the bootstrap credential sees (the first one listed). */
-  readonly projectId: string;
-  /** The credential Basin printed when it bootstrapped an empty data directory, if it did. */
-  readonly printed: { accessKey: string; secretKey: string } | undefined;
   /** Everything the process wrote to stdout and stderr (the recent part). */
   output(): string;
-  /** A request to `url + path`, as the bootstrap credential unless told otherwise. */
+  /** Its last lines of output, for failure messages. */
+  tail(): string;
+  /** Resolves when it exits. */
+  readonly exited: Promise<{ code: number | null; signal: string | null }>;
+  /** Sends a signal, if it still runs. */
+  signal(name: NodeJS.Signals): void;
+  /** kill -9: no shutdown hooks, no draining. */
+  kill(): Promise<void>;
+}
+
+/** A running Basin whose API answered. */
+export interface BasinProcess extends Launched {
+  /** http://127.0.0.1:<port>/v1 */
+  readonly url: string;
+  /** The bearer key requests carry unless told otherwise. */
+  readonly bearerKey: string;
+  /** The project that key sees (the first one listed). */
+  readonly projectId: string;
+  /** The credential Basin printed when it bootstrapped an empty data directory, if it did. */
+  readonly printed: { bearerKey?: string; accessKey: string; secretKey: string } | undefined;
+  /** A request to `url + path`, with `bearerKey` unless told otherwise. */
   request(method: string, path: string, options?: RequestOptions): Promise<HttpResult>;
-  /** The same with a JSON body, as the bootstrap credential. */
+  /** The same with a JSON body, with `bearerKey`. */
   call(method: string, path: string, body?: unknown): Promise<HttpResult>;
   /** `/projects/<projectId>/services[/<id>]` */
   servicePath(id?: string): string;
@@ -73,8 +89,6 @@ export interface BasinProcess {
   waitGone(serviceId: string, timeoutMs?: number): Promise<void>;
   /** SIGTERM, then waits for the exit (SIGKILL and an error if it takes over `timeoutMs`). */
   stop(timeoutMs?: number): Promise<{ code: number | null; signal: string | null }>;
-  /** kill -9: no shutdown hooks, no draining. */
-  kill(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -84,6 +98,13 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** More flags. */
   args?: string[];
+  /**
+   * BASIN_BOOTSTRAP_API_KEY (default: test/helpers.ts' API_KEY); `null` sets
+   * none, so a first start prints a random key, which is then used.
+   */
+  bootstrapKey?: string | null;
+  /** The key to call the API with, when it is neither of those (a restart without bootstrapKey). */
+  bearerKey?: string;
 }
 
 export interface Installation {
@@ -94,6 +115,8 @@ export interface Installation {
   readonly portRange: { min: number; max: number };
   /** Starts `node dist/main.js` on this installation; resolves once the API answers. */
   start(options?: StartOptions): Promise<BasinProcess>;
+  /** Starts it and returns at once (for runs whose API never answers, or not over plain HTTP). */
+  launch(options?: StartOptions): Launched;
   /** Runs the shipped CLI, `node dist/cli/basin.js --data-dir <dataDir> …args`. */
   cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
 }
@@ -124,35 +147,43 @@ export async function installation(
   });
   const [min, max] = ports.portRange.split('-').map(Number) as [number, number];
 
+  const launch = (options: StartOptions = {}): Launched => {
+    const driver = options.driver ?? defaults.driver ?? 'local';
+    const bootstrapKey = options.bootstrapKey === undefined ? API_KEY : options.bootstrapKey;
+    const env: Record<string, string> = {
+      ...(bootstrapKey === null ? {} : { BASIN_BOOTSTRAP_API_KEY: bootstrapKey }),
+      ...(driver === 'local' ? {} : { BASIN_DRIVER: driver }),
+      ...defaults.env,
+      ...options.env,
+    };
+    const args = [
+      '--data-dir',
+      dataDir,
+      '--port',
+      String(ports.apiPort),
+      '--port-range',
+      ports.portRange,
+      ...(defaults.args ?? []),
+      ...(options.args ?? []),
+    ];
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      cwd: ROOT,
+      env: { ...inheritedEnv(), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    return launched(child);
+  };
+
   return {
     dataDir,
     apiPort: ports.apiPort,
     portRange: { min, max },
+    launch,
     async start(options = {}) {
-      const driver = options.driver ?? defaults.driver ?? 'local';
-      const env: Record<string, string> = {
-        BASIN_BOOTSTRAP_API_KEY: API_KEY,
-        ...(driver === 'local' ? {} : { BASIN_DRIVER: driver }),
-        ...defaults.env,
-        ...options.env,
-      };
-      const args = [
-        '--data-dir',
-        dataDir,
-        '--port',
-        String(ports.apiPort),
-        '--port-range',
-        ports.portRange,
-        ...(defaults.args ?? []),
-        ...(options.args ?? []),
-      ];
-      const child = spawn(process.execPath, [MAIN, ...args], {
-        cwd: ROOT,
-        env: { ...inheritedEnv(), ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      children.add(child);
-      return started(child, `http://127.0.0.1:${ports.apiPort}/v1`);
+      const key =
+        options.bearerKey ?? (options.bootstrapKey === undefined ? API_KEY : options.bootstrapKey);
+      return answering(launch(options), `http://127.0.0.1:${ports.apiPort}/v1`, key ?? undefined);
     },
     async cli(...args) {
       try {
@@ -176,22 +207,43 @@ function inheritedEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BASIN_')));
 }
 
-async function started(child: ChildProcess, url: string): Promise<BasinProcess> {
+function launched(child: ChildProcess): Launched {
   let out = '';
   const collect = (chunk: Buffer) => {
     out += chunk.toString('utf8');
-    // Keep the recent part: polling at `info` logs two lines per request.
-    if (out.length > 1_000_000) out = out.slice(-500_000);
+    // Bounded, though a whole test file's output (two lines a request at `info`) fits.
+    if (out.length > 32_000_000) out = out.slice(-16_000_000);
     if (process.env.E2E_BASIN_OUTPUT) process.stderr.write(chunk);
   };
   child.stdout?.on('data', collect);
   child.stderr?.on('data', collect);
-  const exited = exitOf(child);
-  const tail = () => out.trimEnd().split('\n').slice(-TAIL_LINES).join('\n');
-  const pid = child.pid as number;
+  return {
+    pid: child.pid as number,
+    output: () => out,
+    tail: () => out.trimEnd().split('\n').slice(-TAIL_LINES).join('\n'),
+    exited: exitOf(child),
+    signal(name) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(name);
+    },
+    kill: () => killChild(child),
+  };
+}
+
+/**
+ * Waits until the API of `proc` answers at `url` to `key` (by default, the
+ * bearer key Basin prints when it bootstraps), and gives the means to use it.
+ */
+async function answering(proc: Launched, url: string, key?: string): Promise<BasinProcess> {
+  let running = true;
+  void proc.exited.then(() => (running = false));
+  const { tail } = proc;
+  const field = (label: string) =>
+    new RegExp(`^\\s*${label}:\\s+(\\S+)$`, 'm').exec(proc.output())?.[1];
+  let bearerKey = key;
 
   const request = async (method: string, path: string, options: RequestOptions = {}) => {
-    const auth = options.authorization === undefined ? `Bearer ${API_KEY}` : options.authorization;
+    const auth =
+      options.authorization === undefined ? `Bearer ${bearerKey}` : options.authorization;
     const res = await fetch(url + path, {
       method,
       headers: {
@@ -224,9 +276,12 @@ async function started(child: ChildProcess, url: string): Promise<BasinProcess> 
         const v = await fn();
         if (v) return v;
       } catch (err) {
-        last = err; // e.g. not listening yet: keep polling, and say so at the end
+        // A failed assertion fails now; anything else (not listening yet, a
+        // password not applied yet) is polled through, and told at the end.
+        if (err instanceof AssertionError) throw err;
+        last = err;
       }
-      if (child.exitCode !== null || child.signalCode !== null) {
+      if (!running) {
         throw new Error(`Basin exited while waiting for ${say()}:\n${tail()}`);
       }
       if (Date.now() > deadline) {
@@ -241,22 +296,24 @@ async function started(child: ChildProcess, url: string): Promise<BasinProcess> 
 
   const projects = await waitFor(
     async () => {
+      bearerKey ??= field('Bearer key'); // printed before the API listens
+      if (bearerKey === undefined) return undefined;
       const res = await request('GET', '/projects');
       return res.status === 200 ? (res.body as { id: string }[]) : undefined;
     },
     'the API to answer',
     60_000,
   );
-  const field = (label: string) => new RegExp(`^\\s*${label}:\\s+(\\S+)$`, 'm').exec(out)?.[1];
   const accessKey = field('Access key');
   const secretKey = field('Secret key');
 
   const basin: BasinProcess = {
-    pid,
+    ...proc,
     url,
+    bearerKey: bearerKey as string,
     projectId: (projects[0] as { id: string }).id,
-    printed: accessKey && secretKey ? { accessKey, secretKey } : undefined,
-    output: () => out,
+    printed:
+      accessKey && secretKey ? { bearerKey: field('Bearer key'), accessKey, secretKey } : undefined,
     request,
     call: (method, path, body) => request(method, path, { body }),
     servicePath: (id) => `/projects/${basin.projectId}/services${id === undefined ? '' : `/${id}`}`,
@@ -281,16 +338,15 @@ async function started(child: ChildProcess, url: string): Promise<BasinProcess> 
       );
     },
     async stop(timeoutMs = 40_000) {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      const result = await exited;
+      proc.signal('SIGTERM');
+      const timer = setTimeout(() => proc.signal('SIGKILL'), timeoutMs);
+      const result = await proc.exited;
       clearTimeout(timer);
       if (result.signal === 'SIGKILL') {
         throw new Error(`Basin did not stop within ${timeoutMs} ms of SIGTERM:\n${tail()}`);
       }
       return result;
     },
-    kill: () => killChild(child),
   };
   return basin;
 }
