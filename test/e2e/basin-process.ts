@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { API_KEY } from '../helpers.js';
 import { cleanUpDataDir } from '../local/helpers.js';
-import { claimPortBlock } from './port-block.js';
+import { claimBlock, claimPortBlock } from './port-block.js';
 
 const runFile = promisify(execFile);
 
@@ -27,7 +27,9 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const MAIN = join(ROOT, 'dist/main.js');
 const CLI = join(ROOT, 'dist/cli/basin.js');
 /** How often waits poll the API: often enough to see short states, gently enough for rate limits. */
-const POLL_MS = 25;
+const POLL_MS = 50;
+/** How often a request answered 429 is tried again (after its Retry-After) before the 429 is returned. */
+const RATE_LIMIT_RETRIES = 5;
 /** Lines of Basin's output quoted in failure messages. */
 const TAIL_LINES = 60;
 
@@ -44,6 +46,8 @@ export interface RequestOptions {
   /** Replaces the default Authorization (Bearer `bearerKey`); `null` sends none. */
   authorization?: string | null;
   headers?: Record<string, string>;
+  /** false: return a 429 rather than wait its Retry-After and try again. */
+  retryRateLimited?: boolean;
 }
 
 /** A `node dist/main.js` process, whether or not its API answers. */
@@ -132,8 +136,9 @@ export async function installation(
   defaults: StartOptions = {},
 ): Promise<Installation> {
   checkBuilt();
+  await removeAbandoned();
   const ports = await claimPortBlock();
-  const parent = mkdtempSync(join(tmpdir(), 'basin-e2e-'));
+  const parent = mkdtempSync(join(tmpdir(), `basin-e2e-${ports.claimed}-`));
   // The services' OS users must cross it to reach their clusters; an operator
   // gives the directories above the data directory this bit (README).
   chmodSync(parent, 0o711);
@@ -141,8 +146,7 @@ export async function installation(
   const children = new Set<ChildProcess>();
   t.after(async () => {
     for (const child of children) await killChild(child);
-    if (existsSync(dataDir)) await cleanUpDataDir(dataDir);
-    rmSync(parent, { recursive: true, force: true });
+    await removeInstallation(parent);
     await ports.release();
   });
   const [min, max] = ports.portRange.split('-').map(Number) as [number, number];
@@ -202,6 +206,32 @@ export async function installation(
   };
 }
 
+/**
+ * Removes the installations of test processes that died without cleaning up
+ * (killed, or a crash): databases they left would hold ports and OS users.
+ * A directory is named after its port block, and a block that can be
+ * claimed has no living owner.
+ */
+async function removeAbandoned(): Promise<void> {
+  for (const name of readdirSync(tmpdir())) {
+    const m = /^basin-e2e-(\d+)-/.exec(name);
+    const block = m ? await claimBlock(Number(m[1])) : undefined;
+    if (!block) continue;
+    try {
+      await removeInstallation(join(tmpdir(), name));
+    } finally {
+      await block.release();
+    }
+  }
+}
+
+/** Kills what runs under `<parent>/basin`, removes its services' OS users, then `parent`. */
+async function removeInstallation(parent: string): Promise<void> {
+  const dataDir = join(parent, 'basin');
+  if (existsSync(dataDir)) await cleanUpDataDir(dataDir);
+  rmSync(parent, { recursive: true, force: true });
+}
+
 /** The test's environment without BASIN_*: a developer's exported settings must not change a test. */
 function inheritedEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BASIN_')));
@@ -241,26 +271,45 @@ async function answering(proc: Launched, url: string, key?: string): Promise<Bas
     new RegExp(`^\\s*${label}:\\s+(\\S+)$`, 'm').exec(proc.output())?.[1];
   let bearerKey = key;
 
-  const request = async (method: string, path: string, options: RequestOptions = {}) => {
+  const request = async (
+    method: string,
+    path: string,
+    options: RequestOptions = {},
+  ): Promise<HttpResult> => {
     const auth =
       options.authorization === undefined ? `Bearer ${bearerKey}` : options.authorization;
-    const res = await fetch(url + path, {
-      method,
-      headers: {
-        ...(auth === null ? {} : { authorization: auth }),
-        ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...options.headers,
-      },
-      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
-    });
-    const text = await res.text();
-    const json = /\bjson\b/.test(res.headers.get('content-type') ?? '') && text !== '';
-    return {
-      status: res.status,
-      body: json ? JSON.parse(text) : undefined,
-      text,
-      headers: res.headers,
-    };
+    for (let attempt = 0; ; attempt++) {
+      const res = await fetch(url + path, {
+        method,
+        headers: {
+          ...(auth === null ? {} : { authorization: auth }),
+          ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...options.headers,
+        },
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+      });
+      const text = await res.text();
+      // Rate limits are the server's to set: a client waits as told and tries
+      // again, as every well-behaved client does, unless the test asks for the 429.
+      if (
+        res.status === 429 &&
+        options.retryRateLimited !== false &&
+        attempt < RATE_LIMIT_RETRIES
+      ) {
+        const seconds = Number(res.headers.get('retry-after'));
+        await new Promise((r) =>
+          setTimeout(r, Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 1000),
+        );
+        continue;
+      }
+      const json = /\bjson\b/.test(res.headers.get('content-type') ?? '') && text !== '';
+      return {
+        status: res.status,
+        body: json ? JSON.parse(text) : undefined,
+        text,
+        headers: res.headers,
+      };
+    }
   };
 
   const waitFor = async <T>(

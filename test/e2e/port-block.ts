@@ -18,6 +18,8 @@ const SIZE = 40;
 const COUNT = 300; // 20000-31999
 
 export interface PortBlock {
+  /** The block's first port, held while the test process lives: no one else has the block. */
+  claimed: number;
   /** The port Basin's API listens on. */
   apiPort: number;
   /** Ports for databases (BASIN_PORT_RANGE), `${min}-${max}`. */
@@ -49,18 +51,22 @@ async function bindable(port: number): Promise<boolean> {
 export async function claimPortBlock(): Promise<PortBlock> {
   const start = process.pid % COUNT;
   for (let i = 0; i < COUNT; i++) {
-    const base = FIRST + ((start + i) % COUNT) * SIZE;
-    const claim = await listen(base, '0.0.0.0');
-    if (!claim) continue;
-    if (!(await bindable(base + 1))) {
-      await close(claim);
-      continue;
-    }
-    return {
-      apiPort: base + 1,
-      portRange: `${base + 2}-${base + SIZE - 1}`,
-      release: () => close(claim),
-    };
+    const block = await claimBlock(FIRST + ((start + i) % COUNT) * SIZE);
+    if (!block) continue;
+    if (await bindable(block.apiPort)) return block;
+    await block.release();
   }
   throw new Error(`no free block of ${SIZE} ports in ${FIRST}-${FIRST + COUNT * SIZE - 1}`);
+}
+
+/** The block that starts at `base`, if no living process holds it. */
+export async function claimBlock(base: number): Promise<PortBlock | undefined> {
+  const claim = await listen(base, '0.0.0.0');
+  if (!claim) return undefined;
+  return {
+    claimed: base,
+    apiPort: base + 1,
+    portRange: `${base + 2}-${base + SIZE - 1}`,
+    release: () => close(claim),
+  };
 }
