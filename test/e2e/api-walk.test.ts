@@ -8,12 +8,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { API_KEY } from '../helpers.js';
-import {
-  type BasinProcess,
-  type HttpResult,
-  installation,
-  type RequestOptions,
-} from './basin-process.js';
+import { type BasinProcess, type HttpResult, type RequestOptions } from './basin-api.js';
+import { installation } from './basin-process.js';
 
 /** `{code, message}` and nothing else, with a message a person can act on. */
 function assertError(res: HttpResult, status: number, code: string, message?: RegExp): void {
@@ -89,7 +85,7 @@ test(
       },
     );
 
-    await t.test('a bad request gets a 400 that names what to fix', async () => {
+    await t.test('bad requests get a 4xx {code, message} that says what to fix', async () => {
       const wrongType = await call('POST', `${P}/services`, { name: 'x', cpu_millis: 1000 });
       assertError(wrongType, 400, 'INVALID_REQUEST', /cpu_millis/);
       const typo = await call('POST', `${P}/vpcs`, {
@@ -99,10 +95,18 @@ test(
         regoin: 'x',
       });
       assertError(typo, 400, 'INVALID_REQUEST', /regoin/);
-      const notJson = await api('POST', `${P}/vpcs`, {
-        headers: { 'content-type': 'application/json' },
+      const json = { 'content-type': 'application/json' };
+      const notJson = await api('POST', `${P}/vpcs`, { headers: json, rawBody: '{"name":' });
+      assertError(notJson, 400, 'INVALID_REQUEST');
+      const text = await api('POST', `${P}/vpcs`, {
+        headers: { 'content-type': 'text/plain' },
+        rawBody: 'name=n',
       });
-      assert.equal(notJson.status, 400, notJson.text);
+      assertError(text, 415, 'UNSUPPORTED_MEDIA_TYPE');
+      // Over the default --body-limit of 64 KiB.
+      const big = await call('POST', `${P}/vpcs`, { name: 'x'.repeat(70_000) });
+      assertError(big, 413, 'PAYLOAD_TOO_LARGE');
+      assertError(await call('GET', `${P}/nothing-here`), 404, 'NOT_FOUND');
       assertError(await call('GET', `${P}/services/nosuchsvc0`), 404, 'NOT_FOUND');
     });
 
@@ -183,6 +187,7 @@ test(
       assert.equal(stop.status, 202, stop.text);
       assert.equal(stop.body.status, 'PAUSING');
       await status(b, s, 'PAUSED');
+      assertError(await call('POST', `${s}/stop`), 409, 'CONFLICT', /PAUSED/);
       const start = await call('POST', `${s}/start`);
       assert.equal(start.status, 202, start.text);
       assert.equal(start.body.status, 'RESUMING');

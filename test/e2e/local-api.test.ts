@@ -11,7 +11,8 @@ import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
 import { postmasterPid, processesOf } from '../local/helpers.js';
-import { type BasinProcess, installation } from './basin-process.js';
+import type { BasinProcess } from './basin-api.js';
+import { installation } from './basin-process.js';
 import { conninfo, pgQuery, pgRefused, psql } from './clients.js';
 
 /** The uid of an OS user, or undefined when there is no such user. */
@@ -160,10 +161,19 @@ test(
       // Basin is gone; its database is not.
       assert.equal(await count(), 73);
       b = await inst.start();
-      // The engine reconciles before the API listens: a cluster it had not
-      // found running would already show UNSTABLE here.
       const res = await b.call('GET', b.servicePath(id));
       assert.equal(res.body.status, 'READY');
+      // An operation of the new Basin acts on the cluster it found running
+      // rather than starting another one.
+      const pw = await b.call('POST', `${b.servicePath(id)}/updatePassword`, {
+        password: 'set-after-the-restart',
+      });
+      assert.equal(pw.status, 204, pw.text);
+      await b.waitFor(
+        () => pgQuery(port, 'set-after-the-restart', 'SELECT 1 AS one').then((r) => r[0].one === 1),
+        'the new password to work',
+      );
+      password = 'set-after-the-restart';
       assert.equal(postmasterPid(pgdata), pid);
       assert.equal(await count(), 73);
     });
