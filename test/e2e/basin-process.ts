@@ -94,7 +94,16 @@ export async function installation(
   chmodSync(parent, 0o711);
   const dataDir = join(parent, 'basin');
   const children = new Set<ChildProcess>();
+  const runs: Launched[] = [];
+  // When the test (or one of its subtests) fails, Basin's last words go with it.
+  let failed = false;
+  t.afterEach((sub: TestContext) => {
+    if (!passed(sub)) failed = true;
+  });
   t.after(async () => {
+    if (failed || !passed(t)) {
+      for (const run of runs) console.error(`Basin (pid ${run.pid}), last lines:\n${run.tail()}\n`);
+    }
     for (const child of children) await killChild(child);
     await removeInstallation(parent);
     await ports.release();
@@ -126,7 +135,9 @@ export async function installation(
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.add(child);
-    return launched(child);
+    const run = launched(child);
+    runs.push(run);
+    return run;
   };
 
   return {
@@ -155,6 +166,9 @@ export async function installation(
     },
   };
 }
+
+/** TestContext.passed (Node 20.16+; @types/node 20 does not list it yet). */
+const passed = (t: TestContext) => (t as { passed?: boolean }).passed !== false;
 
 /**
  * Removes the installations of test processes that died without cleaning up
