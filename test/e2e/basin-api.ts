@@ -1,0 +1,203 @@
+// Talking to a running Basin (see basin-process.ts) the way a client does:
+// HTTP requests with a credential, and polling for the asynchronous outcomes
+// (statuses, deletions) with failure messages that quote Basin's own output.
+
+import { AssertionError } from 'node:assert';
+import type { Launched } from './basin-process.js';
+
+/** How often waits poll the API: often enough to see short states, gently enough for rate limits. */
+const POLL_MS = 50;
+/** How often a request answered 429 is tried again (after its Retry-After) before the 429 is returned. */
+const RATE_LIMIT_RETRIES = 5;
+
+export interface HttpResult {
+  status: number;
+  /** The JSON body, or undefined when there is none. */
+  body: any;
+  text: string;
+  headers: Headers;
+}
+
+export interface RequestOptions {
+  /** Sent as JSON. */
+  body?: unknown;
+  /** Sent as it is, with whatever content-type `headers` give (a malformed or foreign body). */
+  rawBody?: string;
+  /** Replaces the default Authorization (Bearer `bearerKey`); `null` sends none. */
+  authorization?: string | null;
+  headers?: Record<string, string>;
+  /** false: return a 429 rather than wait its Retry-After and try again. */
+  retryRateLimited?: boolean;
+}
+
+/** A running Basin whose API answered. */
+export interface BasinProcess extends Launched {
+  /** http://127.0.0.1:<port>/v1 */
+  readonly url: string;
+  /** The bearer key requests carry unless told otherwise. */
+  readonly bearerKey: string;
+  /** The project that key sees (the first one listed). */
+  readonly projectId: string;
+  /** The credential Basin printed when it bootstrapped an empty data directory, if it did. */
+  readonly printed: { bearerKey?: string; accessKey: string; secretKey: string } | undefined;
+  /** A request to `url + path`, with `bearerKey` unless told otherwise. */
+  request(method: string, path: string, options?: RequestOptions): Promise<HttpResult>;
+  /** The same with a JSON body, with `bearerKey`. */
+  call(method: string, path: string, body?: unknown): Promise<HttpResult>;
+  /** `/projects/<projectId>/services[/<id>]` */
+  servicePath(id?: string): string;
+  /** Polls until `fn` returns something truthy; the timeout error quotes Basin's output. */
+  waitFor<T>(
+    fn: () => Promise<T | undefined | false>,
+    what: string | (() => string),
+    timeoutMs?: number,
+  ): Promise<T>;
+  /** Polls GET of a service until its status is `status`; returns that body. */
+  waitForStatus(serviceId: string, status: string, timeoutMs?: number): Promise<any>;
+  /** Polls until GET of a service answers 404. */
+  waitGone(serviceId: string, timeoutMs?: number): Promise<void>;
+  /** SIGTERM, then waits for the exit (SIGKILL and an error if it takes over `timeoutMs`). */
+  stop(timeoutMs?: number): Promise<{ code: number | null; signal: string | null }>;
+}
+
+/**
+ * Waits until the API of `proc` answers at `url` to `key` (by default, the
+ * bearer key Basin prints when it bootstraps), and gives the means to use it.
+ */
+export async function answering(proc: Launched, url: string, key?: string): Promise<BasinProcess> {
+  let running = true;
+  void proc.exited.then(() => (running = false));
+  const { tail } = proc;
+  const field = (label: string) =>
+    new RegExp(`^\\s*${label}:\\s+(\\S+)$`, 'm').exec(proc.output())?.[1];
+  let bearerKey = key;
+
+  const request = async (
+    method: string,
+    path: string,
+    options: RequestOptions = {},
+  ): Promise<HttpResult> => {
+    const auth =
+      options.authorization === undefined ? `Bearer ${bearerKey}` : options.authorization;
+    for (let attempt = 0; ; attempt++) {
+      const res = await fetch(url + path, {
+        method,
+        headers: {
+          ...(auth === null ? {} : { authorization: auth }),
+          ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...options.headers,
+        },
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+        ...(options.rawBody === undefined ? {} : { body: options.rawBody }),
+      });
+      const text = await res.text();
+      // Rate limits are the server's to set: a client waits as told and tries
+      // again, as every well-behaved client does, unless the test asks for the 429.
+      if (
+        res.status === 429 &&
+        options.retryRateLimited !== false &&
+        attempt < RATE_LIMIT_RETRIES
+      ) {
+        const seconds = Number(res.headers.get('retry-after'));
+        await new Promise((r) =>
+          setTimeout(r, Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 1000),
+        );
+        continue;
+      }
+      const json = /\bjson\b/.test(res.headers.get('content-type') ?? '') && text !== '';
+      return {
+        status: res.status,
+        body: json ? JSON.parse(text) : undefined,
+        text,
+        headers: res.headers,
+      };
+    }
+  };
+
+  const waitFor = async <T>(
+    fn: () => Promise<T | undefined | false>,
+    what: string | (() => string),
+    timeoutMs = 60_000,
+  ): Promise<T> => {
+    const say = () => (typeof what === 'string' ? what : what());
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown;
+    for (;;) {
+      try {
+        const v = await fn();
+        if (v) return v;
+      } catch (err) {
+        // A failed assertion fails now; anything else (not listening yet, a
+        // password not applied yet) is polled through, and told at the end.
+        if (err instanceof AssertionError) throw err;
+        last = err;
+      }
+      if (!running) {
+        throw new Error(`Basin exited while waiting for ${say()}:\n${tail()}`);
+      }
+      if (Date.now() > deadline) {
+        const why = last ? ` (last error: ${(last as Error).message})` : '';
+        throw new Error(
+          `timed out after ${timeoutMs} ms waiting for ${say()}${why}; Basin said:\n${tail()}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+  };
+
+  const projects = await waitFor(
+    async () => {
+      bearerKey ??= field('Bearer key'); // printed before the API listens
+      if (bearerKey === undefined) return undefined;
+      const res = await request('GET', '/projects');
+      return res.status === 200 ? (res.body as { id: string }[]) : undefined;
+    },
+    'the API to answer',
+    60_000,
+  );
+  const accessKey = field('Access key');
+  const secretKey = field('Secret key');
+
+  const basin: BasinProcess = {
+    ...proc,
+    url,
+    bearerKey: bearerKey as string,
+    projectId: (projects[0] as { id: string }).id,
+    printed:
+      accessKey && secretKey ? { bearerKey: field('Bearer key'), accessKey, secretKey } : undefined,
+    request,
+    call: (method, path, body) => request(method, path, { body }),
+    servicePath: (id) => `/projects/${basin.projectId}/services${id === undefined ? '' : `/${id}`}`,
+    waitFor,
+    async waitForStatus(serviceId, status, timeoutMs) {
+      let seen = 'nothing';
+      return waitFor(
+        async () => {
+          const res = await request('GET', basin.servicePath(serviceId));
+          seen = `${res.status} ${res.body?.status ?? res.text}`;
+          return res.status === 200 && res.body.status === status ? res.body : undefined;
+        },
+        () => `service ${serviceId} to be ${status} (last seen: ${seen})`,
+        timeoutMs,
+      );
+    },
+    async waitGone(serviceId, timeoutMs) {
+      await waitFor(
+        async () => (await request('GET', basin.servicePath(serviceId))).status === 404,
+        `service ${serviceId} to be gone`,
+        timeoutMs,
+      );
+    },
+    async stop(timeoutMs = 40_000) {
+      proc.signal('SIGTERM');
+      const timer = setTimeout(() => proc.signal('SIGKILL'), timeoutMs);
+      const result = await proc.exited;
+      clearTimeout(timer);
+      if (result.signal === 'SIGKILL') {
+        throw new Error(`Basin did not stop within ${timeoutMs} ms of SIGTERM:\n${tail()}`);
+      }
+      return result;
+    },
+  };
+  return basin;
+}

@@ -1,0 +1,115 @@
+// Database clients for the end-to-end tests: the real `psql` binary (what the
+// README tells users to run) and node-postgres (for what psql cannot show,
+// such as a client's refused TLS settings).
+
+import { execFile } from 'node:child_process';
+import { connect as tcpConnect } from 'node:net';
+import { promisify } from 'node:util';
+import pg from 'pg';
+
+const run = promisify(execFile);
+
+/** A libpq connection string for tsdbadmin@tsdb on `port`; `extra` adds or replaces keywords. */
+export function conninfo(port: number, extra: Record<string, string> = {}): string {
+  const words = {
+    host: '127.0.0.1',
+    port: String(port),
+    user: 'tsdbadmin',
+    dbname: 'tsdb',
+    sslmode: 'require',
+    connect_timeout: '10',
+    ...extra,
+  };
+  return Object.entries(words)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
+}
+
+function psqlEnv(password: string): NodeJS.ProcessEnv {
+  // Only what the connection string says: a developer's PG* settings must not count.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PG')));
+  return { ...env, PGPASSWORD: password };
+}
+
+/**
+ * Runs `sql` with psql (no psqlrc, unaligned, tuples only, stop at the first
+ * error) and returns its output, trimmed. A failure throws psql's own message.
+ */
+export async function psql(conn: string, password: string, sql: string): Promise<string> {
+  try {
+    const { stdout } = await run('psql', [conn, '-XAtq', '-v', 'ON_ERROR_STOP=1', '-c', sql], {
+      env: psqlEnv(password),
+    });
+    return stdout.trim();
+  } catch (err) {
+    const e = err as { stderr?: string };
+    throw new Error(`psql "${conn}" failed: ${e.stderr?.trim() || (err as Error).message}`);
+  }
+}
+
+/** psql's message when it cannot connect; throws if it can. */
+export async function psqlRefused(conn: string, password: string): Promise<string> {
+  try {
+    await run('psql', [conn, '-XAtqc', 'SELECT 1'], { env: psqlEnv(password) });
+  } catch (err) {
+    return (err as { stderr?: string }).stderr ?? String(err);
+  }
+  throw new Error(`psql "${conn}" connected, but should have been refused`);
+}
+
+/** A node-postgres client of tsdbadmin@tsdb on 127.0.0.1:`port`, connected; the caller ends it. */
+export async function pgClient(
+  port: number,
+  password: string,
+  ssl: pg.ClientConfig['ssl'] = { rejectUnauthorized: false },
+): Promise<pg.Client> {
+  const client = new pg.Client({
+    host: '127.0.0.1',
+    port,
+    user: 'tsdbadmin',
+    database: 'tsdb',
+    password,
+    ssl,
+    connectionTimeoutMillis: 10_000,
+  });
+  client.on('error', () => {}); // a server going away mid-test is reported by the query
+  await client.connect();
+  return client;
+}
+
+/** One query over a fresh TLS connection. */
+export async function pgQuery(port: number, password: string, sql: string): Promise<any[]> {
+  const client = await pgClient(port, password);
+  try {
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** The error a connection attempt ends with; throws if it succeeds. */
+export async function pgRefused(
+  port: number,
+  password: string,
+  ssl?: pg.ClientConfig['ssl'],
+): Promise<string> {
+  try {
+    const client = await pgClient(port, password, ssl);
+    await client.end();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error(`a connection to port ${port} was accepted, but should have been refused`);
+}
+
+/** Whether anything accepts TCP connections on 127.0.0.1:`port`. */
+export function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
