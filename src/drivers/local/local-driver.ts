@@ -293,7 +293,8 @@ export class LocalDriver implements Driver {
   /**
    * The node's JSON log files (pgdata/log), newest first; see
    * logs/read-node-logs.ts. Only files of the data directory's owner are
-   * read: the service's user can put links to anything in there.
+   * read: the service's user can put links to anything in there. Each page
+   * is bounded (logs/scan-budget.ts) and stops when `query.signal` aborts.
    */
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
     const node = query.node ?? 0;
