@@ -31,6 +31,8 @@ export interface LogParams {
   severities?: string[];
   since?: string;
   until?: string;
+  /** Aborted when the client has gone: the driver stops reading. */
+  signal?: AbortSignal;
 }
 
 /** One page of a service's (or read replica set's) logs, newest first. */
@@ -72,6 +74,7 @@ export async function readServiceLogs(
       search,
       node: q.node,
       limit: LOG_PAGE_SIZE,
+      signal: q.signal,
     });
   } catch (err) {
     if (err instanceof InvalidCursorError) throw invalid(err.message);

@@ -22,11 +22,20 @@ export interface LogQuery {
   search: string[];
   node?: number | undefined;
   limit: number;
+  /**
+   * Aborted when the client has gone (its connection closed): the driver
+   * stops reading and rejects with the signal's reason (an AbortError).
+   */
+  signal?: AbortSignal | undefined;
 }
 
 export interface LogPage {
   /** Newest first. */
   entries: LogEntry[];
-  /** Present only when older entries exist. */
+  /**
+   * Present when older entries exist, or may: a driver that bounds the work
+   * of a page (the local one does) answers before it knows, with fewer
+   * entries than the limit and a cursor to continue where it stopped.
+   */
   nextCursor?: string;
 }

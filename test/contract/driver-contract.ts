@@ -1,93 +1,255 @@
 // The behaviour every driver owes the engine, run against each driver
 // (driver.sim.test.ts, driver.local.test.ts): the engine must not be able to
-// tell them apart except by speed.
+// tell them apart except by speed and by what they claim in `capabilities`.
+// The cases follow the claims: a claimed capability must work, and one not
+// claimed must be refused up front with a permanent DriverError (the engine
+// fails the operation instead of retrying it), leaving nothing behind.
+// What a driver reports of a resource it has never seen is its own business:
+// the local driver finds no files ('missing'), the sim, which keeps nothing
+// across restarts, adopts it as running.
 
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
-import { type Driver, type ServiceSpec } from '../../src/drivers/driver.js';
-import { DONE } from '../../src/domain/progress.js';
+import {
+  DriverError,
+  type Driver,
+  type ReplicaSetSpec,
+  type ServiceSpec,
+} from '../../src/drivers/driver.js';
+import type { Target } from '../../src/domain/logs.js';
+import { DONE, type Progress } from '../../src/domain/progress.js';
+import type { Capabilities } from '../../src/domain/types.js';
 import { InvalidCursorError } from '../../src/lib/cursor.js';
 import { resourceId } from '../../src/lib/ids.js';
-import { scramVerifier } from '../../src/lib/secrets.js';
+import { freePort, makeSpec, SMALL } from '../local/helpers.js';
 
-export interface ContractSubject {
-  driver: Driver;
-  port(): Promise<number>;
-}
-
-export function serviceSpec(port: number, overrides: Partial<ServiceSpec> = {}): ServiceSpec {
-  return {
-    serviceId: resourceId(),
-    projectId: 'p000000000',
-    type: 'POSTGRES',
-    vector: false,
-    size: { shared: true, cpuMillis: 0, memoryGbs: 0 },
-    environment: 'DEV',
-    running: true,
-    port,
-    passwordVerifier: scramVerifier('contract-password'),
-    pooler: { enabled: false, port: null },
-    allowedCidrs: [],
-    ha: { replicaCount: 0, syncReplicaCount: 0 },
-    source: { kind: 'empty' },
-    createdAt: new Date().toISOString(),
-    ...overrides,
-  };
-}
+const PASSWORD = 'contract-password-0123';
 
 /** Calls `step` until it reports done, honouring its retry hints. */
-export async function converge(
-  step: () => Promise<{ done: boolean; retryAfterMs?: number }>,
-  timeoutMs = 60_000,
-) {
+export async function converge(step: () => Promise<Progress>, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const p = await step();
     if (p.done) return;
-    if (Date.now() > deadline) throw new Error('driver did not converge in time');
-    await new Promise((r) => setTimeout(r, Math.min(p.retryAfterMs ?? 50, 500)));
+    if (Date.now() > deadline) throw new Error(`driver did not converge in time: ${p.reason}`);
+    await new Promise((r) => setTimeout(r, Math.min(p.retryAfterMs, 500)));
   }
 }
 
-export async function lifecycleContract(t: TestContext, s: ContractSubject): Promise<void> {
-  const spec = serviceSpec(await s.port());
-  await converge(() => s.driver.applyService(spec));
-  assert.equal(await s.driver.inspectService(spec), 'running');
-  assert.deepEqual(
-    await s.driver.applyService(spec),
-    DONE,
-    'applying the same spec again is done at once',
+/** Polls `fn` until it returns something other than undefined. */
+async function eventually<T>(
+  fn: () => T | undefined,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Whether `err` is a DriverError the engine must not retry. */
+const permanent = (err: unknown) => {
+  assert.ok(err instanceof DriverError, String(err));
+  assert.equal(err.retryable, false, err.message);
+  return true;
+};
+
+async function replicaSetSpec(parent: ServiceSpec): Promise<ReplicaSetSpec> {
+  return {
+    replicaSetId: resourceId(),
+    serviceId: parent.serviceId,
+    projectId: parent.projectId,
+    nodes: 1,
+    size: parent.size,
+    environment: parent.environment,
+    port: await freePort(),
+    pooler: { enabled: false, port: null },
+    allowedCidrs: [],
+  };
+}
+
+/** Reads a page of `target`'s logs and checks the page's shape; returns it. */
+async function logsPage(driver: Driver, target: Target, node = 0) {
+  const page = await driver.readLogs(target, { severities: [], search: [], limit: 5, node });
+  assert.ok(page.entries.length > 0, 'a running node has logs');
+  assert.ok(page.entries.length <= 5);
+  for (let i = 1; i < page.entries.length; i++) {
+    assert.ok(page.entries[i - 1]!.timestamp >= page.entries[i]!.timestamp, 'newest first');
+  }
+  for (const e of page.entries) {
+    assert.ok(!Number.isNaN(Date.parse(e.timestamp)));
+    assert.match(e.severity, /^[A-Z0-9]+$/);
+    assert.equal(typeof e.message, 'string');
+  }
+  return page;
+}
+
+/** Runs the whole contract against `driver`, started; its cases follow driver.capabilities. */
+export async function driverContract(t: TestContext, driver: Driver): Promise<void> {
+  const spec = await makeSpec('POSTGRES', PASSWORD);
+  const target: Target = { kind: 'service', id: spec.serviceId };
+
+  await t.test(
+    'a service is created, and applying the same spec again is done at once',
+    async () => {
+      await converge(() => driver.applyService(spec));
+      assert.equal(await driver.inspectService(spec), 'running');
+      assert.deepEqual(await driver.applyService(spec), DONE);
+    },
   );
 
-  const stopped = { ...spec, running: false };
-  await converge(() => s.driver.applyService(stopped));
-  assert.equal(await s.driver.inspectService(stopped), 'stopped');
+  await t.test('stop and start', async () => {
+    const stopped = { ...spec, running: false };
+    await converge(() => driver.applyService(stopped));
+    assert.equal(await driver.inspectService(stopped), 'stopped');
+    await converge(() => driver.applyService(spec));
+    assert.equal(await driver.inspectService(spec), 'running');
+  });
 
-  await converge(() => s.driver.applyService(spec));
-  assert.equal(await s.driver.inspectService(spec), 'running');
+  await t.test('a new size and a new password are applied', async () => {
+    const changed = {
+      ...spec,
+      size: SMALL,
+      passwordVerifier: (await makeSpec('POSTGRES', 'another-password-0123')).passwordVerifier,
+    };
+    await converge(() => driver.applyService(changed));
+    assert.equal(await driver.inspectService(changed), 'running');
+    assert.deepEqual(await driver.applyService(changed), DONE);
+  });
 
   await t.test('logs are newest first and page with an opaque cursor', async () => {
-    const target = { kind: 'service' as const, id: spec.serviceId };
-    const page = await s.driver.readLogs(target, { severities: [], search: [], limit: 5 });
-    assert.ok(page.entries.length > 0, 'a running service has logs');
-    assert.ok(page.entries.length <= 5);
-    for (let i = 1; i < page.entries.length; i++) {
-      assert.ok(
-        (page.entries[i - 1] as { timestamp: string }).timestamp >=
-          (page.entries[i] as { timestamp: string }).timestamp,
-      );
-    }
-    for (const e of page.entries) {
-      assert.ok(!Number.isNaN(Date.parse(e.timestamp)));
-      assert.match(e.severity, /^[A-Z0-9]+$/);
-    }
+    await logsPage(driver, target);
     await assert.rejects(
-      s.driver.readLogs(target, { severities: [], search: [], limit: 5, cursor: 'garbage' }),
+      driver.readLogs(target, { severities: [], search: [], limit: 5, cursor: 'garbage' }),
       InvalidCursorError,
     );
   });
 
-  await converge(() => s.driver.deleteService(spec.serviceId));
-  assert.equal(await s.driver.inspectService(spec), 'missing');
-  assert.deepEqual(await s.driver.deleteService(spec.serviceId), DONE, 'deleting twice is fine');
+  await t.test('a read of logs whose client has gone rejects with an AbortError', async () => {
+    const signal = AbortSignal.abort();
+    await assert.rejects(
+      driver.readLogs(target, { severities: [], search: [], limit: 5, signal }),
+      {
+        name: 'AbortError',
+      },
+    );
+  });
+
+  await t.test('metrics of a running service appear; an unknown one has none', async () => {
+    const m = await eventually(() => driver.metrics(target), 'metrics');
+    for (const v of [m.memoryMb, m.milliCpu, m.storageMb]) assert.ok(Number.isFinite(v) && v >= 0);
+    assert.ok(m.storageMb > 0, 'a database takes space');
+    assert.equal(driver.metrics({ kind: 'service', id: resourceId() }), undefined);
+  });
+
+  for (const capability of Object.keys(driver.capabilities) as (keyof Capabilities)[]) {
+    const claimed = driver.capabilities[capability];
+    const cases = claimed ? CLAIMED : REFUSED;
+    await t.test(
+      `${capability}: ${claimed ? 'claimed, and it works' : 'not claimed, and refused'}`,
+      () => cases[capability](driver, spec),
+    );
+  }
+
+  await t.test(
+    'delete removes the service; deleting it again, or an unknown one, is done',
+    async () => {
+      await converge(() => driver.deleteService(spec.serviceId));
+      assert.equal(await driver.inspectService(spec), 'missing');
+      assert.deepEqual(await driver.deleteService(spec.serviceId), DONE);
+      assert.deepEqual(await driver.deleteService(resourceId()), DONE);
+    },
+  );
 }
+
+type Case = (driver: Driver, running: ServiceSpec) => Promise<void>;
+
+/** What a driver that claims a capability must do with it (`running` is a running service). */
+const CLAIMED: Record<keyof Capabilities, Case> = {
+  async forks(driver, running) {
+    const fork = await makeSpec('POSTGRES', PASSWORD, {
+      source: {
+        kind: 'fork',
+        parentServiceId: running.serviceId,
+        strategy: 'NOW',
+        targetTime: null,
+      },
+    });
+    await converge(() => driver.applyService(fork));
+    assert.equal(await driver.inspectService(fork), 'running');
+    await converge(() => driver.deleteService(fork.serviceId));
+    assert.equal(await driver.inspectService(running), 'running', 'the parent is untouched');
+    const orphan = await makeSpec('POSTGRES', PASSWORD, {
+      source: { kind: 'fork', parentServiceId: resourceId(), strategy: 'NOW', targetTime: null },
+    });
+    await assert.rejects(driver.applyService(orphan), permanent);
+  },
+  async haReplicas(driver, running) {
+    const ha = { ...running, ha: { replicaCount: 1, syncReplicaCount: 0 } };
+    await converge(() => driver.applyService(ha));
+    assert.equal(await driver.inspectService(ha), 'running');
+    await logsPage(driver, { kind: 'service', id: running.serviceId }, 1);
+    await converge(() => driver.applyService(running));
+  },
+  async pooler(driver, running) {
+    const pooled = { ...running, pooler: { enabled: true, port: await freePort() } };
+    await converge(() => driver.applyService(pooled));
+    assert.equal(await driver.inspectService(pooled), 'running');
+    await converge(() => driver.applyService(running));
+  },
+  async replicaSets(driver, running) {
+    const rs = await replicaSetSpec(running);
+    await converge(() => driver.applyReplicaSet(rs));
+    assert.equal(await driver.inspectReplicaSet(rs), 'running');
+    await logsPage(driver, { kind: 'replicaSet', id: rs.replicaSetId });
+    await converge(() => driver.deleteReplicaSet(rs.replicaSetId));
+    assert.equal(await driver.inspectReplicaSet(rs), 'missing');
+  },
+};
+
+/** What a driver that does not claim a capability must do when asked for it anyway. */
+const REFUSED: Record<keyof Capabilities, Case> = {
+  async forks(driver, running) {
+    const fork = await makeSpec('POSTGRES', PASSWORD, {
+      source: {
+        kind: 'fork',
+        parentServiceId: running.serviceId,
+        strategy: 'NOW',
+        targetTime: null,
+      },
+    });
+    await assert.rejects(driver.applyService(fork), permanent);
+    assert.deepEqual(
+      await driver.deleteService(fork.serviceId),
+      DONE,
+      'there is nothing to remove',
+    );
+  },
+  async haReplicas(driver, running) {
+    await assert.rejects(
+      driver.applyService({ ...running, ha: { replicaCount: 1, syncReplicaCount: 0 } }),
+      permanent,
+    );
+    assert.equal(await driver.inspectService(running), 'running', 'the service is untouched');
+  },
+  async pooler(driver, running) {
+    await assert.rejects(
+      driver.applyService({ ...running, pooler: { enabled: true, port: await freePort() } }),
+      permanent,
+    );
+    assert.equal(await driver.inspectService(running), 'running', 'the service is untouched');
+  },
+  async replicaSets(driver, running) {
+    const rs = await replicaSetSpec(running);
+    await assert.rejects(driver.applyReplicaSet(rs), permanent);
+    assert.deepEqual(
+      await driver.deleteReplicaSet(rs.replicaSetId),
+      DONE,
+      'there is nothing to remove',
+    );
+  },
+};

@@ -1,11 +1,10 @@
 import { test } from 'node:test';
 import { createSimDriver } from '../../src/drivers/sim/sim-driver.js';
-import { lifecycleContract } from './driver-contract.js';
+import { driverContract } from './driver-contract.js';
 
 test('the sim driver keeps the driver contract', async (t) => {
   const driver = createSimDriver({ delayMs: 20 });
   await driver.start();
   t.after(() => driver.close());
-  let port = 20000;
-  await lifecycleContract(t, { driver, port: async () => port++ });
+  await driverContract(t, driver);
 });

@@ -22,23 +22,34 @@ export const logRoutes: FastifyPluginAsync<RouteDeps> = async (app, { ctx }) => 
         response: responses(200, ref(ServiceLogsResponse)),
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const q = req.query;
-      const page = await readServiceLogs(
-        ctx,
-        reads(req),
-        principal(req),
-        req.params.project_id,
-        req.params.service_id,
-        {
-          cursor: q.cursor,
-          node: q.node === undefined ? undefined : Number(q.node),
-          search: list(q.search),
-          severities: list(q.severities),
-          since: q.since,
-          until: q.until,
-        },
-      );
+      // Aborted when the client's connection closes before the page is sent:
+      // the driver stops reading (a page of logs can cost real work).
+      const signal = req.signal;
+      let page;
+      try {
+        page = await readServiceLogs(
+          ctx,
+          reads(req),
+          principal(req),
+          req.params.project_id,
+          req.params.service_id,
+          {
+            cursor: q.cursor,
+            node: q.node === undefined ? undefined : Number(q.node),
+            search: list(q.search),
+            severities: list(q.severities),
+            since: q.since,
+            until: q.until,
+            signal,
+          },
+        );
+      } catch (err) {
+        // Nobody is left to answer: not an error of Basin's, nothing to send.
+        if (signal.aborted) return reply.hijack();
+        throw err;
+      }
       return {
         logs: page.entries.map((e) => e.message),
         entries: page.entries,

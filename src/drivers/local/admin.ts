@@ -11,36 +11,97 @@
 // server it reached runs the expected data directory, before anything else
 // is sent: a real server reports its own, and a fake one run by the service's
 // user can only ever be told that service's own things.
+//
+// For the same reason nothing on the other end is trusted to answer: a fake
+// server can accept the connection, or even the login, and then say nothing
+// (issue 7, hole 2). Every call is therefore bounded twice. The server is
+// asked to give up (statement_timeout and lock_timeout, sent as startup
+// parameters so they hold from the first query), and the client gives up
+// on its own (connect, each query, the whole call): on expiry the socket is
+// destroyed and the call fails with a retryable DriverError naming what
+// timed out, so the engine retries later instead of losing a slot for good.
+// The bounds are in docs/decisions.md.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { DriverError } from '../driver.js';
+
+/** How long an administrative call may take, in milliseconds. */
+export interface AdminBounds {
+  /** Connecting, authenticating and the server's first ReadyForQuery. */
+  connectMs: number;
+  /** The server cancels a statement running longer (statement_timeout). */
+  statementMs: number;
+  /** The server gives up waiting for a lock (lock_timeout). */
+  lockMs: number;
+  /** The client gives up on a query with no answer: statement_timeout plus slack for a real server to report it. */
+  queryMs: number;
+  /** The whole call: connect, check, the caller's queries, and closing. */
+  callMs: number;
+}
+
+export const ADMIN_BOUNDS: Readonly<AdminBounds> = Object.freeze({
+  connectMs: 5_000,
+  statementMs: 10_000,
+  lockMs: 3_000,
+  queryMs: 15_000,
+  callMs: 30_000,
+});
+
+/** How long a closing connection may take to say goodbye before its socket is destroyed. */
+const CLOSE_MS = 1_000;
 
 export interface AdminTarget {
   socketDir: string;
   port: number;
   /** The data directory the server must be running (checked at every connection). */
   pgdata: string;
+  /** ADMIN_BOUNDS when absent. */
+  bounds?: AdminBounds | undefined;
 }
 
+/** What a caller of withAdmin may do with the connection: bounded queries. */
+export interface AdminSession {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string): Promise<pg.QueryResult<R>>;
+  escapeLiteral(text: string): string;
+  escapeIdentifier(text: string): string;
+}
+
+/**
+ * Runs `fn` on a fresh administrative connection to `database`, after
+ * checking that the server runs `target.pgdata`; the connection is closed
+ * afterwards, whatever happens. Throws a retryable DriverError when any
+ * bound of `target.bounds` expires.
+ */
 export async function withAdmin<T>(
   target: AdminTarget,
   database: string,
-  fn: (client: pg.Client) => Promise<T>,
+  fn: (session: AdminSession) => Promise<T>,
 ): Promise<T> {
+  const bounds = target.bounds ?? ADMIN_BOUNDS;
   const client = new pg.Client({
     host: target.socketDir,
     port: target.port,
     user: 'postgres',
     database,
     application_name: 'basin',
-    connectionTimeoutMillis: 10_000,
+    statement_timeout: bounds.statementMs,
+    lock_timeout: bounds.lockMs,
   });
   // A server going away mid-call surfaces as an error event; without a
   // listener it would crash the process instead of failing this call.
   client.on('error', () => {});
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ d: string }>(
+  const where = `the server on ${target.socketDir} (port ${target.port})`;
+  const kill = () => destroy(client);
+  const session: AdminSession = {
+    query: (sql) =>
+      within(client.query(sql), bounds.queryMs, `${where} to answer ${label(sql)}`, kill),
+    escapeLiteral: (text) => client.escapeLiteral(text),
+    escapeIdentifier: (text) => client.escapeIdentifier(text),
+  };
+  const call = async () => {
+    await within(client.connect(), bounds.connectMs, `${where} to accept a login`, kill);
+    const { rows } = await session.query<{ d: string }>(
       "SELECT current_setting('data_directory') AS d",
     );
     if (rows[0]?.d !== target.pgdata) {
@@ -48,11 +109,57 @@ export async function withAdmin<T>(
         `the server on ${target.socketDir} runs ${JSON.stringify(rows[0]?.d)}, not ${target.pgdata}`,
       );
     }
-    return await fn(client);
+    return await fn(session);
+  };
+  try {
+    return await within(call(), bounds.callMs, `${where} to finish an administrative call`, kill);
   } finally {
-    await client.end().catch(() => {});
+    await close(client);
   }
 }
+
+/**
+ * `promise`, or a retryable DriverError once `ms` have passed without it
+ * settling; `kill` is called first, so that whatever waits on the
+ * connection fails too instead of lingering.
+ */
+function within<T>(promise: Promise<T>, ms: number, waitingFor: string, kill: () => void) {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      kill();
+      reject(new DriverError(`timed out after ${seconds(ms)} waiting for ${waitingFor}`, true));
+    }, ms);
+  });
+  // race subscribes to `promise`: its rejection after a kill is handled, not lost.
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+/** Ends the session politely, or destroys its socket when the other end does not answer. */
+async function close(client: pg.Client): Promise<void> {
+  const ended = client.end().catch(() => {});
+  const late = sleep(CLOSE_MS, 'late', { ref: false });
+  if ((await Promise.race([ended, late])) === 'late') destroy(client);
+}
+
+function destroy(client: pg.Client): void {
+  // pg keeps its socket on the (untyped) connection; destroying it fails every pending call at once.
+  (
+    client as unknown as { connection: { stream: { destroy(): void } } }
+  ).connection.stream.destroy();
+}
+
+/**
+ * The leading keywords of a statement ("ALTER ROLE", "CREATE EXTENSION IF
+ * NOT EXISTS"): enough to tell which step timed out, never a literal (a
+ * password verifier must not reach an error message).
+ */
+function label(sql: string): string {
+  const words = /^[A-Za-z_ ]*/.exec(sql)?.[0]?.trim().split(/\s+/).slice(0, 3) ?? [];
+  return words.length > 0 && words[0] !== '' ? words.join(' ') : 'a query';
+}
+
+const seconds = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`);
 
 /**
  * Sets tsdbadmin's password from its SCRAM verifier: PostgreSQL stores a
@@ -86,6 +193,7 @@ export async function createExtensions(target: AdminTarget, names: string[]): Pr
  * postmaster reloads asynchronously on SIGHUP; a new session inherits the
  * postmaster's configuration load time, so once a fresh connection reports a
  * newer pg_conf_load_time(), every later connection sees the new rules.
+ * Each connection is bounded as withAdmin's are; the waiting by `timeoutMs`.
  */
 export async function reloadConfig(target: AdminTarget, timeoutMs = 10_000): Promise<void> {
   const loadTime = () =>
@@ -97,7 +205,9 @@ export async function reloadConfig(target: AdminTarget, timeoutMs = 10_000): Pro
   await withAdmin(target, 'postgres', (c) => c.query('SELECT pg_reload_conf()'));
   const deadline = Date.now() + timeoutMs;
   while ((await loadTime()) === before) {
-    if (Date.now() > deadline) throw new Error('the server did not reload its configuration');
+    if (Date.now() > deadline) {
+      throw new DriverError('the server did not reload its configuration', true);
+    }
     await sleep(10);
   }
 }

@@ -21,6 +21,7 @@ import {
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
+import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
 import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
@@ -56,6 +57,8 @@ export interface LocalDriverOptions {
   /** How often memory and CPU of the clusters are sampled (default 5 s). */
   metricsIntervalMs?: number;
   log?: Logger;
+  /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
+  adminBounds?: Partial<AdminBounds>;
 }
 
 /** What a ServiceNode needs from the driver; shared by all nodes. */
@@ -73,6 +76,8 @@ export interface DriverContext {
   publicCidrs: readonly string[];
   /** The OS users that may log in as `postgres` over a cluster's socket (pg_ident), for a cluster run as `user`. */
   adminOsUsers(user: OsUser): string[];
+  /** How long an administrative connection may take (admin.ts). */
+  adminBounds: AdminBounds;
   log: Logger;
 }
 
@@ -145,6 +150,7 @@ export class LocalDriver implements Driver {
       listenAddresses: this.options.listenAddresses ?? '*',
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
       adminOsUsers,
+      adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
       log: this.log,
     };
     await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
@@ -287,7 +293,8 @@ export class LocalDriver implements Driver {
   /**
    * The node's JSON log files (pgdata/log), newest first; see
    * logs/read-node-logs.ts. Only files of the data directory's owner are
-   * read: the service's user can put links to anything in there.
+   * read: the service's user can put links to anything in there. Each page
+   * is bounded (logs/scan-budget.ts) and stops when `query.signal` aborts.
    */
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
     const node = query.node ?? 0;

@@ -271,6 +271,7 @@ export class ServiceNode {
       socketDir: this.ctx.layout.socketDir(this.ref),
       port: this.spec.port,
       pgdata: this.pgdata,
+      bounds: this.ctx.adminBounds,
     };
   }
 

@@ -126,9 +126,11 @@ export class SimDriver implements Driver {
   /**
    * Synthetic PostgreSQL-like logs (see sim-logs.ts). Any target and node has
    * logs, from an hour before the sim first saw it: the API checks that the
-   * resource and node exist before asking.
+   * resource and node exist before asking. A page is computed at once, so
+   * an aborted `query.signal` is only looked at before it starts.
    */
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
+    query.signal?.throwIfAborted();
     const firstSeenMs = this.see(target);
     const node = query.node ?? 0;
     return readSimLogs({ target, node, firstSeenMs, nowMs: this.clock() }, query);

@@ -4,7 +4,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { firstLine, isLineBoundary, linesBackward, type Line } from './backward-lines.js';
+import {
+  BackwardLines,
+  firstLine,
+  isLineBoundary,
+  utf8Prefix,
+  type Line,
+  type ReadPoint,
+} from './backward-lines.js';
+import { READ_LIMITS, ScanBudget } from './scan-budget.js';
 import { parseJsonlogLine, parsePgTimestamp } from './jsonlog.js';
 
 async function withFile(content: string | Buffer, fn: (path: string) => Promise<void>) {
@@ -18,16 +26,55 @@ async function withFile(content: string | Buffer, fn: (path: string) => Promise<
   }
 }
 
-async function collect(path: string, end: number | undefined, chunkSize: number) {
+/** Every line of `[0, end)` (the whole file by default), in as many reads as it takes. */
+async function collect(
+  path: string,
+  end: number | undefined,
+  chunkSize: number,
+  maxLineBytes = 1 << 30,
+) {
   const fh = await open(path, 'r');
   try {
     const out: Line[] = [];
     const size = end ?? (await fh.stat()).size;
-    for await (const batch of linesBackward(fh, size, chunkSize)) {
+    const lines = new BackwardLines(fh, { pos: size }, { chunkSize, maxLineBytes });
+    for (let batch = await lines.next(); batch; batch = await lines.next()) {
       assert.ok(batch.length > 0);
       out.push(...batch);
     }
+    assert.ok(lines.finished);
     return out;
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The same, read as requests would with a budget of `maxScanBytes` each:
+ * a new reader per request, resuming where the last one paused. Returns
+ * the lines, how many requests it took and the bytes read in all.
+ */
+async function collectPaused(
+  path: string,
+  chunkSize: number,
+  maxLineBytes: number,
+  maxScanBytes: number,
+) {
+  const fh = await open(path, 'r');
+  try {
+    const out: Line[] = [];
+    let point: ReadPoint = { pos: (await fh.stat()).size };
+    let requests = 0;
+    let bytes = 0;
+    for (;;) {
+      requests++;
+      const limits = { ...READ_LIMITS, maxScanBytes, maxLineBytes };
+      const budget = new ScanBudget(limits, undefined, (n) => (bytes += n));
+      const lines = new BackwardLines(fh, point, { chunkSize, maxLineBytes, budget });
+      for (let batch = await lines.next(); batch; batch = await lines.next()) out.push(...batch);
+      if (lines.finished) return { lines: out, requests, bytes };
+      point = lines.point;
+    }
   } finally {
     await fh.close();
   }
@@ -65,6 +112,68 @@ test('a region without a newline, or empty, yields nothing', async () => {
     assert.deepEqual(await collect(path, undefined, 4), []);
     assert.deepEqual(await collect(path, 0, 4), []);
   });
+});
+
+test('a line longer than the maximum comes out cut, with the bytes left out counted', async () => {
+  const long = 'é'.repeat(40) + 'x'.repeat(21); // 101 bytes; a cut at 50 falls inside an é
+  const texts = ['first', long, 'y'.repeat(50), 'last'];
+  const content = texts.map((t) => t + '\n').join('');
+  await withFile(content, async (path) => {
+    for (const chunk of [1, 3, 7, 64, 65_536]) {
+      const got = await collect(path, undefined, chunk, 50);
+      assert.deepEqual(
+        got.map((l) => [l.text, l.cut]),
+        [
+          ['last', 0],
+          ['y'.repeat(50), 0], // exactly the maximum is whole
+          ['é'.repeat(25), 51], // 50 bytes kept; no half character
+          ['first', 0],
+        ],
+        `chunk ${chunk}`,
+      );
+      assert.equal(got[2]!.end - got[2]!.start - 1, 101);
+    }
+  });
+});
+
+test('a reader paused by its budget resumes anywhere, inside a long line or an unended tail', async () => {
+  const lines = Array.from({ length: 30 }, (_, i) =>
+    i % 7 === 3 ? `long ${i} `.repeat(40) : `line ${i}`,
+  );
+  const content = lines.map((t) => t + '\n').join('') + 'an unended tail '.repeat(20);
+  await withFile(content, async (path) => {
+    const whole = await collect(path, undefined, 16, 64);
+    for (const budget of [1, 16, 50, 200]) {
+      const paused = await collectPaused(path, 16, 64, budget);
+      assert.deepEqual(paused.lines, whole, `budget ${budget}`);
+      assert.ok(paused.requests > 1);
+    }
+  });
+});
+
+test('the bytes read for a huge line are about its length, not its square', async () => {
+  const huge = 'h'.repeat(4 * 1024 * 1024);
+  await withFile(`before\n${huge}\nafter\n${huge}`, async (path) => {
+    const size = 2 * huge.length + 15;
+    const { lines, bytes } = await collectPaused(path, 64 * 1024, 1024, Number.MAX_SAFE_INTEGER);
+    assert.deepEqual(
+      lines.map((l) => [l.text.length, l.cut]),
+      [
+        [5, 0],
+        [1024, huge.length - 1024],
+        [6, 0],
+      ],
+    );
+    // Every byte once, plus the kept start of the long line read again.
+    assert.ok(bytes <= size + 1024, `${bytes} bytes read for ${size}`);
+  });
+});
+
+test('a cut never leaves half a character', () => {
+  const text = 'a€😀';
+  const bytes = Buffer.from(text); // 1 + 3 + 4 bytes
+  const prefixes = [0, 1, 2, 3, 4, 5, 6, 7, 8].map((n) => utf8Prefix(bytes.subarray(0, n)));
+  assert.deepEqual(prefixes, ['', 'a', 'a', 'a', 'a€', 'a€', 'a€', 'a€', text]);
 });
 
 test('firstLine and isLineBoundary', async () => {

@@ -14,6 +14,11 @@ export interface JsonlogRecord {
   timeMs: number;
   severity: string;
   message: string;
+  /**
+   * Bytes of an over-long line that Basin did not read, when they may hold
+   * the rest of `message` (see parseJsonlogPrefix); absent for a whole line.
+   */
+  cut?: number;
 }
 
 /** A line's record, or undefined for anything else (garbage, a torn line, another format). */
@@ -32,6 +37,146 @@ export function parseJsonlogLine(text: string): JsonlogRecord | undefined {
   if (timeMs === undefined) return undefined;
   // PostgreSQL omits `message` only when there is none; an entry still happened.
   return { timeMs, severity, message: typeof message === 'string' ? message : '' };
+}
+
+/**
+ * The record of a line that was cut to its first bytes (`cut` more were
+ * not read: see backward-lines.ts), read as far as it goes. PostgreSQL
+ * writes `timestamp` first and `error_severity` and `message` before the
+ * fields that make lines long (`detail`, `statement`, `context`…), so a
+ * cut line still has them: it is an entry when its time and severity are
+ * whole. Its message is then whole too, or as much of it as was read, in
+ * which case the record carries `cut`. Undefined for anything else
+ * (garbage, another format, a line cut before its severity).
+ */
+export function parseJsonlogPrefix(text: string, cut: number): JsonlogRecord | undefined {
+  const fields = new Map<string, string | number | boolean | null>();
+  let partialMessage: string | undefined;
+  const reader = new PrefixReader(text);
+  if (!reader.take('{')) return undefined;
+  let closed = false;
+  for (;;) {
+    if (reader.atEnd) break;
+    if (reader.take('}')) {
+      closed = true;
+      break;
+    }
+    if (fields.size > 0 && !reader.take(',')) return undefined;
+    const key = reader.string();
+    if (key === GARBAGE) return undefined;
+    if (key === CUT || !reader.take(':')) {
+      if (reader.atEnd) break;
+      return undefined;
+    }
+    if (reader.peek() === '"') {
+      const value = reader.string();
+      if (value === GARBAGE) return undefined;
+      if (value === CUT) {
+        if (key.value === 'message') partialMessage = reader.partial;
+        break;
+      }
+      fields.set(key.value, value.value);
+    } else {
+      const value = reader.scalar();
+      if (value === GARBAGE) return undefined;
+      if (value === CUT) break;
+      fields.set(key.value, value.value);
+    }
+  }
+  const timestamp = fields.get('timestamp');
+  const severity = fields.get('error_severity');
+  if (typeof timestamp !== 'string' || typeof severity !== 'string') return undefined;
+  const timeMs = parsePgTimestamp(timestamp);
+  if (timeMs === undefined) return undefined;
+  const message = fields.get('message');
+  if (typeof message === 'string') return { timeMs, severity, message };
+  // No message: whole when the object ended without one, else cut off before or inside it.
+  return closed
+    ? { timeMs, severity, message: '' }
+    : { timeMs, severity, message: partialMessage ?? '', cut };
+}
+
+const CUT = Symbol('cut');
+const GARBAGE = Symbol('garbage');
+type Read<T> = { value: T } | typeof CUT | typeof GARBAGE;
+
+/** A cursor over JSON text that may stop anywhere: CUT when it ran out, GARBAGE when it is not JSON. */
+class PrefixReader {
+  private i = 0;
+  /** The decoded part of the string that ran out (for a cut message). */
+  partial = '';
+
+  constructor(private readonly text: string) {}
+
+  get atEnd(): boolean {
+    this.skipSpace();
+    return this.i >= this.text.length;
+  }
+
+  peek(): string | undefined {
+    this.skipSpace();
+    return this.text[this.i];
+  }
+
+  take(c: string): boolean {
+    if (this.peek() !== c) return false;
+    this.i++;
+    return true;
+  }
+
+  string(): Read<string> {
+    if (this.peek() !== '"') return this.atEnd ? CUT : GARBAGE;
+    const from = this.i;
+    for (let j = from + 1; j < this.text.length; j++) {
+      const c = this.text.charCodeAt(j);
+      if (c === 0x5c)
+        j++; // a backslash escapes the next character
+      else if (c === 0x22) {
+        this.i = j + 1;
+        try {
+          return { value: JSON.parse(this.text.slice(from, j + 1)) as string };
+        } catch {
+          return GARBAGE;
+        }
+      }
+    }
+    // Ran out: decode what there is, without an escape sequence cut in two.
+    try {
+      this.partial = JSON.parse(`"${dropCutEscape(this.text.slice(from + 1))}"`) as string;
+    } catch {
+      this.partial = '';
+    }
+    this.i = this.text.length;
+    return CUT;
+  }
+
+  /** A number, true, false or null. */
+  scalar(): Read<number | boolean | null> {
+    const m = /^[^,}\s]*/.exec(this.text.slice(this.i, this.i + 64));
+    const token = m?.[0] ?? '';
+    if (this.i + token.length >= this.text.length) return CUT;
+    this.i += token.length;
+    if (token === 'true' || token === 'false' || token === 'null') {
+      return { value: token === 'null' ? null : token === 'true' };
+    }
+    const n = Number(token);
+    return token !== '' && Number.isFinite(n) ? { value: n } : GARBAGE;
+  }
+
+  private skipSpace(): void {
+    while (this.i < this.text.length && /\s/.test(this.text[this.i]!)) this.i++;
+  }
+}
+
+/** The inside of a JSON string cut anywhere, less an escape sequence the cut left incomplete. */
+export function dropCutEscape(raw: string): string {
+  const unicode = /\\u[0-9a-fA-F]{0,3}$/.exec(raw);
+  const end = unicode ? unicode.index : raw.length;
+  let slashes = 0;
+  while (slashes < end && raw[end - 1 - slashes] === '\\') slashes++;
+  // An even number of backslashes before it: the one that follows starts an escape.
+  if (unicode) return slashes % 2 === 0 ? raw.slice(0, end) : raw;
+  return slashes % 2 === 1 ? raw.slice(0, -1) : raw;
 }
 
 const LEADING_TIMESTAMP = '{"timestamp":"';

@@ -17,6 +17,13 @@ export const ORDER_SLACK_MS = 1_000;
 /** Whether JSON escapes some character of `text`: then it is not found verbatim in a raw line. */
 const escapedInJson = (text: string) => [...text].some((c) => c < ' ' || c === '"' || c === '\\');
 
+/**
+ * What ends the message of a log line longer than Basin reads
+ * (ReadLimits.maxLineBytes): `<the message as read>… [truncated by Basin: <n> more bytes]`,
+ * `n` being the bytes of the line that were not read.
+ */
+export const truncationMark = (bytes: number) => `… [truncated by Basin: ${bytes} more bytes]`;
+
 export class Page {
   readonly entries: LogEntry[] = [];
   readonly limit: number;
@@ -75,11 +82,12 @@ export class Page {
     return this.terms.every((term) => haystack.includes(term));
   }
 
+  /** Adds a matching record; a message that was cut short says so (filters saw it without the mark). */
   add(rec: JsonlogRecord): void {
     this.entries.push({
       timestamp: new Date(rec.timeMs).toISOString(),
       severity: rec.severity,
-      message: rec.message,
+      message: rec.cut === undefined ? rec.message : rec.message + truncationMark(rec.cut),
     });
   }
 

@@ -237,9 +237,16 @@ test(
       encodeCursor({ k: 'service', t: 'svc0000001', n: 0, i: 5 }), // the sim's
       encodeCursor({ s: SCOPE, f: fileName(1), o: '12' }),
       encodeCursor({ s: SCOPE, f: '../../etc/passwd', o: lineEnd }),
-      encodeCursor({ s: SCOPE, f: fileName(1), o: 0 }),
+      encodeCursor({ s: SCOPE, f: fileName(1), o: -1 }),
       encodeCursor({ s: SCOPE, f: fileName(1), o: lineEnd + 1 }), // inside a line
       encodeCursor({ s: SCOPE, f: fileName(1), o: 1e9 }), // past the end
+      // Stopped inside a line: the line must end after the position, at a boundary, in the file.
+      encodeCursor({ s: SCOPE, f: fileName(1), o: 5, e: 3 }),
+      encodeCursor({ s: SCOPE, f: fileName(1), o: 5, e: lineEnd + 1 }),
+      encodeCursor({ s: SCOPE, f: fileName(1), o: 5, e: 1e9 }),
+      encodeCursor({ s: SCOPE, f: fileName(1), o: 5, e: -1 }),
+      encodeCursor({ s: SCOPE, f: fileName(1), o: 1e9, e: 0 }), // a tail past the end
+      encodeCursor({ s: SCOPE, f: fileName(1), o: 5, e: 8, x: 1 }),
     ];
     for (const cursor of bad) {
       await assert.rejects(readNodeLogs(dir, query({ cursor }), SCOPE), InvalidCursorError, cursor);

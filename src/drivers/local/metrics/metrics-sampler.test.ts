@@ -2,10 +2,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { diskUsageBytes } from './disk-usage.js';
 import { MetricsSampler } from './metrics-sampler.js';
 
 const MiB = 1024 * 1024;
@@ -189,3 +191,46 @@ test('a started sampler does not keep the process alive', { timeout: 30_000 }, a
   assert.equal(stderr, '');
   assert.ok(Date.now() - started < 20_000);
 });
+
+test(
+  'a data directory of many files is walked a bounded pass per tick; its last complete size shows meanwhile',
+  withDataDir(async (dir) => {
+    const clock = { now: 1_000 };
+    const sampler = new MetricsSampler({
+      intervalMs: 60_000,
+      storageIntervalMs: 30_000,
+      clock: () => clock.now,
+      walk: { entriesPerTick: 40, entriesPerSlice: 20 },
+    });
+    sampler.track('n', { pgdata: dir, pid: undefined });
+    await sampler.sampleNow();
+    assert.equal(sampler.latest('n')!.storageMb, 2);
+
+    // A tenant adds files by the hundred (each takes a block or more).
+    mkdirSync(join(dir, 'many'));
+    for (let i = 0; i < 300; i++) writeFileSync(join(dir, 'many', `f${i}`), Buffer.alloc(8192, 1));
+    clock.now += 30_000;
+    let passes = 0;
+    while (sampler.latest('n')!.storageMb === 2) {
+      await sampler.walkTick();
+      passes++;
+      assert.ok(passes < 100, 'the walk ends');
+    }
+    // 302 entries, at most about 40 a pass.
+    assert.ok(passes >= 6, `${passes} passes`);
+    assert.equal(
+      sampler.latest('n')!.storageMb,
+      Math.round(((await diskUsageBytes(dir)) / MiB) * 10) / 10,
+    );
+
+    // A node untracked half way through its walk leaves no directory open.
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    sampler.track('other', { pgdata: dir, pid: undefined });
+    await sampler.walkTick();
+    assert.ok(fds() > before, 'the walk is under way');
+    sampler.untrack('other');
+    for (let i = 0; i < 100 && fds() > before; i++) await sleep(10); // closing is asynchronous
+    assert.equal(fds(), before);
+  }),
+);

@@ -10,11 +10,17 @@
 //   no window yet and reports 0;
 // - storageMb: allocated size of the data directory. Walking every file is the
 //   expensive part, so it is measured on first track and then every
-//   `storageIntervalMs` (30 s), not on every sample.
+//   `storageIntervalMs` (30 s), not on every sample. A tenant can fill its
+//   data directory with millions of files, so walks go a slice at a time
+//   (disk-usage.ts): each timer tick walks at most `walk.entriesPerTick`
+//   entries for at most `walk.msPerTick`, taking turns between nodes
+//   `walk.entriesPerSlice` at a time, and a node shows the size its last
+//   complete walk found meanwhile.
 // A node without a live postmaster reports no memory and no CPU, but its storage.
+// Nothing here runs on a request: latest() only reads the last sample.
 
 import type { Metrics } from '../../../domain/types.js';
-import { diskUsageBytes } from './disk-usage.js';
+import { DiskUsageWalk } from './disk-usage.js';
 import {
   clockTicksPerSecond,
   memoryKb,
@@ -30,7 +36,25 @@ export interface MetricsSamplerOptions {
   storageIntervalMs?: number;
   /** Milliseconds from a monotonic origin; performance.now by default, injectable for tests. */
   clock?: () => number;
+  /** Bounds of the storage walks (STORAGE_WALK by default). */
+  walk?: Partial<StorageWalkLimits>;
 }
+
+/** How much walking of data directories a timer tick may do (see the top of this file). */
+export interface StorageWalkLimits {
+  entriesPerTick: number;
+  entriesPerSlice: number;
+  msPerTick: number;
+}
+
+export const STORAGE_WALK: Readonly<StorageWalkLimits> = Object.freeze({
+  entriesPerTick: 50_000,
+  entriesPerSlice: 10_000,
+  msPerTick: 1_000,
+});
+
+/** Processes of one tree whose memory is read from smaps_rollup on a sample; the rest are estimated. */
+const MAX_MEMORY_READS = 256;
 
 export interface TrackedNode {
   pgdata: string;
@@ -39,12 +63,13 @@ export interface TrackedNode {
 }
 
 interface NodeState extends TrackedNode {
+  key: string;
   /** The tree's total CPU ticks at the last sample, and whose tree it was (pid:startTime). */
   cpu?: { root: string; ticks: number; atMs: number };
   usage?: { memoryMb: number; milliCpu: number };
   storage?: { mb: number; atMs: number };
-  /** The walk of pgdata in progress, if any. */
-  walk?: Promise<void>;
+  /** The walk of pgdata in progress (queued in `walks`), if any. */
+  walk?: DiskUsageWalk;
 }
 
 const DEFAULT_STORAGE_INTERVAL_MS = 30_000;
@@ -54,15 +79,21 @@ export class MetricsSampler {
   private readonly intervalMs: number;
   private readonly storageIntervalMs: number;
   private readonly clock: () => number;
+  private readonly walkLimits: StorageWalkLimits;
   private readonly nodes = new Map<string, NodeState>();
+  /** Nodes whose walk is in progress, in turn order. */
+  private readonly walks: NodeState[] = [];
   private timer: NodeJS.Timeout | undefined;
   /** A process sample in progress: timer ticks do not pile up behind a slow one. */
   private sampling: Promise<void> | undefined;
+  /** A pass of storage walks in progress: likewise. */
+  private walking: Promise<void> | undefined;
 
   constructor(options: MetricsSamplerOptions) {
     this.intervalMs = options.intervalMs;
     this.storageIntervalMs = options.storageIntervalMs ?? DEFAULT_STORAGE_INTERVAL_MS;
     this.clock = options.clock ?? (() => performance.now());
+    this.walkLimits = { ...STORAGE_WALK, ...options.walk };
   }
 
   /**
@@ -75,12 +106,16 @@ export class MetricsSampler {
       known.pid = node.pid; // the CPU baseline follows the postmaster by identity
       return;
     }
-    const state: NodeState = { pgdata: node.pgdata, pid: node.pid };
+    if (known !== undefined) this.dropWalk(known);
+    const state: NodeState = { key, pgdata: node.pgdata, pid: node.pid };
     this.nodes.set(key, state);
-    this.measureStorage(state);
+    this.startWalk(state, true);
+    void this.walkPass();
   }
 
   untrack(key: string): void {
+    const state = this.nodes.get(key);
+    if (state !== undefined) this.dropWalk(state);
     this.nodes.delete(key);
   }
 
@@ -99,22 +134,34 @@ export class MetricsSampler {
     this.tick();
   }
 
-  /** Stops the timer; a sample in progress finishes on its own. */
+  /** Stops the timer and abandons the walks in progress; a process sample in progress finishes on its own. */
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+    for (const state of this.nodes.values()) this.dropWalk(state);
   }
 
-  /** Samples every node now and waits for it, storage walks due or in progress included. */
+  /**
+   * Samples every node now and waits for it, storage walks due or in
+   * progress included, walked to their end whatever their size (for tests
+   * and tools; the timer never does this).
+   */
   async sampleNow(): Promise<void> {
-    for (const state of this.nodes.values()) if (this.storageDue(state)) this.measureStorage(state);
-    const walks = [...this.nodes.values()].map((state) => state.walk);
+    for (const state of this.nodes.values()) if (this.storageDue(state)) this.startWalk(state);
     await this.sampling; // one begun before this call may miss what changed since
-    await Promise.all([this.sampleOnce(), ...walks]);
+    await this.walking;
+    while (this.walks.length > 0) await this.walkPass(true);
+    await this.sampleOnce();
+  }
+
+  /** What a timer tick does to storage: starts the walks that are due and walks a bounded pass. */
+  walkTick(): Promise<void> {
+    for (const state of this.nodes.values()) if (this.storageDue(state)) this.startWalk(state);
+    return this.walkPass();
   }
 
   private tick(): void {
-    for (const state of this.nodes.values()) if (this.storageDue(state)) this.measureStorage(state);
+    void this.walkTick();
     void this.sampleOnce();
   }
 
@@ -130,14 +177,55 @@ export class MetricsSampler {
     );
   }
 
-  private measureStorage(state: NodeState): void {
+  /** Queues a new walk of the node's data directory (first in turn for a node never measured). */
+  private startWalk(state: NodeState, first = false): void {
     if (state.walk !== undefined) return;
-    state.walk = diskUsageBytes(state.pgdata)
-      .then((bytes) => {
-        state.storage = { mb: Math.round((bytes / MB) * 10) / 10, atMs: this.clock() };
-      })
-      .catch(() => {}) // diskUsageBytes tolerates vanishing files; nothing else should escape a timer
-      .finally(() => (state.walk = undefined));
+    state.walk = new DiskUsageWalk(state.pgdata);
+    if (first) this.walks.unshift(state);
+    else this.walks.push(state);
+  }
+
+  private dropWalk(state: NodeState): void {
+    const i = this.walks.indexOf(state);
+    if (i >= 0) this.walks.splice(i, 1);
+    void state.walk?.close();
+    state.walk = undefined;
+  }
+
+  /**
+   * Walks the queued data directories in turn, each for a slice, until the
+   * tick's entries or time are spent (or, `toTheEnd`, until all are done);
+   * a finished walk becomes the node's storage.
+   */
+  private walkPass(toTheEnd = false): Promise<void> {
+    return (this.walking ??= this.walkSlices(toTheEnd).finally(() => (this.walking = undefined)));
+  }
+
+  private async walkSlices(toTheEnd: boolean): Promise<void> {
+    const limits = this.walkLimits;
+    const deadline = toTheEnd ? Infinity : this.clock() + limits.msPerTick;
+    let budget = toTheEnd ? Infinity : limits.entriesPerTick;
+    while (budget > 0 && this.clock() < deadline) {
+      const state = this.walks.shift();
+      const walk = state?.walk;
+      if (state === undefined || walk === undefined) return;
+      const before = walk.entries;
+      let done: boolean;
+      try {
+        done = await walk.step(Math.min(budget, limits.entriesPerSlice), deadline, this.clock);
+      } catch {
+        done = true; // the walk tolerates vanishing files; nothing else should stop the sampler
+        await walk.close();
+      }
+      budget -= walk.entries - before;
+      if (this.nodes.get(state.key) !== state || state.walk !== walk) continue; // untracked meanwhile
+      if (done) {
+        state.storage = { mb: Math.round((walk.bytes / MB) * 10) / 10, atMs: this.clock() };
+        state.walk = undefined;
+      } else {
+        this.walks.push(state);
+      }
+    }
   }
 
   private async sampleProcesses(): Promise<void> {
@@ -175,7 +263,10 @@ export class MetricsSampler {
       milliCpu = Math.max(0, Math.round((cpuMs / (now - prev.atMs)) * 1000));
     }
     state.cpu = { root: identity, ticks, atMs: now };
-    const kb = await Promise.all(tree.map((p) => memoryKb(p.pid)));
-    state.usage = { memoryMb: Math.round(kb.reduce((a, b) => a + b, 0) / 1024), milliCpu };
+    // smaps_rollup walks a process's page tables: read it for so many
+    // processes only, and count the others at their average.
+    const read = await Promise.all(tree.slice(0, MAX_MEMORY_READS).map((p) => memoryKb(p.pid)));
+    const kb = (read.reduce((a, b) => a + b, 0) * tree.length) / read.length;
+    state.usage = { memoryMb: Math.round(kb / 1024), milliCpu };
   }
 }
