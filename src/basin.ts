@@ -1,7 +1,6 @@
 // The composition root: store, driver, engine and HTTP app, wired once.
 // main.ts runs it as a server; tests build it with a temporary data directory.
 
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type LoggerOptions, pino } from 'pino';
@@ -15,6 +14,7 @@ import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { Engine } from './engine/engine.js';
 import { recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
+import { secureDataDir } from './lib/data-dir.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
@@ -40,11 +40,14 @@ export interface BasinOptions {
 
 export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
   const clock = options.clock ?? systemClock;
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const store = openSqliteStore(join(config.dataDir, 'basin.db'));
   const logger = options.logger ? pino(options.logger) : undefined;
   const log: Logger = logger ?? silentLogger;
-  const driver = options.driver ?? createDriver(config, clock, log);
+  // Before the store opens: its files (and anything else there) become
+  // Basin's alone, whatever an older Basin left. The local driver's tree
+  // keeps its own modes (the driver sets them).
+  secureDataDir(config.dataDir, { ownModes: ['local'], log });
+  const store = openSqliteStore(join(config.dataDir, 'basin.db'));
+  const driver = options.driver ?? createDriver(config, clock, log, store);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
   // The engine needs the app's logger and the commands need the engine's kick.
@@ -97,11 +100,22 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   };
 }
 
-function createDriver(config: Config, clock: Clock, log: Logger): Driver {
+function createDriver(config: Config, clock: Clock, log: Logger, store: Store): Driver {
   switch (config.driver) {
     case 'sim':
       return createSimDriver({ delayMs: config.simDelayMs, clock });
     case 'local':
-      return createLocalDriver({ dataDir: config.dataDir, publicHost: config.publicHost, log });
+      return createLocalDriver({
+        dataDir: config.dataDir,
+        publicHost: config.publicHost,
+        serviceUidRange: config.serviceUidRange,
+        // The high-water mark of service uids lives in the store, so that
+        // no uid is given twice, across restarts too (docs/security.md).
+        allocateUid: () =>
+          store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
+        privateTmp: config.servicePrivateTmp,
+        privateTmpMb: config.serviceTmpSizeMb,
+        log,
+      });
   }
 }
