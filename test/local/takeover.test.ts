@@ -15,10 +15,19 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { ServiceSpec } from '../../src/drivers/driver.js';
+import { DriverError, type ServiceSpec } from '../../src/drivers/driver.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
 import { readPasswd, type PasswdEntry } from '../../src/drivers/local/os-user.js';
@@ -38,7 +47,8 @@ import {
 
 const notRoot = process.getuid?.() !== 0 ? 'per-service OS users need root' : false;
 const PLACES = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock'];
-const RANGE = { min: 2_000_000, max: 2_999_999 };
+/** A range of this process's own, so that parallel tests do not take its uids. */
+const BASE = 2_500_000 + (process.pid % 20_000) * 20;
 const password = 'takeover-password-0123';
 
 function osUser(id: string): PasswdEntry | undefined {
@@ -52,8 +62,8 @@ function field(pid: number, name: string): string {
 }
 
 /** The uids' high-water mark kept in a real store, as basin.ts does. */
-function storeAllocator(store: Store) {
-  return () => store.transaction((tx) => tx.counters.next('service-uid', RANGE.min));
+function storeAllocator(store: Store, min: number) {
+  return () => store.transaction((tx) => tx.counters.next('service-uid', min));
 }
 
 for (const privateTmp of ['off', 'on'] as const) {
@@ -61,6 +71,7 @@ for (const privateTmp of ['off', 'on'] as const) {
     `setuid leftovers of a deleted service give no one its uid (private /tmp ${privateTmp})`,
     { skip: notRoot, timeout: 300_000 },
     async (t) => {
+      const RANGE = { min: BASE + (privateTmp === 'on' ? 10 : 0), max: BASE + 19 };
       const dataDir = makeDataDir();
       const storeFile = join(dataDir, 'basin.db');
       let store = openSqliteStore(storeFile);
@@ -70,7 +81,7 @@ for (const privateTmp of ['off', 'on'] as const) {
           publicHost: 'localhost',
           privateTmp,
           serviceUidRange: RANGE,
-          allocateUid: storeAllocator(s),
+          allocateUid: storeAllocator(s, RANGE.min),
         });
       let driver: LocalDriver = start(store);
       const specs: ServiceSpec[] = [];
@@ -91,6 +102,12 @@ for (const privateTmp of ['off', 'on'] as const) {
       copyFileSync('/usr/bin/perl', capPerl);
       chmodSync(capPerl, 0o755);
       execFileSync('setcap', ['cap_setuid+ep', capPerl]);
+      // A file of the range's first uid, which no user has: left by a user
+      // deleted outside Basin. Whoever got that uid would own it.
+      const stray = join('/var/tmp', `basin-stray-${process.pid}-${RANGE.min}`);
+      writeFileSync(stray, 'stray');
+      chownSync(stray, RANGE.min, RANGE.min);
+      t.after(() => rmSync(stray, { force: true }));
       await driver.start();
 
       const a = await makeSpec('POSTGRES', password);
@@ -98,7 +115,7 @@ for (const privateTmp of ['off', 'on'] as const) {
       await applyUntilDone(driver, a);
       const aUser = osUser(a.serviceId);
       assert.ok(aUser, 'A has an OS user');
-      assert.ok(aUser.uid >= RANGE.min && aUser.uid <= RANGE.max, `uid ${aUser.uid}`);
+      assert.equal(aUser.uid, RANGE.min + 1, 'the uid that owns a file is skipped');
       assert.equal(aUser.gid, aUser.uid, 'its own group has the same id');
       const hide = `.x-${a.serviceId}`;
 
@@ -192,21 +209,44 @@ for (const privateTmp of ['off', 'on'] as const) {
         assert.equal(ns(pid).equals(ns('self')), privateTmp === 'off', 'its own mount namespace');
       });
 
-      await t.test('a restarted Basin adopts the server and still never reuses a uid', async () => {
-        await driver.close();
-        store.close();
-        store = openSqliteStore(storeFile);
-        driver = start(store);
-        await driver.start();
-        assert.equal(await driver.inspectService(c), 'running');
-        await applyUntilDone(driver, c);
-        assert.equal(postmasterPid(pgdata), pid, 'not restarted');
-        const d = await makeSpec('POSTGRES', password);
-        specs.push(d);
-        await applyUntilDone(driver, d);
-        const dUser = osUser(d.serviceId);
-        assert.ok(dUser && dUser.uid > cUser.uid, `${dUser?.uid} after ${cUser.uid}`);
-      });
+      await t.test(
+        'a restarted Basin adopts the server, never reuses a uid, and says when the range runs out',
+        async () => {
+          await driver.close();
+          store.close();
+          store = openSqliteStore(storeFile);
+          driver = start(store);
+          await driver.start();
+          assert.equal(await driver.inspectService(c), 'running');
+          await applyUntilDone(driver, c);
+          assert.equal(postmasterPid(pgdata), pid, 'not restarted');
+          const d = await makeSpec('POSTGRES', password);
+          specs.push(d);
+          await applyUntilDone(driver, d);
+          const dUser = osUser(d.serviceId);
+          assert.ok(dUser && dUser.uid > cUser.uid, `${dUser?.uid} after ${cUser.uid}`);
+
+          // A range whose every uid was given: no user, a permanent error that says what to do.
+          const full = createLocalDriver({
+            dataDir,
+            publicHost: 'localhost',
+            privateTmp,
+            serviceUidRange: { min: RANGE.min, max: dUser.uid },
+            allocateUid: storeAllocator(store, RANGE.min),
+          });
+          await full.start();
+          const e = await makeSpec('POSTGRES', password);
+          await assert.rejects(
+            applyUntilDone(full, e),
+            (err: unknown) =>
+              err instanceof DriverError &&
+              !err.retryable &&
+              /widen --service-uid-range \(BASIN_SERVICE_UID_RANGE\)/.test(err.message),
+          );
+          await full.close();
+          assert.equal(osUser(e.serviceId), undefined);
+        },
+      );
     },
   );
 }

@@ -28,7 +28,7 @@ import { CommandError, onPath, run } from './exec.js';
 import type { Layout } from './layout.js';
 import { groupExists, readPasswd, type OsUser, type PasswdEntry } from './os-user.js';
 import { processesOfUser, signalAll } from './processes.js';
-import { idIsFree, type AllocateUid, type UidRange } from './uids.js';
+import { idIsFree, ownsFiles, type AllocateUid, type UidRange } from './uids.js';
 
 export const USER_PREFIX = 'basin-';
 /** The longest user name useradd accepts on Debian (and utmp can hold). */
@@ -56,6 +56,7 @@ const comment = (id: string, installation: string) =>
  * Basin's data directory.
  */
 const SHARED_WRITABLE_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock', '/dev/mqueue'];
+const sharedWritableDirs = () => SHARED_WRITABLE_DIRS.filter((d) => existsSync(d));
 
 /** The installation's tag, made once (a random 16 hex digits), kept in the layout. */
 export async function ensureInstallation(layout: Layout): Promise<string> {
@@ -207,7 +208,9 @@ export class ServiceUsers {
           false,
         );
       }
-      if (n >= min && (await idIsFree(n))) return n;
+      if (n >= min && (await idIsFree(n)) && !(await ownsFiles(n, sharedWritableDirs()))) {
+        return n;
+      }
       this.o.log.debug({ uid: n }, 'uid in use on this host; trying the next one');
     }
   }
@@ -250,7 +253,7 @@ export class ServiceUsers {
    */
   async removeLeftovers(user: OsUser): Promise<void> {
     if (!this.isOwnUser(user)) return;
-    const dirs = [...SHARED_WRITABLE_DIRS, this.o.layout.dataDir].filter((d) => existsSync(d));
+    const dirs = [...sharedWritableDirs(), this.o.layout.dataDir];
     try {
       await run('find', ['-P', ...dirs, '-xdev', '-uid', String(user.uid), '-delete'], {
         timeoutMs: 600_000,

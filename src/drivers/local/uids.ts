@@ -54,6 +54,28 @@ export async function idIsFree(n: number): Promise<boolean> {
   return true;
 }
 
+/**
+ * Whether any file under `dirs` belongs to `uid`: one left by a user of
+ * that uid whose files were never swept (deleted by hand, or by another
+ * installation), which a new user of the uid would inherit. As root.
+ */
+export async function ownsFiles(uid: number, dirs: string[]): Promise<boolean> {
+  if (dirs.length === 0) return false;
+  try {
+    const out = await run(
+      'find',
+      ['-P', ...dirs, '-xdev', '-uid', String(uid), '-print', '-quit'],
+      {
+        timeoutMs: 120_000,
+      },
+    );
+    return out.length > 0;
+  } catch (err) {
+    // Unreadable corners: what was found still counts.
+    return err instanceof CommandError && err.output.includes('/');
+  }
+}
+
 /** Whether `n` lies in a range of a subordinate id file (`name:start:count` lines). */
 function inSubordinateRange(file: string, n: number): boolean {
   let text: string;
