@@ -55,7 +55,8 @@ export type PrivateTmpMode = 'auto' | 'on' | 'off';
  * The script run by `sh -c` inside the new namespaces. Its arguments: the
  * tmpfs size, the directory to keep visible, whether to hide other users'
  * processes, the mount points, `--`, then the command it execs. Everything
- * it mounts is private to the namespace (unshare --propagation private).
+ * it mounts is private to the namespace (unshare --propagation private);
+ * /dev/mqueue, where the host has it, shows the namespace's own queues.
  * The directories it makes on the way to `keep` are 0711 (umask 066):
  * crossed, not listed. The descriptor of `keep` is closed before the exec:
  * it must not reach the server, whose user could list `keep` through it.
@@ -77,6 +78,9 @@ while [ "$1" != -- ]; do
 done
 shift
 exec 3<&-
+if [ -d /dev/mqueue ]; then
+  mount -t mqueue -o nosuid,nodev,noexec basin-mqueue /dev/mqueue || fail "could not mount a private /dev/mqueue"
+fi
 if [ "$hide" = yes ]; then
   mount -t proc -o hidepid=invisible,nosuid,nodev,noexec basin-proc /proc || fail "could not mount a private /proc"
 fi

@@ -1,6 +1,7 @@
 // Running the few external programs the local driver needs (initdb, openssl,
 // cp, chown, rm, useradd, userdel). Always execFile, never a shell: arguments are passed as they are, so
-// no path or host name can be interpreted as shell syntax.
+// no path or host name can be interpreted as shell syntax. (The one shell
+// script, confine.ts's, is a constant that takes its data as arguments.)
 
 import { execFile } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';

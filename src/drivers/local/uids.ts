@@ -15,7 +15,7 @@ export interface UidRange {
   max: number;
 }
 
-/** Debian's default; far from the system (100-999) and login (1000-60000) users. */
+/** The default: far above Debian's system (100-999) and login (1000-60000) users. */
 export const DEFAULT_UID_RANGE: UidRange = { min: 2_000_000, max: 2_999_999 };
 
 /**
