@@ -13,6 +13,7 @@ import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { Engine } from './engine/engine.js';
 import { recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
+import { secureDataDir } from './lib/data-dir.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { openStore } from './open-store.js';
@@ -38,10 +39,14 @@ export interface BasinOptions {
 
 export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
   const clock = options.clock ?? systemClock;
-  const { store } = openStore(config);
   const logger = options.logger ? pino(options.logger) : undefined;
   const log: Logger = logger ?? silentLogger;
-  const driver = options.driver ?? createDriver(config, clock, log);
+  // Before the store opens: its files (and anything else there) become
+  // Basin's alone, whatever an older Basin left. The local driver's tree
+  // keeps its own modes (the driver sets them).
+  secureDataDir(config.dataDir, { ownModes: ['local'], log });
+  const { store } = openStore(config);
+  const driver = options.driver ?? createDriver(config, clock, log, store);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
   // The engine needs the app's logger and the commands need the engine's kick.
@@ -94,11 +99,22 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   };
 }
 
-function createDriver(config: Config, clock: Clock, log: Logger): Driver {
+function createDriver(config: Config, clock: Clock, log: Logger, store: Store): Driver {
   switch (config.driver) {
     case 'sim':
       return createSimDriver({ delayMs: config.simDelayMs, clock });
     case 'local':
-      return createLocalDriver({ dataDir: config.dataDir, publicHost: config.publicHost, log });
+      return createLocalDriver({
+        dataDir: config.dataDir,
+        publicHost: config.publicHost,
+        serviceUidRange: config.serviceUidRange,
+        // The high-water mark of service uids lives in the store, so that
+        // no uid is given twice, across restarts too (docs/security.md).
+        allocateUid: () =>
+          store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
+        privateTmp: config.servicePrivateTmp,
+        privateTmpMb: config.serviceTmpSizeMb,
+        log,
+      });
   }
 }

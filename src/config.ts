@@ -22,6 +22,12 @@ export interface Config {
   logLevel: string;
   bodyLimitBytes: number;
   reconcileIntervalMs: number;
+  /** The uids of the services' OS users (local driver, as root): given upward, never twice. */
+  serviceUidRange: { min: number; max: number };
+  /** Private /tmp & co. per service: where the host allows it, required, or never. */
+  servicePrivateTmp: 'auto' | 'on' | 'off';
+  /** The size of each private tmpfs of a service, in MiB. */
+  serviceTmpSizeMb: number;
 }
 
 interface Option {
@@ -110,6 +116,24 @@ export const OPTIONS = {
     default: '5000',
     help: 'how often the engine compares stored state with the driver',
   },
+  serviceUidRange: {
+    env: 'BASIN_SERVICE_UID_RANGE',
+    flag: '--service-uid-range',
+    default: '2000000-2999999',
+    help: "uids of the services' OS users, <min>-<max>; a uid is never given twice",
+  },
+  servicePrivateTmp: {
+    env: 'BASIN_SERVICE_PRIVATE_TMP',
+    flag: '--service-private-tmp',
+    default: 'auto',
+    help: 'private /tmp, /var/tmp, /dev/shm, /run/lock per service: auto (where the host allows it), on (required) or off',
+  },
+  serviceTmpSizeMb: {
+    env: 'BASIN_SERVICE_TMP_SIZE_MB',
+    flag: '--service-tmp-size-mb',
+    default: '1024',
+    help: 'size of each private /tmp-like file system of a service, in MiB',
+  },
 } satisfies Record<string, Option>;
 
 type Key = keyof typeof OPTIONS;
@@ -153,6 +177,26 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       `${OPTIONS.portRange.env} must look like 16000-16999, within 1024-65535.`,
     );
   }
+  const uids = /^(\d+)-(\d+)$/.exec(need('serviceUidRange'));
+  const serviceUidRange = uids ? { min: Number(uids[1]), max: Number(uids[2]) } : undefined;
+  // Above every login user (Debian: 1000-60000, nobody 65534), below 2^31
+  // (tools that hold a uid in a signed int).
+  if (
+    !serviceUidRange ||
+    serviceUidRange.min < 65536 ||
+    serviceUidRange.max > 2147483646 ||
+    serviceUidRange.min > serviceUidRange.max
+  ) {
+    throw new ConfigError(
+      `${OPTIONS.serviceUidRange.env} must look like 2000000-2999999, within 65536-2147483646.`,
+    );
+  }
+  const servicePrivateTmp = need('servicePrivateTmp');
+  if (servicePrivateTmp !== 'auto' && servicePrivateTmp !== 'on' && servicePrivateTmp !== 'off') {
+    throw new ConfigError(
+      `${OPTIONS.servicePrivateTmp.env} must be auto, on or off; got ${servicePrivateTmp}.`,
+    );
+  }
   const bootstrapApiKey = get('bootstrapApiKey') ?? null;
   if (bootstrapApiKey !== null && bootstrapApiKey.length < 16) {
     throw new ConfigError(`${OPTIONS.bootstrapApiKey.env} must be at least 16 characters long.`);
@@ -178,6 +222,9 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       100,
       3_600_000,
     ),
+    serviceUidRange,
+    servicePrivateTmp,
+    serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
   };
 }
 

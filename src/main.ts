@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { createBasin } from './basin.js';
 import { ConfigError, helpText, parseConfig } from './config.js';
+import { makeDataDir } from './lib/data-dir.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
 
 async function main(): Promise<void> {
@@ -13,15 +14,17 @@ async function main(): Promise<void> {
     return;
   }
   const config = parseConfig(argv, process.env);
+  // Nothing Basin writes (store, keys, certificates) is for other OS users:
+  // the databases run as other users, which must not read Basin's files.
+  // Set first: the self-signed certificate below is written before the store.
+  process.umask(0o077);
+  makeDataDir(config.dataDir);
   const https =
     config.tls === 'self-signed'
       ? selfSignedCertificate(config.dataDir, config.publicHost)
       : config.tls
         ? { cert: readFileSync(config.tls.cert, 'utf8'), key: readFileSync(config.tls.key, 'utf8') }
         : null;
-  // Nothing Basin writes (store, keys, certificates) is for other OS users:
-  // the databases run as another user, which must not read Basin's store.
-  process.umask(0o077);
   const basin = await createBasin(config, {
     https,
     logger: {

@@ -2,7 +2,7 @@
 // kept in the data directory. Production deployments pass their own.
 
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export function selfSignedCertificate(
@@ -14,6 +14,7 @@ export function selfSignedCertificate(
   const key = join(dir, 'api-key.pem');
   if (!existsSync(cert) || !existsSync(key)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700); // mkdir's mode is filtered by the umask, and ignored for an existing directory
     execFileSync(
       'openssl',
       [
@@ -35,6 +36,8 @@ export function selfSignedCertificate(
       ],
       { stdio: 'ignore' },
     );
+    chmodSync(key, 0o600);
+    chmodSync(cert, 0o600);
   }
   return { cert: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') };
 }

@@ -156,6 +156,21 @@ export interface PortRepo {
   get(owner: string): Promise<number | undefined>;
 }
 
+/**
+ * Named counters that only ever go up. The local driver keeps here the
+ * highest uid it gave a service's OS user, so that a uid, once given, is
+ * never given again (docs/security.md): files a deleted service left behind
+ * can then never belong to another.
+ */
+export interface CounterRepo {
+  /**
+   * Bumps the counter `name` and returns its new value: one more than its
+   * last value, and at least `floor` (a new counter starts at `floor`).
+   * Call it in a transaction: the value is given out once it commits.
+   */
+  next(name: string, floor: number): Promise<number>;
+}
+
 export interface Repos {
   projects: ProjectRepo;
   users: UserRepo;
@@ -166,6 +181,7 @@ export interface Repos {
   replicaSets: ReplicaSetRepo;
   operations: OperationRepo;
   ports: PortRepo;
+  counters: CounterRepo;
 }
 
 export type Tx = Repos;

@@ -134,6 +134,32 @@ export async function query<T = any>(
 }
 
 /**
+ * A tsdbadmin session that runs programs on the server, as any tenant can:
+ * CREATEROLE lets tsdbadmin grant itself pg_execute_server_program
+ * (docs/security.md). Ended by the caller.
+ */
+export async function tenantSession(spec: ServiceSpec, password: string): Promise<pg.Client> {
+  const c = await connect(spec, password);
+  await c.query('GRANT pg_execute_server_program TO tsdbadmin');
+  await c.query('CREATE TEMP TABLE program_out (line text)');
+  return c;
+}
+
+/**
+ * The output lines of `program`, run by the server (as the service's OS
+ * user) through COPY … FROM PROGRAM on a tenantSession.
+ */
+export async function fromProgram(c: pg.Client, program: string): Promise<string[]> {
+  await c.query('TRUNCATE program_out');
+  // A delimiter no output has: every line is one value, tabs and all.
+  await c.query(
+    `COPY program_out FROM PROGRAM ${c.escapeLiteral(program)} WITH (DELIMITER E'\\x01')`,
+  );
+  const { rows } = await c.query<{ line: string }>('SELECT line FROM program_out');
+  return rows.map((r) => r.line);
+}
+
+/**
  * Live processes of a cluster: a postmaster whose command line names the
  * data directory, or any process working in it (its children).
  */

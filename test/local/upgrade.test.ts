@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { chownSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
@@ -95,6 +95,38 @@ describe(
       for (const path of owned) assert.equal(statSync(path).uid, user.uid, path);
       const [row] = await query(spec, password, 'SELECT answer FROM kept');
       assert.equal(row.answer, 42);
+    });
+
+    test('a service user made before uid ranges keeps its uid, and its files go with it', async () => {
+      const layout = new Layout(dataDir);
+      const tag = readFileSync(layout.installationFile, 'utf8').trim();
+      const old = await makeSpec('POSTGRES', password);
+      const name = serviceUserName(old.serviceId);
+      // As an older Basin made them: a system uid, from useradd's own pick.
+      execFileSync('useradd', [
+        '--system', '--no-create-home', '--home-dir', '/nonexistent',
+        '--shell', '/usr/sbin/nologin', '--user-group',
+        '--comment', `Basin service ${old.serviceId} installation ${tag}`, name,
+      ]); // prettier-ignore
+      const user = readPasswd().find((p) => p.name === name);
+      assert.ok(user && user.uid < 1000, `a system uid: ${user?.uid}`);
+      try {
+        await applyUntilDone(driver, old);
+        const pgdata = layout.pgdata({ id: old.serviceId, node: 0 });
+        assert.equal(statSync(pgdata).uid, user.uid);
+        assert.equal(uidOf(postmasterPid(pgdata)), user.uid);
+        const left = `/var/tmp/basin-upgrade-${old.serviceId}`;
+        writeFileSync(left, 'left behind');
+        chownSync(left, user.uid, user.gid);
+        await deleteUntilDone(driver, old.serviceId);
+        assert.equal(existsSync(left), false, 'its files are removed with it');
+        assert.equal(
+          readPasswd().some((p) => p.name === name),
+          false,
+        );
+      } finally {
+        await deleteUntilDone(driver, old.serviceId).catch(() => {});
+      }
     });
   },
 );

@@ -1,13 +1,18 @@
 // Running the few external programs the local driver needs (initdb, openssl,
 // cp, chown, rm, useradd, userdel). Always execFile, never a shell: arguments are passed as they are, so
-// no path or host name can be interpreted as shell syntax.
+// no path or host name can be interpreted as shell syntax. (The one shell
+// script, confine.ts's, is a constant that takes its data as arguments.)
 
 import { execFile } from 'node:child_process';
-import type { OsUser } from './os-user.js';
-import { spawnIdentity } from './os-user.js';
+import { accessSync, constants } from 'node:fs';
+import { join } from 'node:path';
+import { isRoot, type OsUser } from './os-user.js';
 
 export interface RunOptions {
-  /** Run as this OS user (needs root) instead of Basin's own. */
+  /**
+   * Run as this OS user instead of Basin's own (a service's or the
+   * template user), always with no_new_privs: see asUser.
+   */
   as?: OsUser;
   cwd?: string;
   timeoutMs?: number;
@@ -39,19 +44,64 @@ export function childEnv(): NodeJS.ProcessEnv {
   };
 }
 
+/** A program and its arguments. */
+export interface Command {
+  file: string;
+  args: string[];
+}
+
+/**
+ * `file args…` run as `user` with no_new_privs (prctl(2)
+ * PR_SET_NO_NEW_PRIVS): setuid and setgid bits and file capabilities then
+ * raise nothing, at this exec or any later one in the process tree, so
+ * nothing a tenant planted can lift a process of a service's user out of it
+ * (docs/security.md, confine.ts). As root, setpriv switches every uid and
+ * gid (real, effective, saved), drops the supplementary groups and empties
+ * even the capability bounding set. Not root, `user` is Basin's own user,
+ * and only no_new_privs is set.
+ */
+export function asUser(user: OsUser, file: string, args: string[]): Command {
+  if (!isRoot()) return { file: 'setpriv', args: ['--no-new-privs', '--', file, ...args] };
+  return {
+    file: 'setpriv',
+    args: [
+      `--reuid=${user.uid}`,
+      `--regid=${user.gid}`,
+      '--clear-groups',
+      '--no-new-privs',
+      '--bounding-set=-all',
+      '--',
+      file,
+      ...args,
+    ],
+  };
+}
+
+/** Whether `tool` is an executable on the children's PATH. */
+export function onPath(tool: string): boolean {
+  return (childEnv().PATH ?? '').split(':').some((d) => {
+    try {
+      accessSync(join(d, tool), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Runs `file args…` and resolves with its stdout; rejects with a CommandError carrying its output. */
 export function run(file: string, args: string[], options: RunOptions = {}): Promise<string> {
   const command = [file, ...args].join(' ');
+  const exec = options.as ? asUser(options.as, file, args) : { file, args };
   return new Promise((resolve, reject) => {
     execFile(
-      file,
-      args,
+      exec.file,
+      exec.args,
       {
         cwd: options.cwd,
         env: childEnv(),
         timeout: options.timeoutMs ?? 60_000,
         maxBuffer: 4 * 1024 * 1024,
-        ...(options.as ? spawnIdentity(options.as) : {}),
       },
       (err, stdout, stderr) => {
         if (err) {

@@ -36,7 +36,8 @@ export interface NodeRef {
 export class Layout {
   readonly root: string;
 
-  constructor(dataDir: string) {
+  /** `dataDir` is Basin's data directory, a real path (see LocalDriver.start). */
+  constructor(readonly dataDir: string) {
     this.root = join(dataDir, 'local');
   }
 

@@ -7,9 +7,10 @@
 // state.json), so a restarted Basin adopts the running clusters as they
 // are: databases outlive the API server.
 
-import { lstat, mkdir, readdir, realpath } from 'node:fs/promises';
+import { lstat, readdir, realpath } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Metrics } from '../../domain/types.js';
+import { makeDataDir } from '../../lib/data-dir.js';
 import { type Logger, silentLogger } from '../../lib/logger.js';
 import {
   DriverError,
@@ -22,6 +23,13 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
+import {
+  checkConfineTools,
+  detectPrivateTmp,
+  isConfined,
+  type PrivateTmp,
+  type PrivateTmpMode,
+} from './confine.js';
 import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
@@ -34,7 +42,9 @@ import { clusterProcesses, signalAll } from './processes.js';
 import { mkdirIn, nodeExists, removeTrees } from './node-files.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
 import { removeStaleStaging, Template } from './template.js';
+import { tightenLayout } from './tighten.js';
 import { ensureCa } from './tls.js';
+import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -56,6 +66,22 @@ export interface LocalDriverOptions {
   publicCidrs?: string[];
   /** How often memory and CPU of the clusters are sampled (default 5 s). */
   metricsIntervalMs?: number;
+  /** The uids of the services' OS users (default 2000000-2999999; uids.ts). */
+  serviceUidRange?: UidRange;
+  /**
+   * Hands out those uids upward, never one twice: basin.ts keeps the mark
+   * in the store. The default counts in memory from the range's start, for
+   * tests and tools only: a restarted process would give uids again.
+   */
+  allocateUid?: AllocateUid;
+  /**
+   * Private /tmp, /var/tmp, /dev/shm and /run/lock for each service's
+   * server (confine.ts): 'auto' (default) where the host allows it, 'on'
+   * required (start fails without), 'off' never.
+   */
+  privateTmp?: PrivateTmpMode;
+  /** The size of each of those private file systems, in MiB (default 1024). */
+  privateTmpMb?: number;
   log?: Logger;
   /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
   adminBounds?: Partial<AdminBounds>;
@@ -68,6 +94,8 @@ export interface DriverContext {
   /** The services' OS users (one each when Basin is root). */
   users: ServiceUsers;
   template: Template;
+  /** Each server's private directories, when the host allows them (confine.ts). */
+  privateTmp: PrivateTmp | undefined;
   stopper: Stopper;
   /** Postmasters this process started, by data directory, to report how a failed start ended. */
   spawned: Map<string, { proc: Spawned; sawReady: boolean }>;
@@ -113,7 +141,8 @@ export class LocalDriver implements Driver {
     // Only root can make users (and run PostgreSQL as them).
     const perService = isRoot();
     if (perService) checkUserTools();
-    await mkdir(resolve(this.options.dataDir), { recursive: true, mode: 0o700 });
+    checkConfineTools();
+    makeDataDir(this.options.dataDir);
     // /proc reports real paths; so must the layout, for processes to be recognised.
     const dataDir = await realpath(resolve(this.options.dataDir));
     const layout = new Layout(dataDir);
@@ -124,11 +153,20 @@ export class LocalDriver implements Driver {
     await ensureCa(layout);
     await removeStaleStaging(layout);
     const installation = await ensureInstallation(layout);
+    await tightenLayout(layout);
+    const privateTmp = await detectPrivateTmp(
+      this.options.privateTmp ?? 'auto',
+      { sizeMb: this.options.privateTmpMb ?? 1024, keep: layout.root },
+      this.log,
+    );
+    const uidRange = this.options.serviceUidRange ?? DEFAULT_UID_RANGE;
     const users = new ServiceUsers({
       perService,
       layout,
       shared: templateUser,
       installation,
+      uidRange,
+      allocateUid: this.options.allocateUid ?? memoryUidAllocator(uidRange),
       log: this.log,
     });
     const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
@@ -137,6 +175,7 @@ export class LocalDriver implements Driver {
       pg,
       user: templateUser,
       adminOsUsers: adminOsUsers(templateUser),
+      privateTmp,
       log: this.log,
     });
     this.ctx = {
@@ -144,6 +183,7 @@ export class LocalDriver implements Driver {
       pg,
       users,
       template,
+      privateTmp,
       stopper: new Stopper(),
       spawned: new Map(),
       publicHost: this.options.publicHost,
@@ -173,8 +213,11 @@ export class LocalDriver implements Driver {
     this.log.info(
       {
         postgres: report.postgresVersion,
-        osUsers: perService ? 'one per service' : templateUser.name,
+        osUsers: perService
+          ? `one per service, uids ${uidRange.min}-${uidRange.max}`
+          : templateUser.name,
         templateUser: templateUser.name,
+        privateTmp: privateTmp ? privateTmp.dirs : 'no',
         root: layout.root,
       },
       'local driver ready',
@@ -205,7 +248,8 @@ export class LocalDriver implements Driver {
   /**
    * Stops every process of the service at once (immediate shutdown: the
    * data is going away), then every other process of its OS user (what its
-   * tsdbadmin started), removes its nodes, WAL archive and sockets, and
+   * tsdbadmin started), removes its nodes, WAL archive and sockets, then
+   * every other file its OS user owns on the host (service-users.ts), and
    * finally the OS user. Each step is repeated safely by the next call
    * after a crash anywhere.
    */
@@ -240,17 +284,22 @@ export class LocalDriver implements Driver {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
       }
-      await Promise.all([
-        // The instance directory last: it is what says which nodes there were.
-        removeTrees([
-          ...refs.map((ref) => layout.socketDir(ref)),
-          layout.socketDir({ id: serviceId, node: 0 }),
-          layout.archiveDir(serviceId),
-          layout.instanceDir(serviceId),
-        ]),
-        user && users.removeLeftovers(user),
+      // The instance directory last: it is what says which nodes there were.
+      await removeTrees([
+        ...refs.map((ref) => layout.socketDir(ref)),
+        layout.socketDir({ id: serviceId, node: 0 }),
+        layout.archiveDir(serviceId),
+        layout.instanceDir(serviceId),
       ]);
-      if (user) await users.remove(serviceId);
+      if (user) {
+        await users.removeLeftovers(user);
+        // Something ran as the user meanwhile (someone outside Basin's
+        // services ran a setuid file of its): kill and sweep again.
+        if ((await users.killAll(user)) > 0) {
+          return wait(100, "stopping the processes of the service's OS user");
+        }
+        await users.remove(serviceId);
+      }
       this.sampler.untrack(metricsKey(serviceId));
       if (refs.length > 0) this.log.info({ serviceId }, 'deleted service databases');
       return DONE;
@@ -264,7 +313,7 @@ export class LocalDriver implements Driver {
    */
   async inspectService(spec: ServiceSpec): Promise<Health> {
     checkId(spec.serviceId);
-    const { layout } = this.context();
+    const { layout, privateTmp } = this.context();
     const ref = { id: spec.serviceId, node: 0 };
     if (!(await nodeExists(layout, ref))) return 'missing';
     const pm = await postmasterStatus(layout.pgdata(ref));
@@ -273,6 +322,12 @@ export class LocalDriver implements Driver {
       pid: pm.up ? pm.pid : undefined,
     });
     if (!pm.up) return spec.running ? 'failed' : 'stopped';
+    // A server started by an older Basin, without no_new_privs or a private
+    // /tmp: reported failed, so that the engine applies the spec, which
+    // restarts it confined (service-node.ts).
+    if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
+      return 'failed';
+    }
     if (pm.state === 'ready') return 'running';
     return spec.running ? 'failed' : 'running';
   }

@@ -7,7 +7,7 @@
 // Only hashes are kept: the password verifier is a secret.
 
 import { createHash } from 'node:crypto';
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 
 export interface NodeState {
   /** Hash of the restart-only settings the running postmaster was started with. */
@@ -47,5 +47,7 @@ export async function readNodeState(file: string): Promise<NodeState> {
 export async function writeNodeState(file: string, state: NodeState): Promise<void> {
   const tmp = `${file}.tmp`;
   await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  // writeFile's mode only applies to a new file (a crash may have left one).
+  await chmod(tmp, 0o600);
   await rename(tmp, file);
 }

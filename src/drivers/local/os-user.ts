@@ -107,15 +107,6 @@ function lookupWithId(name: string): OsUser | undefined {
   }
 }
 
-/**
- * spawn/execFile options that run a child as `user`. Only root may switch
- * users; otherwise `user` is Basin's own and nothing is needed. (libuv also
- * drops root's supplementary groups when it switches.)
- */
-export function spawnIdentity(user: OsUser): { uid?: number; gid?: number } {
-  return isRoot() && user.uid !== process.getuid?.() ? { uid: user.uid, gid: user.gid } : {};
-}
-
 /** Gives a path to `user` (a no-op when Basin is not root: it already owns what it creates). */
 export async function chownTo(path: string, user: OsUser): Promise<void> {
   if (isRoot()) await chown(path, user.uid, user.gid);

@@ -13,11 +13,12 @@
 // a zombie is never taken for a running server.
 
 import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync } from 'node:fs';
 import { readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
+import { postmasterCommand, type PrivateTmp } from './confine.js';
 import { childEnv } from './exec.js';
-import { spawnIdentity, type OsUser } from './os-user.js';
+import type { OsUser } from './os-user.js';
 import { clusterProcesses, isPostmasterOf, signalAll } from './processes.js';
 import { openRegularFile, readSmallFile } from './safe-fs.js';
 
@@ -64,14 +65,18 @@ const STARTUP_LOG_MAX = 1024 * 1024;
 
 /**
  * Starts `postgres -D pgdata` as `user`, detached, its output appended to
- * `logFile`. The caller must have made sure no server or leftover process of
- * this data directory runs (see prepareStart).
+ * `logFile`: with no_new_privs, and in namespaces of its own with private
+ * /tmp & co. when `privateTmp` is given (confine.ts). The spawned process
+ * becomes the postmaster itself (each step execs the next), so its pid is
+ * the one postmaster.pid holds. The caller must have made sure no server or
+ * leftover process of this data directory runs (see prepareStart).
  */
 export async function spawnPostmaster(options: {
   pgBin: string;
   pgdata: string;
   logFile: string;
   user: OsUser;
+  privateTmp?: PrivateTmp;
 }): Promise<Spawned> {
   const { pgBin, pgdata, logFile, user } = options;
   try {
@@ -81,12 +86,19 @@ export async function spawnPostmaster(options: {
   }
   const fd = openSync(logFile, 'a', 0o600);
   try {
-    const child = spawn(join(pgBin, 'postgres'), ['-D', pgdata], {
+    // Root's record: 0600 whatever an older file had (open's mode only applies to a new one).
+    fchmodSync(fd, 0o600);
+    const cmd = postmasterCommand(
+      user,
+      join(pgBin, 'postgres'),
+      ['-D', pgdata],
+      options.privateTmp,
+    );
+    const child = spawn(cmd.file, cmd.args, {
       cwd: pgdata,
       detached: true,
       stdio: ['ignore', fd, fd],
       env: childEnv(),
-      ...spawnIdentity(user),
     });
     const spawned: Spawned = { pid: child.pid ?? -1 };
     child.on('exit', (code, signal) => (spawned.exit = { code, signal }));

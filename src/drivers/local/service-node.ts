@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { createExtensions, reloadConfig, setTsdbadminPassword, type AdminTarget } from './admin.js';
+import { isConfined } from './confine.js';
 import {
   pgHba,
   pgIdent,
@@ -110,19 +111,29 @@ export class ServiceNode {
       if (starting && !starting.proc.exit) {
         return wait(100, 'waiting for PostgreSQL to finish starting before stopping it');
       }
+      // Nothing of the tenant's runs while its server does not (see start).
+      if ((await ctx.users.killAll(user)) > 0) {
+        return wait(100, "stopping the processes of the service's OS user");
+      }
       ctx.stopper.forget(pgdata);
       ctx.spawned.delete(pgdata);
       return DONE;
     }
     if (!pm.up) return this.start(user, state, restartHash, loadedHash);
     if (starting?.proc.pid === pm.pid && pm.state === 'ready') starting.sawReady = true;
-    const mustRestart = state.startedWith !== restartHash;
+    // A server an older Basin started runs without no_new_privs or a
+    // private /tmp: restarted once, confined (confine.ts).
+    const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined));
+    const why = unconfined
+      ? 'restarting PostgreSQL to confine it (no_new_privs, private /tmp)'
+      : 'restarting PostgreSQL to apply new settings';
+    const mustRestart = state.startedWith !== restartHash || unconfined;
     if (mustRestart || pm.state === 'stopping' || ctx.stopper.stopping(pgdata, pm.pid)) {
       if (mustRestart && !ctx.stopper.stopping(pgdata, pm.pid)) {
-        ctx.log.info({ serviceId: spec.serviceId }, 'restarting PostgreSQL to apply new settings');
+        ctx.log.info({ serviceId: spec.serviceId }, why);
       }
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
-      return wait(ms, 'restarting PostgreSQL to apply new settings');
+      return wait(ms, why);
     }
     if (pm.state !== 'ready')
       return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
@@ -219,6 +230,14 @@ export class ServiceNode {
     if (!(await prepareStart(pgdata, ctx.layout.socketDir(ref)))) {
       return wait(100, 'waiting for the processes of a stopped PostgreSQL to exit');
     }
+    // What the service's tsdbadmin started under the previous server (COPY
+    // … TO PROGRAM, detached) ends with it: a tenant's processes live and
+    // die with its server, in its namespace, with no_new_privs, and none
+    // an older Basin left unconfined outlives this start. (A service has
+    // one node; when it has more, their servers must be spared here.)
+    if ((await ctx.users.killAll(user)) > 0) {
+      return wait(100, "stopping the processes of the service's OS user");
+    }
     // PostgreSQL starts as long as it can bind one address, so a port taken
     // on IPv4 alone would leave a server clients cannot reach: check first.
     if (ctx.listenAddresses !== '' && !(await portIsFree(spec.port))) {
@@ -229,6 +248,7 @@ export class ServiceNode {
       pgdata,
       logFile: ctx.layout.startupLog(ref),
       user,
+      privateTmp: ctx.privateTmp,
     });
     ctx.spawned.set(pgdata, { proc, sawReady: false });
     state.startedWith = restartHash;

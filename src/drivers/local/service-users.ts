@@ -5,8 +5,9 @@
 // pg_write_server_files: it can run any program, and read and write any
 // file, as the OS user its cluster runs as. So that this reaches nothing but
 // the service's own files, each service's clusters run as a user of its
-// own, `basin-<service id>`, made with useradd on the first apply and
-// removed by the delete once its processes are gone and its files removed.
+// own, `basin-<service id>`, made with useradd on the first apply with a uid
+// never given before (uids.ts), and removed by the delete once its
+// processes are gone and every file it owned is removed.
 // Only root can do that; Basin not running as root runs every cluster as
 // itself, and says at start that services are not isolated.
 //
@@ -17,17 +18,17 @@
 // is gone is not an error.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { accessSync, constants, existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { link, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, link, readFile, rm, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
 import { DriverError } from '../driver.js';
 import { HostCheckError } from './errors.js';
-import { childEnv, CommandError, run } from './exec.js';
+import { CommandError, onPath, run } from './exec.js';
 import type { Layout } from './layout.js';
 import { groupExists, readPasswd, type OsUser, type PasswdEntry } from './os-user.js';
 import { processesOfUser, signalAll } from './processes.js';
+import { idIsFree, ownsFiles, type AllocateUid, type UidRange } from './uids.js';
 
 export const USER_PREFIX = 'basin-';
 /** The longest user name useradd accepts on Debian (and utmp can hold). */
@@ -49,8 +50,13 @@ const COMMENT = /^Basin service ([a-z0-9]+) installation ([0-9a-f]{16})$/;
 const comment = (id: string, installation: string) =>
   `Basin service ${id} installation ${installation}`;
 
-/** Where no program's files may outlive the service's user (its uid may be given to the next one). */
-const SHARED_WRITABLE_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue'];
+/**
+ * The host's directories where every user may write (Debian's, and POSIX
+ * message queues'): a deleted service's files are looked for there, and in
+ * Basin's data directory.
+ */
+const SHARED_WRITABLE_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock', '/dev/mqueue'];
+const sharedWritableDirs = () => SHARED_WRITABLE_DIRS.filter((d) => existsSync(d));
 
 /** The installation's tag, made once (a random 16 hex digits), kept in the layout. */
 export async function ensureInstallation(layout: Layout): Promise<string> {
@@ -70,6 +76,7 @@ export async function ensureInstallation(layout: Layout): Promise<string> {
   const tmp = `${layout.installationFile}.${randomBytes(4).toString('hex')}`;
   await writeFile(tmp, `${randomBytes(8).toString('hex')}\n`, { mode: 0o600 });
   try {
+    await chmod(tmp, 0o600);
     await link(tmp, layout.installationFile);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
@@ -81,17 +88,7 @@ export async function ensureInstallation(layout: Layout): Promise<string> {
 
 /** Throws a HostCheckError unless the programs that make and remove users are there. */
 export function checkUserTools(): void {
-  const dirs = (childEnv().PATH ?? '').split(':');
-  const onPath = (tool: string) =>
-    dirs.some((d) => {
-      try {
-        accessSync(join(d, tool), constants.X_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    });
-  const missing = ['useradd', 'userdel', 'groupdel'].filter((t) => !onPath(t));
+  const missing = ['useradd', 'userdel', 'groupdel', 'getent'].filter((t) => !onPath(t));
   if (missing.length > 0) {
     throw new HostCheckError(
       `Basin runs as root and gives every service an OS user of its own, but ${missing.join(', ')} ` +
@@ -116,6 +113,10 @@ export interface ServiceUsersOptions {
   shared: OsUser;
   /** This installation's tag (ensureInstallation). */
   installation: string;
+  /** The uids new users get… */
+  uidRange: UidRange;
+  /** …handed out upward, never twice (uids.ts). */
+  allocateUid: AllocateUid;
   log: Logger;
 }
 
@@ -136,6 +137,7 @@ export class ServiceUsers {
     if (found) return found;
     return this.serially(async () => {
       let nameTaken = false;
+      let uid: number | undefined;
       for (let attempt = 0; ; attempt++) {
         const made = this.find(id, true);
         if (made) return made;
@@ -145,16 +147,28 @@ export class ServiceUsers {
         if (!existsSync(this.o.layout.installationFile)) {
           throw new DriverError(`${this.o.layout.installationFile} is gone.`, true);
         }
+        uid ??= await this.freeUid();
+        // The user's own group gets the same id (-U with the system group
+        // range narrowed to it); -l keeps it out of lastlog and faillog,
+        // which are sparse files indexed by uid.
+        const only = (key: string) => ['-K', `${key}_MIN=${uid}`, '-K', `${key}_MAX=${uid}`];
         try {
           await run('useradd', [
             '--system', '--no-create-home', '--home-dir', '/nonexistent',
-            '--shell', '/usr/sbin/nologin', '--user-group',
+            '--shell', '/usr/sbin/nologin', '--user-group', '--no-log-init',
+            '--uid', String(uid), ...only('SYS_UID'), ...only('SYS_GID'),
             '--comment', comment(id, this.o.installation), name,
           ]); // prettier-ignore
-          this.o.log.info({ serviceId: id, osUser: name }, "created the service's OS user");
+          this.o.log.info({ serviceId: id, osUser: name, uid }, "created the service's OS user");
         } catch (err) {
           if (attempt < 40 && passwdBusy(err)) {
             await sleep(25 + Math.floor(Math.random() * 50));
+            continue;
+          }
+          // 4: the uid or the gid was taken meanwhile (another program made
+          // a user or group): the next one.
+          if (err instanceof CommandError && err.exitCode === 4 && attempt < 40) {
+            uid = undefined;
             continue;
           }
           // 9: the name is taken. By the user, made meanwhile by another
@@ -175,6 +189,30 @@ export class ServiceUsers {
         }
       }
     });
+  }
+
+  /**
+   * A uid (and group id) for a new user: the allocator's next candidates,
+   * skipping any that the host uses. Permanent error once the range is
+   * used up: only the operator can widen it.
+   */
+  private async freeUid(): Promise<number> {
+    const { min, max } = this.o.uidRange;
+    for (;;) {
+      const n = await this.o.allocateUid();
+      if (n > max) {
+        throw new DriverError(
+          `Every uid of the service user range ${min}-${max} has been given out (uids of deleted ` +
+            'services are never given again): an operator must widen --service-uid-range ' +
+            '(BASIN_SERVICE_UID_RANGE) upward.',
+          false,
+        );
+      }
+      if (n >= min && (await idIsFree(n)) && !(await ownsFiles(n, sharedWritableDirs()))) {
+        return n;
+      }
+      this.o.log.debug({ uid: n }, 'uid in use on this host; trying the next one');
+    }
   }
 
   /**
@@ -202,21 +240,31 @@ export class ServiceUsers {
   }
 
   /**
-   * Removes what the user may have left where anyone can write (/tmp,
-   * /dev/shm…) and its System V IPC objects: its uid is given to the next
-   * service's user, who would otherwise get them. The files are removed by
-   * the user itself (so nothing it could not remove is touched), after
-   * killAll found no process.
+   * Removes every file the user owns in the host's world-writable
+   * directories (/tmp, /var/tmp, /dev/shm, /run/lock, /dev/mqueue) and in
+   * Basin's data directory, whatever their modes (a 0311 directory its
+   * owner cannot read is no hiding place from root), and its System V IPC
+   * objects: nothing it planted (a setuid copy of a shell…) may outlive it.
+   * Run as root, after killAll found no process of the user left, so
+   * nothing of its own creates files meanwhile (deleteService checks again
+   * afterwards). find does not follow symbolic links (-P), stays on each
+   * directory's file system (-xdev), and -delete walks depth first,
+   * removing each entry relative to a descriptor of its directory.
    */
   async removeLeftovers(user: OsUser): Promise<void> {
     if (!this.isOwnUser(user)) return;
-    const dirs = SHARED_WRITABLE_DIRS.filter((d) => existsSync(d));
-    if (dirs.length > 0) {
-      // Exits non-zero for every directory it may not read: expected.
-      await run('find', [...dirs, '-xdev', '-user', String(user.uid), '-delete'], {
-        as: user,
-        timeoutMs: 60_000,
-      }).catch(() => {});
+    const dirs = [...sharedWritableDirs(), this.o.layout.dataDir];
+    try {
+      await run('find', ['-P', ...dirs, '-xdev', '-uid', String(user.uid), '-delete'], {
+        timeoutMs: 600_000,
+      });
+    } catch (err) {
+      // Files removed meanwhile, or a directory of the user's holding
+      // another user's files (kept, with it): said, and the delete goes on.
+      this.o.log.warn(
+        { osUser: user.name, err: (err as Error).message },
+        "some files of a deleted service's OS user could not be removed",
+      );
     }
     const args: string[] = [];
     for (const [table, flag] of [

@@ -18,6 +18,7 @@ import { withAdmin } from './admin.js';
 import { pgHba, pgIdent, renderConf } from './conf.js';
 import { run } from './exec.js';
 import { PG_MAJOR, type PgInstall } from './host-check.js';
+import type { PrivateTmp } from './confine.js';
 import type { Layout } from './layout.js';
 import { ensureOwnedDir, exists, mkdirIn, writeOwned } from './node-files.js';
 import type { OsUser } from './os-user.js';
@@ -34,6 +35,8 @@ export interface TemplateContext {
   user: OsUser;
   /** OS users allowed to log in as `postgres` over the socket (pg_ident). */
   adminOsUsers: string[];
+  /** The set-up server's private directories, as every server's (confine.ts). */
+  privateTmp: PrivateTmp | undefined;
   log: Logger;
 }
 
@@ -137,7 +140,13 @@ async function buildTemplate(ctx: TemplateContext): Promise<void> {
     );
 
     const logFile = join(staging, 'startup.log');
-    spawned = await spawnPostmaster({ pgBin: pg.bin, pgdata, logFile, user });
+    spawned = await spawnPostmaster({
+      pgBin: pg.bin,
+      pgdata,
+      logFile,
+      user,
+      privateTmp: ctx.privateTmp,
+    });
     await waitReady(pgdata, spawned, logFile, user);
     await withAdmin({ socketDir, port, pgdata }, 'postgres', async (c) => {
       // LOGIN but no password: nobody can log in as tsdbadmin until a service

@@ -48,6 +48,7 @@ export async function ensureCa(layout: Layout): Promise<void> {
         '',
       ].join('\n'),
     );
+    await chmod(cnf, 0o600);
     await run('openssl', [
       'req', '-x509', '-new', '-config', cnf, '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
       '-nodes', '-sha256', '-days', String(CA_DAYS), '-set_serial', serial(),
@@ -132,6 +133,7 @@ export async function issueServerCert(
         '',
       ].join('\n'),
     );
+    await chmod(cnf, 0o600);
     const key = join(staging, 'server.key');
     const csr = join(staging, 'server.csr');
     const crt = join(staging, 'server.crt');

@@ -92,4 +92,11 @@ export const MIGRATIONS: readonly string[] = [
     owner TEXT NOT NULL UNIQUE
   );
   `,
+  // The counters of CounterRepo (the high-water mark of service uids).
+  `
+  CREATE TABLE counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+  );
+  `,
 ];

@@ -17,6 +17,7 @@ import type {
   UserRepo,
   VpcRepo,
 } from '../store.js';
+import { SqliteCounterRepo } from './counter-repo.js';
 import { SqliteDocRepo } from './doc-repo.js';
 import { SqliteOperationRepo } from './operation-repo.js';
 
@@ -272,5 +273,6 @@ export function createRepos(db: Database.Database): Repos {
     replicaSets: new ReplicaSets(db),
     operations: new SqliteOperationRepo(db),
     ports: new Ports(db),
+    counters: new SqliteCounterRepo(db),
   };
 }

@@ -1,0 +1,32 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, parseConfig } from './config.js';
+
+test('service OS user options: defaults, flags and environment', () => {
+  const d = parseConfig([], {});
+  assert.deepEqual(d.serviceUidRange, { min: 2_000_000, max: 2_999_999 });
+  assert.equal(d.servicePrivateTmp, 'auto');
+  assert.equal(d.serviceTmpSizeMb, 1024);
+  const c = parseConfig(['--service-uid-range', '3000000-3000099', '--service-private-tmp=off'], {
+    BASIN_SERVICE_TMP_SIZE_MB: '64',
+  });
+  assert.deepEqual(c.serviceUidRange, { min: 3_000_000, max: 3_000_099 });
+  assert.equal(c.servicePrivateTmp, 'off');
+  assert.equal(c.serviceTmpSizeMb, 64);
+});
+
+test('service OS user options: bad values say what to write', () => {
+  for (const range of ['1000-2000', '3000000-2000000', '2000000', '2000000-4294967295']) {
+    assert.throws(
+      () => parseConfig([], { BASIN_SERVICE_UID_RANGE: range }),
+      (err: unknown) =>
+        err instanceof ConfigError && /BASIN_SERVICE_UID_RANGE must look like/.test(err.message),
+      range,
+    );
+  }
+  assert.throws(
+    () => parseConfig(['--service-private-tmp', 'yes'], {}),
+    /BASIN_SERVICE_PRIVATE_TMP must be auto, on or off; got yes/,
+  );
+  assert.throws(() => parseConfig(['--service-tmp-size-mb', '0'], {}), ConfigError);
+});
