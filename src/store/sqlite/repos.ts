@@ -18,6 +18,7 @@ import type {
   VpcRepo,
 } from '../store.js';
 import { SqliteDocRepo } from './doc-repo.js';
+import { SqliteEventRepo } from './event-repo.js';
 import { SqliteOperationRepo } from './operation-repo.js';
 
 class Projects implements ProjectRepo {
@@ -271,6 +272,7 @@ export function createRepos(db: Database.Database): Repos {
     services: new Services(db),
     replicaSets: new ReplicaSets(db),
     operations: new SqliteOperationRepo(db),
+    events: new SqliteEventRepo(db),
     ports: new Ports(db),
   };
 }
