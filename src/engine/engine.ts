@@ -193,7 +193,14 @@ export class Engine {
     if (this.stopped) return;
     this.timer = setTimeout(
       () => {
-        this.ticking = this.tick().finally(() => (this.ticking = undefined));
+        this.ticking = this.tick().finally(() => {
+          this.ticking = undefined;
+          // Kicked while this tick ran: its claim may have missed the work that kicked.
+          if (this.again) {
+            this.again = false;
+            this.schedule(0);
+          }
+        });
       },
       Math.max(0, ms),
     );
@@ -224,9 +231,7 @@ export class Engine {
     } catch (err) {
       this.log.error({ err }, 'engine loop failed; retrying');
     }
-    const again = this.again;
-    this.again = false;
-    this.schedule(again ? 0 : wait);
+    this.schedule(wait);
   }
 
   private launch(op: Operation): void {
@@ -280,6 +285,8 @@ export class Engine {
         () => reject(new OperationTimeoutError(this.operationTimeoutMs)),
         this.operationTimeoutMs,
       );
+      // Only a running engine needs it; a closed one must not keep the process alive.
+      timer.unref();
     });
     return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
   }
@@ -322,9 +329,11 @@ export class Engine {
     });
   }
 
-  /** Writes an entry into the logs of the operation's resource (peerings have none). */
+  /** Writes an entry into the logs of the operation's resource, if it has logs and still exists. */
   private async record(tx: Tx, op: Operation, event: EventText): Promise<void> {
     if (op.resourceKind === 'peering') return;
+    const repo = op.resourceKind === 'service' ? tx.services : tx.replicaSets;
+    if (!(await repo.get(op.resourceId))) return;
     await tx.events.add({
       resourceKind: op.resourceKind,
       resourceId: op.resourceId,
