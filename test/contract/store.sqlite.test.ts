@@ -1,7 +1,11 @@
-// The store contract (store-contract.ts) against the embedded SQLite store.
+// The store contract (store-contract.ts) against the embedded SQLite store,
+// and what only SQLite has: data directories written by earlier schemas.
 
+import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { test } from 'node:test';
 import Database from 'better-sqlite3';
+import { MIGRATIONS } from '../../src/store/sqlite/migrations.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { tempDir } from '../helpers.js';
 import { storeContract } from './store-contract.js';
@@ -30,4 +34,39 @@ storeContract('sqlite', {
       },
     };
   },
+});
+
+test('sqlite: an operation queued by an earlier Basin (schema 1) is read back typed, with its project', async (t) => {
+  const file = join(tempDir(t), 'basin.db');
+  const old = new Database(file);
+  old.exec(MIGRATIONS[0] as string);
+  old.pragma('user_version = 1');
+  old
+    .prepare(
+      `INSERT INTO services (id, project_id, parent_id, version, created_at, doc)
+       VALUES ('s1', 'p1', NULL, 1, '2025-01-01T00:00:00.000Z', '{}')`,
+    )
+    .run();
+  old
+    .prepare(
+      `INSERT INTO operations (kind, resource_kind, resource_id, state, payload, run_after,
+         locked_by, lease_expires_at, created_at, updated_at)
+       VALUES ('service.converge', 'service', 's1', 'pending',
+         '{"provision":true,"from":"CONFIGURING","settle":"READY"}', 0, 'engine-1a2b3c4d', 5,
+         '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z')`,
+    )
+    .run();
+  old.close();
+
+  const store = openSqliteStore(file);
+  t.after(() => store.close());
+  const [op] = await store.operations.listPending();
+  assert.equal(op?.kind, 'service.converge');
+  assert.equal(op?.projectId, 'p1');
+  assert.deepEqual(op?.payload, { provision: true, from: 'CONFIGURING', settle: 'READY' });
+  // Its lease (of an engine id of the old form) is taken once expired.
+  const claimed = await store.transaction((tx) =>
+    tx.operations.claim('h/1/aa', 10, { leaseMs: 1000, limit: 1, perProject: 1 }),
+  );
+  assert.equal(claimed[0]?.id, op?.id);
 });
