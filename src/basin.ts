@@ -10,7 +10,7 @@ import type { Config } from './config.js';
 import type { Driver } from './drivers/driver.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
-import { Engine } from './engine/engine.js';
+import { Engine, type EngineOptions } from './engine/engine.js';
 import { recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { secureDataDir } from './lib/data-dir.js';
@@ -35,6 +35,8 @@ export interface BasinOptions {
   /** pino options; no logging when absent. */
   logger?: LoggerOptions;
   https?: { cert: string; key: string } | null;
+  /** Engine settings beyond the configuration (tests: retry policy, leases). */
+  engine?: Partial<EngineOptions>;
 }
 
 export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
@@ -79,6 +81,11 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   });
   const engine = new Engine({ store, driver, clock, provisioner: recordingProvisioner }, log, {
     reconcileIntervalMs: config.reconcileIntervalMs,
+    slots: config.engineSlots,
+    projectSlots: config.engineProjectSlots,
+    drainTimeoutMs: config.drainTimeoutMs,
+    operationTimeoutMs: config.operationTimeoutMs,
+    ...options.engine,
   });
   engineRef.current = engine;
   await driver.start();

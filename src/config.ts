@@ -28,6 +28,14 @@ export interface Config {
   servicePrivateTmp: 'auto' | 'on' | 'off';
   /** The size of each private tmpfs of a service, in MiB. */
   serviceTmpSizeMb: number;
+  /** Operations the engine runs at once. */
+  engineSlots: number;
+  /** Of those, the most one project may hold. */
+  engineProjectSlots: number;
+  /** How long shutdown waits for running operations. */
+  drainTimeoutMs: number;
+  /** How long one attempt of an operation may take before it is given up and retried. */
+  operationTimeoutMs: number;
 }
 
 interface Option {
@@ -134,6 +142,29 @@ export const OPTIONS = {
     default: '1024',
     help: 'size of each private /tmp-like file system of a service, in MiB',
   },
+  engineSlots: {
+    env: 'BASIN_ENGINE_SLOTS',
+    flag: '--engine-slots',
+    default: '4',
+    help: 'operations the engine runs at once',
+  },
+  engineProjectSlots: {
+    env: 'BASIN_ENGINE_PROJECT_SLOTS',
+    flag: '--engine-project-slots',
+    help: 'the most engine slots one project may hold (default half of them, at least 1)',
+  },
+  drainTimeoutMs: {
+    env: 'BASIN_DRAIN_TIMEOUT_MS',
+    flag: '--drain-timeout-ms',
+    default: '10000',
+    help: 'how long shutdown waits for running operations (the rest resume at the next start)',
+  },
+  operationTimeoutMs: {
+    env: 'BASIN_OPERATION_TIMEOUT_MS',
+    flag: '--operation-timeout-ms',
+    default: '120000',
+    help: 'how long one attempt of an operation may run before it is given up and retried',
+  },
 } satisfies Record<string, Option>;
 
 type Key = keyof typeof OPTIONS;
@@ -197,6 +228,12 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       `${OPTIONS.servicePrivateTmp.env} must be auto, on or off; got ${servicePrivateTmp}.`,
     );
   }
+  const engineSlots = integer('engineSlots', need('engineSlots'), 1, 256);
+  const projectSlots = get('engineProjectSlots');
+  const engineProjectSlots =
+    projectSlots === undefined
+      ? Math.max(1, Math.floor(engineSlots / 2))
+      : integer('engineProjectSlots', projectSlots, 1, engineSlots);
   const bootstrapApiKey = get('bootstrapApiKey') ?? null;
   if (bootstrapApiKey !== null && bootstrapApiKey.length < 16) {
     throw new ConfigError(`${OPTIONS.bootstrapApiKey.env} must be at least 16 characters long.`);
@@ -225,6 +262,10 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     serviceUidRange,
     servicePrivateTmp,
     serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
+    engineSlots,
+    engineProjectSlots,
+    drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),
+    operationTimeoutMs: integer('operationTimeoutMs', need('operationTimeoutMs'), 1_000, 3_600_000),
   };
 }
 

@@ -72,7 +72,8 @@ async function main(): Promise<void> {
     if (closing) return;
     closing = true;
     log.info({ signal }, 'shutting down; databases keep running');
-    const force = setTimeout(() => process.exit(1), 30_000);
+    // The engine drains for at most drainTimeoutMs; the rest is a hang.
+    const force = setTimeout(() => process.exit(1), config.drainTimeoutMs + 20_000);
     force.unref();
     await basin.close();
     process.exit(0);

@@ -1,4 +1,6 @@
 import { notFound } from '../domain/errors.js';
+import { peeringProvision } from '../domain/operations.js';
+import { NEW_PEERING_STATUS } from '../domain/peering-transitions.js';
 import { checkName } from '../domain/service-rules.js';
 import type { Peering } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
@@ -47,17 +49,14 @@ export async function createPeering(
       peerAccountId: checkName('peer_account_id', body.peer_account_id),
       peerRegionCode: checkName('peer_region_code', body.peer_region_code),
       peerVpcId: checkName('peer_vpc_id', body.peer_vpc_id),
-      status: 'pending',
+      status: NEW_PEERING_STATUS,
       provisionedId: null,
       errorMessage: null,
       createdAt: iso(now),
       version: 1,
     };
     await tx.peerings.insert(created);
-    await tx.operations.enqueue(
-      { kind: 'peering.provision', resourceKind: 'peering', resourceId: created.id },
-      now,
-    );
+    await tx.operations.enqueue(peeringProvision(created), now);
     return created;
   });
   ctx.kick();
@@ -73,7 +72,8 @@ export async function deletePeering(
 ) {
   await ctx.store.transaction(async (tx) => {
     const peering = await getPeering({ store: tx }, p, projectId, vpcId, peeringId);
-    await tx.operations.cancelForResource('peering', peering.id);
+    await tx.operations.cancelForResource('peering', peering.id, ctx.clock());
     await tx.peerings.delete(peering.id);
+    await tx.events.deleteForResource('peering', peering.id);
   });
 }

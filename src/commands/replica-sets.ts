@@ -2,7 +2,12 @@
 // own endpoint. Same pattern as services: desired state + operation, then 202.
 
 import { conflict, invalid } from '../domain/errors.js';
-import { replicaSetMove, type ReplicaSetAction } from '../domain/replica-set-status.js';
+import { replicaSetConverge, replicaSetDelete } from '../domain/operations.js';
+import {
+  applyReplicaSetAction,
+  NEW_REPLICA_SET_STATUS,
+  type ReplicaSetAction,
+} from '../domain/replica-set-status.js';
 import { serviceMove } from '../domain/service-status.js';
 import { checkName } from '../domain/service-rules.js';
 import { pickSize } from '../domain/sizes.js';
@@ -58,7 +63,7 @@ export async function createReplicaSet(
       name,
       nodes: body.nodes,
       size,
-      status: 'creating',
+      status: NEW_REPLICA_SET_STATUS,
       environment: svc.environment,
       port,
       pooler: { enabled: false, port: null },
@@ -66,22 +71,18 @@ export async function createReplicaSet(
       version: 1,
     };
     await tx.replicaSets.insert(created);
-    await tx.operations.enqueue(
-      {
-        kind: 'replicaSet.converge',
-        resourceKind: 'replicaSet',
-        resourceId: id,
-        payload: { from: 'creating', settle: 'active' },
-      },
-      now,
-    );
+    await tx.operations.enqueue(replicaSetConverge(created), now);
     return created;
   });
   ctx.kick();
   return rs;
 }
 
-type Change = (rs: ReplicaSet, tx: Tx) => Promise<Partial<ReplicaSet>> | Partial<ReplicaSet>;
+/** The configuration fields a command changes (never the status: that is the action's move). */
+type Change = (
+  rs: ReplicaSet,
+  tx: Tx,
+) => Promise<Partial<Omit<ReplicaSet, 'status'>>> | Partial<Omit<ReplicaSet, 'status'>>;
 
 async function configureReplicaSet(
   ctx: Ctx,
@@ -99,24 +100,9 @@ async function configureReplicaSet(
       ids.serviceId,
       ids.replicaSetId,
     );
-    const to = replicaSetMove(replicaSet.id, replicaSet.status, action);
-    const fields = await change(replicaSet, tx);
-    const next = await tx.replicaSets.update({
-      ...replicaSet,
-      ...fields,
-      status: to ?? replicaSet.status,
-    });
-    if (converge) {
-      await tx.operations.enqueue(
-        {
-          kind: 'replicaSet.converge',
-          resourceKind: 'replicaSet',
-          resourceId: replicaSet.id,
-          payload: to ? { from: to, settle: 'active' } : {},
-        },
-        ctx.clock(),
-      );
-    }
+    const moved = applyReplicaSetAction(replicaSet, action);
+    const next = await tx.replicaSets.update({ ...moved, ...(await change(replicaSet, tx)) });
+    if (converge) await tx.operations.enqueue(replicaSetConverge(next), ctx.clock());
     return next;
   });
   if (converge) ctx.kick();
@@ -179,13 +165,10 @@ export async function deleteReplicaSet(ctx: Ctx, p: Principal, ids: Ids): Promis
       ids.serviceId,
       ids.replicaSetId,
     );
-    replicaSetMove(replicaSet.id, replicaSet.status, 'delete');
-    await tx.replicaSets.update({ ...replicaSet, status: 'deleting' });
-    await tx.operations.cancelForResource('replicaSet', replicaSet.id);
-    await tx.operations.enqueue(
-      { kind: 'replicaSet.delete', resourceKind: 'replicaSet', resourceId: replicaSet.id },
-      ctx.clock(),
-    );
+    const deleting = await tx.replicaSets.update(applyReplicaSetAction(replicaSet, 'delete'));
+    const now = ctx.clock();
+    await tx.operations.cancelForResource('replicaSet', replicaSet.id, now);
+    await tx.operations.enqueue(replicaSetDelete(deleting), now);
   });
   ctx.kick();
 }

@@ -3,7 +3,8 @@
 // must change, queues a converge operation in the same transaction.
 
 import { conflict, invalid } from '../domain/errors.js';
-import { type ServiceAction, serviceMove } from '../domain/service-status.js';
+import { serviceConverge } from '../domain/operations.js';
+import { applyServiceAction, type ServiceAction } from '../domain/service-status.js';
 import { checkHa, checkPassword } from '../domain/service-rules.js';
 import { pickSize } from '../domain/sizes.js';
 import type { Environment, Service } from '../domain/types.js';
@@ -13,7 +14,11 @@ import { type Ctx, type Principal, allocatePort, portOwner, requireCapability } 
 import { loadService } from './service-lookup.js';
 import { getVpc } from './vpcs.js';
 
-type Change = (svc: Service, tx: Tx) => Promise<Partial<Service>> | Partial<Service>;
+/** The configuration fields a command changes (never the status: that is the action's move). */
+type Change = (
+  svc: Service,
+  tx: Tx,
+) => Promise<Partial<Omit<Service, 'status'>>> | Partial<Omit<Service, 'status'>>;
 
 /**
  * The shared shape of every configuration command: load, check the state
@@ -30,24 +35,9 @@ async function configure(
 ): Promise<Service> {
   const svc = await ctx.store.transaction(async (tx) => {
     const current = await loadService(tx, p, projectId, serviceId);
-    const move = serviceMove(current.id, current.status, action);
-    const fields = await change(current, tx);
-    const next = await tx.services.update({
-      ...current,
-      ...fields,
-      status: move.to ?? current.status,
-    });
-    if (converge) {
-      await tx.operations.enqueue(
-        {
-          kind: 'service.converge',
-          resourceKind: 'service',
-          resourceId: current.id,
-          payload: move.settle ? { from: move.to, settle: move.settle } : {},
-        },
-        ctx.clock(),
-      );
-    }
+    const moved = applyServiceAction(current, action);
+    const next = await tx.services.update({ ...moved, ...(await change(current, tx)) });
+    if (converge) await tx.operations.enqueue(serviceConverge(next), ctx.clock());
     return next;
   });
   if (converge) ctx.kick();

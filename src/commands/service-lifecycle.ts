@@ -3,7 +3,9 @@
 // transaction and returns at once; the engine does the slow part.
 
 import { invalid } from '../domain/errors.js';
-import { serviceMove } from '../domain/service-status.js';
+import { replicaSetDelete, serviceConverge, serviceDelete } from '../domain/operations.js';
+import { cascadeDelete } from '../domain/replica-set-transitions.js';
+import { applyServiceAction, NEW_SERVICE_STATUS, serviceMove } from '../domain/service-status.js';
 import {
   checkHa,
   checkName,
@@ -177,7 +179,7 @@ async function insertNewService(
       ...fields,
       id,
       projectId,
-      status: 'QUEUED',
+      status: NEW_SERVICE_STATUS,
       port,
       pooler: { enabled: false, port: null },
       vpcId: null,
@@ -185,15 +187,7 @@ async function insertNewService(
       version: 1,
     };
     await tx.services.insert(svc);
-    await tx.operations.enqueue(
-      {
-        kind: 'service.converge',
-        resourceKind: 'service',
-        resourceId: id,
-        payload: { provision: true, from: 'CONFIGURING', settle: 'READY' },
-      },
-      now,
-    );
+    await tx.operations.enqueue(serviceConverge(svc), now);
     return svc;
   });
   ctx.kick();
@@ -218,17 +212,8 @@ export async function setRunning(
 ): Promise<Service> {
   const svc = await ctx.store.transaction(async (tx) => {
     const current = await loadService(tx, p, projectId, serviceId);
-    const move = serviceMove(current.id, current.status, action);
-    const next = await tx.services.update({ ...current, status: move.to ?? current.status });
-    await tx.operations.enqueue(
-      {
-        kind: 'service.converge',
-        resourceKind: 'service',
-        resourceId: current.id,
-        payload: { from: move.to, settle: move.settle },
-      },
-      ctx.clock(),
-    );
+    const next = await tx.services.update(applyServiceAction(current, action));
+    await tx.operations.enqueue(serviceConverge(next), ctx.clock());
     return next;
   });
   ctx.kick();
@@ -248,22 +233,16 @@ export async function deleteService(
 ): Promise<void> {
   await ctx.store.transaction(async (tx) => {
     const current = await loadService(tx, p, projectId, serviceId);
-    serviceMove(current.id, current.status, 'delete');
-    await tx.services.update({ ...current, status: 'DELETING' });
+    const deleting = await tx.services.update(applyServiceAction(current, 'delete'));
     const now = ctx.clock();
     for (const rs of await tx.replicaSets.listByService(current.id)) {
-      if (rs.status !== 'deleting') await tx.replicaSets.update({ ...rs, status: 'deleting' });
-      await tx.operations.cancelForResource('replicaSet', rs.id);
-      await tx.operations.enqueue(
-        { kind: 'replicaSet.delete', resourceKind: 'replicaSet', resourceId: rs.id },
-        now,
-      );
+      const next = cascadeDelete(rs);
+      if (next) await tx.replicaSets.update(next);
+      await tx.operations.cancelForResource('replicaSet', rs.id, now);
+      await tx.operations.enqueue(replicaSetDelete(rs), now);
     }
-    await tx.operations.cancelForResource('service', current.id);
-    await tx.operations.enqueue(
-      { kind: 'service.delete', resourceKind: 'service', resourceId: current.id },
-      now,
-    );
+    await tx.operations.cancelForResource('service', current.id, now);
+    await tx.operations.enqueue(serviceDelete(deleting), now);
   });
   ctx.kick();
 }

@@ -4,6 +4,7 @@ import { InvalidCursorError } from '../lib/cursor.js';
 import type { LogPage, Target } from '../domain/logs.js';
 import type { ReadView } from '../store/store.js';
 import type { Ctx, Principal } from './context.js';
+import { readMergedLogs } from './merged-logs.js';
 import { loadServiceOrReplica } from './service-lookup.js';
 
 export const LOG_PAGE_SIZE = 500;
@@ -35,7 +36,10 @@ export interface LogParams {
   signal?: AbortSignal;
 }
 
-/** One page of a service's (or read replica set's) logs, newest first. */
+/**
+ * One page of a service's (or read replica set's) logs, newest first: the
+ * database's own entries and Basin's (merged-logs.ts).
+ */
 export async function readServiceLogs(
   ctx: Ctx,
   reads: Pick<ReadView, 'services' | 'replicaSets'>,
@@ -66,7 +70,7 @@ export async function readServiceLogs(
   });
   const search = (q.search ?? []).map((s) => s.trim()).filter((s) => s.length > 0);
   try {
-    return await ctx.driver.readLogs(target, {
+    return await readMergedLogs(ctx, target, {
       cursor: q.cursor,
       since,
       until,

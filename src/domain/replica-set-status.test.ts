@@ -9,7 +9,7 @@ import {
 import { REPLICA_SET_STATUSES, type ReplicaSetStatus, type ServiceStatus } from './types.js';
 
 const TABLE: Record<ReplicaSetAction, { from: ReplicaSetStatus[]; to?: ReplicaSetStatus }> = {
-  resize: { from: ['active'], to: 'resizing' },
+  resize: { from: ['active', 'error'], to: 'resizing' },
   delete: { from: ['creating', 'active', 'resizing', 'error'], to: 'deleting' },
   configure: { from: ['creating', 'active', 'resizing', 'error'] },
 };

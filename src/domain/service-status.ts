@@ -8,9 +8,14 @@
 //   resize   READY   → CONFIGURING → READY       (setHA alike)
 //   delete   any but DELETING → DELETING → gone
 //   repair   READY   → UNSTABLE → READY          (engine only, on drift)
+//   failure  … → UNSTABLE                        (engine only, service-transitions.ts)
+//
+// An UNSTABLE service takes stop, start, resize and setHA too: after a failure
+// the engine stops trying on its own (docs/decisions.md, Failures), and a
+// request is how a user tries again.
 
 import { conflict } from './errors.js';
-import type { ServiceStatus } from './types.js';
+import type { Service, ServiceStatus } from './types.js';
 
 export type ServiceAction =
   'stop' | 'start' | 'resize' | 'setHA' | 'delete' | 'fork' | 'configure' | 'addReplicaSet';
@@ -19,8 +24,6 @@ interface ActionRule {
   from: readonly ServiceStatus[];
   /** The status the request leaves the service in; absent when the status does not change. */
   to?: ServiceStatus;
-  /** The status the engine settles the service in once the driver is done. */
-  settle?: ServiceStatus;
   hint: string;
 }
 
@@ -37,54 +40,53 @@ const LIVE: readonly ServiceStatus[] = [
 ];
 
 const RULES: Record<ServiceAction, ActionRule> = {
-  stop: { from: ['READY'], to: 'PAUSING', settle: 'PAUSED', hint: 'only a READY service stops' },
-  start: {
-    from: ['PAUSED'],
-    to: 'RESUMING',
-    settle: 'READY',
-    hint: 'only a PAUSED service starts',
-  },
-  resize: {
-    from: ['READY'],
-    to: 'CONFIGURING',
-    settle: 'READY',
-    hint: 'resize it once it is READY',
-  },
-  setHA: {
-    from: ['READY'],
-    to: 'CONFIGURING',
-    settle: 'READY',
-    hint: 'change HA once it is READY',
-  },
+  stop: { from: ['READY', 'UNSTABLE'], to: 'PAUSING', hint: 'only a READY service stops' },
+  start: { from: ['PAUSED', 'UNSTABLE'], to: 'RESUMING', hint: 'only a PAUSED service starts' },
+  resize: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', hint: 'resize it once it is READY' },
+  setHA: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', hint: 'change HA once it is READY' },
   delete: { from: LIVE, to: 'DELETING', hint: 'it is already being deleted' },
   fork: { from: ['READY'], hint: 'fork it once it is READY' },
   configure: { from: LIVE, hint: 'it is being deleted' },
   addReplicaSet: { from: ['READY'], hint: 'add read replicas once it is READY' },
 };
 
-export interface Move {
-  to: ServiceStatus | undefined;
-  settle: ServiceStatus | undefined;
-}
-
 /**
  * Checks that `action` is allowed on a service in `status` and says where it
- * moves. Throws a CONFLICT that names the state and what to do instead.
+ * moves (undefined: the status stays). Throws a CONFLICT that names the state
+ * and what to do instead.
  */
-export function serviceMove(id: string, status: ServiceStatus, action: ServiceAction): Move {
+export function serviceMove(
+  id: string,
+  status: ServiceStatus,
+  action: ServiceAction,
+): ServiceStatus | undefined {
   const rule = RULES[action];
   if (!rule.from.includes(status)) {
     throw conflict(`Cannot ${verb(action)} service ${id} while it is ${status}: ${rule.hint}.`);
   }
-  return { to: rule.to, settle: rule.settle };
+  return rule.to;
 }
 
-/** Moves made by the engine rather than by a request: [from, to]. */
-export const ENGINE_MOVES = {
-  provision: ['QUEUED', 'CONFIGURING'],
-  markUnstable: ['READY', 'UNSTABLE'],
-  recover: ['UNSTABLE', 'READY'],
-} as const satisfies Record<string, readonly [ServiceStatus, ServiceStatus]>;
+/** The service after a request's `action`, or the CONFLICT of serviceMove. */
+export function applyServiceAction(svc: Service, action: ServiceAction): Service {
+  const to = serviceMove(svc.id, svc.status, action);
+  return to === undefined ? svc : { ...svc, status: to };
+}
+
+/** The status a new service starts in. */
+export const NEW_SERVICE_STATUS: ServiceStatus = 'QUEUED';
+
+/**
+ * Where the engine settles a service resting in a transitional status once
+ * its databases match the desired state (QUEUED is provisioned first, see
+ * service-transitions.ts). Every `to` of a request rule is here.
+ */
+export const SETTLES_TO: Readonly<Partial<Record<ServiceStatus, ServiceStatus>>> = {
+  CONFIGURING: 'READY',
+  RESUMING: 'READY',
+  UNSTABLE: 'READY',
+  PAUSING: 'PAUSED',
+};
 
 /** Whether the driver should keep a service's processes running in this status. */
 export function shouldRun(status: ServiceStatus): boolean {

@@ -2,52 +2,127 @@
 // drift between the store and the driver. It is the only writer of status
 // moves that requests do not make (QUEUED → CONFIGURING, READY → UNSTABLE, …).
 //
-// Operations survive a crash because they live in the store: on start the
-// engine takes back leases left by a dead process and runs everything pending
-// again. Handlers are idempotent, so re-running a half-done step is safe.
+// Operations survive a crash because they live in the store. A claim is a
+// short lease that a heartbeat renews while the operation runs; at start the
+// engine releases at once the leases of dead engines of this host (a Basin
+// killed with -9 resumes its work as soon as it is back) and leaves every
+// other lease to expire, so Basins that share a store never take each other's
+// live work. Handlers are idempotent, so re-running a half-done step is safe.
+//
+// Failures are bounded (retry-policy.ts): retries back off exponentially up
+// to a cap, a permanent DriverError stops retrying and marks the resource
+// failed, and what happened is written into the resource's logs. Slots are
+// shared fairly between projects, an attempt that hangs is given up after
+// `operationTimeoutMs`, and close() waits for running work at most
+// `drainTimeoutMs`. See docs/decisions.md (Engine).
 
-import { randomBytes } from 'node:crypto';
 import { DriverError } from '../drivers/driver.js';
+import type { OperationKind } from '../domain/operations.js';
+import type { Progress } from '../domain/progress.js';
 import type { Logger } from '../lib/logger.js';
-import type { Operation } from '../store/store.js';
-import { HANDLERS, type HandlerDeps, markFailed } from './handlers.js';
+import type { Operation, Tx } from '../store/store.js';
+import { failResource, type HandlerDeps, runHandler } from './handlers.js';
 import { reconcile } from './reconciler.js';
+import {
+  backoffMs,
+  DEFAULT_RETRY,
+  type EventText,
+  failedEvent,
+  recoveredEvent,
+  retryEvent,
+  type RetryPolicy,
+} from './retry-policy.js';
+import { isDeadWorker, newWorkerId } from './worker-id.js';
 
 export interface EngineOptions {
-  concurrency?: number;
-  leaseMs?: number;
-  maxAttempts?: number;
   reconcileIntervalMs: number;
+  /** Operations run at once (default 4). */
+  slots?: number;
+  /** Of those, at most this many for one project (default half the slots, at least 1). */
+  projectSlots?: number;
+  /** How long a claim holds without a heartbeat (renewed every third of it). */
+  leaseMs?: number;
+  /** An attempt that has not settled after this long fails, retryably, and frees its slot. */
+  operationTimeoutMs?: number;
+  /** close() waits at most this long for running operations. */
+  drainTimeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Jitter of the backoff (tests fix it). */
+  random?: () => number;
+  /** This engine's lease holder name (tests); `<host>/<pid>/<nonce>` otherwise. */
+  workerId?: string;
+  /** Judges whether another lease holder is dead (tests); see worker-id.ts. */
+  isDeadWorker?: (worker: string) => boolean;
+}
+
+/** An attempt that did not settle in time: retried like any retryable failure. */
+export class OperationTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`no answer within ${Math.round(ms / 1000)} s; the attempt was given up`);
+    this.name = 'OperationTimeoutError';
+  }
+}
+
+export const ENGINE_DEFAULTS = {
+  slots: 4,
+  leaseMs: 30_000,
+  operationTimeoutMs: 120_000,
+  drainTimeoutMs: 10_000,
+};
+
+/** Half the slots, at least one: what one project may hold when not configured. */
+export function defaultProjectSlots(slots: number): number {
+  return Math.max(1, Math.floor(slots / 2));
 }
 
 export class Engine {
-  private readonly worker = `engine-${randomBytes(4).toString('hex')}`;
+  /** Who this engine's leases belong to. */
+  readonly worker: string;
   private readonly inFlight = new Map<number, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
   private reconcileTimer: NodeJS.Timeout | undefined;
-  private ticking = false;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  private reconciling: Promise<void> | undefined;
   private again = false;
   private stopped = true;
-  private readonly concurrency: number;
+  /** Set when close() stopped waiting: late results are left for the next start. */
+  private abandoned = false;
+  private readonly slots: number;
+  private readonly projectSlots: number;
   private readonly leaseMs: number;
-  private readonly maxAttempts: number;
+  private readonly operationTimeoutMs: number;
+  private readonly drainTimeoutMs: number;
+  private readonly retry: RetryPolicy;
+  private readonly random: () => number;
+  private readonly isDead: (worker: string) => boolean;
 
   constructor(
     private readonly deps: HandlerDeps,
     private readonly log: Logger,
     private readonly options: EngineOptions,
   ) {
-    this.concurrency = options.concurrency ?? 4;
-    this.leaseMs = options.leaseMs ?? 60_000;
-    this.maxAttempts = options.maxAttempts ?? 20;
+    this.slots = options.slots ?? ENGINE_DEFAULTS.slots;
+    this.projectSlots = Math.min(
+      this.slots,
+      options.projectSlots ?? defaultProjectSlots(this.slots),
+    );
+    this.leaseMs = options.leaseMs ?? ENGINE_DEFAULTS.leaseMs;
+    this.operationTimeoutMs = options.operationTimeoutMs ?? ENGINE_DEFAULTS.operationTimeoutMs;
+    this.drainTimeoutMs = options.drainTimeoutMs ?? ENGINE_DEFAULTS.drainTimeoutMs;
+    this.retry = { ...DEFAULT_RETRY, ...options.retry };
+    this.random = options.random ?? Math.random;
+    this.worker = options.workerId ?? newWorkerId();
+    this.isDead = options.isDeadWorker ?? ((w) => isDeadWorker(w));
   }
 
-  /** Starts running operations and reconciling. Unfinished work of a previous run resumes. */
+  /** Starts running operations and reconciling. Unfinished work of a dead engine resumes. */
   async start(): Promise<void> {
     this.stopped = false;
-    // With the embedded store only this process runs operations, so every
-    // lease in the table belongs to a process that is gone.
-    await this.deps.store.transaction((tx) => tx.operations.resetLeases());
+    this.abandoned = false;
+    await this.releaseDeadLeases();
+    this.heartbeat = setInterval(() => void this.renewLeases(), Math.max(10, this.leaseMs / 3));
+    this.heartbeat.unref();
     await this.runReconcile();
     this.kick();
   }
@@ -62,12 +137,35 @@ export class Engine {
     this.schedule(0);
   }
 
-  /** Stops taking work and waits for operations in flight; their leases are released. */
+  /**
+   * Stops taking work and waits for the operations in flight, at most
+   * `drainTimeoutMs`. What still runs then is left leased: the next start
+   * (this host, this process gone) takes it back at once, another Basin
+   * once the lease expires.
+   */
   async close(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     clearTimeout(this.reconcileTimer);
-    await Promise.allSettled([...this.inFlight.values()]);
+    let timer: NodeJS.Timeout | undefined;
+    const drained = (async () => {
+      await this.ticking;
+      await Promise.allSettled([this.reconciling, ...this.inFlight.values()]);
+      return true;
+    })();
+    const gaveUp = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.drainTimeoutMs);
+    });
+    const finished = await Promise.race([drained, gaveUp]);
+    clearTimeout(timer);
+    clearInterval(this.heartbeat);
+    if (!finished) {
+      this.abandoned = true;
+      this.log.warn(
+        { operations: [...this.inFlight.keys()], drainTimeoutMs: this.drainTimeoutMs },
+        'operations still running at shutdown; they resume at the next start',
+      );
+    }
   }
 
   /** Resolves once no operation is pending or running (tests and the CLI use it). */
@@ -85,94 +183,200 @@ export class Engine {
     }
   }
 
+  /** How many operations run now (tests). */
+  get running(): number {
+    return this.inFlight.size;
+  }
+
   private schedule(ms: number): void {
     clearTimeout(this.timer);
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.tick(), Math.max(0, ms));
+    this.timer = setTimeout(
+      () => {
+        this.ticking = this.tick().finally(() => {
+          this.ticking = undefined;
+          // Kicked while this tick ran: its claim may have missed the work that kicked.
+          if (this.again) {
+            this.again = false;
+            this.schedule(0);
+          }
+        });
+      },
+      Math.max(0, ms),
+    );
   }
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
-    this.ticking = true;
+    let wait = 1000;
     try {
-      const free = this.concurrency - this.inFlight.size;
+      const free = this.slots - this.inFlight.size;
       if (free > 0) {
         const now = this.deps.clock();
         const ops = await this.deps.store.transaction((tx) =>
-          tx.operations.claim(this.worker, now, this.leaseMs, free),
+          tx.operations.claim(this.worker, now, {
+            leaseMs: this.leaseMs,
+            limit: free,
+            perProject: this.projectSlots,
+          }),
         );
-        for (const op of ops) {
-          const run = this.run(op).finally(() => {
-            this.inFlight.delete(op.id);
-            this.kick();
-          });
-          this.inFlight.set(op.id, run);
-        }
+        for (const op of ops) this.launch(op);
       }
+      // Wake when the next operation is due. One that is due already but was
+      // not claimed waits for a slot (a finished operation kicks) or for its
+      // project's turn: poll, rather than spin.
       const next = await this.deps.store.operations.nextDue();
-      if (this.again) this.schedule(0);
-      else if (next !== undefined) this.schedule(Math.min(next - this.deps.clock(), 1000));
+      const dueIn = next === undefined ? 1000 : next - this.deps.clock();
+      wait = dueIn > 0 ? Math.min(dueIn, 1000) : 1000;
     } catch (err) {
       this.log.error({ err }, 'engine loop failed; retrying');
-      this.schedule(1000);
-    } finally {
-      this.ticking = false;
-      this.again = false;
     }
+    this.schedule(wait);
+  }
+
+  private launch(op: Operation): void {
+    const run = this.run(op)
+      .catch((err: unknown) => {
+        if (!this.abandoned) this.log.error({ err, op: op.id }, 'recording an operation failed');
+      })
+      .finally(() => {
+        this.inFlight.delete(op.id);
+        this.kick();
+      });
+    this.inFlight.set(op.id, run);
   }
 
   private async run(op: Operation): Promise<void> {
-    const ops = this.deps.store;
-    const handler = HANDLERS[op.kind];
+    let progress: Progress;
     try {
-      if (!handler) throw new DriverError(`unknown operation kind ${op.kind}`, false);
-      const progress = await handler(op, this.deps);
-      if (progress.done) {
-        await ops.transaction((tx) => tx.operations.finish(op.id, 'done', null));
-        this.log.info({ op: op.id, kind: op.kind, resource: op.resourceId }, 'operation done');
-      } else {
-        await ops.transaction((tx) =>
-          tx.operations.release(
-            op.id,
-            this.deps.clock() + progress.retryAfterMs,
-            null,
-            op.attempts,
-          ),
-        );
-      }
+      progress = await this.attempt(op);
     } catch (err) {
-      await this.fail(op, err);
+      if (!this.abandoned) await this.fail(op, err);
+      return;
+    }
+    if (this.abandoned) return;
+    const now = this.deps.clock();
+    if (progress.done) {
+      await this.deps.store.transaction(async (tx) => {
+        const finished = await tx.operations.finish(op.id, this.worker, 'done', null, now);
+        if (finished && op.attempts > 0) await this.record(tx, op, recoveredEvent(op, op.attempts));
+      });
+      this.log.info({ op: op.id, kind: op.kind, resource: op.resourceId }, 'operation done');
+      return;
+    }
+    await this.deps.store.transaction((tx) =>
+      tx.operations.release(op.id, this.worker, {
+        now,
+        runAfter: now + progress.retryAfterMs,
+        error: null,
+        attempts: op.attempts,
+      }),
+    );
+  }
+
+  /** One attempt, given up (as a retryable failure) if it does not settle in time. */
+  private attempt(op: Operation): Promise<Progress> {
+    const work = runHandler(op, this.deps);
+    // A given-up attempt may still fail later: that is nobody's business.
+    work.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new OperationTimeoutError(this.operationTimeoutMs)),
+        this.operationTimeoutMs,
+      );
+      // Only a running engine needs it; a closed one must not keep the process alive.
+      timer.unref();
+    });
+    return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * A failed attempt. A permanent DriverError fails the operation and marks
+   * its resource failed: nothing retries it until a user's request does.
+   * Anything else is retried with backoff; after `failAfter` attempts the
+   * resource is marked failed too, and retries go on at most every `capMs`.
+   * Deleting never gives up (a user can always delete): its permanent errors
+   * are retried like the others.
+   */
+  private async fail(op: Operation, err: unknown): Promise<void> {
+    const reason = err instanceof Error ? err.message : String(err);
+    const attempts = op.attempts + 1;
+    const permanent = err instanceof DriverError && !err.retryable && !isDelete(op.kind);
+    const now = this.deps.clock();
+    const delay = backoffMs(this.retry, attempts, this.random);
+    this.log.warn(
+      { op: op.id, kind: op.kind, resource: op.resourceId, attempts, permanent, err: reason },
+      'operation failed',
+    );
+    await this.deps.store.transaction(async (tx) => {
+      if (permanent) {
+        if (!(await tx.operations.finish(op.id, this.worker, 'failed', reason, now))) return;
+        await failResource(tx, op, reason);
+        await this.record(tx, op, failedEvent(op, reason));
+        return;
+      }
+      const released = await tx.operations.release(op.id, this.worker, {
+        now,
+        runAfter: now + delay,
+        error: reason,
+        attempts,
+      });
+      if (!released) return; // cancelled meanwhile, or another worker took it over
+      if (attempts === this.retry.failAfter) await failResource(tx, op, reason);
+      const event = retryEvent(this.retry, op, attempts, delay, reason);
+      if (event) await this.record(tx, op, event);
+    });
+  }
+
+  /** Writes an entry into the logs of the operation's resource, if it has logs and still exists. */
+  private async record(tx: Tx, op: Operation, event: EventText): Promise<void> {
+    if (op.resourceKind === 'peering') return;
+    const repo = op.resourceKind === 'service' ? tx.services : tx.replicaSets;
+    if (!(await repo.get(op.resourceId))) return;
+    await tx.events.add({
+      resourceKind: op.resourceKind,
+      resourceId: op.resourceId,
+      node: null,
+      at: this.deps.clock(),
+      ...event,
+    });
+  }
+
+  private async releaseDeadLeases(): Promise<void> {
+    const { operations } = this.deps.store;
+    for (const holder of await operations.leaseHolders()) {
+      if (holder === this.worker || !this.isDead(holder)) continue;
+      const released = await this.deps.store.transaction((tx) =>
+        tx.operations.releaseLeases(holder, this.deps.clock()),
+      );
+      this.log.info({ worker: holder, released }, 'took back the operations of a dead engine');
     }
   }
 
-  private async fail(op: Operation, err: unknown): Promise<void> {
-    const message = err instanceof Error ? err.message : String(err);
-    const attempts = op.attempts + 1;
-    const permanent =
-      (err instanceof DriverError && !err.retryable) || attempts >= this.maxAttempts;
-    this.log.warn(
-      { op: op.id, kind: op.kind, resource: op.resourceId, attempts, err: message },
-      'operation failed',
-    );
-    if (permanent) {
-      await this.deps.store.transaction((tx) => tx.operations.finish(op.id, 'failed', message));
-      await markFailed({ ...op, lastError: message }, this.deps.store);
-      return;
+  private async renewLeases(): Promise<void> {
+    if (this.inFlight.size === 0) return;
+    try {
+      await this.deps.store.transaction((tx) =>
+        tx.operations.renew(this.worker, this.deps.clock(), this.leaseMs),
+      );
+    } catch (err) {
+      this.log.error({ err }, 'renewing leases failed');
     }
-    // Exponential backoff with jitter, capped at 30 s.
-    const backoff = Math.min(30_000, 250 * 2 ** (attempts - 1)) * (0.75 + Math.random() / 2);
-    await this.deps.store.transaction((tx) =>
-      tx.operations.release(op.id, this.deps.clock() + backoff, message, attempts),
-    );
   }
 
   private async runReconcile(): Promise<void> {
-    try {
-      const queued = await reconcile(this.deps);
-      if (queued > 0) this.kick();
-    } catch (err) {
-      this.log.error({ err }, 'reconcile failed');
-    }
+    const run = (async () => {
+      try {
+        const queued = await reconcile(this.deps);
+        if (queued > 0) this.kick();
+      } catch (err) {
+        if (!this.stopped) this.log.error({ err }, 'reconcile failed');
+      }
+    })();
+    this.reconciling = run;
+    await run;
+    this.reconciling = undefined;
     if (!this.stopped) {
       clearTimeout(this.reconcileTimer);
       this.reconcileTimer = setTimeout(
@@ -181,4 +385,8 @@ export class Engine {
       );
     }
   }
+}
+
+function isDelete(kind: OperationKind): boolean {
+  return kind === 'service.delete' || kind === 'replicaSet.delete';
 }

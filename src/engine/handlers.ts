@@ -1,15 +1,17 @@
 // What each kind of operation does. Every handler is level-triggered and
 // idempotent: it reads where things stand, moves them one step on, and can be
-// re-run from the top after a crash at any point.
+// re-run from the top after a crash at any point. Status moves are the named
+// transitions of domain/.
 
-import type { ReplicaSetConverge, ServiceConverge } from '../domain/operations.js';
-import { ENGINE_MOVES } from '../domain/service-status.js';
-import type { ReplicaSet, Service } from '../domain/types.js';
-import type { Driver } from '../drivers/driver.js';
+import type { OperationKind, ResourceKind } from '../domain/operations.js';
+import { failPeering, settlePeering } from '../domain/peering-transitions.js';
+import { markReplicaSetFailed, replicaSetConverged } from '../domain/replica-set-transitions.js';
+import { converged, markFailed, startProvisioning } from '../domain/service-transitions.js';
 import type { Progress } from '../domain/progress.js';
 import { DONE } from '../domain/progress.js';
+import type { Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
-import type { Operation, Repos, Store } from '../store/store.js';
+import type { DocRepo, Operation, Repos, Store, Tx } from '../store/store.js';
 import type { NetworkProvisioner } from './network-provisioner.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
 
@@ -20,9 +22,12 @@ export interface HandlerDeps {
   clock: Clock;
 }
 
-export type Handler = (op: Operation, deps: HandlerDeps) => Promise<Progress>;
+export type Handler<K extends OperationKind> = (
+  op: Operation<K>,
+  deps: HandlerDeps,
+) => Promise<Progress>;
 
-export const HANDLERS: Record<string, Handler> = {
+export const HANDLERS: { readonly [K in OperationKind]: Handler<K> } = {
   'service.converge': convergeService,
   'service.delete': deleteService,
   'replicaSet.converge': convergeReplicaSet,
@@ -30,50 +35,74 @@ export const HANDLERS: Record<string, Handler> = {
   'peering.provision': provisionPeering,
 };
 
+/** Runs the handler of the operation's own kind. */
+export function runHandler<K extends OperationKind>(
+  op: Operation<K>,
+  deps: HandlerDeps,
+): Promise<Progress> {
+  const handler: Handler<K> = HANDLERS[op.kind];
+  return handler(op, deps);
+}
+
+/**
+ * Applies `transition` to the stored document, in `tx`, when it applies;
+ * returns the document as it now is (undefined when it is gone).
+ */
+async function moveStored<T extends { id: string; version: number }>(
+  repo: DocRepo<T>,
+  id: string,
+  transition: (doc: T) => T | undefined,
+): Promise<T | undefined> {
+  const current = await repo.get(id);
+  if (!current) return undefined;
+  const next = transition(current);
+  return next ? repo.update(next) : current;
+}
+
 async function loadVpc(repos: Repos, vpcId: string | null) {
   return vpcId === null ? undefined : repos.vpcs.get(vpcId);
 }
 
 /** Drives a service to its stored desired state, then settles its status. */
-async function convergeService(op: Operation, { store, driver }: HandlerDeps): Promise<Progress> {
-  const payload = op.payload as Omit<ServiceConverge, 'kind'>;
+async function convergeService(
+  op: Operation<'service.converge'>,
+  { store, driver }: HandlerDeps,
+): Promise<Progress> {
   let svc = await store.services.get(op.resourceId);
   if (!svc || svc.status === 'DELETING') return DONE; // deletion superseded this work
-  const [queued, configuring] = ENGINE_MOVES.provision;
-  if (payload.provision && svc.status === queued) {
-    svc = await store.transaction(async (tx) => {
-      const s = (await tx.services.get(op.resourceId)) as Service;
-      return s.status === queued ? tx.services.update({ ...s, status: configuring }) : s;
-    });
+  if (op.payload.provision) {
+    svc = await store.transaction((tx) =>
+      moveStored(tx.services, op.resourceId, startProvisioning),
+    );
+    if (!svc) return DONE;
   }
   const progress = await driver.applyService(serviceSpec(svc, await loadVpc(store, svc.vpcId)));
   if (!progress.done) return progress;
-  if (payload.settle) {
-    await store.transaction(async (tx) => {
-      const s = await tx.services.get(op.resourceId);
-      if (s && s.status === payload.from)
-        await tx.services.update({ ...s, status: payload.settle as Service['status'] });
-    });
-  }
+  await store.transaction((tx) =>
+    moveStored(tx.services, op.resourceId, (s) => converged(s, op.payload)),
+  );
   return DONE;
 }
 
-/** Tears a service's databases down, then forgets the service and frees its ports. */
-async function deleteService(op: Operation, { store, driver }: HandlerDeps): Promise<Progress> {
+/** Tears a service's databases down, then forgets the service, its ports and its events. */
+async function deleteService(
+  op: Operation<'service.delete'>,
+  { store, driver }: HandlerDeps,
+): Promise<Progress> {
   const progress = await driver.deleteService(op.resourceId);
   if (!progress.done) return progress;
   await store.transaction(async (tx) => {
     await tx.services.delete(op.resourceId);
     await tx.ports.releasePrefix(`service:${op.resourceId}`);
+    await tx.events.deleteForResource('service', op.resourceId);
   });
   return DONE;
 }
 
 async function convergeReplicaSet(
-  op: Operation,
+  op: Operation<'replicaSet.converge'>,
   { store, driver }: HandlerDeps,
 ): Promise<Progress> {
-  const payload = op.payload as Omit<ReplicaSetConverge, 'kind'>;
   const rs = await store.replicaSets.get(op.resourceId);
   if (!rs || rs.status === 'deleting') return DONE;
   const primary = await store.services.get(rs.serviceId);
@@ -82,28 +111,28 @@ async function convergeReplicaSet(
     replicaSetSpec(rs, await loadVpc(store, primary.vpcId)),
   );
   if (!progress.done) return progress;
-  if (payload.settle) {
-    await store.transaction(async (tx) => {
-      const r = await tx.replicaSets.get(op.resourceId);
-      if (r && r.status === payload.from)
-        await tx.replicaSets.update({ ...r, status: payload.settle as ReplicaSet['status'] });
-    });
-  }
+  await store.transaction((tx) =>
+    moveStored(tx.replicaSets, op.resourceId, (r) => replicaSetConverged(r, op.payload)),
+  );
   return DONE;
 }
 
-async function deleteReplicaSet(op: Operation, { store, driver }: HandlerDeps): Promise<Progress> {
+async function deleteReplicaSet(
+  op: Operation<'replicaSet.delete'>,
+  { store, driver }: HandlerDeps,
+): Promise<Progress> {
   const progress = await driver.deleteReplicaSet(op.resourceId);
   if (!progress.done) return progress;
   await store.transaction(async (tx) => {
     await tx.replicaSets.delete(op.resourceId);
     await tx.ports.releasePrefix(`replicaSet:${op.resourceId}`);
+    await tx.events.deleteForResource('replicaSet', op.resourceId);
   });
   return DONE;
 }
 
 async function provisionPeering(
-  op: Operation,
+  op: Operation<'peering.provision'>,
   { store, provisioner }: HandlerDeps,
 ): Promise<Progress> {
   const peering = await store.peerings.get(op.resourceId);
@@ -112,39 +141,42 @@ async function provisionPeering(
   if (!vpc) return DONE;
   const result = await provisioner.provision(vpc, peering);
   if (!result.done) return result;
-  await store.transaction(async (tx) => {
-    const p = await tx.peerings.get(op.resourceId);
-    if (p && p.status === 'pending') {
-      await tx.peerings.update({
-        ...p,
-        status: result.status,
-        provisionedId: result.provisionedId,
-        errorMessage: result.errorMessage,
-      });
-    }
-  });
+  await store.transaction((tx) =>
+    moveStored(tx.peerings, op.resourceId, (p) => settlePeering(p, result)),
+  );
   return DONE;
 }
 
-/** What a permanently failed operation leaves behind, so a client can see it failed. */
-export async function markFailed(op: Operation, store: Store): Promise<void> {
-  await store.transaction(async (tx) => {
-    if (op.kind === 'service.converge') {
-      const s = await tx.services.get(op.resourceId);
-      if (s && s.status !== 'DELETING' && s.status !== 'PAUSED')
-        await tx.services.update({ ...s, status: 'UNSTABLE' });
-    } else if (op.kind === 'replicaSet.converge') {
-      const r = await tx.replicaSets.get(op.resourceId);
-      if (r && r.status !== 'deleting') await tx.replicaSets.update({ ...r, status: 'error' });
-    } else if (op.kind === 'peering.provision') {
-      const p = await tx.peerings.get(op.resourceId);
-      if (p && p.status === 'pending') {
-        await tx.peerings.update({
-          ...p,
-          status: 'failed',
-          errorMessage: op.lastError ?? 'provisioning failed',
-        });
-      }
-    }
-  });
+/**
+ * Marks the resource of a failed operation failed, so a client sees it: a
+ * service UNSTABLE, a replica set `error`, a peering `failed` with the reason.
+ * Returns whether anything changed (a deleted or paused resource keeps its status).
+ */
+export async function failResource(
+  tx: Tx,
+  ref: { resourceKind: ResourceKind | string; resourceId: string },
+  reason: string,
+): Promise<boolean> {
+  switch (ref.resourceKind) {
+    case 'service':
+      return moved(tx.services, ref.resourceId, markFailed);
+    case 'replicaSet':
+      return moved(tx.replicaSets, ref.resourceId, markReplicaSetFailed);
+    case 'peering':
+      return moved(tx.peerings, ref.resourceId, (p) => failPeering(p, reason));
+    default:
+      return false;
+  }
+}
+
+/** Applies `transition` when it applies; says whether it did. */
+async function moved<T extends { id: string; version: number }>(
+  repo: DocRepo<T>,
+  id: string,
+  transition: (doc: T) => T | undefined,
+): Promise<boolean> {
+  const current = await repo.get(id);
+  const next = current && transition(current);
+  if (next) await repo.update(next);
+  return next !== undefined;
 }

@@ -1,110 +1,124 @@
 // Level-triggered repair: compares what the store says should be with what the
 // driver sees, and queues the work that closes the gap. Runs at start-up and
-// then periodically. It only ever queues operations; the handlers act.
+// then periodically. It only ever queues operations (and marks drift); the
+// handlers act.
+//
+// It leaves alone a resource whose newest operation failed for good: retrying
+// it on every round would hammer the host forever, and the same failure would
+// come back. A user's request is what tries again (docs/decisions.md,
+// Failures). Deleting is the exception: a DELETING resource is always driven on.
 
-import type { ServiceConverge } from '../domain/operations.js';
-import { ENGINE_MOVES } from '../domain/service-status.js';
-import type { Service } from '../domain/types.js';
-import type { NewOperation } from '../store/store.js';
-import type { HandlerDeps } from './handlers.js';
+import {
+  type NewOperation,
+  replicaSetConverge,
+  resumeReplicaSet,
+  resumeService,
+  serviceConverge,
+} from '../domain/operations.js';
+import { markUnstable } from '../domain/service-transitions.js';
+import type { FailedOperation, Tx } from '../store/store.js';
+import { failResource, type HandlerDeps } from './handlers.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
 
-/** The operation that settles a service sitting in a transitional status. */
-function settlingOperation(svc: Service): NewOperation | undefined {
-  const converge = (payload: Omit<ServiceConverge, 'kind'>): NewOperation => ({
-    kind: 'service.converge',
-    resourceKind: 'service',
-    resourceId: svc.id,
-    payload,
-  });
-  switch (svc.status) {
-    case 'QUEUED':
-      return converge({ provision: true, from: 'CONFIGURING', settle: 'READY' });
-    case 'CONFIGURING':
-    case 'UNSTABLE':
-    case 'RESUMING':
-      return converge({ from: svc.status, settle: 'READY' });
-    case 'PAUSING':
-      return converge({ from: 'PAUSING', settle: 'PAUSED' });
-    case 'DELETING':
-      return { kind: 'service.delete', resourceKind: 'service', resourceId: svc.id };
-    default:
-      return undefined;
-  }
-}
+type Versioned = { id: string; version: number };
 
 /** Returns how many operations it queued. */
 export async function reconcile({ store, driver, clock }: HandlerDeps): Promise<number> {
+  const key = (kind: string, id: string) => `${kind}:${id}`;
   const pending = new Set(
-    (await store.operations.listPending()).map((o) => `${o.resourceKind}:${o.resourceId}`),
+    (await store.operations.listPending()).map((o) => key(o.resourceKind, o.resourceId)),
+  );
+  const failures = new Map(
+    (await store.operations.latestFailures()).map((f) => [key(f.resourceKind, f.resourceId), f]),
   );
   let queued = 0;
-  const enqueue = async (op: NewOperation, mutate?: (svc: Service) => Service) => {
+
+  /**
+   * Runs `act` in a transaction if the resource is still the version read
+   * above: a request that changed it meanwhile queued its own work, and the
+   * next round looks again.
+   */
+  const unchanged = async <T extends Versioned>(
+    read: (tx: Tx) => Promise<T | undefined>,
+    seen: T,
+    act: (tx: Tx, current: T) => Promise<NewOperation | undefined>,
+  ) => {
     await store.transaction(async (tx) => {
-      if (mutate) {
-        const current = await tx.services.get(op.resourceId);
-        if (!current) return;
-        await tx.services.update(mutate(current));
-      }
+      const current = await read(tx);
+      if (!current || current.version !== seen.version) return;
+      const op = await act(tx, current);
+      if (!op) return;
       await tx.operations.enqueue(op, clock());
+      queued++;
     });
-    queued++;
+  };
+  /** A failure the engine did not record on the resource (an unreadable operation): record it. */
+  const recordFailure = async (tx: Tx, f: FailedOperation) => {
+    const reason = f.lastError ?? 'an operation failed';
+    const changed = await failResource(tx, f, reason);
+    if (changed && (f.resourceKind === 'service' || f.resourceKind === 'replicaSet')) {
+      await tx.events.add({
+        resourceKind: f.resourceKind,
+        resourceId: f.resourceId,
+        node: null,
+        at: clock(),
+        severity: 'ERROR',
+        message: `basin: an operation failed: ${reason}`,
+      });
+    }
+    return undefined;
   };
 
-  const [ready, unstable] = ENGINE_MOVES.markUnstable;
   for (const svc of await store.services.listAll()) {
-    if (pending.has(`service:${svc.id}`)) continue;
-    const settle = settlingOperation(svc);
-    if (settle) {
-      await enqueue(settle);
+    const k = key('service', svc.id);
+    if (pending.has(k)) continue;
+    const read = (tx: Tx) => tx.services.get(svc.id);
+    const failure = failures.get(k);
+    if (failure && svc.status !== 'DELETING') {
+      await unchanged(read, svc, (tx) => recordFailure(tx, failure));
+      continue;
+    }
+    const resume = resumeService(svc);
+    if (resume) {
+      await unchanged(read, svc, async (_tx, current) => resumeService(current));
       continue;
     }
     const vpc = svc.vpcId ? await store.vpcs.get(svc.vpcId) : undefined;
     const health = await driver.inspectService(serviceSpec(svc, vpc));
-    if (svc.status === ready && health !== 'running') {
+    if (svc.status === 'READY' && health !== 'running') {
       // A database that should run does not: say so, and bring it back.
-      await enqueue(
-        {
-          kind: 'service.converge',
-          resourceKind: 'service',
-          resourceId: svc.id,
-          payload: { from: unstable, settle: ENGINE_MOVES.recover[1] },
-        },
-        (s) => (s.status === ready ? { ...s, status: unstable } : s),
-      );
-    } else if (svc.status === 'PAUSED' && health === 'running') {
-      await enqueue({
-        kind: 'service.converge',
-        resourceKind: 'service',
-        resourceId: svc.id,
-        payload: {},
+      await unchanged(read, svc, async (tx, current) => {
+        const unstable = markUnstable(current);
+        return unstable && serviceConverge(await tx.services.update(unstable));
       });
+    } else if (svc.status === 'PAUSED' && health === 'running') {
+      await unchanged(read, svc, async (_tx, current) => serviceConverge(current));
     }
   }
 
   for (const rs of await store.replicaSets.listAll()) {
-    if (pending.has(`replicaSet:${rs.id}`)) continue;
-    if (rs.status === 'deleting') {
-      await enqueue({ kind: 'replicaSet.delete', resourceKind: 'replicaSet', resourceId: rs.id });
-    } else if (rs.status === 'creating' || rs.status === 'resizing') {
-      await enqueue({
-        kind: 'replicaSet.converge',
-        resourceKind: 'replicaSet',
-        resourceId: rs.id,
-        payload: { from: rs.status, settle: 'active' },
-      });
-    } else if (rs.status === 'active') {
-      const primary = await store.services.get(rs.serviceId);
-      const vpc = primary?.vpcId ? await store.vpcs.get(primary.vpcId) : undefined;
-      if ((await driver.inspectReplicaSet(replicaSetSpec(rs, vpc))) !== 'running') {
-        await enqueue({
-          kind: 'replicaSet.converge',
-          resourceKind: 'replicaSet',
-          resourceId: rs.id,
-          payload: {},
-        });
-      }
+    const k = key('replicaSet', rs.id);
+    if (pending.has(k)) continue;
+    const read = (tx: Tx) => tx.replicaSets.get(rs.id);
+    const failure = failures.get(k);
+    if (failure && rs.status !== 'deleting') {
+      await unchanged(read, rs, (tx) => recordFailure(tx, failure));
+      continue;
     }
+    if (resumeReplicaSet(rs)) {
+      await unchanged(read, rs, async (_tx, current) => resumeReplicaSet(current));
+      continue;
+    }
+    if (rs.status !== 'active') continue;
+    const primary = await store.services.get(rs.serviceId);
+    const vpc = primary?.vpcId ? await store.vpcs.get(primary.vpcId) : undefined;
+    if ((await driver.inspectReplicaSet(replicaSetSpec(rs, vpc))) !== 'running') {
+      await unchanged(read, rs, async (_tx, current) => replicaSetConverge(current));
+    }
+  }
+  // A peering has no logs: its failure shows as `failed` with the reason.
+  for (const f of failures.values()) {
+    if (f.resourceKind === 'peering') await store.transaction((tx) => recordFailure(tx, f));
   }
   return queued;
 }

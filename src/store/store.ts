@@ -3,6 +3,7 @@
 // methods are async for that reason). Writes that belong together go through
 // `transaction`, which hands the callback a Tx with the same repositories.
 
+import type { NewOperation, OperationKind, ResourceKind } from '../domain/operations.js';
 import type { Peering, Project, ReplicaSet, Service, Vpc } from '../domain/types.js';
 
 export interface ProjectRepo {
@@ -84,15 +85,13 @@ export interface ReplicaSetRepo extends DocRepo<ReplicaSet> {
 }
 
 export type OperationState = 'pending' | 'done' | 'failed' | 'cancelled';
-export type ResourceKind = 'service' | 'replicaSet' | 'peering';
+export type { NewOperation, ResourceKind };
 
-export interface Operation {
+/** What the queue adds to an operation: its id, state, retries and lease. */
+export interface OperationRecord {
   id: number;
-  kind: string;
-  resourceKind: ResourceKind;
-  resourceId: string;
   state: OperationState;
-  payload: Record<string, unknown>;
+  /** Failed attempts so far (only failures count, not "wait and call again"). */
   attempts: number;
   lastError: string | null;
   /** Epoch ms before which the operation is not run. */
@@ -103,39 +102,136 @@ export interface Operation {
   updatedAt: string;
 }
 
-export interface NewOperation {
+/** A stored operation, typed by kind (domain/operations.ts). */
+export type Operation<K extends OperationKind = OperationKind> = {
+  [P in K]: NewOperation<P> & OperationRecord;
+}[K];
+
+/** A failed operation that is the newest of its resource (see OperationRepo.latestFailures). */
+export interface FailedOperation {
+  id: number;
+  /** As stored: a row the store could not read has failed too, whatever its kind. */
   kind: string;
-  resourceKind: ResourceKind;
+  resourceKind: string;
   resourceId: string;
-  payload?: Record<string, unknown>;
+  lastError: string | null;
 }
 
+export interface ClaimLimits {
+  /** How long the claim holds before another worker may take the operation. */
+  leaseMs: number;
+  /** At most this many operations. */
+  limit: number;
+  /** At most this many leased by this worker per project, counting those it already holds. */
+  perProject: number;
+}
+
+/**
+ * The durable operation queue. Every time comes from the caller (the injected
+ * clock), never from the store's host. Writes that act for a worker (release,
+ * finish) apply only while that worker holds the lease of a pending operation,
+ * and say whether they applied: a worker whose lease was taken over, or whose
+ * operation was cancelled meanwhile, changes nothing.
+ *
+ * Rows are checked when read: an operation of an unknown kind or with a
+ * malformed payload (written by a newer Basin, or damaged) is never handed
+ * out: claim fails it with a last_error that says why, and get/listPending
+ * leave it out.
+ */
 export interface OperationRepo {
+  /**
+   * Queues `op`. A converge supersedes the queued converges of its resource
+   * that no live worker holds (they are cancelled): converges drive a resource
+   * to its whole stored desired state, and domain/operations.ts builds each
+   * one to settle whatever status the resource is in, so the newest does
+   * everything the older ones would have. A user's request thereby replaces
+   * an operation that is backing off, with fresh attempts.
+   */
   enqueue(op: NewOperation, now: number): Promise<Operation>;
   /**
-   * Claims up to `limit` runnable operations for `worker`: pending, due, not
-   * leased by a live worker, and the oldest of their resource (a resource's
-   * operations run one at a time, in order).
+   * Claims runnable operations for `worker`: pending, due, not leased by
+   * another worker whose lease still runs, and the oldest pending one of their
+   * resource (a resource's operations run one at a time, in order). Oldest due
+   * first, within `limits`.
    */
-  claim(worker: string, now: number, leaseMs: number, limit: number): Promise<Operation[]>;
-  /** Puts a claimed operation back to run again after `runAfter`. */
-  release(id: number, runAfter: number, error: string | null, attempts: number): Promise<void>;
+  claim(worker: string, now: number, limits: ClaimLimits): Promise<Operation[]>;
+  /** Extends every lease `worker` holds to `now + leaseMs` (its heartbeat). */
+  renew(worker: string, now: number, leaseMs: number): Promise<void>;
+  /** Puts a claimed operation back, to run again after `runAfter`. */
+  release(
+    id: number,
+    worker: string,
+    at: { now: number; runAfter: number; error: string | null; attempts: number },
+  ): Promise<boolean>;
   finish(
     id: number,
-    state: Exclude<OperationState, 'pending'>,
+    worker: string,
+    state: 'done' | 'failed',
     error: string | null,
-  ): Promise<void>;
-  /** Cancels the pending operations of a resource, except `keep`. */
-  cancelForResource(kind: ResourceKind, resourceId: string, keep?: number): Promise<void>;
+    now: number,
+  ): Promise<boolean>;
+  /** Cancels the pending operations of a resource (including one a worker runs). */
+  cancelForResource(kind: ResourceKind, resourceId: string, now: number): Promise<void>;
+  /** The workers that hold leases on pending operations (live or not). */
+  leaseHolders(): Promise<string[]>;
   /**
-   * Drops every lease. Only for a single-process store at start-up, when any
-   * lease left in the table belongs to a process that died.
+   * Drops every lease `worker` holds, so others may run its operations at
+   * once. Only for a worker known to be dead; returns how many were dropped.
    */
-  resetLeases(): Promise<void>;
+  releaseLeases(worker: string, now: number): Promise<number>;
   get(id: number): Promise<Operation | undefined>;
   listPending(): Promise<Operation[]>;
+  /** Resources whose newest operation failed: nothing retries them until a request does. */
+  latestFailures(): Promise<FailedOperation[]>;
   /** The earliest `runAfter` of pending operations, to know when to wake. */
   nextDue(): Promise<number | undefined>;
+}
+
+/**
+ * An entry Basin writes into a resource's logs (why provisioning failed,
+ * retries), shown by the logs endpoint beside the database's own entries.
+ */
+export interface NewEvent {
+  resourceKind: ResourceKind;
+  resourceId: string;
+  /** The node it concerns; null: the resource as a whole (shown with node 0). */
+  node: number | null;
+  /** Epoch ms, from the injected clock. */
+  at: number;
+  /** Upper case, one of PostgreSQL's levels (ERROR, WARNING, LOG…). */
+  severity: string;
+  message: string;
+}
+
+export interface StoredEvent extends NewEvent {
+  id: number;
+}
+
+export interface EventQuery {
+  /** Events of this node, and those without a node when it is 0. */
+  node: number;
+  /** Only events strictly older, in (at, id) order, than this one: a page's resume point. */
+  before?: { at: number; id: number } | undefined;
+  /** Exclusive bounds, epoch ms. */
+  since?: number | undefined;
+  until?: number | undefined;
+  /** Any of these (upper case); all when empty. */
+  severities: readonly string[];
+  /** Case-insensitive substrings of the message, all required. */
+  search: readonly string[];
+  limit: number;
+}
+
+/** The newest events kept per resource; older ones are dropped as new ones come. */
+export const EVENTS_KEPT_PER_RESOURCE = 1000;
+
+export interface EventRepo {
+  /** Records an event, dropping the resource's oldest beyond EVENTS_KEPT_PER_RESOURCE. */
+  add(e: NewEvent): Promise<void>;
+  /** Newest first: by `at`, then by id. */
+  list(kind: ResourceKind, resourceId: string, q: EventQuery): Promise<StoredEvent[]>;
+  /** A resource's events go with it. */
+  deleteForResource(kind: ResourceKind, resourceId: string): Promise<void>;
 }
 
 /** TCP ports handed out to services, pollers and nodes, so no two collide. */
@@ -180,6 +276,7 @@ export interface Repos {
   services: ServiceRepo;
   replicaSets: ReplicaSetRepo;
   operations: OperationRepo;
+  events: EventRepo;
   ports: PortRepo;
   counters: CounterRepo;
 }
@@ -206,6 +303,11 @@ export interface ReadView {
   };
 }
 
+/**
+ * The store. Its repositories, used outside `transaction`, are for reads:
+ * a write there is a bug, and fails with an INTERNAL AppError (whatever the
+ * store's engine would have said).
+ */
 export interface Store extends Repos {
   /**
    * Reads for one request. Making a view checks, once, whether anything was

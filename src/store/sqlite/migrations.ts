@@ -92,11 +92,35 @@ export const MIGRATIONS: readonly string[] = [
     owner TEXT NOT NULL UNIQUE
   );
   `,
-  // The counters of CounterRepo (the high-water mark of service uids).
+  // 2: the counters of CounterRepo (the high-water mark of service uids).
   `
   CREATE TABLE counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
   );
+  `,
+  // 3: operations know their project (the engine shares its slots fairly
+  // between projects), the newest operation of a resource is found by index,
+  // and Basin's own log entries (events) are stored per resource.
+  `
+  ALTER TABLE operations ADD COLUMN project_id TEXT NOT NULL DEFAULT '';
+  UPDATE operations SET project_id = coalesce(
+    CASE resource_kind
+      WHEN 'service' THEN (SELECT project_id FROM services WHERE id = operations.resource_id)
+      WHEN 'replicaSet' THEN (SELECT project_id FROM replica_sets WHERE id = operations.resource_id)
+      WHEN 'peering' THEN (SELECT project_id FROM peerings WHERE id = operations.resource_id)
+    END, '');
+  CREATE INDEX operations_latest ON operations(resource_kind, resource_id, id);
+  CREATE INDEX operations_locked ON operations(locked_by) WHERE locked_by IS NOT NULL;
+  CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    resource_kind TEXT NOT NULL,
+    resource_id TEXT NOT NULL,
+    node INTEGER,
+    at INTEGER NOT NULL,
+    severity TEXT NOT NULL,
+    message TEXT NOT NULL
+  );
+  CREATE INDEX events_resource ON events(resource_kind, resource_id, at, id);
   `,
 ];

@@ -1,5 +1,8 @@
 import type Database from 'better-sqlite3';
+import { isConverge, parseOperation } from '../../domain/operations.js';
 import type {
+  ClaimLimits,
+  FailedOperation,
   NewOperation,
   Operation,
   OperationRepo,
@@ -7,104 +10,194 @@ import type {
   ResourceKind,
 } from '../store.js';
 
+const iso = (ms: number) => new Date(ms).toISOString();
+
 /**
- * The durable operation queue. With SQLite a single Basin process runs the
- * engine, so claiming is a plain UPDATE inside the caller's transaction; the
- * lease still matters, because a crashed process leaves its claims behind and
- * they must become claimable again once the lease runs out.
+ * The durable operation queue (see OperationRepo). With SQLite, claiming is a
+ * plain UPDATE inside the caller's transaction, which holds the database's
+ * write lock; leases still matter, because a crashed process leaves its
+ * claims behind, and several processes may open the same store.
  */
 export class SqliteOperationRepo implements OperationRepo {
   constructor(private readonly db: Database.Database) {}
 
   async enqueue(op: NewOperation, now: number): Promise<Operation> {
-    const at = new Date(now).toISOString();
+    if (isConverge(op.kind)) {
+      this.db
+        .prepare(
+          `UPDATE operations SET state = 'cancelled', updated_at = ?
+           WHERE state = 'pending' AND kind = ? AND resource_kind = ? AND resource_id = ?
+             AND (locked_by IS NULL OR lease_expires_at < ?)`,
+        )
+        .run(iso(now), op.kind, op.resourceKind, op.resourceId, now);
+    }
     const res = this.db
       .prepare(
-        `INSERT INTO operations (kind, resource_kind, resource_id, state, payload, run_after, created_at, updated_at)
-         VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)`,
+        `INSERT INTO operations (kind, resource_kind, resource_id, project_id, state, payload, run_after, created_at, updated_at)
+         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
       )
-      .run(op.kind, op.resourceKind, op.resourceId, JSON.stringify(op.payload ?? {}), now, at, at);
+      .run(
+        op.kind,
+        op.resourceKind,
+        op.resourceId,
+        op.projectId,
+        JSON.stringify(op.payload),
+        now,
+        iso(now),
+        iso(now),
+      );
     return (await this.get(Number(res.lastInsertRowid))) as Operation;
   }
 
-  async claim(worker: string, now: number, leaseMs: number, limit: number): Promise<Operation[]> {
-    // The oldest pending operation of each resource, if it is due and unleased
-    // (or its lease ran out): a resource's operations run one at a time, in order.
+  async claim(worker: string, now: number, limits: ClaimLimits): Promise<Operation[]> {
+    // Runnable: the oldest pending operation of its resource, due, and not
+    // leased (or its lease ran out; never one this worker runs itself). Each
+    // project gets at most `perProject` of the worker's leases, counting those
+    // it holds already: `rn` numbers a project's runnable ones, oldest first.
     const rows = this.db
       .prepare(
-        `SELECT o.* FROM operations o
-         WHERE o.state = 'pending' AND o.run_after <= ?
-           AND (o.locked_by IS NULL OR o.lease_expires_at < ?)
-           AND o.id = (SELECT min(id) FROM operations p
-                       WHERE p.state = 'pending' AND p.resource_kind = o.resource_kind
-                         AND p.resource_id = o.resource_id)
-         ORDER BY o.run_after, o.id LIMIT ?`,
+        `WITH held AS (
+           SELECT project_id, count(*) AS n FROM operations
+           WHERE state = 'pending' AND locked_by = @worker AND lease_expires_at >= @now
+           GROUP BY project_id
+         ),
+         runnable AS (
+           SELECT o.*, row_number() OVER (PARTITION BY o.project_id ORDER BY o.run_after, o.id) AS rn
+           FROM operations o
+           WHERE o.state = 'pending' AND o.run_after <= @now
+             AND (o.locked_by IS NULL OR (o.lease_expires_at < @now AND o.locked_by != @worker))
+             AND o.id = (SELECT min(id) FROM operations p
+                         WHERE p.state = 'pending' AND p.resource_kind = o.resource_kind
+                           AND p.resource_id = o.resource_id)
+         )
+         SELECT r.* FROM runnable r LEFT JOIN held h ON h.project_id = r.project_id
+         WHERE r.rn + coalesce(h.n, 0) <= @perProject
+         ORDER BY r.run_after, r.id LIMIT @limit`,
       )
-      .all(now, now, limit);
+      .all({ worker, now, perProject: limits.perProject, limit: limits.limit });
     const lease = this.db.prepare(
       'UPDATE operations SET locked_by = ?, lease_expires_at = ?, updated_at = ? WHERE id = ?',
     );
-    const at = new Date(now).toISOString();
-    return rows.map((r) => {
-      const op = toOperation(r);
-      lease.run(worker, now + leaseMs, at, op.id);
-      return { ...op, lockedBy: worker, leaseExpiresAt: now + leaseMs };
-    });
+    const reject = this.db.prepare(
+      `UPDATE operations SET state = 'failed', last_error = ?, locked_by = NULL,
+         lease_expires_at = NULL, updated_at = ? WHERE id = ?`,
+    );
+    const expires = now + limits.leaseMs;
+    const claimed: Operation[] = [];
+    for (const row of rows) {
+      const read = readOperation(row);
+      if ('error' in read) {
+        // Never handed out, never retried: failed where anyone can read why.
+        reject.run(read.error, iso(now), read.id);
+        continue;
+      }
+      lease.run(worker, expires, iso(now), read.op.id);
+      claimed.push({ ...read.op, lockedBy: worker, leaseExpiresAt: expires, updatedAt: iso(now) });
+    }
+    return claimed;
+  }
+
+  async renew(worker: string, now: number, leaseMs: number): Promise<void> {
+    this.db
+      .prepare(
+        `UPDATE operations SET lease_expires_at = ? WHERE locked_by = ? AND state = 'pending'`,
+      )
+      .run(now + leaseMs, worker);
   }
 
   async release(
     id: number,
-    runAfter: number,
-    error: string | null,
-    attempts: number,
-  ): Promise<void> {
-    this.db
+    worker: string,
+    at: { now: number; runAfter: number; error: string | null; attempts: number },
+  ): Promise<boolean> {
+    const res = this.db
       .prepare(
         `UPDATE operations SET locked_by = NULL, lease_expires_at = NULL, run_after = ?, last_error = ?,
-           attempts = ?, updated_at = ? WHERE id = ?`,
+           attempts = ?, updated_at = ? WHERE id = ? AND locked_by = ? AND state = 'pending'`,
       )
-      .run(runAfter, error, attempts, new Date().toISOString(), id);
+      .run(at.runAfter, at.error, at.attempts, iso(at.now), id, worker);
+    return res.changes === 1;
   }
 
-  async finish(id: number, state: Exclude<OperationState, 'pending'>, error: string | null) {
-    this.db
+  async finish(
+    id: number,
+    worker: string,
+    state: 'done' | 'failed',
+    error: string | null,
+    now: number,
+  ): Promise<boolean> {
+    const res = this.db
       .prepare(
         `UPDATE operations SET state = ?, last_error = coalesce(?, last_error), locked_by = NULL,
-           lease_expires_at = NULL, updated_at = ? WHERE id = ?`,
+           lease_expires_at = NULL, updated_at = ? WHERE id = ? AND locked_by = ? AND state = 'pending'`,
       )
-      .run(state, error, new Date().toISOString(), id);
+      .run(state, error, iso(now), id, worker);
+    return res.changes === 1;
   }
 
-  async cancelForResource(kind: ResourceKind, resourceId: string, keep?: number) {
+  async cancelForResource(kind: ResourceKind, resourceId: string, now: number): Promise<void> {
     this.db
       .prepare(
         `UPDATE operations SET state = 'cancelled', updated_at = ?
-         WHERE state = 'pending' AND resource_kind = ? AND resource_id = ? AND id != ?`,
+         WHERE state = 'pending' AND resource_kind = ? AND resource_id = ?`,
       )
-      .run(new Date().toISOString(), kind, resourceId, keep ?? -1);
+      .run(iso(now), kind, resourceId);
   }
 
-  async resetLeases() {
-    this.db
+  async leaseHolders(): Promise<string[]> {
+    return this.db
       .prepare(
-        'UPDATE operations SET locked_by = NULL, lease_expires_at = NULL WHERE locked_by IS NOT NULL',
+        `SELECT DISTINCT locked_by FROM operations
+         WHERE locked_by IS NOT NULL AND state = 'pending' ORDER BY locked_by`,
       )
-      .run();
+      .pluck()
+      .all() as string[];
   }
 
-  async get(id: number) {
+  async releaseLeases(worker: string, now: number): Promise<number> {
+    return this.db
+      .prepare(
+        `UPDATE operations SET locked_by = NULL, lease_expires_at = NULL, updated_at = ?
+         WHERE locked_by = ? AND state = 'pending'`,
+      )
+      .run(iso(now), worker).changes;
+  }
+
+  async get(id: number): Promise<Operation | undefined> {
     const row = this.db.prepare('SELECT * FROM operations WHERE id = ?').get(id);
-    return row === undefined ? undefined : toOperation(row);
+    if (row === undefined) return undefined;
+    const read = readOperation(row);
+    return 'op' in read ? read.op : undefined;
   }
 
-  async listPending() {
+  async listPending(): Promise<Operation[]> {
     return this.db
       .prepare(`SELECT * FROM operations WHERE state = 'pending' ORDER BY id`)
       .all()
-      .map(toOperation);
+      .map(readOperation)
+      .flatMap((read) => ('op' in read ? [read.op] : []));
   }
 
-  async nextDue() {
+  async latestFailures(): Promise<FailedOperation[]> {
+    const rows = this.db
+      .prepare(
+        `SELECT o.id, o.kind, o.resource_kind, o.resource_id, o.last_error FROM operations o
+         WHERE o.state = 'failed'
+           AND o.id = (SELECT max(p.id) FROM operations p
+                       WHERE p.resource_kind = o.resource_kind AND p.resource_id = o.resource_id)
+         ORDER BY o.id`,
+      )
+      .all() as Record<string, unknown>[];
+    return rows.map((r) => ({
+      id: r.id as number,
+      kind: r.kind as string,
+      resourceKind: r.resource_kind as string,
+      resourceId: r.resource_id as string,
+      lastError: (r.last_error as string | null) ?? null,
+    }));
+  }
+
+  async nextDue(): Promise<number | undefined> {
     const v = this.db
       .prepare(`SELECT min(run_after) FROM operations WHERE state = 'pending'`)
       .pluck()
@@ -113,21 +206,36 @@ export class SqliteOperationRepo implements OperationRepo {
   }
 }
 
-function toOperation(row: unknown): Operation {
+/** A row as an Operation, once domain/operations.ts has checked its kind and payload. */
+function readOperation(row: unknown): { op: Operation } | { id: number; error: string } {
   const r = row as Record<string, unknown>;
-  return {
-    id: r.id as number,
+  const id = r.id as number;
+  let payload: unknown;
+  try {
+    payload = JSON.parse(r.payload as string);
+  } catch {
+    return { id, error: 'unreadable operation: its payload is not JSON' };
+  }
+  const parsed = parseOperation({
     kind: r.kind as string,
-    resourceKind: r.resource_kind as ResourceKind,
+    resourceKind: r.resource_kind as string,
     resourceId: r.resource_id as string,
-    state: r.state as OperationState,
-    payload: JSON.parse(r.payload as string) as Record<string, unknown>,
-    attempts: r.attempts as number,
-    lastError: (r.last_error as string | null) ?? null,
-    runAfter: r.run_after as number,
-    lockedBy: (r.locked_by as string | null) ?? null,
-    leaseExpiresAt: (r.lease_expires_at as number | null) ?? null,
-    createdAt: r.created_at as string,
-    updatedAt: r.updated_at as string,
+    projectId: r.project_id as string,
+    payload,
+  });
+  if (!parsed.ok) return { id, error: parsed.error };
+  return {
+    op: {
+      ...parsed.op,
+      id,
+      state: r.state as OperationState,
+      attempts: r.attempts as number,
+      lastError: (r.last_error as string | null) ?? null,
+      runAfter: r.run_after as number,
+      lockedBy: (r.locked_by as string | null) ?? null,
+      leaseExpiresAt: (r.lease_expires_at as number | null) ?? null,
+      createdAt: r.created_at as string,
+      updatedAt: r.updated_at as string,
+    },
   };
 }

@@ -19,6 +19,7 @@ import type {
 } from '../store.js';
 import { SqliteCounterRepo } from './counter-repo.js';
 import { SqliteDocRepo } from './doc-repo.js';
+import { SqliteEventRepo } from './event-repo.js';
 import { SqliteOperationRepo } from './operation-repo.js';
 
 class Projects implements ProjectRepo {
@@ -272,6 +273,7 @@ export function createRepos(db: Database.Database): Repos {
     services: new Services(db),
     replicaSets: new ReplicaSets(db),
     operations: new SqliteOperationRepo(db),
+    events: new SqliteEventRepo(db),
     ports: new Ports(db),
     counters: new SqliteCounterRepo(db),
   };

@@ -1,6 +1,7 @@
 import { chmodSync, existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import type { Store, Tx } from '../store.js';
+import { AppError } from '../../domain/errors.js';
+import type { Repos, Store, Tx } from '../store.js';
 import { MIGRATIONS } from './migrations.js';
 import { ReadCache } from './read-cache.js';
 import { createReadView, createRepos } from './repos.js';
@@ -29,7 +30,7 @@ export function openSqliteStore(file: string): Store {
   reader.pragma('busy_timeout = 5000');
 
   const txRepos: Tx = createRepos(writer);
-  const readRepos = createRepos(reader);
+  const readRepos = refuseWrites(createRepos(reader));
   const cache = new ReadCache(reader, createReadView(reader));
   let queue: Promise<unknown> = Promise.resolve();
 
@@ -59,6 +60,48 @@ export function openSqliteStore(file: string): Store {
       writer.close();
     },
   };
+}
+
+/**
+ * The repositories on the read-only connection, whose writes fail with Basin's
+ * error rather than SQLite's: what a write outside a transaction throws is
+ * part of the store's contract (test/contract/store-contract.ts).
+ */
+function refuseWrites(repos: Repos): Repos {
+  const refuse = (err: unknown): never => {
+    if ((err as { code?: unknown }).code === 'SQLITE_READONLY') {
+      throw new AppError(
+        'INTERNAL',
+        'A store write outside store.transaction() was refused: writes go through a transaction.',
+      );
+    }
+    throw err;
+  };
+  const guard = <T extends object>(repo: T): T =>
+    new Proxy(repo, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          try {
+            const result: unknown = value.apply(target, args);
+            return result instanceof Promise ? result.catch(refuse) : result;
+          } catch (err) {
+            return refuse(err);
+          }
+        };
+      },
+    });
+  const guarded = new Map<PropertyKey, object>();
+  return new Proxy(repos, {
+    get(target, prop, receiver) {
+      const repo: unknown = Reflect.get(target, prop, receiver);
+      if (typeof repo !== 'object' || repo === null) return repo;
+      let g = guarded.get(prop);
+      if (!g) guarded.set(prop, (g = guard(repo)));
+      return g;
+    },
+  });
 }
 
 function migrate(db: Database.Database): void {

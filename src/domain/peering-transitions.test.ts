@@ -1,0 +1,27 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { failPeering, settlePeering } from './peering-transitions.js';
+import type { Peering } from './types.js';
+
+const peering = (status: Peering['status']) =>
+  ({ id: '1', status, provisionedId: null, errorMessage: null }) as Peering;
+
+test('a pending peering settles as the provisioner says, or fails with the reason', () => {
+  const active = { status: 'active', provisionedId: 'pcx-1', errorMessage: null } as const;
+  assert.deepEqual(settlePeering(peering('pending'), active), { ...peering('pending'), ...active });
+  assert.deepEqual(failPeering(peering('pending'), 'no route'), {
+    ...peering('pending'),
+    status: 'failed',
+    errorMessage: 'no route',
+  });
+});
+
+test('only a pending peering moves', () => {
+  for (const status of ['active', 'failed'] as const) {
+    assert.equal(failPeering(peering(status), 'x'), undefined);
+    assert.equal(
+      settlePeering(peering(status), { status: 'active', provisionedId: 'p', errorMessage: null }),
+      undefined,
+    );
+  }
+});

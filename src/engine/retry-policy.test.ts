@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { serviceConverge } from '../domain/operations.js';
+import type { Service } from '../domain/types.js';
+import {
+  backoffMs,
+  DEFAULT_RETRY,
+  duration,
+  failedEvent,
+  recoveredEvent,
+  retryEvent,
+} from './retry-policy.js';
+
+const op = serviceConverge({ id: 's', projectId: 'p', status: 'QUEUED' } as Service);
+const middle = () => 0.5;
+
+test('backoff doubles from 1 s and stops at 5 min', () => {
+  const delays = [1, 2, 3, 4, 5, 8, 9, 10, 50, 5000].map((n) =>
+    backoffMs(DEFAULT_RETRY, n, middle),
+  );
+  assert.deepEqual(
+    delays,
+    [1_000, 2_000, 4_000, 8_000, 16_000, 128_000, 256_000, 300_000, 300_000, 300_000],
+  );
+});
+
+test('jitter stays within ±25 % and never passes the cap', () => {
+  assert.equal(
+    backoffMs(DEFAULT_RETRY, 3, () => 0),
+    3_000,
+  );
+  assert.equal(
+    backoffMs(DEFAULT_RETRY, 3, () => 0.999999),
+    5_000,
+  );
+  assert.equal(
+    backoffMs(DEFAULT_RETRY, 9, () => 0.999999),
+    300_000,
+  );
+});
+
+test('retries are written on the first attempt, each doubling, and when the resource is marked failed', () => {
+  const written = [];
+  for (let n = 1; n <= 100; n++) {
+    const e = retryEvent(DEFAULT_RETRY, op, n, 1000, 'boom');
+    if (e) written.push([n, e.severity]);
+  }
+  assert.deepEqual(written, [
+    [1, 'WARNING'],
+    [2, 'WARNING'],
+    [4, 'WARNING'],
+    [5, 'ERROR'],
+    [8, 'ERROR'],
+    [16, 'ERROR'],
+    [32, 'ERROR'],
+    [64, 'ERROR'],
+  ]);
+});
+
+test('the messages a user reads in the logs', () => {
+  assert.deepEqual(retryEvent(DEFAULT_RETRY, op, 2, 2_000, 'port busy'), {
+    severity: 'WARNING',
+    message: 'basin: provisioning failed (attempt 2), retrying in 2 s: port busy',
+  });
+  assert.deepEqual(failedEvent(op, 'the extension is missing'), {
+    severity: 'ERROR',
+    message: 'basin: provisioning failed: the extension is missing',
+  });
+  assert.deepEqual(recoveredEvent(op, 3), {
+    severity: 'LOG',
+    message: 'basin: provisioning succeeded after 3 failed attempts',
+  });
+  assert.deepEqual([800, 8_000, 119_000, 300_000].map(duration), [
+    '800 ms',
+    '8 s',
+    '119 s',
+    '5 min',
+  ]);
+});

@@ -1,0 +1,73 @@
+// How the engine retries a failing operation, and which failures it writes
+// into the resource's logs (docs/decisions.md, Failures). Pure, so the policy
+// is tested without an engine.
+
+import { describeOperation, type NewOperation } from '../domain/operations.js';
+
+export interface RetryPolicy {
+  /** Delay after the first failed attempt; it doubles with each further one. */
+  baseMs: number;
+  /** The longest delay: an operation that keeps failing is tried this often. */
+  capMs: number;
+  /**
+   * After this many failed attempts the resource is marked failed (a service
+   * UNSTABLE, a replica set `error`, a peering `failed`) while the operation
+   * goes on retrying at most every `capMs`.
+   */
+  failAfter: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { baseMs: 1_000, capMs: 300_000, failAfter: 5 };
+
+/** The delay before attempt `attempts + 1`, with ±25 % jitter so retries do not march in step. */
+export function backoffMs(policy: RetryPolicy, attempts: number, random: () => number): number {
+  const raw = policy.baseMs * 2 ** Math.min(Math.max(attempts - 1, 0), 40);
+  return Math.round(Math.min(policy.capMs, raw * (0.75 + random() / 2)));
+}
+
+export interface EventText {
+  severity: 'ERROR' | 'WARNING' | 'LOG';
+  message: string;
+}
+
+/** Failed for good: nothing retries it until a user's request does. */
+export function failedEvent(op: NewOperation, reason: string): EventText {
+  return { severity: 'ERROR', message: `basin: ${describeOperation(op)} failed: ${reason}` };
+}
+
+/**
+ * A failed attempt that will be retried, or undefined when it is not worth an
+ * entry: the first, each doubling of the count and the one that marks the
+ * resource failed are written, so a failure that repeats for hours leaves a
+ * handful of entries, not one per retry.
+ */
+export function retryEvent(
+  policy: RetryPolicy,
+  op: NewOperation,
+  attempts: number,
+  delayMs: number,
+  reason: string,
+): EventText | undefined {
+  const doubling = (attempts & (attempts - 1)) === 0;
+  if (!doubling && attempts !== policy.failAfter) return undefined;
+  return {
+    severity: attempts >= policy.failAfter ? 'ERROR' : 'WARNING',
+    message: `basin: ${describeOperation(op)} failed (attempt ${attempts}), retrying in ${duration(delayMs)}: ${reason}`,
+  };
+}
+
+/** It worked after failing: say so, since the failures are in the logs too. */
+export function recoveredEvent(op: NewOperation, attempts: number): EventText {
+  const times = attempts === 1 ? 'attempt' : 'attempts';
+  return {
+    severity: 'LOG',
+    message: `basin: ${describeOperation(op)} succeeded after ${attempts} failed ${times}`,
+  };
+}
+
+/** `800 ms`, `8 s`, `5 min`. */
+export function duration(ms: number): string {
+  if (ms < 1_000) return `${ms} ms`;
+  if (ms < 120_000) return `${Math.round(ms / 1_000)} s`;
+  return `${Math.round(ms / 60_000)} min`;
+}

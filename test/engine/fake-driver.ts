@@ -1,0 +1,89 @@
+// A driver for engine tests: no processes, each call answered by a behaviour
+// the test sets per service (succeed, fail permanently or retryably, hang),
+// and every call counted.
+
+import {
+  type Driver,
+  DriverError,
+  type Health,
+  type ServiceSpec,
+} from '../../src/drivers/driver.js';
+import { DONE, type Progress } from '../../src/domain/progress.js';
+
+export type Behaviour =
+  { do: 'succeed' } | { do: 'fail'; retryable: boolean; message: string } | { do: 'hang' };
+
+export class FakeDriver implements Driver {
+  readonly name = 'fake';
+  readonly capabilities = { forks: true, haReplicas: true, replicaSets: true, pooler: true };
+  /** applyService calls per service id. */
+  readonly applied = new Map<string, number>();
+  readonly deleted = new Map<string, number>();
+  private readonly behaviour = new Map<string, Behaviour>();
+  private readonly running = new Set<string>();
+  private readonly hung: (() => void)[] = [];
+  /** Calls currently hanging, per project. */
+  readonly hanging = new Map<string, number>();
+
+  /** How applyService and deleteService answer for `serviceId` from now on. */
+  set(serviceId: string, b: Behaviour): void {
+    this.behaviour.set(serviceId, b);
+  }
+
+  calls(serviceId: string): number {
+    return this.applied.get(serviceId) ?? 0;
+  }
+
+  /** Lets every hanging call succeed. */
+  releaseHung(): void {
+    for (const resolve of this.hung.splice(0)) resolve();
+  }
+
+  async start(): Promise<void> {}
+  async close(): Promise<void> {}
+
+  async applyService(spec: ServiceSpec): Promise<Progress> {
+    this.applied.set(spec.serviceId, this.calls(spec.serviceId) + 1);
+    await this.act(spec.serviceId, spec.projectId);
+    if (spec.running) this.running.add(spec.serviceId);
+    else this.running.delete(spec.serviceId);
+    return DONE;
+  }
+
+  async deleteService(serviceId: string): Promise<Progress> {
+    this.deleted.set(serviceId, (this.deleted.get(serviceId) ?? 0) + 1);
+    await this.act(serviceId, '');
+    this.running.delete(serviceId);
+    return DONE;
+  }
+
+  async inspectService(spec: ServiceSpec): Promise<Health> {
+    return this.running.has(spec.serviceId) ? 'running' : 'missing';
+  }
+
+  async applyReplicaSet(): Promise<Progress> {
+    return DONE;
+  }
+  async deleteReplicaSet(): Promise<Progress> {
+    return DONE;
+  }
+  async inspectReplicaSet(): Promise<Health> {
+    return 'running';
+  }
+  async readLogs() {
+    return { entries: [] };
+  }
+  metrics() {
+    return undefined;
+  }
+
+  private async act(serviceId: string, projectId: string): Promise<void> {
+    const b = this.behaviour.get(serviceId) ?? { do: 'succeed' };
+    if (b.do === 'fail') throw new DriverError(b.message, b.retryable);
+    if (b.do === 'hang') {
+      this.hanging.set(projectId, (this.hanging.get(projectId) ?? 0) + 1);
+      await new Promise<void>((resolve) => this.hung.push(resolve));
+      this.hanging.set(projectId, (this.hanging.get(projectId) ?? 1) - 1);
+    }
+  }
+}
