@@ -89,7 +89,16 @@ export async function readMergedLogs(
   const more = i < driven.length || driverMore || j < events.length;
   if (!more) return { entries: page };
   const last = page[page.length - 1];
-  if (!last) return { entries: page }; // nothing matched, nothing older
+  if (!last) {
+    // Nothing fit: the driver stopped before its first entry (a local page
+    // bounds its reading) and has more, which must come before older events.
+    // Carry on from where it stopped; nothing else moves.
+    if (driverMore) {
+      const next: Position = { ...at, d: fromDriver.nextCursor as string, du: 0, dx: 0 };
+      return { entries: page, nextCursor: encodeCursor({ t: scope, n: node, ...next }) };
+    }
+    return { entries: page }; // nothing matched, nothing older
+  }
 
   const next: Position = { ...at };
   if (i === driven.length) {

@@ -300,3 +300,43 @@ test('merged logs: a driver that answers short pages (bounded reads) still merge
     ]),
   );
 });
+
+test('merged logs: an empty driver page with a cursor (its read budget ran out) does not end paging', async (t) => {
+  const store = openStore(t);
+  const driverEntries = Array.from({ length: 6 }, (_, k) => entry(1_000 - k * 10, `db ${k}`));
+  await addEvents(store, [
+    { at: 1_005, message: 'basin: newest' },
+    { at: 965, message: 'basin: middle' },
+  ]);
+  const inner = fakeDriver(() => driverEntries);
+  // Every other call stops before its first entry, as the local reader does
+  // when a page's bytes or time run out: no entries, a cursor where it stopped.
+  let calls = 0;
+  const driver = {
+    ...inner,
+    async readLogs(tg: Target, q: LogQuery): Promise<LogPage> {
+      if (calls++ % 2 === 1) return inner.readLogs(tg, { ...q, limit: Math.min(q.limit, 2) });
+      const start =
+        q.cursor === undefined ? 0 : driverEntries.length - decodeCursor(q.cursor, isCursor).i;
+      if (start >= driverEntries.length) return { entries: [] };
+      return { entries: [], nextCursor: encodeCursor({ i: driverEntries.length - start }) };
+    },
+  };
+  const ctx = { driver, store };
+  const seen: LogEntry[] = [];
+  let cursor: string | undefined;
+  for (let n = 0; n < 100; n++) {
+    const page = await readMergedLogs(ctx, TARGET, { ...NO_FILTER, limit: 3, cursor });
+    seen.push(...page.entries);
+    cursor = page.nextCursor;
+    if (!cursor) break;
+  }
+  assert.equal(cursor, undefined, 'paging ends');
+  assert.deepEqual(
+    show(seen),
+    expected(driverEntries, [
+      entry(1_005, 'basin: newest', 'ERROR'),
+      entry(965, 'basin: middle', 'ERROR'),
+    ]),
+  );
+});
