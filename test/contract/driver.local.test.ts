@@ -4,12 +4,13 @@
 
 import { test } from 'node:test';
 import { createLocalDriver } from '../../src/drivers/local/local-driver.js';
-import { cleanUpDataDir, makeDataDir } from '../local/helpers.js';
+import { cleanUpDataDir, makeDataDir, testUids } from '../local/helpers.js';
 import { driverContract } from './driver-contract.js';
 
 test('the local driver keeps the driver contract', async (t) => {
   const dataDir = makeDataDir();
   const driver = createLocalDriver({
+    ...testUids(),
     dataDir,
     publicHost: 'db.example.test',
     metricsIntervalMs: 100,

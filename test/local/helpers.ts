@@ -14,6 +14,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { groupExists, type PasswdEntry } from '../../src/drivers/local/os-user.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
 import { installationUsers } from '../../src/drivers/local/service-users.js';
+import type { UidRange } from '../../src/drivers/local/uids.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 
 export const SHARED: Size = { shared: true, cpuMillis: 0, memoryGbs: 0 };
@@ -264,4 +265,23 @@ export async function cleanUpDataDir(dir: string): Promise<void> {
     }
     if (groupExists(u.name)) execFileSync('groupdel', [u.name], { stdio: 'ignore' });
   }
+}
+
+/**
+ * Uids for the service users of this test process's drivers. Every Basin
+ * installation keeps its own high-water mark, so two installations on one
+ * host (here: test files running side by side, each with drivers of their
+ * own) must not share a range: one would hand out a uid the other just
+ * deleted, and sweep or count files that are no longer its own. A range of
+ * 200 per process id (pids are unique among live processes), above the
+ * default range and the end-to-end tests' (test/e2e/basin-process.ts), and
+ * one counter for every driver of the process.
+ */
+const TEST_UIDS = {
+  min: 10_000_000 + process.pid * 200,
+  max: 10_000_000 + process.pid * 200 + 199,
+};
+let nextTestUid = TEST_UIDS.min;
+export function testUids(): { serviceUidRange: UidRange; allocateUid: () => Promise<number> } {
+  return { serviceUidRange: TEST_UIDS, allocateUid: async () => nextTestUid++ };
 }

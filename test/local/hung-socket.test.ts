@@ -25,6 +25,7 @@ import {
   makeDataDir,
   makeSpec,
   query,
+  testUids,
 } from './helpers.js';
 
 /**
@@ -95,6 +96,7 @@ describe('a tenant whose socket never answers cannot hang the driver', () => {
   before(async () => {
     dataDir = makeDataDir();
     driver = createLocalDriver({
+      ...testUids(),
       dataDir,
       publicHost: 'db.example.test',
       adminBounds: BOUNDS,

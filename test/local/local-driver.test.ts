@@ -23,6 +23,7 @@ import {
   postmasterPid,
   processesOf,
   query,
+  testUids,
 } from './helpers.js';
 
 describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
@@ -35,7 +36,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
 
   before(async () => {
     dataDir = makeDataDir();
-    driver = createLocalDriver({ dataDir, publicHost: 'db.example.test' });
+    driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
     await driver.start();
     layout = new Layout(dataDir);
     spec = await makeSpec('TIMESERIESDB', password);
@@ -166,7 +167,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
 
   test('a second driver on the same data directory adopts the running cluster', async () => {
     const pid = postmasterPid(pgdata());
-    const second = createLocalDriver({ dataDir, publicHost: 'db.example.test' });
+    const second = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
     await second.start();
     try {
       assert.equal(await second.inspectService(spec), 'running');
@@ -187,6 +188,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
     // The same data directory, but an installation whose public endpoint
     // admits one private network only: loopback clients lose access.
     const strict = createLocalDriver({
+      ...testUids(),
       dataDir,
       publicHost: 'db.example.test',
       publicCidrs: ['10.99.0.0/16'],

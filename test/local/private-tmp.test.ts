@@ -27,6 +27,7 @@ import {
   makeSpec,
   postmasterPid,
   tenantSession,
+  testUids,
 } from './helpers.js';
 
 const PLACES = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock'];
@@ -43,6 +44,7 @@ test(
   async (t) => {
     const dataDir = makeDataDir();
     const driver = createLocalDriver({
+      ...testUids(),
       dataDir,
       publicHost: 'localhost',
       privateTmp: 'on',

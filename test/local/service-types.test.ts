@@ -22,6 +22,7 @@ import {
   makeDataDir,
   makeSpec,
   query,
+  testUids,
 } from './helpers.js';
 
 describe('local driver: service types, TLS verification, unsupported features', () => {
@@ -33,7 +34,12 @@ describe('local driver: service types, TLS verification, unsupported features', 
 
   before(async () => {
     dataDir = makeDataDir();
-    driver = createLocalDriver({ dataDir, publicHost: 'db.example.test', metricsIntervalMs: 100 });
+    driver = createLocalDriver({
+      ...testUids(),
+      dataDir,
+      publicHost: 'db.example.test',
+      metricsIntervalMs: 100,
+    });
     await driver.start();
     vector = await makeSpec('VECTOR', password);
     plain = await makeSpec('POSTGRES', password, { allowedCidrs: ['10.20.0.0/16'] });

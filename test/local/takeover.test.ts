@@ -43,11 +43,12 @@ import {
   makeSpec,
   postmasterPid,
   tenantSession,
+  testUids,
 } from './helpers.js';
 
 const PLACES = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock'];
-/** A range of this process's own, so that parallel tests do not take its uids. */
-const BASE = 2_500_000 + (process.pid % 20_000) * 20;
+/** Uids of this process's own (the upper half of its test range): parallel tests never take them. */
+const BASE = testUids().serviceUidRange.min + 100;
 const password = 'takeover-password-0123';
 
 function osUser(id: string): PasswdEntry | undefined {
@@ -70,7 +71,8 @@ for (const privateTmp of ['off', 'on'] as const) {
     `setuid leftovers of a deleted service give no one its uid (private /tmp ${privateTmp})`,
     { timeout: 300_000 },
     async (t) => {
-      const RANGE = { min: BASE + (privateTmp === 'on' ? 10 : 0), max: BASE + 19 };
+      const RANGE =
+        privateTmp === 'on' ? { min: BASE + 50, max: BASE + 99 } : { min: BASE, max: BASE + 49 };
       const dataDir = makeDataDir();
       const storeFile = join(dataDir, 'basin.db');
       let store = openSqliteStore(storeFile);

@@ -10,12 +10,19 @@ import { statSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver } from '../../src/drivers/local/local-driver.js';
-import { applyUntilDone, dataDirFor, deleteUntilDone, makeSpec, query } from './helpers.js';
+import {
+  applyUntilDone,
+  dataDirFor,
+  deleteUntilDone,
+  makeSpec,
+  query,
+  testUids,
+} from './helpers.js';
 
 test('under umask 077 the driver creates a service that accepts TLS logins', async (t) => {
   process.umask(0o077);
   const dataDir = dataDirFor(t);
-  const driver = createLocalDriver({ dataDir, publicHost: 'localhost' });
+  const driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'localhost' });
   t.after(() => driver.close());
   await driver.start();
   const password = 'umask-password-0123';

@@ -22,6 +22,7 @@ import {
   makeSpec,
   postmasterPid,
   query,
+  testUids,
 } from './helpers.js';
 
 const notRoot = process.getuid?.() !== 0 ? 'per-service OS users need root' : false;
@@ -40,7 +41,7 @@ describe(
 
     before(async () => {
       dataDir = makeDataDir();
-      driver = createLocalDriver({ dataDir, publicHost: 'localhost' });
+      driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'localhost' });
       await driver.start();
       spec = await makeSpec('POSTGRES', password);
     });
