@@ -125,10 +125,12 @@ test(
                 socketName(svc.endpoint.port),
               ),
             );
+            const script = `/tmp/hang-${svc.service_id}.js`;
             const said = await sh.run(
               [
-                `echo ${program} | base64 -d > /tmp/hang.js`,
-                `(setsid ${process.execPath} /tmp/hang.js ${socket} </dev/null >/dev/null 2>&1 &)`,
+                `echo ${program} | base64 -d > ${script}`,
+                // Detached: it outlives this COPY, the session and Basin.
+                `(setsid ${process.execPath} ${script} ${socket} </dev/null >/dev/null 2>&1 &)`,
                 `for i in $(seq 1 200); do grep -q listening ${socket}.hung 2>/dev/null && break; sleep 0.05; done`,
                 `test -S ${socket} && test -S ${socket}.real && echo listening in its place`,
               ].join('; '),
