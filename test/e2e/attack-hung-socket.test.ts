@@ -16,7 +16,7 @@
 //   next create becomes READY too.
 // What bounds each connection is proved at the driver in
 // test/local/hung-socket.test.ts; how the engine shares its slots between
-// projects and drains on shutdown, in the engine's own tests.
+// projects and drains on shutdown, in test/engine/engine.test.ts.
 
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
