@@ -126,6 +126,8 @@ export async function installation(
       String(ports.apiPort),
       '--port-range',
       ports.portRange,
+      '--service-uid-range',
+      uidRange(ports.claimed),
       ...(defaults.args ?? []),
       ...(options.args ?? []),
     ];
@@ -242,6 +244,18 @@ async function killChild(child: ChildProcess): Promise<void> {
  * code and pass. `npm test` builds first; a single file run needs
  * `npm run build` before it.
  */
+/**
+ * The service uids of the installation on the port block `claimed`. Every
+ * installation keeps its own high-water mark, so installations running side
+ * by side (test files, other checkouts) must not share a range: one would
+ * give out a uid the other just deleted. The claim that keeps ports apart
+ * keeps these apart too; test/local/helpers.ts testUids() lies above them.
+ */
+function uidRange(claimed: number): string {
+  const min = 3_000_000 + (claimed - 20_000) * 250;
+  return `${min}-${min + 9_999}`;
+}
+
 function checkBuilt(): void {
   const built = existsSync(MAIN) ? statSync(MAIN).mtimeMs : 0;
   const newest = newestMtime(join(ROOT, 'src'));
