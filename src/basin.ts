@@ -4,7 +4,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type LoggerOptions, pino } from 'pino';
+import { type Logger as PinoLogger, type LoggerOptions, pino } from 'pino';
 import { buildApp } from './app.js';
 import type { Ctx } from './commands/context.js';
 import { bootstrap } from './commands/admin.js';
@@ -33,8 +33,11 @@ export interface Basin {
 export interface BasinOptions {
   clock?: Clock;
   driver?: Driver;
-  /** pino options; no logging when absent. */
-  logger?: LoggerOptions;
+  /**
+   * Basin's logger (main.ts: lib/logger.ts's createServerLog), or pino
+   * options for one; no logging when absent.
+   */
+  logger?: PinoLogger | LoggerOptions;
   https?: { cert: string; key: string } | null;
 }
 
@@ -42,7 +45,11 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   const clock = options.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const store = openSqliteStore(join(config.dataDir, 'basin.db'));
-  const logger = options.logger ? pino(options.logger) : undefined;
+  const logger = !options.logger
+    ? undefined
+    : isLogger(options.logger)
+      ? options.logger
+      : pino(options.logger);
   const log: Logger = logger ?? silentLogger;
   const driver = options.driver ?? createDriver(config, clock, log);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
@@ -73,6 +80,7 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
     },
     bodyLimitBytes: config.bodyLimitBytes,
     loggerInstance: logger,
+    rateLimits: config.rateLimits,
     https: options.https ?? null,
   });
   const engine = new Engine({ store, driver, clock, provisioner: recordingProvisioner }, log, {
@@ -95,6 +103,10 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
       store.close();
     },
   };
+}
+
+function isLogger(l: PinoLogger | LoggerOptions): l is PinoLogger {
+  return typeof (l as PinoLogger).child === 'function';
 }
 
 function createDriver(config: Config, clock: Clock, log: Logger): Driver {

@@ -2,9 +2,14 @@
 // drain on SIGINT/SIGTERM. Databases keep running when the server exits.
 
 import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { createBasin } from './basin.js';
 import { ConfigError, helpText, parseConfig } from './config.js';
+import { createServerLog, exitOnFatalErrors, type ServerLog } from './lib/logger.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
+
+/** Set once the logger exists; flushed when Basin stops. */
+let serverLog: ServerLog | undefined;
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
@@ -22,15 +27,12 @@ async function main(): Promise<void> {
   // Nothing Basin writes (store, keys, certificates) is for other OS users:
   // the databases run as another user, which must not read Basin's store.
   process.umask(0o077);
-  const basin = await createBasin(config, {
-    https,
-    logger: {
-      level: config.logLevel,
-      // Credentials must never reach the logs.
-      redact: ['req.headers.authorization', 'req.headers.cookie'],
-    },
-  });
-  const log = basin.app.log;
+  // JSON lines on stdout, buffered and written asynchronously (lib/logger.ts):
+  // one access line per request at `info`, the engine's and drivers' lines.
+  serverLog = createServerLog({ level: config.logLevel });
+  exitOnFatalErrors(serverLog);
+  const basin = await createBasin(config, { https, logger: serverLog.logger });
+  const log = serverLog.logger;
 
   if (basin.bootstrapped) {
     const { project, credential } = basin.bootstrapped;
@@ -54,9 +56,11 @@ async function main(): Promise<void> {
 
   await basin.app.listen({ host: config.host, port: config.port });
   const scheme = https ? 'https' : 'http';
+  // The bound port: with --port 0 the system chose it.
+  const { port } = basin.app.server.address() as AddressInfo;
   log.info(
-    { driver: config.driver, dataDir: config.dataDir },
-    `Basin API at ${scheme}://${config.host}:${config.port}/v1`,
+    { driver: config.driver, dataDir: config.dataDir, port },
+    `Basin API at ${scheme}://${config.host}:${port}/v1`,
   );
   if (!https && !isLoopback(config.host)) {
     log.warn(
@@ -72,6 +76,8 @@ async function main(): Promise<void> {
     const force = setTimeout(() => process.exit(1), 30_000);
     force.unref();
     await basin.close();
+    log.info({}, 'stopped');
+    await serverLog?.flush();
     process.exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
@@ -87,6 +93,7 @@ main().catch((err: unknown) => {
     process.stderr.write(`basin: ${err.message}\n`);
     process.exit(2);
   }
+  serverLog?.flushSync();
   process.stderr.write(
     `basin: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
   );
