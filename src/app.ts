@@ -69,7 +69,7 @@ export async function buildApp({
         api.decorateRequest('reads', null);
         // Synchronous, like the read view: an authenticated request passes
         // without a promise. The rate limits' hook comes after it (rate-limit.ts).
-        api.addHook('onRequest', (req, _reply, done) => {
+        api.addHook('onRequest', (req, reply, done) => {
           const r = req as unknown as { principal: Principal; reads: ReadView };
           // One read view per request, made before its first read (routes/deps.ts).
           r.reads = deps.ctx.store.readView();
@@ -77,7 +77,7 @@ export async function buildApp({
             r.principal = authenticate(r.reads, req.headers.authorization);
           } catch (err) {
             // Failed authentications count by client address: 429 once over budget.
-            limitUnauthenticated(req).then((limited) => done(limited ?? (err as Error)), done);
+            limitUnauthenticated(req, reply).then(() => done(err as Error), done);
             return;
           }
           done();

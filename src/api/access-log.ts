@@ -17,16 +17,25 @@
 // every request shares Basin's logger, and the lines that concern a request
 // (this one, the error handler's) carry `reqId` themselves.
 
-import {
-  type FastifyBaseLogger,
-  type FastifyReply,
-  type FastifyRequest,
-  LogController,
-} from 'fastify';
-import type { Logger as PinoLogger } from 'pino';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+import { LogController } from 'fastify';
+import { type Logger as PinoLogger, symbols } from 'pino';
 import type { Principal } from '../commands/context.js';
 
+/** pino's number for `info`. */
+const INFO_LEVEL = 30;
+
+/** What of pino's own state the line needs (pino.symbols: public, for such uses). */
+interface PinoLine {
+  /** The base bindings, as JSON: `,"pid":…,"hostname":"…"`. */
+  readonly [symbols.chindingsSym]: string;
+  readonly [symbols.streamSym]: { write(line: string): unknown };
+}
+
 export class AccessLog extends LogController {
+  /** JSON of each route pattern seen (a few dozen): encoded once, not per request. */
+  private readonly routes = new Map<string, string>();
+
   constructor(private readonly log: PinoLogger) {
     super({ disableRequestLogging: false });
   }
@@ -41,35 +50,42 @@ export class AccessLog extends LogController {
   ): void {
     const log = this.log;
     if (!log.isLevelEnabled('info')) return;
-    const route = request.routeOptions.url ?? null;
-    const principal = (request as FastifyRequest & { principal: Principal | null }).principal;
-    const line: AccessLine = {
-      reqId: request.id,
-      method: request.method,
-      route,
-      status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime * 100) / 100,
-      ip: request.ip,
-      credential: principal ? principal.credentialId : undefined,
-      path: route === null ? pathOf(request.url) : undefined,
-      err: error ?? undefined,
-    };
-    log.info(line, 'request');
+    const pinoLine = log as unknown as PinoLine;
+    if (error) {
+      // Rare (the response stream failed): pino's own serializer for the error.
+      log.info(
+        { reqId: request.id, method: request.method, status: reply.statusCode, err: error },
+        'request',
+      );
+      return;
+    }
+    const url = request.routeOptions.url;
+    const principal = (request as FastifyRequest & { principal?: Principal | null }).principal;
+    // pino's line format, written to pino's destination: the same as
+    // log.info({...}, 'request') would write, for a third of the work (no
+    // walk over an object's keys; the route's JSON is kept). Every value is
+    // a number, a JSON-encoded string, or the method, which Node's HTTP
+    // parser accepts only from its list of method names.
+    const line =
+      `{"level":${INFO_LEVEL},"time":${Date.now()}${pinoLine[symbols.chindingsSym]}` +
+      `,"reqId":${JSON.stringify(request.id)},"method":"${request.method}"` +
+      `,"route":${url === undefined ? 'null' : this.routeJson(url)},"status":${reply.statusCode}` +
+      `,"ms":${Math.round(reply.elapsedTime * 100) / 100},"ip":${JSON.stringify(request.ip)}` +
+      (principal ? `,"credential":${JSON.stringify(principal.credentialId)}` : '') +
+      (url === undefined ? `,"path":${JSON.stringify(pathOf(request.url))}` : '') +
+      `,"msg":"request"}\n`;
+    pinoLine[symbols.streamSym].write(line);
+  }
+
+  private routeJson(url: string): string {
+    let json = this.routes.get(url);
+    if (json === undefined) {
+      json = JSON.stringify(url);
+      this.routes.set(url, json);
+    }
+    return json;
   }
 }
-
-interface AccessLine {
-  reqId: string;
-  method: string;
-  route: string | null;
-  status: number;
-  ms: number;
-  ip: string;
-  credential: string | undefined;
-  path: string | undefined;
-  err: Error | undefined;
-}
-
 /** The path of a URL, without its query string, and not longer than a log line should be. */
 function pathOf(url: string): string {
   const q = url.indexOf('?');

@@ -87,6 +87,27 @@ test('credentials, cookies and query strings never reach the log', async (t) => 
   assert.ok(!/authorization|cookie/i.test(all), 'no header is logged');
 });
 
+test("every access line is valid JSON in pino's format, whatever the path", async (t) => {
+  const { b, raw, access } = await loggedBasin(t);
+  // (inject percent-encodes what a client could not send raw.)
+  const res = await b.basin.app.inject({
+    method: 'GET',
+    url: '/v1/a"b\u2028é?q="',
+    headers: b.auth,
+  });
+  assert.equal(res.statusCode, 404);
+  const line = access().at(-1) as Record<string, unknown>;
+  assert.equal(line.path, '/v1/a%22b%E2%80%A8%C3%A9');
+  assert.equal(typeof line.pid, 'number');
+  assert.equal(typeof line.hostname, 'string');
+  assert.equal(typeof line.time, 'number');
+  // Every line, access or not, is one JSON object on one line.
+  for (const l of raw) {
+    assert.ok(l.endsWith('\n') && !l.slice(0, -1).includes('\n'));
+    JSON.parse(l);
+  }
+});
+
 test("the engine's lines go through the same logger", async (t) => {
   const { b, raw } = await loggedBasin(t);
   const { id } = await readyService(b);

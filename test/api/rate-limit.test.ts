@@ -63,8 +63,15 @@ const limits = (reads: number, writes: number, loopback = 'on') => ({
 test('over its read budget a credential gets 429 RATE_LIMITED with Retry-After', async (t) => {
   const b = await startBasin(t, limits(3, 100));
   const url = `/v1/projects/${b.projectId}/vpcs`;
-  for (let i = 0; i < 3; i++) assert.equal((await send(b, 'GET', url)).status, 200);
-  assertLimited(await send(b, 'GET', url));
+  for (let i = 0; i < 3; i++) {
+    const ok = await send(b, 'GET', url);
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers['x-ratelimit-limit'], undefined, 'no rate limit headers within budget');
+  }
+  const refused = await send(b, 'GET', url);
+  assertLimited(refused);
+  assert.equal(refused.headers['x-ratelimit-limit'], '3');
+  assert.match(refused.body.message, /this credential may make 3 reads \(GET\) a minute/);
   // Another GET route shares the budget: reads are counted per credential, not per route.
   assertLimited(await send(b, 'GET', `/v1/projects/${b.projectId}/services`));
 });
