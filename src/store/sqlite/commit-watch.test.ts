@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -26,7 +26,6 @@ for (const wal of [true, false]) {
   test(`every commit is seen, and nothing else (${wal ? 'WAL: the wal-index header' : 'rollback journal: data_version'})`, (t) => {
     const { file, writer, reader } = database(t, wal);
     const watch = watchCommits(reader);
-    t.after(() => watch.close());
     assert.equal(watch.constructor.name, wal ? 'WalHeaderWatch' : 'DataVersionWatch');
     assert.equal(watch.changed(), true, 'the first look');
     assert.equal(watch.changed(), false);
@@ -56,5 +55,28 @@ for (const wal of [true, false]) {
     ]);
     assert.equal(watch.changed(), true, "another process's commit");
     assert.equal(watch.changed(), false);
+    watch.close();
+    watch.close(); // a store closed twice closes nothing else
   });
 }
+
+test('a descriptor closed behind its back and reused for another file is noticed, not read as a header', (t) => {
+  const { file, writer, reader } = database(t, true);
+  const watch = watchCommits(reader);
+  t.after(() => watch.close());
+  watch.changed();
+  assert.equal(watch.changed(), false);
+  // A double close elsewhere in the process frees the number; the next open takes it.
+  const fd = (watch as unknown as { fd: number }).fd;
+  closeSync(fd);
+  const other = join(file + '-other');
+  writeFileSync(other, 'x'.repeat(4096));
+  assert.equal(openSync(other, 'r'), fd);
+  assert.equal(watch.changed(), true, 'not a header: the cache is emptied');
+  // From then on, data_version: commits are still seen.
+  assert.equal(watch.changed(), false);
+  writer.prepare('INSERT INTO t VALUES (1)').run();
+  assert.equal(watch.changed(), true);
+  assert.equal(watch.changed(), false);
+  closeSync(fd);
+});

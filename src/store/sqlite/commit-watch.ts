@@ -14,14 +14,13 @@
 // and compare it with the last one seen. A commit that has returned has
 // written the header, so the next read sees a different one; a read in the
 // middle of a header write sees some changed bytes, so at worst the cache is
-// emptied once more than needed, never once too few. Checkpoints do not
-// touch the header (only the checkpoint-info block after it).
+// emptied once more than needed, never once too few. (A RESTART or TRUNCATE
+// checkpoint rewrites the header too: one more emptying, nothing missed.)
 //
 // Where that does not apply (not WAL, no -shm file, a header of another
 // version), it falls back to `PRAGMA data_version`.
 
 import { closeSync, openSync, readSync } from 'node:fs';
-import { endianness } from 'node:os';
 import type Database from 'better-sqlite3';
 
 /** The wal-index header's iVersion this reading of it is written for. */
@@ -37,37 +36,66 @@ export interface CommitWatch {
 
 /** A watch on the database of `reader`, a connection that never writes. */
 export function watchCommits(reader: Database.Database): CommitWatch {
-  return WalHeaderWatch.open(reader.name) ?? new DataVersionWatch(reader);
+  return (
+    WalHeaderWatch.open(reader.name, () => new DataVersionWatch(reader)) ??
+    new DataVersionWatch(reader)
+  );
 }
 
 class WalHeaderWatch implements CommitWatch {
   private readonly buf = Buffer.alloc(HEADER_BYTES);
+  /** The header as 32-bit words, in the host's byte order, as SQLite writes it. */
   private readonly words = new Int32Array(this.buf.buffer, this.buf.byteOffset, HEADER_WORDS);
   private readonly last = new Int32Array(HEADER_WORDS);
   private first = true;
+  /** Set when the header stopped looking like one: the watch asks `data_version` from then on. */
+  private replaced: CommitWatch | undefined;
 
-  private constructor(private readonly fd: number) {}
+  private constructor(
+    private fd: number,
+    private readonly fallback: () => CommitWatch,
+  ) {}
 
-  static open(dbFile: string): WalHeaderWatch | undefined {
+  static open(dbFile: string, fallback: () => CommitWatch): WalHeaderWatch | undefined {
     let fd: number;
     try {
       fd = openSync(`${dbFile}-shm`, 'r');
     } catch {
       return undefined;
     }
-    const watch = new WalHeaderWatch(fd);
-    // iVersion (bytes 0-3) and isInit (byte 12); the header is in the host's byte order.
-    const read = readSync(fd, watch.buf, 0, HEADER_BYTES, 0);
-    const version = endianness() === 'LE' ? watch.buf.readUInt32LE(0) : watch.buf.readUInt32BE(0);
-    if (read !== HEADER_BYTES || version !== WALINDEX_VERSION || watch.buf[12] !== 1) {
-      closeSync(fd);
+    const watch = new WalHeaderWatch(fd, fallback);
+    if (!watch.read()) {
+      watch.close();
       return undefined;
     }
     return watch;
   }
 
+  /**
+   * Reads the header; false unless it is one: all 48 bytes, iVersion 3007000
+   * and isInit 1. Checked on every read, so that a descriptor closed by
+   * mistake elsewhere in the process, its number given to another file, can
+   * never pass for a header that does not change.
+   */
+  private read(): boolean {
+    let n: number;
+    try {
+      n = readSync(this.fd, this.buf, 0, HEADER_BYTES, 0);
+    } catch {
+      return false;
+    }
+    return n === HEADER_BYTES && this.words[0] === WALINDEX_VERSION && this.buf[12] === 1;
+  }
+
   changed(): boolean {
-    readSync(this.fd, this.buf, 0, HEADER_BYTES, 0);
+    if (this.replaced) return this.replaced.changed();
+    if (!this.read()) {
+      // Not closed: the number may belong to another file now.
+      this.fd = -1;
+      this.replaced = this.fallback();
+      this.replaced.changed();
+      return true;
+    }
     const { words, last } = this;
     let changed = this.first;
     for (let i = 0; i < HEADER_WORDS; i++) {
@@ -80,8 +108,11 @@ class WalHeaderWatch implements CommitWatch {
     return changed;
   }
 
+  /** Idempotent: closing twice must not close a descriptor the number was given to since. */
   close(): void {
+    if (this.fd < 0) return;
     closeSync(this.fd);
+    this.fd = -1;
   }
 }
 
