@@ -30,6 +30,14 @@ test('lines are held until minLength, then written in order; flush() writes the 
   await dest.flush(); // nothing held: resolves at once
 });
 
+test("pino's logger.flush(cb) gets its callback", async (t) => {
+  const { path, fd } = file(t);
+  const dest = new LogDestination({ fd, minLength: 1 << 20, flushIntervalMs: 60_000 });
+  dest.write(line(7));
+  await new Promise<void>((resolve) => void dest.flush(resolve));
+  assert.equal(readFileSync(path, 'utf8'), line(7));
+});
+
 test('lines held are written within flushIntervalMs when traffic is low', async (t) => {
   const { path, fd } = file(t);
   const dest = new LogDestination({ fd, minLength: 1 << 20, flushIntervalMs: 20 });

@@ -67,13 +67,20 @@ export class LogDestination {
     return true;
   }
 
-  /** Resolves once every line written so far has been written out (or writing failed). */
-  flush(): Promise<void> {
-    if (this.inFlight === null && this.held === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.waiters.push(resolve);
-      if (this.inFlight === null) this.writeOut();
-    });
+  /**
+   * Resolves once every line written so far has been written out (or writing
+   * failed). `done`: for pino's logger.flush(cb), which calls it this way.
+   */
+  flush(done?: () => void): Promise<void> {
+    const flushed =
+      this.inFlight === null && this.held === 0
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            this.waiters.push(resolve);
+            if (this.inFlight === null) this.writeOut();
+          });
+    if (done) void flushed.then(done);
+    return flushed;
   }
 
   /**

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { issueCredential } from '../../src/commands/admin.js';
+import { ConfigError, parseConfig } from '../../src/config.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { API_KEY, startBasin, type TestBasin } from '../helpers.js';
 
@@ -162,4 +163,25 @@ test('a limit of 0 means no limit; the defaults are far above what a polling cli
     writesPerMinute: 1_200,
     loopback: true,
   });
+});
+
+test('the limits are set by flags or environment, and bad values are refused with the option named', () => {
+  const base = { BASIN_DATA_DIR: '/tmp/x', BASIN_DRIVER: 'sim' };
+  const flags = parseConfig(
+    ['--rate-limit-reads', '100', '--rate-limit-writes=5', '--rate-limit-loopback', 'off'],
+    base,
+  );
+  assert.deepEqual(flags.rateLimits, { readsPerMinute: 100, writesPerMinute: 5, loopback: false });
+  const env = parseConfig([], {
+    ...base,
+    BASIN_RATE_LIMIT_READS: '7',
+    BASIN_RATE_LIMIT_LOOPBACK: 'on',
+  });
+  assert.deepEqual(env.rateLimits, { readsPerMinute: 7, writesPerMinute: 1200, loopback: true });
+  assert.throws(() => parseConfig(['--rate-limit-reads', '-1'], base), ConfigError);
+  assert.throws(() => parseConfig(['--rate-limit-writes', 'lots'], base), /rateLimitWrites/);
+  assert.throws(
+    () => parseConfig(['--rate-limit-loopback', 'maybe'], base),
+    /BASIN_RATE_LIMIT_LOOPBACK must be on or off/,
+  );
 });
