@@ -4,11 +4,12 @@
 //
 // Basin runs as `npm start` runs it (basin-process.ts): the built
 // dist/main.js, its default log level with one access line per request, its
-// default rate limits, its log written to a file. Each server runs in its own
-// child process; the load generator runs here. They are measured in
-// alternating rounds (bare, basin, bare, basin, ...) on fresh keep-alive
-// connections, and the medians are compared, so that a noisy moment of the
-// machine hits both sides alike.
+// default rate limits, its log written to a file. The Fastify floor
+// (fastify-floor.ts) is measured alongside: what any Fastify application
+// costs. Each server runs in its own child process; the load generator runs
+// here. They are measured in rounds (each server once per round, in a
+// shuffled order) on fresh keep-alive connections, and the medians are
+// compared, so that a noisy moment of the machine hits every side alike.
 //
 // BENCH_COMPARE='<name>=<dist dir> [flags…];…' adds other builds of Basin
 // (e.g. a copy of an older commit's dist/), or the same one with other flags,

@@ -62,15 +62,14 @@ export class AccessLog extends LogController {
     const url = request.routeOptions.url;
     const principal = (request as FastifyRequest & { principal?: Principal | null }).principal;
     // pino's line format, written to pino's destination: the same as
-    // log.info({...}, 'request') would write, for a third of the work (no
-    // walk over an object's keys; the route's JSON is kept). Every value is
-    // a number, a JSON-encoded string, or the method, which Node's HTTP
-    // parser accepts only from its list of method names.
+    // log.info({...}, 'request') would write, for less work (no walk over an
+    // object's keys; each route's JSON is kept). Every value is a number or
+    // JSON-encoded here; the address is absent once the socket is gone.
     const line =
       `{"level":${INFO_LEVEL},"time":${Date.now()}${pinoLine[symbols.chindingsSym]}` +
-      `,"reqId":${JSON.stringify(request.id)},"method":"${request.method}"` +
+      `,"reqId":${JSON.stringify(request.id)},"method":${JSON.stringify(request.method)}` +
       `,"route":${url === undefined ? 'null' : this.routeJson(url)},"status":${reply.statusCode}` +
-      `,"ms":${Math.round(reply.elapsedTime * 100) / 100},"ip":${JSON.stringify(request.ip)}` +
+      `,"ms":${Math.round(reply.elapsedTime * 100) / 100},"ip":${JSON.stringify(request.ip ?? null)}` +
       (principal ? `,"credential":${JSON.stringify(principal.credentialId)}` : '') +
       (url === undefined ? `,"path":${JSON.stringify(pathOf(request.url))}` : '') +
       `,"msg":"request"}\n`;
@@ -86,6 +85,7 @@ export class AccessLog extends LogController {
     return json;
   }
 }
+
 /** The path of a URL, without its query string, and not longer than a log line should be. */
 function pathOf(url: string): string {
   const q = url.indexOf('?');

@@ -115,6 +115,9 @@ function rateLimited(
   );
 }
 
-function isLoopback(ip: string): boolean {
-  return ip.startsWith('127.') || ip === '::1' || ip.startsWith('::ffff:127.');
+/** `ip` is undefined once the client's socket is gone. */
+function isLoopback(ip: string | undefined): boolean {
+  return (
+    ip !== undefined && (ip.startsWith('127.') || ip === '::1' || ip.startsWith('::ffff:127.'))
+  );
 }
