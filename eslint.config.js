@@ -85,7 +85,7 @@ export default tseslint.config(
   },
   {
     // Tests read JSON bodies loosely; the assertions are what check their shape.
-    files: ['test/**/*.ts', 'src/**/*.test.ts'],
+    files: ['test/**/*.ts', 'src/**/*.test.ts', 'bench/**/*.test.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   ...LAYERS.map(({ files, ignores, forbid, regex, why }) => {

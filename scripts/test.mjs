@@ -13,7 +13,7 @@ function find(dir) {
 }
 
 const only = process.argv.slice(2);
-const files = only.length > 0 ? only : [...find('src'), ...find('test')].sort();
+const files = only.length > 0 ? only : [...find('src'), ...find('test'), ...find('bench')].sort();
 const res = spawnSync(
   process.execPath,
   ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-reporter=spec', ...files],

@@ -2,13 +2,12 @@
 // listens; main.ts (and the tests) decide where it runs.
 
 import swagger from '@fastify/swagger';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyServerOptions,
-} from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Logger as PinoLogger } from 'pino';
+import { AccessLog, sharedRequestLogger } from './api/access-log.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './api/errors.js';
 import { authenticate } from './api/auth.js';
+import { type RateLimits, registerRateLimits } from './api/rate-limit.js';
 import { logRoutes } from './api/routes/logs.js';
 import { peeringRoutes } from './api/routes/peerings.js';
 import { projectRoutes } from './api/routes/projects.js';
@@ -26,8 +25,9 @@ import type { ReadView } from './store/store.js';
 export interface AppOptions {
   deps: RouteDeps;
   bodyLimitBytes: number;
-  /** Basin's logger; Fastify logs nothing without one. */
-  loggerInstance?: FastifyBaseLogger | undefined;
+  /** Basin's logger: the access log and Fastify's own lines; nothing is logged without one. */
+  loggerInstance?: PinoLogger | undefined;
+  rateLimits: RateLimits;
   https?: { cert: string; key: string } | null;
 }
 
@@ -35,10 +35,17 @@ export async function buildApp({
   deps,
   bodyLimitBytes,
   loggerInstance,
+  rateLimits,
   https = null,
 }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    ...(loggerInstance ? { loggerInstance } : { logger: false }),
+    ...(loggerInstance
+      ? {
+          loggerInstance,
+          logController: new AccessLog(loggerInstance),
+          childLoggerFactory: sharedRequestLogger,
+        }
+      : { logger: false }),
     bodyLimit: bodyLimitBytes,
     frameworkErrors,
     clientErrorHandler,
@@ -52,6 +59,7 @@ export async function buildApp({
   jsonBodies(app);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   await app.register(swagger, openApiInfo);
+  const limitUnauthenticated = await registerRateLimits(app, rateLimits);
 
   await app.register(
     async (v1) => {
@@ -59,12 +67,19 @@ export async function buildApp({
       await v1.register(async (api) => {
         api.decorateRequest('principal', null);
         api.decorateRequest('reads', null);
-        // Synchronous, like the read view: the hook completes without a promise.
-        api.addHook('onRequest', (req, _reply, done) => {
+        // Synchronous, like the read view: an authenticated request passes
+        // without a promise. The rate limits' hook comes after it (rate-limit.ts).
+        api.addHook('onRequest', (req, reply, done) => {
           const r = req as unknown as { principal: Principal; reads: ReadView };
           // One read view per request, made before its first read (routes/deps.ts).
           r.reads = deps.ctx.store.readView();
-          r.principal = authenticate(r.reads, req.headers.authorization);
+          try {
+            r.principal = authenticate(r.reads, req.headers.authorization);
+          } catch (err) {
+            // Failed authentications count by client address: 429 once over budget.
+            limitUnauthenticated(req, reply).then(() => done(err as Error), done);
+            return;
+          }
           done();
         });
         for (const routes of [

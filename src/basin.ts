@@ -2,7 +2,7 @@
 // main.ts runs it as a server; tests build it with a temporary data directory.
 
 import type { FastifyInstance } from 'fastify';
-import { type LoggerOptions, pino } from 'pino';
+import { type Logger as PinoLogger, type LoggerOptions, pino } from 'pino';
 import { buildApp } from './app.js';
 import type { Ctx } from './commands/context.js';
 import { bootstrap } from './commands/admin.js';
@@ -32,8 +32,11 @@ export interface Basin {
 export interface BasinOptions {
   clock?: Clock;
   driver?: Driver;
-  /** pino options; no logging when absent. */
-  logger?: LoggerOptions;
+  /**
+   * Basin's logger (main.ts: lib/logger.ts's createServerLog), or pino
+   * options for one; no logging when absent.
+   */
+  logger?: PinoLogger | LoggerOptions;
   https?: { cert: string; key: string } | null;
   /** Engine settings beyond the configuration (tests: retry policy, leases). */
   engine?: Partial<EngineOptions>;
@@ -41,7 +44,11 @@ export interface BasinOptions {
 
 export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
   const clock = options.clock ?? systemClock;
-  const logger = options.logger ? pino(options.logger) : undefined;
+  const logger = !options.logger
+    ? undefined
+    : isLogger(options.logger)
+      ? options.logger
+      : pino(options.logger);
   const log: Logger = logger ?? silentLogger;
   // Before the store opens: its files (and anything else there) become
   // Basin's alone, whatever an older Basin left. The local driver's tree
@@ -77,6 +84,7 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
     },
     bodyLimitBytes: config.bodyLimitBytes,
     loggerInstance: logger,
+    rateLimits: config.rateLimits,
     https: options.https ?? null,
   });
   const engine = new Engine({ store, driver, clock, provisioner: recordingProvisioner }, log, {
@@ -104,6 +112,10 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
       store.close();
     },
   };
+}
+
+function isLogger(l: PinoLogger | LoggerOptions): l is PinoLogger {
+  return typeof (l as PinoLogger).child === 'function';
 }
 
 function createDriver(config: Config, clock: Clock, log: Logger, store: Store): Driver {

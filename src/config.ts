@@ -36,6 +36,8 @@ export interface Config {
   drainTimeoutMs: number;
   /** How long one attempt of an operation may take before it is given up and retried. */
   operationTimeoutMs: number;
+  /** Per credential (or client address, unauthenticated) and minute; 0: no limit. */
+  rateLimits: { readsPerMinute: number; writesPerMinute: number; loopback: boolean };
 }
 
 interface Option {
@@ -165,6 +167,24 @@ export const OPTIONS = {
     default: '120000',
     help: 'how long one attempt of an operation may run before it is given up and retried',
   },
+  rateLimitReads: {
+    env: 'BASIN_RATE_LIMIT_READS',
+    flag: '--rate-limit-reads',
+    default: '60000',
+    help: 'GET requests a credential may make per minute (0: no limit)',
+  },
+  rateLimitWrites: {
+    env: 'BASIN_RATE_LIMIT_WRITES',
+    flag: '--rate-limit-writes',
+    default: '1200',
+    help: 'other requests (POST, PUT, PATCH, DELETE) a credential may make per minute (0: no limit)',
+  },
+  rateLimitLoopback: {
+    env: 'BASIN_RATE_LIMIT_LOOPBACK',
+    flag: '--rate-limit-loopback',
+    default: 'on',
+    help: 'on: limit clients on 127.0.0.1/::1 too; off: not (development only)',
+  },
 } satisfies Record<string, Option>;
 
 type Key = keyof typeof OPTIONS;
@@ -266,6 +286,11 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     engineProjectSlots,
     drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),
     operationTimeoutMs: integer('operationTimeoutMs', need('operationTimeoutMs'), 1_000, 3_600_000),
+    rateLimits: {
+      readsPerMinute: integer('rateLimitReads', need('rateLimitReads'), 0, 1_000_000_000),
+      writesPerMinute: integer('rateLimitWrites', need('rateLimitWrites'), 0, 1_000_000_000),
+      loopback: onOff('rateLimitLoopback', need('rateLimitLoopback')),
+    },
   };
 }
 
@@ -337,6 +362,12 @@ function integer(name: string, text: string, min: number, max: number): number {
     throw new ConfigError(`${name} must be a whole number from ${min} to ${max}; got ${text}.`);
   }
   return n;
+}
+
+function onOff(name: Key, text: string): boolean {
+  if (/^(on|true|1|yes)$/i.test(text)) return true;
+  if (/^(off|false|0|no)$/i.test(text)) return false;
+  throw new ConfigError(`${OPTIONS[name].env} must be on or off; got ${text}.`);
 }
 
 function isTrue(v: string | undefined): boolean {

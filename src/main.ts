@@ -2,10 +2,15 @@
 // drain on SIGINT/SIGTERM. Databases keep running when the server exits.
 
 import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { createBasin } from './basin.js';
 import { ConfigError, helpText, parseConfig } from './config.js';
 import { makeDataDir } from './lib/data-dir.js';
+import { createServerLog, exitOnFatalErrors, type ServerLog } from './lib/logger.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
+
+/** Set once the logger exists; flushed when Basin stops. */
+let serverLog: ServerLog | undefined;
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
@@ -25,15 +30,12 @@ async function main(): Promise<void> {
       : config.tls
         ? { cert: readFileSync(config.tls.cert, 'utf8'), key: readFileSync(config.tls.key, 'utf8') }
         : null;
-  const basin = await createBasin(config, {
-    https,
-    logger: {
-      level: config.logLevel,
-      // Credentials must never reach the logs.
-      redact: ['req.headers.authorization', 'req.headers.cookie'],
-    },
-  });
-  const log = basin.app.log;
+  // JSON lines on stdout, buffered and written asynchronously (lib/logger.ts):
+  // one access line per request at `info`, the engine's and drivers' lines.
+  serverLog = createServerLog({ level: config.logLevel });
+  exitOnFatalErrors(serverLog);
+  const basin = await createBasin(config, { https, logger: serverLog.logger });
+  const log = serverLog.logger;
 
   if (basin.bootstrapped) {
     const { project, credential } = basin.bootstrapped;
@@ -57,9 +59,11 @@ async function main(): Promise<void> {
 
   await basin.app.listen({ host: config.host, port: config.port });
   const scheme = https ? 'https' : 'http';
+  // The bound port: with --port 0 the system chose it.
+  const { port } = basin.app.server.address() as AddressInfo;
   log.info(
-    { driver: config.driver, dataDir: config.dataDir },
-    `Basin API at ${scheme}://${config.host}:${config.port}/v1`,
+    { driver: config.driver, dataDir: config.dataDir, port },
+    `Basin API at ${scheme}://${config.host}:${port}/v1`,
   );
   if (!https && !isLoopback(config.host)) {
     log.warn(
@@ -76,6 +80,8 @@ async function main(): Promise<void> {
     const force = setTimeout(() => process.exit(1), config.drainTimeoutMs + 20_000);
     force.unref();
     await basin.close();
+    log.info({}, 'stopped');
+    await serverLog?.flush();
     process.exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
@@ -91,6 +97,7 @@ main().catch((err: unknown) => {
     process.stderr.write(`basin: ${err.message}\n`);
     process.exit(2);
   }
+  serverLog?.flushSync();
   process.stderr.write(
     `basin: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
   );

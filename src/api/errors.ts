@@ -5,6 +5,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorCode, ERROR_CATALOGUE } from '../domain/errors.js';
+import { RateLimitedError } from './rate-limit.js';
 
 const FASTIFY_CODES: Record<string, [ErrorCode, string]> = {
   FST_ERR_CTP_INVALID_JSON_BODY: [
@@ -39,7 +40,12 @@ export function sendError(reply: FastifyReply, code: ErrorCode, message: string)
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(
     (err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply) => {
-      if (err instanceof AppError) return sendError(reply, err.code, err.message);
+      if (err instanceof AppError) {
+        // RFC 9110 §10.2.3: how long to wait before trying again.
+        if (err instanceof RateLimitedError)
+          reply.header('retry-after', String(err.retryAfterSeconds));
+        return sendError(reply, err.code, err.message);
+      }
       const fe = err as FastifyError;
       if (fe.validation) {
         // Ajv does not name an unknown field in its message; say which one to remove.
@@ -61,7 +67,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
       if (status === 415)
         return sendError(reply, 'UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON.');
       if (status >= 400 && status < 500) return sendError(reply, 'INVALID_REQUEST', fe.message);
-      req.log.error({ err }, 'unhandled error');
+      // Requests share one logger (access-log.ts): the line names its request.
+      req.log.error({ reqId: req.id, err }, 'unhandled error');
       return sendError(
         reply,
         'INTERNAL',

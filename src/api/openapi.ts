@@ -8,7 +8,7 @@ export const openApiInfo: SwaggerOptions = {
       title: 'Basin — Cloud Database Management REST API',
       version: '1.0.0',
       description:
-        'Projects, VPCs, peerings, database services and read replica sets, backed by real PostgreSQL. Errors always have the body {code, message}.',
+        'Projects, VPCs, peerings, database services and read replica sets, backed by real PostgreSQL. Errors always have the body {code, message}. Each credential may make a number of reads (GET) and, separately, of writes a minute (configured per installation); over it, requests are answered 429 RATE_LIMITED with Retry-After.',
     },
     servers: [{ url: '/' }],
     components: {

@@ -33,14 +33,30 @@ export function presentOptions(deps: RouteDeps, target?: Target): PresentOptions
 
 const ErrorRef = Type.Ref('ErrorBody');
 
+/** 429, which every route may answer (api/rate-limit.ts), with its Retry-After header. */
+const RateLimited = Type.Unsafe({
+  $ref: 'ErrorBody',
+  description:
+    'RATE_LIMITED: the credential (or, without valid credentials, the client address) made more reads or writes this minute than the limit allows.',
+  headers: {
+    'retry-after': {
+      type: 'integer',
+      minimum: 1,
+      description: 'Seconds until the limit is lifted.',
+    },
+  },
+});
+
 /**
  * Response schemas: the success shape, and the error body for every error
- * status (one `4xx`/`5xx` entry each: Fastify compiles a serializer per
- * entry, so listing statuses one by one would multiply start-up time).
+ * status (one `4xx`/`5xx` entry each, and 429 for its header: Fastify
+ * compiles a serializer per entry, so listing statuses one by one would
+ * multiply start-up time).
  */
 export function responses(status: number, body: TSchema | null) {
   return {
     [status]: body ?? Type.Null({ description: 'no body' }),
+    '429': RateLimited,
     '4xx': ErrorRef,
     '5xx': ErrorRef,
   };

@@ -4,13 +4,14 @@
 // -shm file) plus building the row in JavaScript. So a view answers from
 // memory while the database is unchanged.
 //
-// Unchanged means: `PRAGMA data_version` on the read connection is what it was
-// at the last check. SQLite changes it whenever another connection commits,
-// whether our own writer connection (a separate connection; the reader never
-// writes) or another process on the same file, such as `basin credential
-// revoke` (see read-cache.test.ts). Making a view runs that check, once, and
-// empties the whole cache when anything was committed: coarse, but writes are
-// rare next to reads, and nothing can be missed.
+// Unchanged means: nothing was committed since the last check, by any
+// connection, whether our own writer connection (a separate connection; the
+// reader never writes) or another process on the same file, such as `basin
+// credential revoke` (see read-cache.test.ts). commit-watch.ts tells, from the
+// WAL-index header every commit writes (or `PRAGMA data_version`). Making a
+// view runs that check, once, and empties the whole cache when anything was
+// committed: coarse, but writes are rare next to reads, and nothing can be
+// missed.
 //
 // Everything here is synchronous, like better-sqlite3: a miss reads and fills
 // the cache in one step, so no commit can come between the read and the fill.
@@ -22,6 +23,7 @@ import type Database from 'better-sqlite3';
 import { deepFreeze } from '../../lib/freeze.js';
 import { Lru } from '../../lib/lru.js';
 import type { ReadView } from '../store.js';
+import { type CommitWatch, watchCommits } from './commit-watch.js';
 
 export interface ReadCacheLimits {
   /** Credentials cached, per scheme. */
@@ -44,14 +46,13 @@ export const DEFAULT_READ_CACHE_LIMITS: ReadCacheLimits = {
 export class ReadCache {
   /** The cached view: the same object for every request. */
   readonly view: ReadView;
-  private readonly dataVersion: Database.Statement;
-  private version: unknown;
+  private readonly commits: CommitWatch;
   private readonly caches: Lru<string, unknown>[] = [];
 
   /** `reader`: the read connection; `source`: the uncached view on it. */
   constructor(reader: Database.Database, source: ReadView, limits = DEFAULT_READ_CACHE_LIMITS) {
-    this.dataVersion = reader.prepare('PRAGMA data_version').pluck();
-    this.version = this.dataVersion.get();
+    this.commits = watchCommits(reader);
+    this.commits.changed();
     /** A read through an LRU; what `load` finds is cached, frozen, and misses are not. */
     const cached = <V>(max: number, load: (key: string) => V) => {
       const lru = new Lru<string, NonNullable<V>>(max);
@@ -87,13 +88,13 @@ export class ReadCache {
     return this.caches.reduce((n, c) => n + c.size, 0);
   }
 
+  close(): void {
+    this.commits.close();
+  }
+
   /** The view, after emptying the cache if anything was committed since the last check. */
   check(): ReadView {
-    const version = this.dataVersion.get();
-    if (version !== this.version) {
-      this.version = version;
-      for (const c of this.caches) c.clear();
-    }
+    if (this.commits.changed()) for (const c of this.caches) c.clear();
     return this.view;
   }
 }

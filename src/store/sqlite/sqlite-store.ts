@@ -56,6 +56,7 @@ export function openSqliteStore(file: string): Store {
     transaction,
     readView: () => cache.check(),
     close() {
+      cache.close();
       reader.close();
       writer.close();
     },

@@ -16,6 +16,7 @@
 // processes), each created, left idle, sampled a few times and deleted.
 
 import { readdir, readFile, readlink } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   claimDataDir,
@@ -58,7 +59,11 @@ export async function localIdleMemory(ctx: BenchContext): Promise<BenchOutcome> 
   const dataDir = claimDataDir(ctx, 'local-idle-');
   let basin: LocalBasin | undefined;
   try {
-    basin = await LocalBasin.start(dataDir, ctx.settings.basinNodeArgs);
+    basin = await LocalBasin.start(
+      dataDir,
+      join(ctx.tmpDir, 'local-idle-memory.log'),
+      ctx.settings.basinNodeArgs,
+    );
     const results: (Memory & { kind: string; api: string; others: number })[] = [];
     for (const [kind, body] of KIND_BODIES) {
       const id = await basin.create(body);

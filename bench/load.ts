@@ -17,8 +17,12 @@ export interface LoadOptions {
   host: string;
   port: number;
   path: string;
-  /** Extra request headers (Host is added). */
-  headers: Record<string, string>;
+  /**
+   * Extra request headers (Host is added); several sets for requests that
+   * take turns (e.g. one credential each): connection i starts with set i
+   * and moves to the next one after each response.
+   */
+  headers: Record<string, string> | readonly Record<string, string>[];
   connections: number;
   /** Run this long first; responses in it are checked but not counted. */
   warmupMs: number;
@@ -31,6 +35,8 @@ export interface LoadOptions {
 export interface LoadResult {
   /** Responses completed within the measured window. */
   requests: number;
+  /** Responses received in all, warmup included. */
+  received: number;
   seconds: number;
   rps: number;
   /** Responses other than 200, over warmup and window alike. */
@@ -122,13 +128,16 @@ function selfCpuSeconds(): number {
 
 /** Drives `connections` keep-alive connections for warmup + duration; resolves with the counts. */
 export function runLoad(o: LoadOptions): Promise<LoadResult> {
-  const request = Buffer.from(
-    `GET ${o.path} HTTP/1.1\r\nHost: ${o.host}:${o.port}\r\n` +
-      Object.entries(o.headers)
-        .map(([k, v]) => `${k}: ${v}\r\n`)
-        .join('') +
-      '\r\n',
-    'latin1',
+  const headerSets = Array.isArray(o.headers) ? o.headers : [o.headers];
+  const requests = headerSets.map((headers: Record<string, string>) =>
+    Buffer.from(
+      `GET ${o.path} HTTP/1.1\r\nHost: ${o.host}:${o.port}\r\n` +
+        Object.entries(headers)
+          .map(([k, v]) => `${k}: ${v}\r\n`)
+          .join('') +
+        '\r\n',
+      'latin1',
+    ),
   );
   const watched = o.watchPids ?? [];
 
@@ -140,6 +149,7 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
     let measuring = false;
     let stopped = false;
     let count = 0;
+    let received = 0;
     let windowStart = 0;
     let cpuStart = {
       self: 0,
@@ -160,13 +170,16 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
       const socket = connect({ host: o.host, port: o.port, noDelay: true });
       sockets.push(socket);
       let sentAt = 0;
+      let turn = i % requests.length;
       const send = () => {
         sentAt = performance.now();
-        socket.write(request);
+        socket.write(requests[turn] as Buffer);
+        turn = turn + 1 === requests.length ? 0 : turn + 1;
       };
       const parser = new ResponseParser((status, body) => {
         if (stopped) return;
         const now = performance.now();
+        received++;
         if (status !== 200) non200.set(status, (non200.get(status) ?? 0) + 1);
         else if (sampleBody === undefined) sampleBody = body.toString('utf8');
         if (measuring) {
@@ -208,6 +221,7 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
       const sorted = Float64Array.from(latencies).sort();
       resolve({
         requests: count,
+        received,
         seconds,
         rps: count / seconds,
         non200,

@@ -1,6 +1,7 @@
 // Shared by the local-driver benchmarks (local-create, local-idle-memory): a
-// Basin with the local driver in a child process (local-server.ts), a small
-// API client for it, and the clean-up of what that Basin leaves on the host.
+// Basin with the local driver, started as users start it (basin-process.ts:
+// `node dist/main.js --driver local …`), a small API client for it, and the
+// clean-up of what that Basin leaves on the host.
 //
 // Basin's clusters are detached from Basin on purpose (databases outlive the
 // API server), so stopping the Basin child does not stop them; and when Basin
@@ -20,14 +21,15 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  realpathSync,
   rmSync,
 } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
-import { Layout } from '../drivers/local/layout.js';
-import { groupExists, readPasswd, type PasswdEntry } from '../drivers/local/os-user.js';
-import { installationUsers } from '../drivers/local/service-users.js';
-import { type Child, startChild } from './children.js';
+import { Layout } from '../src/drivers/local/layout.js';
+import { groupExists, readPasswd, type PasswdEntry } from '../src/drivers/local/os-user.js';
+import { installationUsers } from '../src/drivers/local/service-users.js';
+import { BasinProcess } from './basin-process.js';
 import type { BenchContext } from './run.js';
 
 /** Data directories of running benchmarks: cleaned up on the way out. */
@@ -220,61 +222,48 @@ export interface ServiceView {
   metrics?: { memory_mb?: number; milli_cpu?: number; storage_mb?: number };
 }
 
-/** A Basin with the local driver in a child process, and its API. */
+/** A Basin with the local driver, and its API. */
 export class LocalBasin {
   private constructor(
-    readonly child: Child,
+    readonly process: BasinProcess,
     /** Basin's data directory, as /proc reports paths (symlinks resolved). */
     readonly dataDir: string,
     private readonly base: string,
-    private readonly apiKey: string,
   ) {}
 
-  /** Starts Basin on `dataDir` (fresh) and waits until it listens. */
-  static async start(dataDir: string, nodeArgs: readonly string[] = []): Promise<LocalBasin> {
-    const apiKey = `bench-${randomBytes(12).toString('hex')}`;
+  /**
+   * Starts Basin on `dataDir` (fresh, a real path) and waits until it
+   * answers; its template cluster is still being built in the background then.
+   */
+  static async start(
+    dataDir: string,
+    logPath: string,
+    nodeArgs: readonly string[] = [],
+  ): Promise<LocalBasin> {
+    if (realpathSync(dataDir) !== dataDir) throw new Error(`${dataDir} is not a real path`);
     // A block of database ports of its own: above Basin's default range
     // (16000-16999) and below the tests' blocks (20000 + n * 100).
     const start = 17000 + (process.pid % 30) * 100;
-    const child = startChild(
-      './local-server.js',
-      {
-        BENCH_DATA_DIR: dataDir,
-        BENCH_API_KEY: apiKey,
-        BENCH_PORT_RANGE: `${start}-${start + 99}`,
-      },
+    const basin = await BasinProcess.start({
+      flags: [
+        '--driver',
+        'local',
+        '--data-dir',
+        dataDir,
+        '--port-range',
+        `${start}-${start + 99}`,
+        '--reconcile-interval-ms',
+        '1000',
+      ],
+      apiKey: `bench-${randomBytes(12).toString('hex')}`,
+      logPath,
       nodeArgs,
-    );
-    try {
-      const ready = await child.message<{ port: number; projectId: string; dataDir: string }>(
-        'ready',
-        60_000,
-      );
-      if (ready.dataDir !== dataDir) throw new Error(`${dataDir} is not a real path`);
-      return new LocalBasin(
-        child,
-        ready.dataDir,
-        `http://127.0.0.1:${ready.port}/v1/projects/${ready.projectId}/services`,
-        apiKey,
-      );
-    } catch (err) {
-      await child.stop();
-      throw err;
-    }
+    });
+    return new LocalBasin(basin, dataDir, `/v1/projects/${basin.projectId}/services`);
   }
 
-  private async call(method: string, path: string, body?: object) {
-    const res = await fetch(this.base + path, {
-      method,
-      headers: {
-        authorization: `Bearer ${this.apiKey}`,
-        accept: 'application/json',
-        ...(body ? { 'content-type': 'application/json' } : {}),
-      },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    return { status: res.status, text };
+  private call(method: string, path: string, body?: object) {
+    return this.process.call(method, this.base + path, body);
   }
 
   /** POST /services; returns the new service's id. */
@@ -309,7 +298,7 @@ export class LocalBasin {
         throw new Error(
           `service ${id} is ${svc?.status ?? 'gone'}, not READY` +
             (Date.now() > deadline ? ` after ${timeoutMs} ms` : '') +
-            (await this.pendingWork()),
+            this.pendingWork(),
         );
       }
       await sleep(pollMs);
@@ -339,20 +328,14 @@ export class LocalBasin {
     return new Layout(this.dataDir).templatePgdata;
   }
 
-  /** Why a wait failed: the child's view of pending operations, if it answers. */
-  private async pendingWork(): Promise<string> {
-    try {
-      this.child.send({ type: 'pending?' });
-      const m = await this.child.message<{ pending: unknown }>('pending', 2_000);
-      return `; pending operations: ${JSON.stringify(m.pending)}`;
-    } catch {
-      return '';
-    }
+  /** Why a wait failed: what Basin logged last (the engine logs its failures). */
+  private pendingWork(): string {
+    return `; Basin's last log lines:\n${this.process.logTail(20)}`;
   }
 
   /** Stops Basin (its clusters are left to releaseDataDir). */
   stop(): Promise<void> {
-    return this.child.stop();
+    return this.process.stop();
   }
 }
 

@@ -3,7 +3,7 @@
 // must do on this machine: copy the template cluster and start PostgreSQL on
 // the copy. Target: Basin's median within 2.5x the floor's.
 //
-// Basin runs in a child (local-server.ts) on a fresh data directory. Its
+// Basin runs as `node dist/main.js --driver local` on a fresh data directory. Its
 // template is built in the background at start; one service is created and
 // deleted first, so that neither the build nor cold caches are counted.
 // Then, in alternating rounds: Basin creates a POSTGRES service (timed until
@@ -84,7 +84,11 @@ export async function localCreate(ctx: BenchContext): Promise<BenchOutcome> {
   let basin: LocalBasin | undefined;
   try {
     const started = Date.now();
-    basin = await LocalBasin.start(dataDir, ctx.settings.basinNodeArgs);
+    basin = await LocalBasin.start(
+      dataDir,
+      join(ctx.tmpDir, 'local-create.log'),
+      ctx.settings.basinNodeArgs,
+    );
     // Warm-up: waits out the template build, loads timescaledb once, and
     // shows which binary and OS user the clusters run with.
     const warm = await basin.create({ name: 'bench-warmup' });

@@ -1,5 +1,7 @@
-// Child processes of the bench: started with an IPC channel, awaited for one
-// message, and always stopped, whether the bench ends, fails or is interrupted.
+// Child processes of the bench: the Basin servers (basin-process.ts) and the
+// baseline (a script of the harness, started with an IPC channel and awaited
+// for one message), always stopped, whether the bench ends, fails or is
+// interrupted.
 
 import { type ChildProcess, fork } from 'node:child_process';
 
@@ -16,22 +18,16 @@ export interface Child {
 }
 
 /**
- * Starts `script` (a path next to this file, compiled) with IPC. `nodeArgs`
- * go to node itself, e.g. `--cpu-prof` to profile the child.
+ * Starts `script` (a TypeScript file next to this one, run by the harness's
+ * own node flags, i.e. tsx) with IPC.
  */
-export function startChild(
-  script: string,
-  env: Record<string, string> = {},
-  nodeArgs: readonly string[] = [],
-): Child {
+export function startChild(script: string, env: Record<string, string> = {}): Child {
   const child = fork(new URL(script, import.meta.url), [], {
     env: { ...process.env, ...env },
-    execArgv: [...nodeArgs],
+    execArgv: process.execArgv,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  live.set(child, exited);
-  void exited.then(() => live.delete(child));
+  const exited = track(child);
   if (child.pid === undefined) throw new Error(`could not start ${script}`);
 
   return {
@@ -67,16 +63,33 @@ export function startChild(
   };
 }
 
+/** Keeps `child` among the children stopped on the way out; resolves when it exits. */
+export function track(child: ChildProcess): Promise<void> {
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  live.set(child, exited);
+  void exited.then(() => live.delete(child));
+  return exited;
+}
+
+/** Stops `child` (SIGTERM, then SIGKILL after `graceMs`); resolves once it exited. */
+export function stopTracked(child: ChildProcess, graceMs?: number): Promise<void> {
+  return stopChild(child, live.get(child) ?? Promise.resolve(), graceMs);
+}
+
 /** Stops every child still running (on the way out, also after an error). */
 export async function stopAllChildren(): Promise<void> {
   await Promise.all([...live].map(([child, exited]) => stopChild(child, exited)));
 }
 
-/** SIGTERM, then SIGKILL if the child has not exited 5 s later. */
-async function stopChild(child: ChildProcess, exited: Promise<void>): Promise<void> {
+/** SIGTERM, then SIGKILL if the child has not exited `graceMs` later. */
+async function stopChild(
+  child: ChildProcess,
+  exited: Promise<void>,
+  graceMs = 5_000,
+): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGTERM');
-  const killer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited;
   clearTimeout(killer);
 }
