@@ -107,7 +107,16 @@ for (const privateTmp of ['off', 'on'] as const) {
         for (const d of PLACES) assert.equal(existsSync(join(d, hide)), false, d);
         const left = execFileSync(
           'find',
-          ['-P', ...PLACES, inst.dataDir, '-xdev', '-uid', String(aUid), '-print'],
+          [
+            '-P',
+            ...PLACES,
+            inst.dataDir,
+            '-ignore_readdir_race',
+            '-xdev',
+            '-uid',
+            String(aUid),
+            '-print',
+          ],
           { encoding: 'utf8' },
         );
         assert.equal(left, '', `files of uid ${aUid} are left`);

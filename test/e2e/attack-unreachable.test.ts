@@ -38,7 +38,11 @@ test(
     // The default installation on a host that allows them uses the
     // namespaces of confine.ts (what /proc shows below depends on them), as
     // test/local/private-tmp.test.ts requires of the host too.
-    assert.match(b.output(), /"privateTmp":\["\/tmp"/, 'services get a private /tmp & co.');
+    // Log lines are buffered (written within a second): wait for the driver's.
+    await b.waitFor(
+      async () => /"privateTmp":\["\/tmp"/.test(b.output()),
+      'the local driver says services get a private /tmp & co.',
+    );
     const layout = new Layout(inst.dataDir);
 
     // B: the victim, in the bootstrap project. A: the attacker, a project and

@@ -152,7 +152,16 @@ for (const privateTmp of ['off', 'on'] as const) {
         for (const d of PLACES) assert.equal(existsSync(join(d, hide)), false, d);
         const left = execFileSync(
           'find',
-          ['-P', ...PLACES, dataDir, '-xdev', '-uid', String(aUser.uid), '-print'],
+          [
+            '-P',
+            ...PLACES,
+            dataDir,
+            '-ignore_readdir_race',
+            '-xdev',
+            '-uid',
+            String(aUser.uid),
+            '-print',
+          ],
           { encoding: 'utf8' },
         );
         assert.equal(left, '');

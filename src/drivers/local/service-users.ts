@@ -255,9 +255,13 @@ export class ServiceUsers {
     if (!this.isOwnUser(user)) return;
     const dirs = [...sharedWritableDirs(), this.o.layout.dataDir];
     try {
-      await run('find', ['-P', ...dirs, '-xdev', '-uid', String(user.uid), '-delete'], {
-        timeoutMs: 600_000,
-      });
+      await run(
+        'find',
+        ['-P', ...dirs, '-ignore_readdir_race', '-xdev', '-uid', String(user.uid), '-delete'],
+        {
+          timeoutMs: 600_000,
+        },
+      );
     } catch (err) {
       // Files removed meanwhile, or a directory of the user's holding
       // another user's files (kept, with it): said, and the delete goes on.

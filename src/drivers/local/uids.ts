@@ -64,7 +64,7 @@ export async function ownsFiles(uid: number, dirs: string[]): Promise<boolean> {
   try {
     const out = await run(
       'find',
-      ['-P', ...dirs, '-xdev', '-uid', String(uid), '-print', '-quit'],
+      ['-P', ...dirs, '-ignore_readdir_race', '-xdev', '-uid', String(uid), '-print', '-quit'],
       {
         timeoutMs: 120_000,
       },
