@@ -129,5 +129,6 @@ function authorization(o: BasinClientOptions): string {
 function describe(err: unknown): string {
   const cause = (err as { cause?: { message?: string; code?: string } } | null)?.cause;
   if (cause?.code) return `${cause.code}${cause.message ? ` (${cause.message})` : ''}`;
+  if (cause?.message) return cause.message;
   return err instanceof Error ? err.message : String(err);
 }
