@@ -3,7 +3,7 @@
 // so a typo is refused here, not at the next command.
 
 import { resolve } from 'node:path';
-import { BasinError, type BasinClient, createBasinClient } from '../client/index.js';
+import { type AuthInfo, BasinError, type BasinClient, createBasinClient } from '../client/index.js';
 import { type BaseContext, CliFailure, type CliGroup, UsageError } from './command.js';
 import { type Login, writeLogin } from './login-file.js';
 
@@ -59,7 +59,7 @@ export const loginGroup: CliGroup = {
         if (!apiKey) throw usage('Give a key: --key <key>, BASIN_API_KEY, or on standard input.');
         const api = createBasinClient({ url, apiKey });
         const info = await api.GET('/v1/auth/info');
-        const projectId = c.opt('project') ?? (await projectOf(api));
+        const projectId = c.opt('project') ?? (await projectOf(api, info));
         if (c.opt('project') !== undefined) await checkProject(api, projectId);
         const ca = c.opt('ca');
         const login: Login = {
@@ -86,8 +86,8 @@ export const loginGroup: CliGroup = {
  * The project a key works in: a project credential's own; for a user token,
  * its only project. A token that sees several must be told (--project).
  */
-export async function projectOf(api: BasinClient): Promise<string> {
-  const info = await api.GET('/v1/auth/info');
+export async function projectOf(api: BasinClient, known?: AuthInfo): Promise<string> {
+  const info = known ?? (await api.GET('/v1/auth/info'));
   if (info.type === 'apiKey' && info.api_key) return info.api_key.project.id;
   const projects = await api.GET('/v1/projects');
   if (projects.length === 1) return (projects[0] as { id: string }).id;
