@@ -1,5 +1,6 @@
 // The fast lane for polling clients: `GET /v1/projects/{p}/services/{s}`
-// answered before Fastify sees the request, when everything goes well.
+// (and the list, `GET /v1/projects/{p}/services`) answered before Fastify
+// sees the request, when everything goes well.
 //
 // Why: a client waiting for its service to become READY (and every
 // dashboard after that) polls this one URL, and the target for it (issue 6)
@@ -18,7 +19,7 @@
 // cache), the project visible to it, the service in that project, and a read
 // left in the credential's budget (the same counts as @fastify/rate-limit's,
 // rate-limit.ts). The body is the one the route would answer: the same
-// presented object (presented-cache.ts) through the very serializer Fastify
+// presented objects (presented-cache.ts) through the very serializer Fastify
 // compiled for the route's 200 (serializers.ts), so the same bytes, with the
 // headers Fastify sends for it (Node adds Date, Connection and Keep-Alive to
 // both). The access line is the same line (access-log.ts), with a request
@@ -43,10 +44,11 @@ import type { PresentedServices } from './presented-cache.js';
 import type { RegisteredLimits } from './rate-limit.js';
 import { routeSerializerKey, type RouteSerializers, type Serializer } from './serializers.js';
 
-/** The route the lane stands in for, as Fastify names it (and the access log shows it). */
+/** The routes the lane stands in for, as Fastify names them (and the access log shows them). */
 export const SERVICE_ROUTE = '/v1/projects/:project_id/services/:service_id';
+export const SERVICE_LIST_ROUTE = '/v1/projects/:project_id/services';
 const PROJECTS = '/v1/projects/';
-const SERVICES = '/services/';
+const SERVICES = '/services';
 /** What Fastify sets for a serialized JSON body; Content-Length follows. */
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -61,7 +63,7 @@ export interface PollingFastLaneDeps {
   nextRequestId: () => string;
 }
 
-/** A body's bytes and the headers to send with them, made once per body. */
+/** A body's bytes and the headers to send with them. */
 interface Encoded {
   bytes: Buffer;
   headers: { 'content-type': string; 'content-length': string };
@@ -69,8 +71,8 @@ interface Encoded {
 
 export class PollingFastLane {
   private closing = false;
-  private serializer: Serializer | undefined;
-  /** Keyed by the presented body, which is reused while nothing about the service changes. */
+  private serializers: { one: Serializer; list: Serializer } | undefined;
+  /** A service's body encoded, by presented body: reused while nothing about the service changes. */
   private readonly encoded = new WeakMap<object, Encoded>();
 
   constructor(private readonly deps: PollingFastLaneDeps) {}
@@ -83,17 +85,22 @@ export class PollingFastLane {
   /** Answers `req` and returns true, or returns false having done nothing observable. */
   offer(req: IncomingMessage, res: ServerResponse): boolean {
     if (req.method !== 'GET' || this.closing) return false;
+    // The path: /v1/projects/{p}/services or /v1/projects/{p}/services/{s},
+    // exactly (no query string, no trailing slash). Odd or encoded ids need
+    // no check here: they are not found below.
     const url = req.url as string;
     if (!url.startsWith(PROJECTS)) return false;
     const slash = url.indexOf('/', PROJECTS.length);
     if (slash < 0 || !url.startsWith(SERVICES, slash)) return false;
     const projectId = url.slice(PROJECTS.length, slash);
-    const serviceId = url.slice(slash + SERVICES.length);
-    // Only the exact shape: ids are plain (an encoded or odd id is not
-    // found below anyway), and anything after the id is for Fastify.
-    if (serviceId.includes('/') || serviceId.includes('?') || projectId.includes('?')) {
-      return false;
+    const rest = slash + SERVICES.length;
+    let serviceId: string | undefined; // undefined: the list
+    if (url.length > rest) {
+      if (url.charCodeAt(rest) !== 0x2f /* / */) return false;
+      serviceId = url.slice(rest + 1);
+      if (serviceId.includes('/') || serviceId.includes('?')) return false;
     }
+    // A body, or a version constraint for Fastify's router: Fastify's business.
     const headers = req.headers;
     const authorization = headers.authorization;
     if (
@@ -105,21 +112,28 @@ export class PollingFastLane {
       return false;
     }
     const start = performance.now();
-    const serializer = (this.serializer ??= this.deps.serializers.get(
-      routeSerializerKey('GET', SERVICE_ROUTE, 200),
-    ));
-    if (serializer === undefined) return false;
+    const serializers = (this.serializers ??= this.findSerializers());
+    if (serializers === undefined) return false;
 
     let credentialId: string;
-    let encoded: Encoded;
+    let answer: Encoded;
     try {
       const view = this.deps.readView();
       const principal = authenticate(view, authorization);
       if (!principal.projectIds.has(projectId)) return false;
-      const svc = view.services.get(serviceId);
-      if (svc === undefined || svc.projectId !== projectId) return false;
-      const body = this.deps.presented.read(svc, view);
-      encoded = this.encoded.get(body) ?? this.encode(body, serializer);
+      if (serviceId === undefined) {
+        // As the list route answers: every service of the project, each as a GET presents it.
+        const bodies = view.services
+          .listByProject(projectId)
+          .map((svc) => this.deps.presented.read(svc, view));
+        answer = encode(serializers.list(bodies));
+      } else {
+        const svc = view.services.get(serviceId);
+        // Not found, or a read replica set's id (answered as a service by the route): Fastify's.
+        if (svc === undefined || svc.projectId !== projectId) return false;
+        const body = this.deps.presented.read(svc, view);
+        answer = this.encoded.get(body) ?? this.keep(body, encode(serializers.one(body)));
+      }
       credentialId = principal.credentialId;
     } catch {
       // A 401, or anything unexpected: Fastify answers it, through the error handler.
@@ -129,12 +143,12 @@ export class PollingFastLane {
     const ip = req.socket.remoteAddress;
     if (!this.deps.takeRead(credentialId, ip)) return false;
 
-    res.writeHead(200, encoded.headers);
-    res.end(encoded.bytes);
+    res.writeHead(200, answer.headers);
+    res.end(answer.bytes);
     this.deps.accessLog?.write(
       this.deps.nextRequestId(),
       'GET',
-      SERVICE_ROUTE,
+      serviceId === undefined ? SERVICE_LIST_ROUTE : SERVICE_ROUTE,
       200,
       performance.now() - start,
       ip,
@@ -143,14 +157,21 @@ export class PollingFastLane {
     return true;
   }
 
-  private encode(body: object, serializer: Serializer): Encoded {
-    const bytes = Buffer.from(serializer(body), 'utf8');
-    const encoded = {
-      bytes,
-      headers: { 'content-type': JSON_TYPE, 'content-length': String(bytes.length) },
-    };
-    // Kept only for bodies the presented cache reuses (frozen); others are new each time.
-    if (Object.isFrozen(body)) this.encoded.set(body, encoded);
-    return encoded;
+  /** The serializers Fastify compiled for the routes' 200s (all routes are compiled before listening). */
+  private findSerializers(): { one: Serializer; list: Serializer } | undefined {
+    const one = this.deps.serializers.get(routeSerializerKey('GET', SERVICE_ROUTE, 200));
+    const list = this.deps.serializers.get(routeSerializerKey('GET', SERVICE_LIST_ROUTE, 200));
+    return one && list ? { one, list } : undefined;
   }
+
+  /** Kept only for bodies the presented cache reuses (frozen); others are new each time. */
+  private keep(body: object, answer: Encoded): Encoded {
+    if (Object.isFrozen(body)) this.encoded.set(body, answer);
+    return answer;
+  }
+}
+
+function encode(json: string): Encoded {
+  const bytes = Buffer.from(json, 'utf8');
+  return { bytes, headers: { 'content-type': JSON_TYPE, 'content-length': String(bytes.length) } };
 }

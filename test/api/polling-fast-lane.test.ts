@@ -20,7 +20,7 @@ import type { Ctx } from '../../src/commands/context.js';
 import { type Clock, systemClock } from '../../src/lib/clock.js';
 import { createStreamLog } from '../../src/lib/logger.js';
 import { API_KEY, startBasin, type TestBasin } from '../helpers.js';
-import { readyService, serviceUrl } from './service-helpers.js';
+import { readyService, servicesUrl, serviceUrl } from './service-helpers.js';
 
 const run = promisify(execFile);
 
@@ -201,6 +201,13 @@ test('the lane answers a poll of a service as Fastify does, and leaves every oth
     assert.ok(hit.byLane, 'answered by the lane');
     assert.equal(JSON.parse(hit.body.toString()).service_id, id);
   }
+  const list = await same(p, request('GET', servicesUrl(b), bearer(API_KEY)));
+  assert.equal(list.status, 200);
+  assert.ok(list.byLane, 'the list answered by the lane');
+  assert.deepEqual(
+    JSON.parse(list.body.toString()).map((s: { service_id: string }) => s.service_id),
+    [id],
+  );
 
   // Everything else: Fastify answers, the same way with the lane in front.
   const fallThrough: [string, number][] = [
@@ -226,6 +233,11 @@ test('the lane answers a poll of a service as Fastify does, and leaves every oth
     [request('GET', url, { ...bearer(API_KEY), 'Content-Length': '2' }) + '{}', 200],
     [request('GET', url, { ...bearer(API_KEY), 'Accept-Version': '1.x' }), 200],
     [request('GET', `${url}/logs`, bearer(API_KEY)), 200],
+    [request('GET', `${servicesUrl(b)}?limit=1`, bearer(API_KEY)), 200],
+    [request('GET', `${servicesUrl(b)}/`, bearer(API_KEY)), 400],
+    [request('GET', `${servicesUrl(b)}x`, bearer(API_KEY)), 404],
+    [request('GET', '/v1/projects/nosuchproj/services', bearer(API_KEY)), 404],
+    [request('GET', servicesUrl(b)), 401],
     [request('GET', serviceUrl(b, rs.body.id), bearer(API_KEY)), 200],
     [request('DELETE', serviceUrl(b, 'nosuchsvc0'), bearer(API_KEY)), 404],
   ];
