@@ -160,24 +160,35 @@ export class BudgetCounts {
   take(key: string, timeWindow: number, max: number): boolean {
     const now = Date.now();
     const w = this.windows.get(key);
-    if (w !== undefined && w.startMs + timeWindow > now && w.current >= max) return false;
-    this.count(key, timeWindow, now);
+    if (w === undefined || w.startMs + timeWindow <= now) {
+      this.start(key, w, timeWindow, now);
+      return true;
+    }
+    if (w.current >= max) return false;
+    w.current++;
+    w.ttl = timeWindow - (now - w.startMs);
     return true;
   }
 
   private count(key: string, timeWindow: number, now: number): Window {
-    let w = this.windows.get(key);
+    const w = this.windows.get(key);
+    if (w === undefined || w.startMs + timeWindow <= now)
+      return this.start(key, w, timeWindow, now);
+    w.current++;
+    w.ttl = timeWindow - (now - w.startMs);
+    return w;
+  }
+
+  /** A new window for `key`, its first request counted (the expired one `w` is reused). */
+  private start(key: string, w: Window | undefined, timeWindow: number, now: number): Window {
     if (w === undefined) {
-      w = { current: 1, ttl: timeWindow, startMs: now };
-      this.windows.set(key, w);
-    } else if (w.startMs + timeWindow <= now) {
-      w.current = 1;
-      w.ttl = timeWindow;
-      w.startMs = now;
-    } else {
-      w.current++;
-      w.ttl = timeWindow - (now - w.startMs);
+      const fresh = { current: 1, ttl: timeWindow, startMs: now };
+      this.windows.set(key, fresh);
+      return fresh;
     }
+    w.current = 1;
+    w.ttl = timeWindow;
+    w.startMs = now;
     return w;
   }
 }
