@@ -11,6 +11,7 @@ import { authenticate } from './api/auth.js';
 import { PollingFastLane } from './api/polling-fast-lane.js';
 import { PresentedServices } from './api/presented-cache.js';
 import { type RateLimits, registerRateLimits } from './api/rate-limit.js';
+import { authRoutes } from './api/routes/auth.js';
 import { logRoutes } from './api/routes/logs.js';
 import { peeringRoutes } from './api/routes/peerings.js';
 import { projectRoutes } from './api/routes/projects.js';
@@ -126,6 +127,7 @@ export async function buildApp({
           serviceConfigRoutes,
           logRoutes,
           replicaSetRoutes,
+          authRoutes,
         ]) {
           await api.register(routes, routeDeps);
         }

@@ -3,6 +3,7 @@
 // anywhere else.
 
 import { resolve } from 'node:path';
+import { isEmail } from './domain/email.js';
 import { DEFAULT_SIZES } from './domain/sizes.js';
 import type { Size } from './domain/types.js';
 
@@ -38,6 +39,8 @@ export interface Config {
   operationTimeoutMs: number;
   /** Per credential (or client address, unauthenticated) and minute; 0: no limit. */
   rateLimits: { readsPerMinute: number; writesPerMinute: number; loopback: boolean };
+  /** The administrator's address: the issuer of credentials made by `basin` (GET /v1/auth/info). */
+  adminEmail: string;
 }
 
 interface Option {
@@ -185,6 +188,12 @@ export const OPTIONS = {
     default: 'on',
     help: 'on: limit clients on 127.0.0.1/::1 too; off: not (development only)',
   },
+  adminEmail: {
+    env: 'BASIN_ADMIN_EMAIL',
+    flag: '--admin-email',
+    default: 'admin@basin.localhost',
+    help: 'email address of the administrator, who issues the credentials `basin` makes (shown by GET /v1/auth/info)',
+  },
 } satisfies Record<string, Option>;
 
 type Key = keyof typeof OPTIONS;
@@ -254,6 +263,12 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     projectSlots === undefined
       ? Math.max(1, Math.floor(engineSlots / 2))
       : integer('engineProjectSlots', projectSlots, 1, engineSlots);
+  const adminEmail = need('adminEmail');
+  if (!isEmail(adminEmail)) {
+    throw new ConfigError(
+      `${OPTIONS.adminEmail.env} must be an email address like admin@example.com (a domain with a dot); got ${adminEmail}.`,
+    );
+  }
   const bootstrapApiKey = get('bootstrapApiKey') ?? null;
   if (bootstrapApiKey !== null && bootstrapApiKey.length < 16) {
     throw new ConfigError(`${OPTIONS.bootstrapApiKey.env} must be at least 16 characters long.`);
@@ -291,6 +306,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       writesPerMinute: integer('rateLimitWrites', need('rateLimitWrites'), 0, 1_000_000_000),
       loopback: onOff('rateLimitLoopback', need('rateLimitLoopback')),
     },
+    adminEmail,
   };
 }
 
@@ -322,8 +338,13 @@ export function parseSizes(text: string): Size[] {
       sizes.push(DEFAULT_SIZES[0] as Size);
       continue;
     }
-    const m = /^(\d+)m\/(\d+(?:\.\d+)?)GB$/i.exec(part);
-    if (!m) throw new ConfigError(`Bad size ${part}: write sizes like 1000m/4GB.`);
+    // Whole milli-cores and gigabytes: clients read sizes as integers.
+    const m = /^(\d+)m\/(\d+)GB$/i.exec(part);
+    if (!m) {
+      throw new ConfigError(
+        `Bad size ${part}: write sizes like 1000m/4GB, in whole milli-cores and gigabytes.`,
+      );
+    }
     sizes.push({ shared: false, cpuMillis: Number(m[1]), memoryGbs: Number(m[2]) });
   }
   if (!sizes.some((s) => !s.shared))

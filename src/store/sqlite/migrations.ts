@@ -123,4 +123,8 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX events_resource ON events(resource_kind, resource_id, at, id);
   `,
+  // 4: users' email addresses (GET /v1/auth/info); users made before have none.
+  `
+  ALTER TABLE users ADD COLUMN email TEXT;
+  `,
 ];
