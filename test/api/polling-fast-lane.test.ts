@@ -104,6 +104,7 @@ async function twoApps(
       defaultRegion: b.config.defaultRegion,
       sizes: b.config.sizes,
       portRange: b.config.portRange,
+      adminEmail: b.config.adminEmail,
     },
     kick: () => b.basin.engine.kick(),
     portUsable: async () => true,
