@@ -4,9 +4,12 @@
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
-import { AccessLog, sharedRequestLogger } from './api/access-log.js';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { AccessLog, requestIds, sharedRequestLogger } from './api/access-log.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './api/errors.js';
 import { authenticate } from './api/auth.js';
+import { PollingFastLane } from './api/polling-fast-lane.js';
+import { PresentedServices } from './api/presented-cache.js';
 import { type RateLimits, registerRateLimits } from './api/rate-limit.js';
 import { authRoutes } from './api/routes/auth.js';
 import { logRoutes } from './api/routes/logs.js';
@@ -19,17 +22,24 @@ import { vpcRoutes } from './api/routes/vpcs.js';
 import type { RouteDeps } from './api/routes/deps.js';
 import { SHARED_SCHEMAS } from './api/schemas/index.js';
 import { openApiInfo } from './api/openapi.js';
-import { cachedSerializers } from './api/serializers.js';
+import { cachedSerializers, type RouteSerializers } from './api/serializers.js';
 import type { Principal } from './commands/context.js';
+import { currentUsage } from './commands/usage.js';
 import type { ReadView } from './store/store.js';
 
 export interface AppOptions {
-  deps: RouteDeps;
+  deps: Omit<RouteDeps, 'presented'>;
   bodyLimitBytes: number;
   /** Basin's logger: the access log and Fastify's own lines; nothing is logged without one. */
   loggerInstance?: PinoLogger | undefined;
   rateLimits: RateLimits;
   https?: { cert: string; key: string } | null;
+  /**
+   * Whether polls of a service are offered to the fast lane before Fastify
+   * (api/polling-fast-lane.ts); on by default. Off, Fastify answers everything:
+   * the tests compare the two.
+   */
+  fastLane?: boolean;
 }
 
 export async function buildApp({
@@ -38,29 +48,55 @@ export async function buildApp({
   loggerInstance,
   rateLimits,
   https = null,
+  fastLane = true,
 }: AppOptions): Promise<FastifyInstance> {
+  const accessLog = loggerInstance ? new AccessLog(loggerInstance) : undefined;
+  const nextRequestId = requestIds();
+  const serializers: RouteSerializers = new Map();
   const app = Fastify({
     ...(loggerInstance
       ? {
           loggerInstance,
-          logController: new AccessLog(loggerInstance),
+          logController: accessLog,
           childLoggerFactory: sharedRequestLogger,
         }
       : { logger: false }),
+    genReqId: nextRequestId,
     bodyLimit: bodyLimitBytes,
     frameworkErrors,
     clientErrorHandler,
-    schemaController: { compilersFactory: { buildSerializer: cachedSerializers } },
+    schemaController: {
+      compilersFactory: { buildSerializer: cachedSerializers(serializers) },
+    },
     // Strict types: a number where the spec says string is a 400, not coerced.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     ...(https ? { https } : {}),
   } as FastifyServerOptions) as unknown as FastifyInstance;
 
+  const routeDeps: RouteDeps = {
+    ...deps,
+    presented: new PresentedServices(deps.present, (svc) =>
+      currentUsage(deps.ctx, { kind: 'service', id: svc.id }),
+    ),
+  };
   registerErrorHandling(app);
   jsonBodies(app);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   await app.register(swagger, openApiInfo);
-  const limitUnauthenticated = await registerRateLimits(app, rateLimits);
+  const limits = await registerRateLimits(app, rateLimits);
+  if (fastLane) {
+    offerToFastLaneFirst(
+      app,
+      new PollingFastLane({
+        readView: () => deps.ctx.store.readView(),
+        presented: routeDeps.presented,
+        serializers,
+        takeRead: limits.takeRead,
+        accessLog,
+        nextRequestId,
+      }),
+    );
+  }
 
   await app.register(
     async (v1) => {
@@ -78,7 +114,7 @@ export async function buildApp({
             r.principal = authenticate(r.reads, req.headers.authorization);
           } catch (err) {
             // Failed authentications count by client address: 429 once over budget.
-            limitUnauthenticated(req, reply).then(() => done(err as Error), done);
+            limits.limitUnauthenticated(req, reply).then(() => done(err as Error), done);
             return;
           }
           done();
@@ -93,13 +129,42 @@ export async function buildApp({
           replicaSetRoutes,
           authRoutes,
         ]) {
-          await api.register(routes, deps);
+          await api.register(routes, routeDeps);
         }
       });
     },
     { prefix: '/v1' },
   );
   return app;
+}
+
+/**
+ * Every request reaches the fast lane first, and Fastify when the lane leaves
+ * it. The lane is put in front of the request listener of the server Fastify
+ * made, rather than through Fastify's `serverFactory`: with a factory,
+ * Fastify no longer binds every address of a host name (`--host localhost`:
+ * 127.0.0.1 and ::1), and the server's settings (timeouts, keep-alive, TLS)
+ * would have to be copied from Fastify's own code.
+ */
+function offerToFastLaneFirst(app: FastifyInstance, lane: PollingFastLane): void {
+  const server = app.server as Server;
+  const listeners = server.listeners('request');
+  const fastify = listeners[0] as (req: IncomingMessage, res: ServerResponse) => void;
+  if (listeners.length !== 1) {
+    throw new Error(`expected Fastify's one request listener, found ${listeners.length}`);
+  }
+  server.removeListener('request', fastify);
+  server.on('request', (req, res) => {
+    if (!lane.offer(req, res)) fastify(req, res);
+  });
+  // Fastify answers 503 from the moment it starts closing: from then on, so
+  // does the lane, by leaving every request to it. Its closing flag is set
+  // just before the preClose hooks run, in the same turn of the event loop
+  // (avvio chains them with process.nextTick), so no request comes between.
+  app.addHook('preClose', (done) => {
+    lane.close();
+    done();
+  });
 }
 
 /**

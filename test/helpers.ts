@@ -92,3 +92,14 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/**
+ * Resolves in the next turn of the event loop. A request that another
+ * process's commit came before (the CLI's) is read in a later turn than that
+ * commit's, and the store checks for commits once per turn
+ * (src/store/sqlite/read-cache.ts); `app.inject` has no turns of its own, so
+ * tests that commit through another handle and then inject wait for one.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

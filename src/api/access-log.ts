@@ -48,12 +48,10 @@ export class AccessLog extends LogController {
     request: FastifyRequest,
     reply: FastifyReply,
   ): void {
-    const log = this.log;
-    if (!log.isLevelEnabled('info')) return;
-    const pinoLine = log as unknown as PinoLine;
     if (error) {
       // Rare (the response stream failed): pino's own serializer for the error.
-      log.info(
+      if (!this.log.isLevelEnabled('info')) return;
+      this.log.info(
         { reqId: request.id, method: request.method, status: reply.statusCode, err: error },
         'request',
       );
@@ -61,17 +59,48 @@ export class AccessLog extends LogController {
     }
     const url = request.routeOptions.url;
     const principal = (request as FastifyRequest & { principal?: Principal | null }).principal;
+    this.write(
+      request.id,
+      request.method,
+      url,
+      reply.statusCode,
+      reply.elapsedTime,
+      request.ip,
+      principal?.credentialId,
+      url === undefined ? request.url : undefined,
+    );
+  }
+
+  /**
+   * Writes one access line. Fastify's requests come through requestCompleted;
+   * the fast lane (polling-fast-lane.ts) calls this itself, so both write the
+   * same line. `route`: the route's pattern, undefined when none matched (then
+   * `url` is logged without its query); `ip`: undefined once the socket is gone.
+   */
+  write(
+    reqId: string,
+    method: string,
+    route: string | undefined,
+    status: number,
+    ms: number,
+    ip: string | undefined,
+    credentialId: string | undefined,
+    url?: string,
+  ): void {
+    const log = this.log;
+    if (!log.isLevelEnabled('info')) return;
+    const pinoLine = log as unknown as PinoLine;
     // pino's line format, written to pino's destination: the same as
     // log.info({...}, 'request') would write, for less work (no walk over an
-    // object's keys; each route's JSON is kept). Every value is a number or
-    // JSON-encoded here; the address is absent once the socket is gone.
+    // object's keys; each route's JSON is kept; plain strings are quoted
+    // without JSON.stringify, and `ms` printed from integers).
     const line =
       `{"level":${INFO_LEVEL},"time":${Date.now()}${pinoLine[symbols.chindingsSym]}` +
-      `,"reqId":${JSON.stringify(request.id)},"method":${JSON.stringify(request.method)}` +
-      `,"route":${url === undefined ? 'null' : this.routeJson(url)},"status":${reply.statusCode}` +
-      `,"ms":${Math.round(reply.elapsedTime * 100) / 100},"ip":${JSON.stringify(request.ip ?? null)}` +
-      (principal ? `,"credential":${JSON.stringify(principal.credentialId)}` : '') +
-      (url === undefined ? `,"path":${JSON.stringify(pathOf(request.url))}` : '') +
+      `,"reqId":${json(reqId)},"method":${json(method)}` +
+      `,"route":${route === undefined ? 'null' : this.routeJson(route)},"status":${status}` +
+      `,"ms":${hundredths(ms)},"ip":${ip === undefined ? 'null' : json(ip)}` +
+      (credentialId !== undefined ? `,"credential":${json(credentialId)}` : '') +
+      (route === undefined ? `,"path":${json(pathOf(url ?? ''))}` : '') +
       `,"msg":"request"}\n`;
     pinoLine[symbols.streamSym].write(line);
   }
@@ -86,11 +115,47 @@ export class AccessLog extends LogController {
   }
 }
 
+/** Characters that need no escaping in JSON: what ids, methods and addresses are made of. */
+const PLAIN = /^[\w.:%-]*$/;
+
+/** `s` as a JSON string: JSON.stringify's result, quicker for plain strings (~15 ns, not ~60). */
+function json(s: string): string {
+  return PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
+}
+
+/**
+ * `ms` rounded to hundredths, printed as `String(Math.round(ms * 100) / 100)`
+ * prints it (`0.3`, `1.25`, `12`), from integers: printing a fraction costs
+ * ~100 ns, printing integers a few.
+ */
+export function hundredths(ms: number): string {
+  const h = Math.round(ms * 100);
+  if (!Number.isSafeInteger(h) || h < 0) return String(h / 100);
+  const whole = Math.floor(h / 100);
+  const frac = h - whole * 100;
+  if (frac === 0) return `${whole}`;
+  if (frac % 10 === 0) return `${whole}.${frac / 10}`;
+  return frac < 10 ? `${whole}.0${frac}` : `${whole}.${frac}`;
+}
+
 /** The path of a URL, without its query string, and not longer than a log line should be. */
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   const path = q < 0 ? url : url.slice(0, q);
   return path.length > 256 ? path.slice(0, 256) + '…' : path;
+}
+
+/**
+ * Request ids as Fastify makes them by default (`req-1`, `req-2`, … in base
+ * 36, wrapping at 2^31), from one counter: given to Fastify as its genReqId
+ * and used by the fast lane, so ids stay unique whichever path answers.
+ */
+export function requestIds(): () => string {
+  let next = 0;
+  return () => {
+    next = (next + 1) & 0x7fffffff;
+    return `req-${next.toString(36)}`;
+  };
 }
 
 /**

@@ -5,12 +5,17 @@
 // and its JSON (see serializers.ts), are made once per service and metrics
 // reading, and answered again while both are unchanged.
 //
+// One instance per app (made in app.ts), shared by the service routes and
+// the fast lane (polling-fast-lane.ts): both answer a poll with the same
+// body object, hence the same kept JSON.
+//
 // Keyed by the service object in a WeakMap: an entry lives as long as the
 // read view caches that service, and a service read after a commit is a new
 // object, hence a new entry. Objects that are not frozen (read outside a read
 // view, so possibly changed in place) are presented afresh every time.
 
 import type { Metrics, ReplicaSet, Service } from '../domain/types.js';
+import type { ReadView } from '../store/store.js';
 import { type PresentOptions, presentService } from './presenters.js';
 import { immutableBody } from './serializers.js';
 
@@ -25,8 +30,19 @@ interface Entry {
 export class PresentedServices {
   private readonly entries = new WeakMap<Service, Entry>();
 
-  /** `options`: the presentation settings, fixed for the life of the app. */
-  constructor(private readonly options: Readonly<Omit<PresentOptions, 'metrics'>>) {}
+  /**
+   * `options`: the presentation settings, fixed for the life of the app;
+   * `metricsOf`: the driver's current metrics of a service.
+   */
+  constructor(
+    private readonly options: Readonly<Omit<PresentOptions, 'metrics'>>,
+    private readonly metricsOf: (svc: Service) => Metrics | undefined,
+  ) {}
+
+  /** A service read from a GET's read view: its replica sets from the same view, its metrics now. */
+  read(svc: Service, view: Pick<ReadView, 'replicaSets'>): ServiceBody {
+    return this.present(svc, view.replicaSets.listByService(svc.id), this.metricsOf(svc));
+  }
 
   /** presentService(svc, replicaSets, {...options, metrics}), reused while its inputs are unchanged. */
   present(

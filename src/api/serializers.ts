@@ -22,21 +22,39 @@ export function immutableBody<T extends object>(body: T): T {
   return body;
 }
 
-export const cachedSerializers: Factory = (externalSchemas, options) => {
-  const compile = SerializerSelector()(externalSchemas, options);
-  const cache = new Map<string, ReturnType<typeof compile>>();
-  return (route) => {
-    const key = JSON.stringify(route.schema);
-    let serializer = cache.get(key);
-    if (!serializer) {
-      serializer = keepingJson(compile(route));
-      cache.set(key, serializer);
-    }
-    return serializer;
-  };
-};
+/** A response serializer, as Fastify compiled it for a route and status. */
+export type Serializer = (data: unknown) => string;
 
-function keepingJson(serialize: (data: unknown) => string): (data: unknown) => string {
+/**
+ * The serializer Fastify compiled for each route and status, by
+ * `routeSerializerKey`: the fast lane (polling-fast-lane.ts) answers with the
+ * very function Fastify uses, so its bodies are Fastify's, byte for byte.
+ */
+export type RouteSerializers = Map<string, Serializer>;
+
+export function routeSerializerKey(method: string, url: string, status: number | string): string {
+  return `${method} ${url} ${status}`;
+}
+
+/** The compiler factory for Fastify's schemaController; records what it compiles in `routes`. */
+export function cachedSerializers(routes?: RouteSerializers): Factory {
+  return (externalSchemas, options) => {
+    const compile = SerializerSelector()(externalSchemas, options);
+    const cache = new Map<string, Serializer>();
+    return (route) => {
+      const key = JSON.stringify(route.schema);
+      let serializer = cache.get(key);
+      if (!serializer) {
+        serializer = keepingJson(compile(route));
+        cache.set(key, serializer);
+      }
+      routes?.set(routeSerializerKey(route.method, route.url, route.httpStatus), serializer);
+      return serializer;
+    };
+  };
+}
+
+function keepingJson(serialize: Serializer): Serializer {
   const kept = new WeakMap<object, string>();
   return (data) => {
     if (typeof data !== 'object' || data === null || !immutable.has(data)) return serialize(data);

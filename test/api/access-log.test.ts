@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { hundredths } from '../../src/api/access-log.js';
 import { issueCredential } from '../../src/commands/admin.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { createStreamLog } from '../../src/lib/logger.js';
@@ -106,6 +107,15 @@ test("every access line is valid JSON in pino's format, whatever the path", asyn
     assert.ok(l.endsWith('\n') && !l.slice(0, -1).includes('\n'));
     JSON.parse(l);
   }
+});
+
+test('durations are printed as String(Math.round(ms * 100) / 100) prints them', () => {
+  const samples = [
+    0, 0.001, 0.004, 0.005, 0.01, 0.1, 0.105, 0.995, 1, 1.5, 2.25, 12.3, 99.999, 1234.56,
+  ];
+  for (let i = 0; i < 20_000; i++) samples.push(Math.random() * 10 ** (i % 7));
+  for (const ms of samples)
+    assert.equal(hundredths(ms), String(Math.round(ms * 100) / 100), `${ms}`);
 });
 
 test("the engine's lines go through the same logger", async (t) => {

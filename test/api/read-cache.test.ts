@@ -1,6 +1,7 @@
 // GETs are answered from the store's read cache (Store.readView) and reused
 // presented bodies: these tests poll with a warm cache and check that every
-// change, whoever commits it, shows at the very next request, that nothing
+// change, whoever commits it, shows at the very next request (for another
+// process's commit: the next request read after it, see nextTurn), that nothing
 // cached crosses projects or credentials, and that metrics stay live.
 
 import assert from 'node:assert/strict';
@@ -17,7 +18,7 @@ import type { Service } from '../../src/domain/types.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
-import { startBasin, type TestBasin } from '../helpers.js';
+import { nextTurn, startBasin, type TestBasin } from '../helpers.js';
 import { readyService, serviceUrl } from './service-helpers.js';
 
 /** A second handle on the Basin's SQLite file, as the CLI opens it. */
@@ -62,6 +63,7 @@ test('a credential revoked through another handle on the store is refused at the
   for (const authorization of schemes) await poll(b, serviceUrl(b, id), authorization);
 
   await revokeCredential(otherHandle(t, b), systemClock, cred.id);
+  await nextTurn();
 
   for (const authorization of schemes) {
     const res = await get(b, serviceUrl(b, id), authorization);
@@ -105,6 +107,7 @@ test('a GET after a write sees the write: through the API, the engine or another
     const svc = (await tx.services.get(id)) as Service;
     await tx.services.update({ ...svc, name: 'renamed' });
   });
+  await nextTurn();
   assert.equal((await get(b, url, b.auth.authorization)).body.name, 'renamed');
 });
 
@@ -119,6 +122,7 @@ test('a user added to a project by another handle (the CLI) sees it at once', as
   for (let i = 0; i < 3; i++) assert.equal((await get(b, url, authorization)).status, 404);
 
   await addUserToProject(otherHandle(t, b), user.id, b.projectId);
+  await nextTurn();
 
   assert.deepEqual(withoutMetrics(await poll(b, url, authorization)), withoutMetrics(owner));
 });

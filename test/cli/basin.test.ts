@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCli } from '../../src/cli/run-cli.js';
 import { sha256Hex } from '../../src/lib/secrets.js';
-import { startBasin, tempDir, type TestBasin } from '../helpers.js';
+import { nextTurn, startBasin, tempDir, type TestBasin } from '../helpers.js';
 
 interface CliResult {
   code: number;
@@ -138,6 +138,7 @@ test('a user token sees every project of its user; a project credential only its
 
   // Added while the server runs: the existing token sees the project at once.
   await ok(dataDir, 'user', 'add', user, '--project', bId);
+  await nextTurn();
   const both = [a, bId].sort();
   assert.deepEqual(await visibleProjectIds(b, bearer(token.bearer_key)), both);
   assert.deepEqual(await visibleProjectIds(b, basic(token.access_key, token.secret_key)), both);
@@ -164,6 +165,7 @@ test('a revoked credential is refused at once by a running server', async (t) =>
 
   const out = await ok(dataDir, 'credential', 'revoke', cred.id);
   assert.match(out, new RegExp(cred.id));
+  await nextTurn();
 
   for (const headers of [bearer(cred.bearerKey), basic(cred.accessKey, cred.secretKey)]) {
     const res = await get(b, headers);

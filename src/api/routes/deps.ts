@@ -4,12 +4,15 @@ import type { Ctx, Principal } from '../../commands/context.js';
 import { currentUsage } from '../../commands/usage.js';
 import type { Target } from '../../domain/logs.js';
 import type { ReadView } from '../../store/store.js';
+import type { PresentedServices } from '../presented-cache.js';
 import type { PresentOptions } from '../presenters.js';
 
 /** What routes are handed by buildApp: the command context and presentation settings. */
 export interface RouteDeps {
   ctx: Ctx;
   present: Omit<PresentOptions, 'metrics'>;
+  /** Services as GETs present them (made by buildApp; the fast lane shares it). */
+  presented: PresentedServices;
 }
 
 /** The caller, resolved by the auth hook before any handler runs. */

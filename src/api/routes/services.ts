@@ -12,7 +12,6 @@ import { loadServiceOrReplica } from '../../commands/service-lookup.js';
 import { currentUsage } from '../../commands/usage.js';
 import type { Service as ServiceRecord } from '../../domain/types.js';
 import type { ReadView } from '../../store/store.js';
-import { PresentedServices } from '../presented-cache.js';
 import { presentReplicaSetAsService, presentService } from '../presenters.js';
 import { ProjectParams, ServiceParams } from '../schemas/params.js';
 import { ref } from '../schemas/ref.js';
@@ -26,10 +25,8 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
   const one = '/projects/:project_id/services/:service_id';
 
   const metrics = (svc: ServiceRecord) => currentUsage(ctx, { kind: 'service', id: svc.id });
-  const presented = new PresentedServices(deps.present);
   /** A service read from a GET's read view: its frozen documents let the body be reused. */
-  const presentRead = (svc: ServiceRecord, view: ReadView) =>
-    presented.present(svc, view.replicaSets.listByService(svc.id), metrics(svc));
+  const presentRead = (svc: ServiceRecord, view: ReadView) => deps.presented.read(svc, view);
   /** A service just written, with its replica sets read afresh. */
   const presentWritten = async (svc: ServiceRecord, initialPassword?: string) =>
     presentService(

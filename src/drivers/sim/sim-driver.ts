@@ -15,7 +15,7 @@ import {
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { Progress } from '../../domain/progress.js';
 import { readSimLogs } from './sim-logs.js';
-import { simMetrics } from './sim-metrics.js';
+import { parseCreatedAt, simMetrics } from './sim-metrics.js';
 import { SimResources } from './sim-state.js';
 
 export interface SimDriverOptions {
@@ -142,7 +142,7 @@ export class SimDriver implements Driver {
     if (target.kind === 'service') {
       const spec = this.services.get(target.id);
       if (spec === undefined) return undefined;
-      const createdMs = Date.parse(spec.createdAt);
+      const createdMs = parseCreatedAt(spec.createdAt);
       const sinceMs = createdMs <= nowMs ? createdMs : this.see(target);
       return simMetrics({ id: target.id, size: spec.size, running: spec.running, sinceMs, nowMs });
     }

@@ -102,6 +102,27 @@ test('PRAGMA data_version on a read connection changes with every commit: our wr
   assert.equal(version.get(), v3, 'a rollback');
 });
 
+test('the commit check runs once per turn of the event loop; our own commits make the next view check again', async (t) => {
+  const file = dbFile(t);
+  const store = open(t, file);
+  const other = open(t, file);
+  await seed(store);
+  assert.equal(store.readView().services.get('s1')?.name, 'first');
+  // Another process's commit, in the same turn as the check: the requests of
+  // this turn were all sent before it, so they are answered as of the check.
+  await other.transaction(async (tx) => {
+    await tx.services.update({ ...((await tx.services.get('s1')) as Service), name: 'by another' });
+  });
+  assert.equal(store.readView().services.get('s1')?.name, 'first');
+  await nextTurn();
+  assert.equal(store.readView().services.get('s1')?.name, 'by another');
+  // Our own commit is seen at once, in the same turn.
+  await store.transaction(async (tx) => {
+    await tx.services.update({ ...((await tx.services.get('s1')) as Service), name: 'by us' });
+  });
+  assert.equal(store.readView().services.get('s1')?.name, 'by us');
+});
+
 test('a read view answers from memory until anything is committed, by this store or another', async (t) => {
   const file = dbFile(t);
   const store = open(t, file);
@@ -125,6 +146,9 @@ test('a read view answers from memory until anything is committed, by this store
     await tx.services.update({ ...(second as Service), name: 'third' });
     await tx.credentials.revoke('c1', new Date(1).toISOString());
   });
+  // Seen from the next turn of the event loop on, where the next request is
+  // read (read-cache.ts: one check per turn).
+  await nextTurn();
   const view = store.readView();
   assert.equal(view.services.get('s1')?.name, 'third');
   assert.equal(view.credentials.findByBearerHash('hash-c1')?.revokedAt, new Date(1).toISOString());
@@ -138,6 +162,7 @@ test('a key tried before its credential existed works as soon as the credential 
 
   assert.equal(store.readView().credentials.findByBearerHash('hash-c2'), undefined);
   await other.transaction((tx) => tx.credentials.insert(credential('c2')));
+  await nextTurn();
   assert.equal(store.readView().credentials.findByBearerHash('hash-c2')?.id, 'c2');
   assert.equal(store.readView().credentials.findByAccessKey('AKc2')?.id, 'c2');
 });
@@ -199,6 +224,7 @@ test('lists and project memberships are fresh after a commit too', async (t) => 
     await tx.users.addToProject('u1', 'p2');
     await tx.services.insert({ ...service('s2', 'more'), createdAt: new Date(1).toISOString() });
   });
+  await nextTurn();
   assert.deepEqual(store.readView().users.projectIds('u1'), ['p1', 'p2']);
   assert.deepEqual(
     store
@@ -208,3 +234,8 @@ test('lists and project memberships are fresh after a commit too', async (t) => 
     ['s1', 's2'],
   );
 });
+
+/** Resolves in the next turn of the event loop, after the check phase. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

@@ -40,6 +40,7 @@ export function openSqliteStore(file: string): Store {
       try {
         const result = await fn(txRepos);
         writer.exec('COMMIT');
+        cache.committed();
         return result;
       } catch (err) {
         if (writer.inTransaction) writer.exec('ROLLBACK');
