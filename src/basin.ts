@@ -87,14 +87,19 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
     rateLimits: config.rateLimits,
     https: options.https ?? null,
   });
-  const engine = new Engine({ store, driver, clock, provisioner: recordingProvisioner }, log, {
-    reconcileIntervalMs: config.reconcileIntervalMs,
-    slots: config.engineSlots,
-    projectSlots: config.engineProjectSlots,
-    drainTimeoutMs: config.drainTimeoutMs,
-    operationTimeoutMs: config.operationTimeoutMs,
-    ...options.engine,
-  });
+  const backups = { scheduleMs: config.backupScheduleMs, windowMs: config.pitrWindowMs };
+  const engine = new Engine(
+    { store, driver, clock, provisioner: recordingProvisioner, backups },
+    log,
+    {
+      reconcileIntervalMs: config.reconcileIntervalMs,
+      slots: config.engineSlots,
+      projectSlots: config.engineProjectSlots,
+      drainTimeoutMs: config.drainTimeoutMs,
+      operationTimeoutMs: config.operationTimeoutMs,
+      ...options.engine,
+    },
+  );
   engineRef.current = engine;
   await driver.start();
   await engine.start();

@@ -45,7 +45,7 @@ const RULES: Record<ServiceAction, ActionRule> = {
   resize: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', hint: 'resize it once it is READY' },
   setHA: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', hint: 'change HA once it is READY' },
   delete: { from: LIVE, to: 'DELETING', hint: 'it is already being deleted' },
-  fork: { from: ['READY'], hint: 'fork it once it is READY' },
+  fork: { from: ['READY', 'PAUSED'], hint: 'fork it once it is READY or PAUSED' },
   configure: { from: LIVE, hint: 'it is being deleted' },
   addReplicaSet: { from: ['READY'], hint: 'add read replicas once it is READY' },
 };

@@ -88,6 +88,11 @@ export interface ForkOrigin {
   strategy: ForkStrategy;
   /** RFC 3339; only for PITR. */
   targetTime: string | null;
+  /**
+   * The parent's backup the fork restores (its label), chosen when the fork
+   * was requested; null for NOW (and for forks recorded before backups were).
+   */
+  backupLabel?: string | null;
 }
 
 export interface HaConfig {

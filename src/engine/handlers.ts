@@ -3,6 +3,7 @@
 // re-run from the top after a crash at any point. Status moves are the named
 // transitions of domain/.
 
+import type { BackupPolicy } from '../domain/backups.js';
 import type { OperationKind, ResourceKind } from '../domain/operations.js';
 import { failPeering, settlePeering } from '../domain/peering-transitions.js';
 import { markReplicaSetFailed, replicaSetConverged } from '../domain/replica-set-transitions.js';
@@ -12,6 +13,7 @@ import { DONE } from '../domain/progress.js';
 import type { Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { DocRepo, Operation, Repos, Store, Tx } from '../store/store.js';
+import { backupHandler, backupQueued, queueBackupIfDue } from './backups.js';
 import type { NetworkProvisioner } from './network-provisioner.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
 
@@ -20,6 +22,8 @@ export interface HandlerDeps {
   driver: Driver;
   provisioner: NetworkProvisioner;
   clock: Clock;
+  /** How often services are backed up and how far back (DEFAULT_BACKUP_POLICY when absent). */
+  backups?: BackupPolicy;
 }
 
 export type Handler<K extends OperationKind> = (
@@ -33,6 +37,7 @@ export const HANDLERS: { readonly [K in OperationKind]: Handler<K> } = {
   'replicaSet.converge': convergeReplicaSet,
   'replicaSet.delete': deleteReplicaSet,
   'peering.provision': provisionPeering,
+  'service.backup': backupHandler,
 };
 
 /** Runs the handler of the operation's own kind. */
@@ -66,7 +71,7 @@ async function loadVpc(repos: Repos, vpcId: string | null) {
 /** Drives a service to its stored desired state, then settles its status. */
 async function convergeService(
   op: Operation<'service.converge'>,
-  { store, driver }: HandlerDeps,
+  { store, driver, clock, backups }: HandlerDeps,
 ): Promise<Progress> {
   let svc = await store.services.get(op.resourceId);
   if (!svc || svc.status === 'DELETING') return DONE; // deletion superseded this work
@@ -78,9 +83,13 @@ async function convergeService(
   }
   const progress = await driver.applyService(serviceSpec(svc, await loadVpc(store, svc.vpcId)));
   if (!progress.done) return progress;
-  await store.transaction((tx) =>
-    moveStored(tx.services, op.resourceId, (s) => converged(s, op.payload)),
-  );
+  const queued = await backupQueued(store, op.resourceId);
+  await store.transaction(async (tx) => {
+    const settled = await moveStored(tx.services, op.resourceId, (s) => converged(s, op.payload));
+    // A service's first backup is taken as soon as it is READY: from then
+    // on it can be forked from its backups (engine/backups.ts).
+    if (settled) await queueBackupIfDue(tx, settled, backups, clock(), () => queued);
+  });
   return DONE;
 }
 
@@ -95,6 +104,7 @@ async function deleteService(
     await tx.services.delete(op.resourceId);
     await tx.ports.releasePrefix(`service:${op.resourceId}`);
     await tx.events.deleteForResource('service', op.resourceId);
+    await tx.backups.deleteForService(op.resourceId);
   });
   return DONE;
 }

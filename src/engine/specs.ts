@@ -25,6 +25,7 @@ export function serviceSpec(svc: Service, vpc: Vpc | undefined): ServiceSpec {
           parentServiceId: svc.forkedFrom.serviceId,
           strategy: svc.forkedFrom.strategy,
           targetTime: svc.forkedFrom.targetTime,
+          backupLabel: svc.forkedFrom.backupLabel ?? null,
         }
       : { kind: 'empty' },
     createdAt: svc.createdAt,

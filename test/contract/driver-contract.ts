@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import {
+  type BackupInfo,
   DriverError,
   type Driver,
   type ReplicaSetSpec,
@@ -33,6 +34,21 @@ export async function converge(step: () => Promise<Progress>, timeoutMs = 60_000
     if (p.done) return;
     if (Date.now() > deadline) throw new Error(`driver did not converge in time: ${p.reason}`);
     await new Promise((r) => setTimeout(r, Math.min(p.retryAfterMs, 500)));
+  }
+}
+
+/** Calls backupService as the engine does until the backup is done. */
+export async function backupUntilDone(
+  driver: Driver,
+  spec: ServiceSpec,
+  since = Date.now(),
+): Promise<BackupInfo> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const p = await driver.backupService(spec, since);
+    if (p.done) return p.backup;
+    if (Date.now() > deadline) throw new Error(`the backup did not complete: ${p.reason}`);
+    await new Promise((r) => setTimeout(r, Math.min(p.retryAfterMs, 200)));
   }
 }
 
@@ -121,6 +137,30 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
     assert.deepEqual(await driver.applyService(changed), DONE);
   });
 
+  await t.test('a full backup is reported once complete; asked again, the same one', async () => {
+    const since = Date.now();
+    const backup = await backupUntilDone(driver, spec, since);
+    assert.match(backup.label, /^\d{8}-\d{6}F/);
+    assert.ok(Date.parse(backup.startedAt) >= Math.floor(since / 1000) * 1000);
+    assert.ok(Date.parse(backup.stoppedAt) >= Date.parse(backup.startedAt));
+    assert.deepEqual(await driver.backupService(spec, since), { done: true, backup });
+    // Expiring up to the only backup keeps it; an unknown label changes nothing.
+    await driver.expireBackups(spec.serviceId, backup.label);
+    await driver.expireBackups(spec.serviceId, '20000101-000000F');
+    assert.deepEqual(await driver.backupService(spec, since), { done: true, backup });
+  });
+
+  await t.test('a stopped service is not backed up: a retryable error', async () => {
+    const stopped = { ...spec, running: false };
+    await converge(() => driver.applyService(stopped));
+    await assert.rejects(driver.backupService(stopped, Date.now() + 60_000), (err: unknown) => {
+      assert.ok(err instanceof DriverError, String(err));
+      assert.equal(err.retryable, true);
+      return true;
+    });
+    await converge(() => driver.applyService(spec));
+  });
+
   await t.test('logs are newest first and page with an opaque cursor', async () => {
     await logsPage(driver, target);
     await assert.rejects(
@@ -177,6 +217,7 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
         parentServiceId: running.serviceId,
         strategy: 'NOW',
         targetTime: null,
+        backupLabel: null,
       },
     });
     await converge(() => driver.applyService(fork));
@@ -184,7 +225,13 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     await converge(() => driver.deleteService(fork.serviceId));
     assert.equal(await driver.inspectService(running), 'running', 'the parent is untouched');
     const orphan = await makeSpec('POSTGRES', PASSWORD, {
-      source: { kind: 'fork', parentServiceId: resourceId(), strategy: 'NOW', targetTime: null },
+      source: {
+        kind: 'fork',
+        parentServiceId: resourceId(),
+        strategy: 'NOW',
+        targetTime: null,
+        backupLabel: null,
+      },
     });
     await assert.rejects(driver.applyService(orphan), permanent);
   },
@@ -220,6 +267,7 @@ const REFUSED: Record<keyof Capabilities, Case> = {
         parentServiceId: running.serviceId,
         strategy: 'NOW',
         targetTime: null,
+        backupLabel: null,
       },
     });
     await assert.rejects(driver.applyService(fork), permanent);

@@ -261,6 +261,7 @@ test(
       assert.equal(uidOf(user), undefined, `${user} is removed`);
       assert.equal(existsSync(layout.instanceDir(id)), false);
       assert.equal(existsSync(layout.archiveDir(id)), false);
+      assert.equal(existsSync(layout.backupDir(id)), false, 'its stanza and repository are gone');
       assert.deepEqual((await b.call('GET', b.servicePath())).body, []);
     });
   },

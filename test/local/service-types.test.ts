@@ -153,7 +153,13 @@ describe('local driver: service types, TLS verification, unsupported features', 
     const permanent = (err: unknown) =>
       err instanceof DriverError && !err.retryable && /not supported/.test(err.message);
     const fork = await makeSpec('POSTGRES', password, {
-      source: { kind: 'fork', parentServiceId: plain.serviceId, strategy: 'NOW', targetTime: null },
+      source: {
+        kind: 'fork',
+        parentServiceId: plain.serviceId,
+        strategy: 'NOW',
+        targetTime: null,
+        backupLabel: null,
+      },
     });
     await assert.rejects(driver.applyService(fork), permanent);
     const ha = await makeSpec('POSTGRES', password, {

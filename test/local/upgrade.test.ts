@@ -65,7 +65,11 @@ describe(
       // it, and no user for the service.
       spec = { ...spec, running: false };
       await applyUntilDone(driver, spec);
-      const owned = [layout.pgdata(ref), layout.socketDir(ref), layout.archiveDir(spec.serviceId)];
+      const owned = [
+        layout.pgdata(ref),
+        layout.socketDir(ref),
+        ...Object.values(layout.backupDirs(spec.serviceId)),
+      ];
       execFileSync('chown', ['-R', `${postgres.uid}:${postgres.gid}`, ...owned]);
       execFileSync('userdel', ['-f', name]);
       const old = await spawnPostmaster({

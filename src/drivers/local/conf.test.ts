@@ -30,7 +30,11 @@ const spec = (over: Partial<ServiceSpec> = {}): ServiceSpec => ({
   createdAt: '2025-01-01T00:00:00Z',
   ...over,
 });
-const paths = { socketDir: '/d/local/s/abcdefghij-0', archiveDir: '/d/local/archive/abcdefghij' };
+const paths = {
+  socketDir: '/d/local/s/abcdefghij-0',
+  backupConf: '/d/local/backup/abcdefghij/pgbackrest.conf',
+  pgbackrest: 'pgbackrest',
+};
 const options = { listenAddresses: '*', publicCidrs: ['0.0.0.0/0', '::/0'] };
 
 describe('sizeProfile', () => {
@@ -90,7 +94,13 @@ describe('postgresqlSettings', () => {
     assert.equal(s.shared_buffers, '2048MB');
     assert.equal(s.port, '40001');
     assert.equal(s.unix_socket_directories, paths.socketDir);
-    assert.equal(s['basic_archive.archive_directory'], paths.archiveDir);
+    // WAL goes to the service's own stanza, through pgBackRest's queue.
+    assert.equal(s.archive_mode, 'on');
+    assert.equal(
+      s.archive_command,
+      "'pgbackrest' '--config=/d/local/backup/abcdefghij/pgbackrest.conf' --stanza=abcdefghij archive-push %p",
+    );
+    assert.equal(s.archive_library, undefined);
     assert.equal(s.ssl, 'on');
     assert.equal(s.log_destination, 'jsonlog');
     assert.equal(s.logging_collector, 'on');

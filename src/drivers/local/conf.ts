@@ -9,6 +9,7 @@
 
 import { isIP } from 'node:net';
 import type { ServiceSpec } from '../driver.js';
+import { archiveCommand } from './pgbackrest.js';
 import type { ServiceType, Size } from '../../domain/types.js';
 
 export type Settings = Record<string, string>;
@@ -16,7 +17,10 @@ export type Settings = Record<string, string>;
 /** Where a node's files live, as far as its configuration names them. */
 export interface NodePaths {
   socketDir: string;
-  archiveDir: string;
+  /** The service's pgBackRest configuration (its stanza is the service's id)… */
+  backupConf: string;
+  /** …and pgBackRest's command. */
+  pgbackrest: string;
 }
 
 export interface ConfOptions {
@@ -173,18 +177,17 @@ export function postgresqlSettings(
     // Storage is assumed to be SSD: random reads cost little more than sequential ones.
     random_page_cost: '1.1',
     shared_preload_libraries: tsdb ? 'timescaledb' : '',
-    // WAL archiving into the service's own archive, for PITR and forks.
-    // basic_archive (contrib) copies each segment to a temporary name, fsyncs
-    // and renames it, so a crash never leaves a half-written segment, and it
-    // succeeds when an identical file is already there (a retried archive).
-    // https://www.postgresql.org/docs/15/basic-archive.html
+    // WAL archiving into the service's own pgBackRest repository, for PITR
+    // and forks: archive-push queues each segment and a background
+    // pgBackRest compresses and stores it, checksummed (pgbackrest.ts).
+    // https://pgbackrest.org/user-guide.html#async-archiving
     wal_level: 'replica',
     archive_mode: 'on',
-    archive_library: 'basic_archive',
-    'basic_archive.archive_directory': paths.archiveDir,
+    archive_command: archiveCommand(paths.pgbackrest, paths.backupConf, spec.serviceId),
     // A segment is archived at the latest 5 minutes after a write, so a
     // point-in-time restore can reach close to now; an idle server does not
-    // switch segments, so this costs nothing when nothing happens.
+    // switch segments, so this costs nothing when nothing happens. (A fork
+    // of a running service switches its parent's segment first.)
     archive_timeout: '5min',
     // JSON logs, collected into pgdata/log, rotated daily or at 10 MB. Names
     // sort chronologically (logs/read-node-logs.ts relies on it); PostgreSQL

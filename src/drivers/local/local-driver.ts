@@ -13,6 +13,7 @@ import type { Metrics } from '../../domain/types.js';
 import { makeDataDir } from '../../lib/data-dir.js';
 import { type Logger, silentLogger } from '../../lib/logger.js';
 import {
+  type BackupProgress,
   DriverError,
   type Driver,
   type Health,
@@ -23,6 +24,7 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
+import { LocalBackups } from './backups.js';
 import {
   checkConfineTools,
   detectPrivateTmp,
@@ -106,6 +108,8 @@ export interface DriverContext {
   adminOsUsers(user: OsUser): string[];
   /** How long an administrative connection may take (admin.ts). */
   adminBounds: AdminBounds;
+  /** The services' stanzas and backups (backups.ts). */
+  backups: LocalBackups;
   log: Logger;
 }
 
@@ -146,7 +150,13 @@ export class LocalDriver implements Driver {
     // /proc reports real paths; so must the layout, for processes to be recognised.
     const dataDir = await realpath(resolve(this.options.dataDir));
     const layout = new Layout(dataDir);
-    for (const dir of [layout.root, layout.instancesDir, layout.socketsDir, layout.archivesDir]) {
+    for (const dir of [
+      layout.root,
+      layout.instancesDir,
+      layout.socketsDir,
+      layout.archivesDir,
+      layout.backupsDir,
+    ]) {
       await mkdirIn(dir, 0o711);
     }
     await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
@@ -178,7 +188,7 @@ export class LocalDriver implements Driver {
       privateTmp,
       log: this.log,
     });
-    this.ctx = {
+    const ctx: Omit<DriverContext, 'backups'> = {
       layout,
       pg,
       users,
@@ -193,6 +203,7 @@ export class LocalDriver implements Driver {
       adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
       log: this.log,
     };
+    this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
     await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
     // Adopting running clusters is only this: they are found by their
     // postmaster.pid whenever asked about; here they start being sampled.
@@ -280,15 +291,18 @@ export class LocalDriver implements Driver {
       if (user && (await users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
       }
+      await ctx.backups.settle(serviceId);
       for (const ref of refs) {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
       }
       // The instance directory last: it is what says which nodes there were.
+      // Its stanza is its repository: removing it deletes every backup.
       await removeTrees([
         ...refs.map((ref) => layout.socketDir(ref)),
         layout.socketDir({ id: serviceId, node: 0 }),
         layout.archiveDir(serviceId),
+        layout.backupDir(serviceId),
         layout.instanceDir(serviceId),
       ]);
       if (user) {
@@ -330,6 +344,27 @@ export class LocalDriver implements Driver {
     }
     if (pm.state === 'ready') return 'running';
     return spec.running ? 'failed' : 'running';
+  }
+
+  /** A full backup with pgBackRest, in the background (backups.ts). */
+  async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    return this.locks.run(spec.serviceId, async () => {
+      const user = await ctx.users.ensure(spec.serviceId);
+      return ctx.backups.backup(spec, user, since);
+    });
+  }
+
+  async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
+    checkId(serviceId);
+    const ctx = this.context();
+    await this.locks.run(serviceId, async () => {
+      const user = ctx.users.perService
+        ? ctx.users.lookup(serviceId)
+        : await ctx.users.ensure(serviceId);
+      if (user) await ctx.backups.expire(serviceId, user, oldestKept);
+    });
   }
 
   async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {

@@ -119,7 +119,12 @@ export class ServiceNode {
       ctx.spawned.delete(pgdata);
       return DONE;
     }
-    if (!pm.up) return this.start(user, state, restartHash, loadedHash);
+    if (!pm.up) {
+      // Archiving works from the server's first segment on: its stanza is there first.
+      await ctx.backups.ensureConfig(spec, user);
+      await ctx.backups.ensureStanza(spec.serviceId, user);
+      return this.start(user, state, restartHash, loadedHash);
+    }
     if (starting?.proc.pid === pm.pid && pm.state === 'ready') starting.sawReady = true;
     // A server an older Basin started runs without no_new_privs or a
     // private /tmp: restarted once, confined (confine.ts).
@@ -265,7 +270,11 @@ export class ServiceNode {
     const { ctx, spec, ref } = this;
     return postgresqlSettings(
       spec,
-      { socketDir: ctx.layout.socketDir(ref), archiveDir: ctx.layout.archiveDir(ref.id) },
+      {
+        socketDir: ctx.layout.socketDir(ref),
+        backupConf: ctx.layout.backupConf(ref.id),
+        pgbackrest: ctx.pg.pgbackrest,
+      },
       {
         listenAddresses: ctx.listenAddresses,
         publicCidrs: ctx.publicCidrs,

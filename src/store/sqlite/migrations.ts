@@ -123,4 +123,14 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX events_resource ON events(resource_kind, resource_id, at, id);
   `,
+  // 4: the completed backups of each service (the recovery window of forks).
+  `
+  CREATE TABLE backups (
+    service_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    stopped_at TEXT NOT NULL,
+    PRIMARY KEY (service_id, label)
+  );
+  `,
 ];
