@@ -23,7 +23,8 @@ const TABLE: Record<
   resize: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', settle: 'READY' },
   setHA: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', settle: 'READY' },
   delete: { from: LIVE, to: 'DELETING', settle: undefined },
-  fork: { from: ['READY'], to: undefined, settle: undefined },
+  // A paused service forks from its backups or its stopped data directory.
+  fork: { from: ['READY', 'PAUSED'], to: undefined, settle: undefined },
   configure: { from: LIVE, to: undefined, settle: undefined },
   addReplicaSet: { from: ['READY'], to: undefined, settle: undefined },
 };

@@ -207,23 +207,47 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
 }
 
 type Case = (driver: Driver, running: ServiceSpec) => Promise<void>;
+type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What a driver that claims a capability must do with it (`running` is a running service). */
 const CLAIMED: Record<keyof Capabilities, Case> = {
   async forks(driver, running) {
-    const fork = await makeSpec('POSTGRES', PASSWORD, {
-      source: {
-        kind: 'fork',
-        parentServiceId: running.serviceId,
-        strategy: 'NOW',
-        targetTime: null,
-        backupLabel: null,
-      },
-    });
-    await converge(() => driver.applyService(fork));
-    assert.equal(await driver.inspectService(fork), 'running');
-    await converge(() => driver.deleteService(fork.serviceId));
+    const forkOf = (parent: ServiceSpec, source: Partial<ForkSource>) =>
+      makeSpec('POSTGRES', PASSWORD, {
+        source: {
+          kind: 'fork',
+          parentServiceId: parent.serviceId,
+          strategy: 'NOW',
+          targetTime: null,
+          backupLabel: null,
+          ...source,
+        },
+      });
+    const backup = await backupUntilDone(driver, running);
+    while (Date.now() <= Date.parse(backup.stoppedAt)) await sleep(50);
+    const forks = [
+      await forkOf(running, { strategy: 'NOW' }),
+      await forkOf(running, { strategy: 'LAST_SNAPSHOT', backupLabel: backup.label }),
+      await forkOf(running, {
+        strategy: 'PITR',
+        backupLabel: backup.label,
+        targetTime: new Date().toISOString(),
+      }),
+    ];
+    // A stopped parent forks too.
+    const stopped = { ...running, running: false };
+    await converge(() => driver.applyService(stopped));
+    forks.push(await forkOf(stopped, { strategy: 'LAST_SNAPSHOT', backupLabel: backup.label }));
+    for (const fork of forks) {
+      await converge(() => driver.applyService(fork), 120_000);
+      assert.equal(await driver.inspectService(fork), 'running', fork.source.kind);
+    }
+    assert.equal(await driver.inspectService(stopped), 'stopped', 'the parent is untouched');
+    await converge(() => driver.applyService(running));
+    for (const fork of forks) await converge(() => driver.deleteService(fork.serviceId));
     assert.equal(await driver.inspectService(running), 'running', 'the parent is untouched');
+    // What cannot be forked fails for good: a parent that does not exist, a backup it does not have.
     const orphan = await makeSpec('POSTGRES', PASSWORD, {
       source: {
         kind: 'fork',
@@ -233,7 +257,19 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
         backupLabel: null,
       },
     });
-    await assert.rejects(driver.applyService(orphan), permanent);
+    await assert.rejects(
+      converge(() => driver.applyService(orphan)),
+      permanent,
+    );
+    const gone = await forkOf(running, {
+      strategy: 'LAST_SNAPSHOT',
+      backupLabel: '20000101-000000F',
+    });
+    await assert.rejects(
+      converge(() => driver.applyService(gone)),
+      permanent,
+    );
+    for (const spec of [orphan, gone]) await converge(() => driver.deleteService(spec.serviceId));
   },
   async haReplicas(driver, running) {
     const ha = { ...running, ha: { replicaCount: 1, syncReplicaCount: 0 } };

@@ -149,19 +149,9 @@ describe('local driver: service types, TLS verification, unsupported features', 
     }
   });
 
-  test('forks, HA replicas, poolers and replica sets are refused permanently', async () => {
+  test('HA replicas, poolers and replica sets are refused permanently', async () => {
     const permanent = (err: unknown) =>
       err instanceof DriverError && !err.retryable && /not supported/.test(err.message);
-    const fork = await makeSpec('POSTGRES', password, {
-      source: {
-        kind: 'fork',
-        parentServiceId: plain.serviceId,
-        strategy: 'NOW',
-        targetTime: null,
-        backupLabel: null,
-      },
-    });
-    await assert.rejects(driver.applyService(fork), permanent);
     const ha = await makeSpec('POSTGRES', password, {
       ha: { replicaCount: 1, syncReplicaCount: 0 },
     });
@@ -182,6 +172,5 @@ describe('local driver: service types, TLS verification, unsupported features', 
     await assert.rejects(driver.applyReplicaSet(rs), permanent);
     assert.deepEqual(await driver.deleteReplicaSet(rs.replicaSetId), { done: true });
     assert.equal(await driver.inspectReplicaSet(rs), 'missing');
-    assert.equal(await driver.inspectService(fork), 'missing');
   });
 });

@@ -34,6 +34,7 @@ const paths = {
   socketDir: '/d/local/s/abcdefghij-0',
   backupConf: '/d/local/backup/abcdefghij/pgbackrest.conf',
   pgbackrest: 'pgbackrest',
+  forkSourceConf: '/d/local/backup/abcdefghij/source.conf',
 };
 const options = { listenAddresses: '*', publicCidrs: ['0.0.0.0/0', '::/0'] };
 
@@ -134,6 +135,50 @@ describe('postgresqlSettings', () => {
     assert.equal(base.reload.work_mem, '10485kB');
   });
 
+  test('a fork: no hot standby, ever; while recovering, how it recovers', () => {
+    const fork = spec({
+      source: {
+        kind: 'fork',
+        parentServiceId: 'parent0001',
+        strategy: 'PITR',
+        targetTime: '2030-01-01T00:00:00.000Z',
+        backupLabel: '20300101-000000F',
+      },
+    });
+    assert.equal(postgresqlSettings(spec(), paths, options).hot_standby, undefined);
+    const open = postgresqlSettings(fork, paths, options);
+    assert.equal(open.hot_standby, 'off');
+    assert.equal(open.restore_command, undefined);
+    const pitr = postgresqlSettings(fork, paths, options, {
+      kind: 'repo',
+      stanza: 'parent0001',
+      target: { time: '2030-01-01T00:00:00.000Z' },
+    });
+    assert.equal(
+      pitr.restore_command,
+      `'pgbackrest' '--config=/d/local/backup/abcdefghij/source.conf' --stanza=parent0001 archive-get %f "%p"`,
+    );
+    assert.equal(pitr.recovery_target_time, '2030-01-01 00:00:00.000+00');
+    assert.equal(pitr.recovery_target_action, 'promote');
+    const snapshot = postgresqlSettings(fork, paths, options, {
+      kind: 'repo',
+      stanza: 'parent0001',
+      target: 'immediate',
+    });
+    assert.equal(snapshot.recovery_target, 'immediate');
+    const end = postgresqlSettings(fork, paths, options, {
+      kind: 'repo',
+      stanza: 'parent0001',
+      target: 'end',
+    });
+    assert.equal(end.recovery_target, undefined);
+    assert.equal(end.recovery_target_time, undefined);
+    const copy = postgresqlSettings(fork, paths, options, { kind: 'copy' });
+    assert.deepEqual([copy.restore_command, copy.recovery_target], ['false', 'immediate']);
+    // Opening the fork drops them without a restart.
+    assert.deepEqual(splitSettings(pitr).restart, splitSettings(open).restart);
+  });
+
   test('renderConf quotes every value', () => {
     assert.equal(
       renderConf({ a: "it's", b: '1' }).split('\n').slice(1).join('\n'),
@@ -171,6 +216,15 @@ describe('pgHba', () => {
     assert.deepEqual(
       r.filter((l) => l.endsWith('scram-sha-256')),
       ['hostssl all all 192.168.1.0/24 scram-sha-256'],
+    );
+  });
+
+  test('locked (a fork before it opens): nobody but Basin over the socket', () => {
+    assert.deepEqual(
+      rules(pgHba({ allowedCidrs: ['10.1.0.0/16'] }, options.publicCidrs, true)).filter(
+        (l) => !l.endsWith('reject'),
+      ),
+      ['local all postgres peer map=basin'],
     );
   });
 

@@ -9,7 +9,8 @@
 
 import { isIP } from 'node:net';
 import type { ServiceSpec } from '../driver.js';
-import { archiveCommand } from './pgbackrest.js';
+import type { Recovery } from './node-state.js';
+import { archiveCommand, restoreCommand } from './pgbackrest.js';
 import type { ServiceType, Size } from '../../domain/types.js';
 
 export type Settings = Record<string, string>;
@@ -21,6 +22,8 @@ export interface NodePaths {
   backupConf: string;
   /** …and pgBackRest's command. */
   pgbackrest: string;
+  /** A recovering fork's source: the part of its parent's repository it restores, configured. */
+  forkSourceConf: string;
 }
 
 export interface ConfOptions {
@@ -135,13 +138,18 @@ export const RESTART_SETTINGS: ReadonlySet<string> = new Set([
   'wal_level',
   'archive_mode',
   'logging_collector',
+  'hot_standby',
 ]);
 
-/** Every setting Basin decides for a service node. */
+/**
+ * Every setting Basin decides for a service node; `recovery` while it is a
+ * fork recovering from its parent's data (recoverySettings).
+ */
 export function postgresqlSettings(
   spec: ServiceSpec,
   paths: NodePaths,
   options: ConfOptions,
+  recovery?: Recovery,
 ): Settings {
   const p = sizeProfile(spec.size, options.hostMemoryMb);
   const tsdb = hasTimescale(spec.type);
@@ -208,7 +216,47 @@ export function postgresqlSettings(
     // No internet here; and a managed service does not phone home by default.
     s['timescaledb.telemetry_level'] = 'off';
   }
-  return s;
+  if (spec.source.kind === 'fork') {
+    // A fork recovers its parent's WAL before it opens. With hot standby,
+    // PostgreSQL would refuse to recover with fewer connections or workers
+    // than its parent had (a fork may be smaller); nobody connects before
+    // it opens anyway. A primary never runs as a standby, so this changes
+    // nothing afterwards, and it never changes: no restart.
+    s.hot_standby = 'off';
+  }
+  return { ...s, ...(recovery ? recoverySettings(recovery, paths) : {}) };
+}
+
+/**
+ * What a recovering fork needs to stop where its strategy says and then
+ * promote itself (https://www.postgresql.org/docs/15/runtime-config-wal.html#RUNTIME-CONFIG-WAL-RECOVERY-TARGET),
+ * with the recovery.signal its restore wrote. None of these is a restart
+ * setting: they are read when the server starts recovering, and dropping
+ * them once the fork is open must not restart it.
+ */
+export function recoverySettings(recovery: Recovery, paths: NodePaths): Settings {
+  if (recovery.kind === 'none') return {};
+  const promote = { recovery_target_action: 'promote', recovery_target_timeline: 'current' };
+  if (recovery.kind === 'copy') {
+    // The WAL came with the copy, in pg_wal; PostgreSQL reads it there when
+    // the restore_command finds nothing (it must have one to recover).
+    return { restore_command: 'false', recovery_target: 'immediate', ...promote };
+  }
+  const fetch = restoreCommand(paths.pgbackrest, paths.forkSourceConf, recovery.stanza);
+  const { target } = recovery;
+  if (target === 'end') return { restore_command: fetch, recovery_target_action: 'promote' };
+  if (target === 'immediate') {
+    return { restore_command: fetch, recovery_target: 'immediate', ...promote };
+  }
+  return { restore_command: fetch, recovery_target_time: pgTimestamp(target.time), ...promote };
+}
+
+/**
+ * An RFC 3339 moment as recovery_target_time takes it: PostgreSQL's check
+ * of the setting refuses the `T` and the `Z` that timestamptz input takes.
+ */
+export function pgTimestamp(iso: string): string {
+  return new Date(iso).toISOString().replace('T', ' ').replace('Z', '+00');
 }
 
 /** The two halves of the settings: what needs a restart and what a reload applies. */
@@ -237,10 +285,16 @@ export const ADMIN_MAP = 'basin';
  * - TCP without TLS is refused for everyone, so TLS is required;
  * - the superuser never logs in over TCP, whatever its password;
  * - every other role logs in with SCRAM-SHA-256 from the public endpoint's
- *   CIDRs and the service's VPC CIDRs (allowedCidrs).
+ *   CIDRs and the service's VPC CIDRs (allowedCidrs); `locked`, nobody
+ *   does: a fork holds its parent's roles and passwords until Basin has
+ *   reset tsdbadmin's.
  */
-export function pgHba(spec: Pick<ServiceSpec, 'allowedCidrs'>, publicCidrs: readonly string[]) {
-  const cidrs = [...new Set([...publicCidrs, ...spec.allowedCidrs].map(checkCidr))];
+export function pgHba(
+  spec: Pick<ServiceSpec, 'allowedCidrs'>,
+  publicCidrs: readonly string[],
+  locked = false,
+) {
+  const cidrs = locked ? [] : [...new Set([...publicCidrs, ...spec.allowedCidrs].map(checkCidr))];
   const any = ['0.0.0.0/0', '::/0'];
   const row = (...cols: string[]) => cols.map((c, i) => (i < 4 ? `${c.padEnd(13)} ` : c)).join('');
   return [

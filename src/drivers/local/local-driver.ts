@@ -36,6 +36,7 @@ import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
+import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServiceNode } from './service-node.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
@@ -110,13 +111,17 @@ export interface DriverContext {
   adminBounds: AdminBounds;
   /** The services' stanzas and backups (backups.ts). */
   backups: LocalBackups;
+  /** One service's work at a time (a fork holds its parent's while it copies from it). */
+  locks: KeyedLock;
+  /** Work in the background, such as a fork's restore (tasks.ts). */
+  tasks: Tasks;
   log: Logger;
 }
 
 export class LocalDriver implements Driver {
   readonly name = 'local';
   readonly capabilities: Capabilities = {
-    forks: false,
+    forks: true,
     haReplicas: false,
     replicaSets: false,
     pooler: false,
@@ -189,6 +194,8 @@ export class LocalDriver implements Driver {
       log: this.log,
     });
     const ctx: Omit<DriverContext, 'backups'> = {
+      locks: this.locks,
+      tasks: new Tasks(),
       layout,
       pg,
       users,
@@ -247,6 +254,7 @@ export class LocalDriver implements Driver {
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
     checkId(spec.serviceId);
+    if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
     refuseUnsupported(spec);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
@@ -257,16 +265,17 @@ export class LocalDriver implements Driver {
   }
 
   /**
-   * Stops every process of the service at once (immediate shutdown: the
-   * data is going away), then every other process of its OS user (what its
-   * tsdbadmin started), removes its nodes, WAL archive and sockets, then
-   * every other file its OS user owns on the host (service-users.ts), and
-   * finally the OS user. Each step is repeated safely by the next call
-   * after a crash anywhere.
+   * Stops a fork's restore, if one runs, and every process of the service
+   * at once (immediate shutdown: the data is going away), then every other
+   * process of its OS user (what its tsdbadmin started), removes its nodes,
+   * stanza and sockets, then every other file its OS user owns on the host
+   * (service-users.ts), and finally the OS user. Each step is repeated
+   * safely by the next call after a crash anywhere.
    */
   async deleteService(serviceId: string): Promise<Progress> {
     checkId(serviceId);
     const ctx = this.context();
+    await ctx.tasks.abort(forkTask(serviceId));
     return this.locks.run(serviceId, async () => {
       const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
@@ -442,7 +451,6 @@ function refuseUnsupported(spec: ServiceSpec): void {
   const no = (what: string) => {
     throw new DriverError(`${what} are not supported by the local driver yet.`, false);
   };
-  if (spec.source.kind === 'fork') no('Forks');
   if (spec.ha.replicaCount > 0) no('HA replicas');
   if (spec.pooler.enabled) no('Connection poolers');
 }

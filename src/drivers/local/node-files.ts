@@ -21,7 +21,7 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from './exec.js';
+import { CommandError, run } from './exec.js';
 import type { Layout, NodeRef } from './layout.js';
 import { chownTo, isRoot, type OsUser } from './os-user.js';
 import { readSmallFile, writeFileAs } from './safe-fs.js';
@@ -235,4 +235,49 @@ export async function writeNodeConfig(
     writeOwned(join(pgdata, 'pg_ident.conf'), files.ident, user),
   ]);
   return wrote.some(Boolean);
+}
+
+/**
+ * The one shell script of the copies, a constant that takes its paths as
+ * arguments: with umask 077, and killed if Basin dies.
+ */
+const COPY = 'umask 077 && exec setpriv --pdeathsig KILL -- cp -R -P --reflink=auto -- "$@"';
+
+/**
+ * Copies `sources` into the directory `dest`, as root, from directories a
+ * service's user controls (its data directory, its repository), so that
+ * nothing of theirs comes along but the bytes: `-P` copies a symbolic link
+ * as a link, never what it points to; no ownership, mode bits beyond the
+ * umask's 0700/0600, access control lists or extended attributes are kept
+ * (`cp` without --preserve), so a parent's tenant cannot leave, say, an ACL
+ * that lets another user read the copy; hard links are not kept either.
+ * `--reflink=auto` shares blocks on copy-on-write file systems (XFS,
+ * btrfs): there a copy takes near-constant time. Files that vanish while
+ * they are copied (a running server drops and truncates files) are not an
+ * error when `vanishedOk`: a backup's WAL replay makes up for them.
+ */
+export async function copyInto(
+  sources: readonly string[],
+  dest: string,
+  options: { signal?: AbortSignal; vanishedOk?: boolean } = {},
+): Promise<void> {
+  // A few hundred at a time: the command line has a limit.
+  for (let i = 0; i < sources.length; i += 500) {
+    const batch = sources.slice(i, i + 500);
+    try {
+      await run('sh', ['-c', COPY, 'basin-copy', ...batch, dest], {
+        timeoutMs: 6 * 3_600_000,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (err) {
+      if (!(options.vanishedOk && err instanceof CommandError && onlyVanished(err.output)))
+        throw err;
+    }
+  }
+}
+
+/** Whether every complaint of cp is about a file that no longer exists. */
+function onlyVanished(output: string): boolean {
+  const lines = output.split('\n').filter((l) => l.trim() !== '');
+  return lines.length > 0 && lines.every((l) => /No such file or directory$/.test(l));
 }
