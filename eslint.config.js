@@ -17,6 +17,11 @@ const ROOTS = [
 const LAYERS = [
   { files: ['src/lib/**/*.ts'], forbid: ['../*', '../**'], why: 'lib/ imports nothing of Basin' },
   {
+    files: ['src/client/**/*.ts'],
+    forbid: ['../*', '../**', 'node:*'],
+    why: 'client/ (basin/client, shipped to users) imports nothing of Basin and nothing of Node',
+  },
+  {
     files: ['src/domain/**/*.ts'],
     ignores: ['src/domain/**/*.test.ts'],
     // Anything up and out of domain/ but into lib/, and Node's modules.
@@ -71,7 +76,7 @@ const LAYERS = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'scripts/*.mjs'] },
+  { ignores: ['dist/', 'node_modules/', 'scripts/*.mjs', 'src/client/generated/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -8,6 +8,7 @@ import { AccessLog, sharedRequestLogger } from './api/access-log.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './api/errors.js';
 import { authenticate } from './api/auth.js';
 import { type RateLimits, registerRateLimits } from './api/rate-limit.js';
+import { authRoutes } from './api/routes/auth.js';
 import { logRoutes } from './api/routes/logs.js';
 import { peeringRoutes } from './api/routes/peerings.js';
 import { projectRoutes } from './api/routes/projects.js';
@@ -90,6 +91,7 @@ export async function buildApp({
           serviceConfigRoutes,
           logRoutes,
           replicaSetRoutes,
+          authRoutes,
         ]) {
           await api.register(routes, deps);
         }

@@ -69,6 +69,7 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
       defaultRegion: config.defaultRegion,
       sizes: config.sizes,
       portRange: config.portRange,
+      adminEmail: config.adminEmail,
     },
     kick: () => engineRef.current?.kick(),
     // Sim endpoints are not real; the local driver's are ports on this host.

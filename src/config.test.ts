@@ -47,3 +47,32 @@ test('backup options: a schedule and a recovery window, as durations', () => {
     );
   }
 });
+
+test('the administrator email: a default, a flag, and a clear error for a bad one', () => {
+  assert.equal(parseConfig([], {}).adminEmail, 'admin@basin.localhost');
+  assert.equal(parseConfig(['--admin-email', 'ops@example.com'], {}).adminEmail, 'ops@example.com');
+  assert.equal(
+    parseConfig([], { BASIN_ADMIN_EMAIL: 'root@db.example.org' }).adminEmail,
+    'root@db.example.org',
+  );
+  for (const bad of ['admin', 'admin@localhost', 'a b@example.com']) {
+    assert.throws(
+      () => parseConfig([], { BASIN_ADMIN_EMAIL: bad }),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        /BASIN_ADMIN_EMAIL must be an email address/.test(err.message),
+      bad,
+    );
+  }
+});
+
+test('sizes are whole milli-cores and gigabytes: clients read them as integers', () => {
+  assert.deepEqual(parseConfig([], { BASIN_SIZES: 'shared,250m/1GB' }).sizes, [
+    { shared: true, cpuMillis: 0, memoryGbs: 0 },
+    { shared: false, cpuMillis: 250, memoryGbs: 1 },
+  ]);
+  assert.throws(
+    () => parseConfig([], { BASIN_SIZES: '250m/0.5GB' }),
+    /Bad size 250m\/0.5GB: write sizes like 1000m\/4GB, in whole milli-cores and gigabytes/,
+  );
+});

@@ -3,6 +3,7 @@
 // anywhere else.
 
 import { resolve } from 'node:path';
+import { isEmail } from './domain/email.js';
 import { DEFAULT_SIZES } from './domain/sizes.js';
 import type { Size } from './domain/types.js';
 
@@ -42,6 +43,8 @@ export interface Config {
   backupScheduleMs: number;
   /** How far back point-in-time forks reach (backups and WAL are kept that long), in ms. */
   pitrWindowMs: number;
+  /** The administrator's address: the issuer of credentials made by `basin` (GET /v1/auth/info). */
+  adminEmail: string;
 }
 
 interface Option {
@@ -201,6 +204,12 @@ export const OPTIONS = {
     default: '3d',
     help: 'how far back point-in-time forks reach (backups and WAL are kept for it): <n>s, <n>m, <n>h or <n>d',
   },
+  adminEmail: {
+    env: 'BASIN_ADMIN_EMAIL',
+    flag: '--admin-email',
+    default: 'admin@basin.localhost',
+    help: 'email address of the administrator, who issues the credentials `basin` makes (shown by GET /v1/auth/info)',
+  },
 } satisfies Record<string, Option>;
 
 type Key = keyof typeof OPTIONS;
@@ -270,6 +279,12 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     projectSlots === undefined
       ? Math.max(1, Math.floor(engineSlots / 2))
       : integer('engineProjectSlots', projectSlots, 1, engineSlots);
+  const adminEmail = need('adminEmail');
+  if (!isEmail(adminEmail)) {
+    throw new ConfigError(
+      `${OPTIONS.adminEmail.env} must be an email address like admin@example.com (a domain with a dot); got ${adminEmail}.`,
+    );
+  }
   const bootstrapApiKey = get('bootstrapApiKey') ?? null;
   if (bootstrapApiKey !== null && bootstrapApiKey.length < 16) {
     throw new ConfigError(`${OPTIONS.bootstrapApiKey.env} must be at least 16 characters long.`);
@@ -309,6 +324,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     },
     backupScheduleMs: duration('backupSchedule', need('backupSchedule')),
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
+    adminEmail,
   };
 }
 
@@ -340,8 +356,13 @@ export function parseSizes(text: string): Size[] {
       sizes.push(DEFAULT_SIZES[0] as Size);
       continue;
     }
-    const m = /^(\d+)m\/(\d+(?:\.\d+)?)GB$/i.exec(part);
-    if (!m) throw new ConfigError(`Bad size ${part}: write sizes like 1000m/4GB.`);
+    // Whole milli-cores and gigabytes: clients read sizes as integers.
+    const m = /^(\d+)m\/(\d+)GB$/i.exec(part);
+    if (!m) {
+      throw new ConfigError(
+        `Bad size ${part}: write sizes like 1000m/4GB, in whole milli-cores and gigabytes.`,
+      );
+    }
     sizes.push({ shared: false, cpuMillis: Number(m[1]), memoryGbs: Number(m[2]) });
   }
   if (!sizes.some((s) => !s.shared))

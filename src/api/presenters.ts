@@ -1,8 +1,10 @@
 // Domain records → API bodies. The field names here are the spec's, exactly.
 
 import type { Static } from '@sinclair/typebox';
+import type { AuthInfo } from '../commands/auth-info.js';
 import { replicaSetAsServiceStatus } from '../domain/replica-set-status.js';
-import type { Metrics, Peering, Project, ReplicaSet, Service, Vpc } from '../domain/types.js';
+import type { Metrics, Peering, Project, ReplicaSet, Service, Size, Vpc } from '../domain/types.js';
+import type { AuthInfo as AuthInfoBody } from './schemas/auth.js';
 import type { Project as ProjectBody } from './schemas/common.js';
 import type { ReadReplicaSet, Service as ServiceBody } from './schemas/service.js';
 import type { Peering as PeeringBody, Vpc as VpcBody } from './schemas/vpc.js';
@@ -17,6 +19,23 @@ export const presentProject = (p: Project): Static<typeof ProjectBody> => ({
   id: p.id,
   name: p.name,
 });
+
+/** Plan types are the vendor's; a self-hosted Basin has none. */
+const PLAN_TYPE = 'SELF_HOSTED';
+
+export function presentAuthInfo(info: AuthInfo): Static<typeof AuthInfoBody> {
+  if (info.type === 'oauth') return { type: 'oauth', oauth: { user: { ...info.user } } };
+  return {
+    type: 'apiKey',
+    api_key: {
+      public_key: info.credential.accessKey,
+      name: info.credential.name,
+      created: info.credential.createdAt,
+      project: { id: info.project.id, name: info.project.name, plan_type: PLAN_TYPE },
+      issuing_user: { ...info.issuer },
+    },
+  };
+}
 
 export const presentVpc = (v: Vpc): Static<typeof VpcBody> => ({
   id: v.id,
@@ -58,8 +77,32 @@ export function presentReplicaSet(
   };
 }
 
+// Clients read metrics as integers (a Go client's `int` rejects 30.1, failing
+// the whole response): whole megabytes and millicores.
 const metricsBody = (m: Metrics | undefined) =>
-  m ? { metrics: { memory_mb: m.memoryMb, milli_cpu: m.milliCpu, storage_mb: m.storageMb } } : {};
+  m
+    ? {
+        metrics: {
+          memory_mb: Math.round(m.memoryMb),
+          milli_cpu: Math.round(m.milliCpu),
+          storage_mb: Math.round(m.storageMb),
+        },
+      }
+    : {};
+
+/**
+ * A resource's spec. A shared size has no dedicated allocation: clients show
+ * a missing value as "shared", where 0 would read as "0 cores".
+ */
+const resourceSpec = (size: Size, o: PresentOptions) =>
+  size.shared
+    ? { volume_type: o.volumeType }
+    : { cpu_millis: size.cpuMillis, memory_gbs: size.memoryGbs, volume_type: o.volumeType };
+
+const vpcEndpoints = (e: { host: string; port: number; vpc_id: string }) => ({
+  vpc_endpoint: e,
+  vpcEndpoint: e,
+});
 
 export function presentService(
   svc: Service,
@@ -79,7 +122,8 @@ export function presentService(
     ...(svc.pooler.enabled && svc.pooler.port !== null
       ? { connection_pooler: { endpoint: endpoint(o, svc.pooler.port) } }
       : {}),
-    ...(svc.vpcId ? { vpcEndpoint: { ...endpoint(o, svc.port), vpc_id: svc.vpcId } } : {}),
+    // Both spellings, the spec's and the one newer clients read, same value.
+    ...(svc.vpcId ? vpcEndpoints({ ...endpoint(o, svc.port), vpc_id: svc.vpcId }) : {}),
     ...(svc.forkedFrom
       ? {
           forked_from: {
@@ -96,16 +140,7 @@ export function presentService(
     ...(initialPassword !== undefined ? { initial_password: initialPassword } : {}),
     metadata: { environment: svc.environment },
     ...metricsBody(o.metrics),
-    resources: [
-      {
-        id: svc.id,
-        spec: {
-          cpu_millis: svc.size.cpuMillis,
-          memory_gbs: svc.size.memoryGbs,
-          volume_type: o.volumeType,
-        },
-      },
-    ],
+    resources: [{ id: svc.id, spec: resourceSpec(svc.size, o) }],
     read_replica_sets: replicaSets.map((rs) => presentReplicaSet(rs, o)),
   };
 }
@@ -135,16 +170,7 @@ export function presentReplicaSetAsService(
     ha_replicas: { replica_count: rs.nodes - 1, sync_replica_count: 0 },
     metadata: { environment: rs.environment },
     ...metricsBody(o.metrics),
-    resources: [
-      {
-        id: rs.id,
-        spec: {
-          cpu_millis: rs.size.cpuMillis,
-          memory_gbs: rs.size.memoryGbs,
-          volume_type: o.volumeType,
-        },
-      },
-    ],
+    resources: [{ id: rs.id, spec: resourceSpec(rs.size, o) }],
     read_replica_sets: [],
   };
 }

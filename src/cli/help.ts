@@ -9,12 +9,22 @@ import { GLOBAL_OPTIONS } from './global-options.js';
 const MAIN_USAGE =
   'Usage: basin [--data-dir <dir>] [--json] <group> <command> [arguments] [options]';
 
+/** `basin login`, `basin service list`: how a command is called. */
+export function commandPath(group: CliGroup, command: CliCommand): string {
+  return group.standalone ? `basin ${group.name}` : `basin ${group.name} ${command.name}`;
+}
+
+/** A synopsis line: a standalone group's synopses start with its own name. */
+const synopsisLine = (group: CliGroup, synopsis: string) =>
+  group.standalone ? `basin ${synopsis}` : `basin ${group.name} ${synopsis}`;
+
 export function mainHelp(groups: readonly CliGroup[]): string {
   return lines(
     MAIN_USAGE,
     '',
-    'Administers a Basin data directory: projects, users and API credentials.',
-    'Works on the same store as the server, also while the server runs.',
+    'Administers a Basin data directory (project, user, credential): works on the',
+    'same store as the server, also while the server runs. Drives the services of',
+    'any Basin over its HTTP API (login, service).',
     '',
     'Commands:',
     ...listing(groups.flatMap((g) => g.commands.map((c) => [g, c] as const))),
@@ -33,6 +43,7 @@ export function mainHelp(groups: readonly CliGroup[]): string {
 }
 
 export function groupHelp(group: CliGroup): string {
+  if (group.standalone) return commandHelp(group, group.commands[0] as CliCommand);
   const options = Object.assign({}, ...group.commands.map((c) => c.options)) as Record<
     string,
     CliOption
@@ -84,7 +95,7 @@ export function shortUsage(
     return lines(
       ...synopses(group, command),
       '',
-      `Run \`basin ${group.name} ${command.name} --help\` for its options and examples.`,
+      `Run \`${commandPath(group, command)} --help\` for its options and examples.`,
     );
   if (group)
     return lines(
@@ -107,25 +118,28 @@ export function shortUsage(
 const MAIN_EXAMPLES = [
   'P=$(basin project create analytics)               # prints the new id',
   'basin credential create --project "$P" --name ci  # prints the keys, once',
-  'U=$(basin user create alice)',
+  'U=$(basin user create alice --email alice@example.com)',
   'basin user add "$U" --project "$P"',
   'basin credential create --user "$U"               # a token for all her projects',
   'basin --data-dir /var/lib/basin credential list',
   'basin credential revoke <credential_id>',
+  'basin login --url http://127.0.0.1:8080 --key "$KEY"',
+  'basin service create metrics --cpu 1000 --memory 4 --wait',
+  'basin service list',
 ];
 
 const EXIT_STATUS = 'Exit status: 0 done; 1 failed (the message says why); 2 bad usage.';
 
 function synopses(group: CliGroup, command: CliCommand): string[] {
   return command.usage.map(
-    ([synopsis], i) => `${i === 0 ? 'Usage:' : '      '} basin ${group.name} ${synopsis}`,
+    ([synopsis], i) => `${i === 0 ? 'Usage:' : '      '} ${synopsisLine(group, synopsis)}`,
   );
 }
 
 /** Synopses and summaries in two columns; a long synopsis gets a line of its own. */
 function listing(entries: readonly (readonly [CliGroup, CliCommand])[]): string[] {
   const rows = entries.flatMap(([g, c]) =>
-    c.usage.map(([synopsis, summary]) => [`basin ${g.name} ${synopsis}`, summary] as const),
+    c.usage.map(([synopsis, summary]) => [synopsisLine(g, synopsis), summary] as const),
   );
   const width = Math.max(...rows.map(([s]) => s.length).filter((n) => n <= 44));
   return rows.map(([s, summary]) =>

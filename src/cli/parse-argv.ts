@@ -8,19 +8,21 @@ import type { CliOption } from './command.js';
 
 export interface ParsedArgv {
   positionals: string[];
-  /** Options by long name: the value, or true for a flag. */
-  options: Map<string, string | true>;
+  /** What follows `--`, untouched (passed on to another program). */
+  rest: string[];
+  /** Options by long name: the values (in order), or true for a flag. */
+  options: Map<string, string[] | true>;
   /** The first thing wrong with the options, for a usage error. */
   problem?: string;
 }
 
 /**
  * Parses `argv` with the options in `known` accepted anywhere on the line.
- * Unknown options, options given twice, a missing or empty value, and a value
- * given to a flag are problems; the positionals are still all returned, so the
- * caller can show the usage of the command the line names. A value that
- * starts with `-` must be written `--name=-value`, so `--project --user u` is
- * "--project needs a value".
+ * Unknown options, options given twice (unless `multiple`), a missing or
+ * empty value, and a value given to a flag are problems; the positionals are
+ * still all returned, so the caller can show the usage of the command the
+ * line names. A value that starts with `-` must be written `--name=-value`,
+ * so `--project --user u` is "--project needs a value".
  */
 export function parseArgv(
   argv: readonly string[],
@@ -43,16 +45,20 @@ export function parseArgv(
     tokens: true,
   });
   const positionals: string[] = [];
-  const options = new Map<string, string | true>();
+  const rest: string[] = [];
+  const options = new Map<string, string[] | true>();
   let problem: string | undefined;
+  let terminated = false;
   const wrong = (text: string) => void (problem ??= text);
   for (const token of tokens) {
-    if (token.kind === 'positional') positionals.push(token.value);
+    if (token.kind === 'option-terminator') terminated = true;
+    if (token.kind === 'positional') (terminated ? rest : positionals).push(token.value);
     if (token.kind !== 'option') continue;
     const spec = known[token.name];
     const flag = `--${token.name}`;
+    const given = options.get(token.name);
     if (!spec) wrong(`Unknown option ${token.rawName}.`);
-    else if (options.has(token.name)) wrong(`${flag} is given more than once.`);
+    else if (given !== undefined && !spec.multiple) wrong(`${flag} is given more than once.`);
     else if (!spec.value) {
       if (token.value !== undefined) wrong(`${flag} takes no value.`);
       else options.set(token.name, true);
@@ -60,8 +66,8 @@ export function parseArgv(
       const value = token.value;
       if (value === undefined || value === '' || (!token.inlineValue && value.startsWith('-')))
         wrong(`${flag} needs a value: ${flag} <${spec.value}>.`);
-      else options.set(token.name, value);
+      else options.set(token.name, [...(Array.isArray(given) ? given : []), value]);
     }
   }
-  return { positionals, options, ...(problem === undefined ? {} : { problem }) };
+  return { positionals, rest, options, ...(problem === undefined ? {} : { problem }) };
 }

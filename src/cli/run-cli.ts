@@ -1,31 +1,34 @@
-// The `basin` administration command: finds the command a command line names,
-// checks its usage, opens the store the server's configuration points at, and
-// runs it. The commands themselves live in one file per group; the work they
-// do is in commands/. runCli takes its streams and environment as arguments
+// The `basin` command: finds the command a command line names, checks its
+// usage, and runs it with what its kind needs: administration commands the
+// store the server's configuration points at, `basin service` commands a
+// client of the Basin `basin login` chose. The commands themselves live in
+// one file per group; the work they do is in commands/ (administration) or
+// the API (services). runCli takes its streams and environment as arguments
 // so tests run it in process; basin.ts is the executable.
 
+import { BasinError, createBasinClient } from '../client/index.js';
 import { ConfigError, OPTIONS, parseStoreConfig, type StoreConfig } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { systemClock } from '../lib/clock.js';
 import { openStore } from '../open-store.js';
 import type { Store } from '../store/store.js';
 import {
+  type BaseContext,
   type CliCommand,
+  CliFailure,
   type CliGroup,
   type CliIo,
   type CliOption,
   UsageError,
 } from './command.js';
-import { credentialGroup } from './credential-group.js';
 import { DATA_DIR, GLOBAL_OPTIONS } from './global-options.js';
-import { commandHelp, groupHelp, mainHelp, shortUsage } from './help.js';
+import { GROUPS } from './groups.js';
+import { commandHelp, commandPath, groupHelp, mainHelp, shortUsage } from './help.js';
+import { projectOf } from './login-group.js';
+import { LoginError, readLogin } from './login-file.js';
 import { parseArgv } from './parse-argv.js';
-import { projectGroup } from './project-group.js';
-import { userGroup } from './user-group.js';
 
 export type { CliIo } from './command.js';
-
-const GROUPS: readonly CliGroup[] = [projectGroup, userGroup, credentialGroup];
 
 /**
  * Every option any command takes, so that parseArgs knows which take values
@@ -36,8 +39,9 @@ const ALL_OPTIONS = GROUPS.flatMap((g) => g.commands.map((c) => c.options)).redu
 >(
   (all, options) => {
     for (const [name, o] of Object.entries(options)) {
-      if (name in all && !all[name]?.value !== !o.value)
-        throw new Error(`The CLI option --${name} takes a value in one command only.`);
+      const other = all[name];
+      if (other && (!other.value !== !o.value || !other.multiple !== !o.multiple))
+        throw new Error(`The CLI option --${name} is not the same in every command.`);
       all[name] = o;
     }
     return all;
@@ -55,15 +59,18 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
 }
 
 async function dispatch(argv: readonly string[], io: CliIo): Promise<number> {
-  const { positionals, options, problem } = parseArgv(argv, ALL_OPTIONS);
+  const { positionals, rest, options, problem } = parseArgv(argv, ALL_OPTIONS);
   let help = options.has('help');
   // `basin help [group [command]]` is `basin [group [command]] --help`.
   if (positionals[0] === 'help') {
     positionals.shift();
     help = true;
   }
-  const [groupName, commandName, ...args] = positionals;
+  const [groupName] = positionals;
   const group = GROUPS.find((g) => g.name === groupName);
+  // A standalone group is its own command: `basin login --url …`.
+  const commandName = group?.standalone ? group.name : positionals[1];
+  const args = positionals.slice(group?.standalone ? 1 : 2);
   const command = group?.commands.find((c) => c.name === commandName);
   // A bad option is reported with the usage of the command it was given to.
   if (problem !== undefined)
@@ -85,46 +92,78 @@ async function dispatch(argv: readonly string[], io: CliIo): Promise<number> {
   if (!command) throw new UsageError(`Unknown subcommand ${group.name} ${commandName}.`, { group });
   if (help) return show(commandHelp(group, command));
 
+  const value = (name: string) => options.get(name);
   const opt = (name: string): string | undefined => {
-    const v = options.get(name);
-    return typeof v === 'string' ? v : undefined;
+    const v = value(name);
+    return Array.isArray(v) ? v[v.length - 1] : undefined;
   };
-  checkUsage(group, command, args, options, opt);
+  checkUsage(group, command, args, rest, options, opt);
 
-  const dataDir = opt(DATA_DIR);
-  const config = parseStoreConfig(
-    dataDir === undefined ? [] : [OPTIONS.dataDir.flag, dataDir],
-    io.env,
-  );
-  const store = open(config, io);
-  try {
-    await command.run({
-      store,
-      clock: io.clock ?? systemClock,
-      args,
-      opt,
-      json: options.has('json'),
-      out: (text) => io.stdout.write(text),
-      note: (text) => io.stderr.write(text),
-      print: (value) => io.stdout.write(`${JSON.stringify(value, null, 2)}\n`),
-    });
-  } finally {
-    store.close();
+  let exitCode = 0;
+  const base: BaseContext = {
+    clock: io.clock ?? systemClock,
+    args,
+    rest,
+    opt,
+    opts: (name) => {
+      const v = value(name);
+      return Array.isArray(v) ? v : [];
+    },
+    flag: (name) => value(name) === true,
+    json: options.has('json'),
+    env: io.env,
+    io,
+    out: (text) => io.stdout.write(text),
+    note: (text) => io.stderr.write(text),
+    print: (v) => io.stdout.write(`${JSON.stringify(v, null, 2)}\n`),
+    exit: (code) => void (exitCode = code),
+  };
+  switch (command.kind) {
+    case 'plain':
+      await command.run(base);
+      break;
+    case 'api': {
+      const login = readLogin(io.env);
+      if (!login)
+        throw new LoginError(
+          'Not logged in: run `basin login --url <url>` (or set BASIN_URL and BASIN_API_KEY).',
+        );
+      const api = createBasinClient({ url: login.url, apiKey: login.apiKey });
+      const projectId = opt('project') ?? login.projectId ?? (await projectOf(api));
+      await command.run({ ...base, api, login, projectId });
+      break;
+    }
+    default: {
+      const dataDir = opt(DATA_DIR);
+      const config = parseStoreConfig(
+        dataDir === undefined ? [] : [OPTIONS.dataDir.flag, dataDir],
+        io.env,
+      );
+      const store = open(config, io);
+      try {
+        await command.run({ ...base, store });
+      } finally {
+        store.close();
+      }
+    }
   }
-  return 0;
+  return exitCode;
 }
 
 function checkUsage(
   group: CliGroup,
   command: CliCommand,
   args: readonly string[],
+  rest: readonly string[],
   options: ReadonlyMap<string, unknown>,
   opt: (name: string) => string | undefined,
 ): void {
   const about = { group, command };
+  if (rest.length > 0 && command.rest === undefined)
+    throw new UsageError(`${commandPath(group, command)} takes nothing after --.`, about);
   for (const name of options.keys()) {
     if (!(name in GLOBAL_OPTIONS) && !(name in command.options))
-      throw new UsageError(`basin ${group.name} ${command.name} takes no --${name}.`, about);
+      throw new UsageError(`${commandPath(group, command)} takes no --${name}.`, about);
   }
   if (args.length < command.args.length)
     throw new UsageError(`Missing <${command.args[args.length] as string}>.`, about);
@@ -158,7 +197,12 @@ function report(err: unknown, io: CliIo): number {
     io.stderr.write(`basin: ${err.message}\n`);
     return 2;
   }
-  if (err instanceof AppError || err instanceof StoreOpenError) {
+  if (
+    err instanceof AppError ||
+    err instanceof StoreOpenError ||
+    err instanceof BasinError ||
+    err instanceof CliFailure
+  ) {
     io.stderr.write(`basin: ${err.message}\n`);
     return 1;
   }

@@ -1,7 +1,7 @@
 // `basin user …`: people (or programs) whose tokens see several projects.
 
 import { listUsers } from '../commands/admin-lists.js';
-import { addUserToProject, createUser } from '../commands/admin.js';
+import { addUserToProject, createUser, setUserEmail } from '../commands/admin.js';
 import type { CliGroup } from './command.js';
 import { table } from './table.js';
 
@@ -15,18 +15,38 @@ export const userGroup: CliGroup = {
     {
       name: 'create',
       args: ['name'],
-      options: {},
-      usage: [['create <name>', 'create a user; prints its id']],
+      options: { email: { value: 'address', help: "the user's email address" } },
+      usage: [['create <name> [--email <address>]', 'create a user; prints its id']],
       details: [
         'Creates a user (names are unique) and prints its id.',
         'A user sees nothing until added to projects with `basin user add`; it',
         'authenticates with a user token from `basin credential create --user`.',
+        'Its email is what GET /v1/auth/info shows for its tokens (without one,',
+        '<user id>@users.basin.localhost, until `basin user set-email`).',
       ].join('\n'),
-      examples: ['basin user create alice', 'U=$(basin user create alice)'],
+      examples: [
+        'basin user create alice --email alice@example.com',
+        'U=$(basin user create alice)',
+      ],
       async run(c) {
-        const user = await createUser(c.store, c.clock, c.args[0] as string);
-        if (c.json) c.print({ id: user.id, name: user.name, created_at: user.createdAt });
+        const user = await createUser(c.store, c.clock, c.args[0] as string, c.opt('email'));
+        if (c.json)
+          c.print({ id: user.id, name: user.name, email: user.email, created_at: user.createdAt });
         else c.out(`${user.id}\n`);
+      },
+    },
+    {
+      name: 'set-email',
+      args: ['user_id', 'address'],
+      options: {},
+      usage: [['set-email <user_id> <address>', "set a user's email address"]],
+      details: "Sets the email address GET /v1/auth/info shows for the user's tokens.",
+      examples: ['basin user set-email 4hx0m2p9qa alice@example.com'],
+      async run(c) {
+        const [userId, email] = c.args as [string, string];
+        await setUserEmail(c.store, userId, email);
+        if (c.json) c.print({ id: userId, email });
+        else c.out(`User ${userId} now has the address ${email}.\n`);
       },
     },
     {
@@ -54,7 +74,7 @@ export const userGroup: CliGroup = {
       args: [],
       options: {},
       usage: [['list', 'list users and their projects']],
-      details: 'Lists every user: id, name, creation time and the projects it belongs to.',
+      details: 'Lists every user: id, name, email, creation time and the projects it belongs to.',
       examples: ['basin user list', 'basin --json user list'],
       async run(c) {
         const users = await listUsers(c.store);
@@ -63,6 +83,7 @@ export const userGroup: CliGroup = {
             users.map((u) => ({
               id: u.id,
               name: u.name,
+              email: u.email,
               created_at: u.createdAt,
               project_ids: u.projectIds,
             })),
@@ -70,8 +91,14 @@ export const userGroup: CliGroup = {
         else
           c.out(
             table(
-              ['ID', 'NAME', 'CREATED', 'PROJECTS'],
-              users.map((u) => [u.id, u.name, u.createdAt, u.projectIds.join(',') || '-']),
+              ['ID', 'NAME', 'EMAIL', 'CREATED', 'PROJECTS'],
+              users.map((u) => [
+                u.id,
+                u.name,
+                u.email ?? '-',
+                u.createdAt,
+                u.projectIds.join(',') || '-',
+              ]),
             ),
           );
       },

@@ -2,6 +2,7 @@
 // `basin` command line, not the REST API. Secrets are returned once, to be
 // shown to the person who asked; only their hashes are stored.
 
+import { checkEmail } from '../domain/email.js';
 import { conflict, invalid, notFound } from '../domain/errors.js';
 import { checkName } from '../domain/service-rules.js';
 import type { Project } from '../domain/types.js';
@@ -28,14 +29,30 @@ export async function createProject(store: Store, clock: Clock, name: string): P
   return project;
 }
 
-export async function createUser(store: Store, clock: Clock, name: string): Promise<User> {
-  const user: User = { id: resourceId(), name: checkName('name', name), createdAt: iso(clock()) };
+export async function createUser(
+  store: Store,
+  clock: Clock,
+  name: string,
+  email?: string,
+): Promise<User> {
+  const user: User = {
+    id: resourceId(),
+    name: checkName('name', name),
+    email: email === undefined ? null : checkEmail(email),
+    createdAt: iso(clock()),
+  };
   await store.transaction(async (tx) => {
     if (await tx.users.findByName(user.name))
       throw conflict(`A user named ${user.name} exists already.`);
     await tx.users.insert(user);
   });
   return user;
+}
+
+export async function setUserEmail(store: Store, userId: string, email: string): Promise<void> {
+  const address = checkEmail(email);
+  const done = await store.transaction((tx) => tx.users.setEmail(userId, address));
+  if (!done) throw notFound(`User ${userId} not found.`);
 }
 
 export async function addUserToProject(

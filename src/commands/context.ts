@@ -11,6 +11,8 @@ export interface CommandSettings {
   defaultRegion: string;
   sizes: readonly Size[];
   portRange: { min: number; max: number };
+  /** The administrator's address: the issuer of the credentials `basin` makes. */
+  adminEmail: string;
 }
 
 /**

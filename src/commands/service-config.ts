@@ -1,11 +1,11 @@
-// Changes to a service's configuration: size, HA, VPC, pooler, password and
-// environment tag. Each writes the new desired state and, where the databases
+// Changes to a service's configuration: size, HA, VPC, pooler, password,
+// environment tag and name. Each writes the new desired state and, where the databases
 // must change, queues a converge operation in the same transaction.
 
 import { conflict, invalid } from '../domain/errors.js';
 import { serviceConverge } from '../domain/operations.js';
 import { applyServiceAction, type ServiceAction } from '../domain/service-status.js';
-import { checkHa, checkPassword } from '../domain/service-rules.js';
+import { checkHa, checkName, checkPassword } from '../domain/service-rules.js';
 import { pickSize } from '../domain/sizes.js';
 import type { Environment, Service } from '../domain/types.js';
 import { scramVerifier } from '../lib/secrets.js';
@@ -183,4 +183,16 @@ export async function setServiceEnvironment(
   environment: Environment,
 ) {
   await configure(ctx, p, projectId, serviceId, 'configure', () => ({ environment }), false);
+}
+
+/** A new name: nothing runs differently, so no operation is queued. */
+export function renameService(
+  ctx: Ctx,
+  p: Principal,
+  projectId: string,
+  serviceId: string,
+  name: string,
+): Promise<Service> {
+  const checked = checkName('name', name);
+  return configure(ctx, p, projectId, serviceId, 'configure', () => ({ name: checked }), false);
 }

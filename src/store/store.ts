@@ -17,6 +17,8 @@ export interface ProjectRepo {
 export interface User {
   id: string;
   name: string;
+  /** Shown by GET /v1/auth/info; null for users made without one. */
+  email: string | null;
   createdAt: string;
 }
 
@@ -27,6 +29,8 @@ export interface UserRepo {
   insert(u: User): Promise<void>;
   addToProject(userId: string, projectId: string): Promise<void>;
   projectIds(userId: string): Promise<string[]>;
+  /** Sets a user's email; false when there is no such user. */
+  setEmail(userId: string, email: string): Promise<boolean>;
 }
 
 export interface Credential {
@@ -47,6 +51,7 @@ export interface Credential {
 }
 
 export interface CredentialRepo {
+  get(id: string): Promise<Credential | undefined>;
   findByBearerHash(hash: string): Promise<Credential | undefined>;
   findByAccessKey(accessKey: string): Promise<Credential | undefined>;
   insert(c: Credential): Promise<void>;

@@ -9,7 +9,7 @@ test('the committed openapi.json matches the route schemas (run `npm run openapi
   assert.equal(committed, await openApiDocument());
 });
 
-test('the OpenAPI document covers every endpoint of the spec', async () => {
+test('the OpenAPI document covers every endpoint of the spec, and two of upstream', async () => {
   const doc = JSON.parse(await openApiDocument());
   const ops = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(
     ([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`),
@@ -19,6 +19,9 @@ test('the OpenAPI document covers every endpoint of the spec', async () => {
   const rs = `${s}/replicaSets/{replica_set_id}`;
   const expected = [
     'GET /v1/projects',
+    // Beyond the spec, as upstream has them (DESIGN.md §2).
+    'GET /v1/auth/info',
+    `POST ${s}/rename`,
     `GET ${p}/vpcs`,
     `POST ${p}/vpcs`,
     `GET ${p}/vpcs/{vpc_id}`,
@@ -68,4 +71,73 @@ test('the error catalogue, the OpenAPI ErrorBody and docs/errors.md agree', asyn
       `docs/errors.md lists ${code} with status ${status}`,
     );
   }
+});
+
+/**
+ * Every schema a response can carry, with where it is: a walk from each
+ * response through $refs, properties, items and combinators.
+ */
+function responseSchemas(doc: any): { where: string; schema: any }[] {
+  const found: { where: string; schema: any }[] = [];
+  const seen = new Set<string>();
+  const walk = (schema: any, where: string) => {
+    if (!schema || typeof schema !== 'object') return;
+    if (typeof schema.$ref === 'string') {
+      const name = schema.$ref.replace('#/components/schemas/', '');
+      if (seen.has(name)) return;
+      seen.add(name);
+      return walk(doc.components.schemas[name], name);
+    }
+    found.push({ where, schema });
+    for (const [k, v] of Object.entries(schema.properties ?? {})) walk(v, `${where}.${k}`);
+    if (schema.items) walk(schema.items, `${where}[]`);
+    for (const key of ['anyOf', 'oneOf', 'allOf'])
+      for (const [i, v] of (schema[key] ?? []).entries()) walk(v, `${where}|${i}`);
+  };
+  for (const [path, ops] of Object.entries<any>(doc.paths)) {
+    for (const [method, op] of Object.entries<any>(ops)) {
+      for (const [status, res] of Object.entries<any>(op.responses ?? {})) {
+        for (const media of Object.values<any>(res.content ?? {})) {
+          walk(media.schema, `${method.toUpperCase()} ${path} ${status}`);
+        }
+      }
+    }
+  }
+  return found;
+}
+
+test('every number a response carries is typed integer (counts, ports, sizes, metrics)', async () => {
+  const doc = JSON.parse(readFileSync('openapi.json', 'utf8'));
+  const schemas = responseSchemas(doc);
+  const numbers = schemas.filter(({ schema }) => schema.type === 'number');
+  assert.deepEqual(
+    numbers.map((n) => n.where),
+    [],
+    'a Go client reading an int rejects a fraction: type these integer',
+  );
+  const integers = schemas.filter(({ schema }) => schema.type === 'integer').map((s) => s.where);
+  for (const field of [
+    'Endpoint.port',
+    'VpcEndpoint.port',
+    'ReadReplicaSet.nodes',
+    'ReadReplicaSet.cpu_millis',
+    'ReadReplicaSet.memory_gbs',
+    'Service.ha_replicas.replica_count',
+    'Service.ha_replicas.sync_replica_count',
+    'Service.metrics.memory_mb',
+    'Service.metrics.milli_cpu',
+    'Service.metrics.storage_mb',
+    'Service.resources[].spec.cpu_millis',
+    'Service.resources[].spec.memory_gbs',
+  ]) {
+    assert.ok(integers.includes(field), `${field} is an integer`);
+  }
+});
+
+test('both spellings of the renamed fields are documented', () => {
+  const doc = JSON.parse(readFileSync('openapi.json', 'utf8'));
+  const { Service, ServiceLogsResponse } = doc.components.schemas;
+  assert.deepEqual(Service.properties.vpcEndpoint, Service.properties.vpc_endpoint);
+  assert.equal(ServiceLogsResponse.properties.lastCursor.type, 'string');
+  assert.equal(ServiceLogsResponse.properties.last_cursor.type, 'string');
 });

@@ -178,7 +178,11 @@ test('metrics are live while the service is unchanged', async (t) => {
   const metricsBody = () => {
     const m = b.basin.driver.metrics(target);
     assert.ok(m, 'the sim has metrics for a READY service');
-    return { memory_mb: m.memoryMb, milli_cpu: m.milliCpu, storage_mb: m.storageMb };
+    return {
+      memory_mb: Math.round(m.memoryMb),
+      milli_cpu: Math.round(m.milliCpu),
+      storage_mb: Math.round(m.storageMb),
+    };
   };
 
   const first = await poll(b, url, b.auth.authorization);

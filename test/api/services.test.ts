@@ -125,7 +125,8 @@ test('explicit sizes, environment, region and HA replicas are honoured', async (
     cpu: s.resources[0].spec.cpu_millis,
     mem: s.resources[0].spec.memory_gbs,
   });
-  const cases: [Record<string, unknown>, { cpu: number; mem: number }][] = [
+  // A shared service has no dedicated allocation: both are absent.
+  const cases: [Record<string, unknown>, { cpu?: number; mem?: number }][] = [
     [
       { cpu_millis: '1000', memory_gbs: '4' },
       { cpu: 1000, mem: 4 },
@@ -135,9 +136,9 @@ test('explicit sizes, environment, region and HA replicas are honoured', async (
     [{ memory_gbs: '16' }, { cpu: 4000, mem: 16 }],
     [
       { cpu_millis: 'shared', memory_gbs: 'shared' },
-      { cpu: 0, mem: 0 },
+      { cpu: undefined, mem: undefined },
     ],
-    [{ cpu_millis: 'shared' }, { cpu: 0, mem: 0 }],
+    [{ cpu_millis: 'shared' }, { cpu: undefined, mem: undefined }],
   ];
   for (const [size, expected] of cases) {
     const c = await createService(b, { name: 'sized', ...size });
@@ -350,6 +351,7 @@ test('transitional states refuse what they cannot do; DELETING refuses everythin
     ['POST', `${url}/enablePooler`],
     ['POST', `${url}/updatePassword`, { password: 'a-new-password' }],
     ['POST', `${url}/setEnvironment`, { environment: 'PROD' }],
+    ['POST', `${url}/rename`, { name: 'late' }],
     ['POST', `${url}/replicaSets`, { name: 'r', nodes: 1, cpu_millis: 1000, memory_gbs: 4 }],
   ];
   for (const [method, path, body] of refused) {

@@ -315,11 +315,37 @@ test('bad usage exits 2 with usage text and touches nothing', async (t) => {
 });
 
 /** Every command there is, with what its help must show. */
-const GROUPS: Record<string, { synopses: string[]; options: string[] }> = {
+const GROUPS: Record<string, { synopses: string[]; options: string[]; standalone?: boolean }> = {
   project: { synopses: ['project create <name>', 'project list'], options: [] },
   user: {
-    synopses: ['user create <name>', 'user add <user_id> --project <project_id>', 'user list'],
-    options: ['--project <project_id>'],
+    synopses: [
+      'user create <name> [--email <address>]',
+      'user set-email <user_id> <address>',
+      'user add <user_id> --project <project_id>',
+      'user list',
+    ],
+    options: ['--project <project_id>', '--email <address>'],
+  },
+  login: {
+    standalone: true,
+    synopses: ['login --url <url> [--key <key>] [--project <project_id>] [--ca <file>]'],
+    options: ['--url <url>', '--key <key>', '--project <project_id>', '--ca <file>'],
+  },
+  service: {
+    synopses: [
+      'service list',
+      'service get <service_id>',
+      'service create <name> [--cpu <millicores> --memory <gigabytes>] [--addons <list>] [--wait]',
+      'service delete <service_id> [--wait]',
+      'service start <service_id> [--wait]',
+      'service stop <service_id> [--wait]',
+      'service resize <service_id> --cpu <millicores> --memory <gigabytes> [--wait]',
+      'service fork <service_id> [--strategy <strategy>] [--target-time <time>] [--name <name>] [--wait]',
+      'service rename <service_id> <name>',
+      'service logs <service_id> [--severity <level>]… [--search <text>]… [--limit <n>]',
+      'service psql <service_id> [--ca <file>] [-- <psql arguments>]',
+    ],
+    options: ['--output <format>', '--project <project_id>', '--wait', '--cpu <millicores>'],
   },
   credential: {
     synopses: [
@@ -358,19 +384,19 @@ test('basin --help lists every command, the global options and examples', async 
 });
 
 test('basin <group> --help lists each command of the group, its options and examples', async () => {
-  for (const [group, { synopses, options }] of Object.entries(GROUPS)) {
+  for (const [group, { synopses, options, standalone }] of Object.entries(GROUPS)) {
     for (const argv of [
       [group, '--help'],
       ['help', group],
     ]) {
       const r = await basin(null, argv);
       assert.equal(r.code, 0, `basin ${argv.join(' ')}`);
-      assert.match(r.stdout, new RegExp(`^Usage: basin ${group} <`));
+      assert.match(r.stdout, new RegExp(`^Usage: basin ${group} ${standalone ? '--' : '<'}`));
       for (const synopsis of synopses) assert.ok(r.stdout.includes(`basin ${synopsis}`), synopsis);
       for (const option of [...options, ...GLOBAL]) assert.ok(r.stdout.includes(option), option);
       const ex = examples(r.stdout);
       for (const synopsis of synopses) {
-        const command = synopsis.split(' ').slice(0, 2).join(' ');
+        const command = standalone ? group : synopsis.split(' ').slice(0, 2).join(' ');
         assert.ok(
           ex.some(
             (line) => line.includes(`basin ${command}`) || line.includes(`basin --json ${command}`),
@@ -382,7 +408,10 @@ test('basin <group> --help lists each command of the group, its options and exam
     // And each command's own help: its synopses, options and examples.
     for (const synopsis of synopses) {
       const [, command] = synopsis.split(' ');
-      const r = await basin(null, [group, command as string, '--help']);
+      const r = await basin(
+        null,
+        standalone ? [group, '--help'] : [group, command as string, '--help'],
+      );
       assert.equal(r.code, 0);
       assert.ok(r.stdout.includes(`basin ${synopsis}`), synopsis);
       assert.ok(examples(r.stdout).length > 0, `examples for ${group} ${command}`);

@@ -94,6 +94,41 @@ export function storeContract(name: string, subject: StoreSubject): void {
     assert.equal((await store.vpcs.get('2'))?.id, '2');
   });
 
+  test(`${name}: users keep their email; credentials are found by id`, async (t) => {
+    const store = await open(t);
+    const at = iso(0);
+    await store.transaction(async (tx) => {
+      await tx.projects.insert({ id: 'p1', name: 'one', createdAt: at });
+      await tx.users.insert({ id: 'u1', name: 'alice', email: 'alice@example.com', createdAt: at });
+      await tx.users.insert({ id: 'u2', name: 'bob', email: null, createdAt: at });
+      await tx.credentials.insert({
+        id: 'c1',
+        kind: 'project',
+        projectId: 'p1',
+        userId: null,
+        name: 'ci',
+        bearerHash: 'b'.repeat(64),
+        accessKey: 'AK1',
+        secretHash: 's'.repeat(64),
+        createdAt: at,
+        revokedAt: null,
+      });
+    });
+    assert.equal((await store.users.get('u1'))?.email, 'alice@example.com');
+    assert.equal((await store.users.findByName('bob'))?.email, null);
+    assert.deepEqual(
+      (await store.users.list()).map((u) => [u.name, u.email]),
+      [
+        ['alice', 'alice@example.com'],
+        ['bob', null],
+      ],
+    );
+    assert.equal(await store.transaction((tx) => tx.users.setEmail('u2', 'bob@example.org')), true);
+    assert.equal((await store.users.get('u2'))?.email, 'bob@example.org');
+    assert.equal((await store.credentials.get('c1'))?.accessKey, 'AK1');
+    assert.equal(await store.credentials.get('nope'), undefined);
+  });
+
   test(`${name}: a write outside a transaction is refused with an INTERNAL error`, async (t) => {
     const store = await open(t);
     for (const write of [

@@ -70,3 +70,31 @@ test('sqlite: an operation queued by an earlier Basin (schema 1) is read back ty
   );
   assert.equal(claimed[0]?.id, op?.id);
 });
+
+test('sqlite: users of an earlier Basin (schema 3) come back without an email, and can get one', async (t) => {
+  const file = join(tempDir(t), 'basin.db');
+  const old = new Database(file);
+  for (const m of MIGRATIONS.slice(0, 3)) old.exec(m);
+  old.pragma('user_version = 3');
+  old
+    .prepare(
+      `INSERT INTO users (id, name, created_at) VALUES ('u1', 'alice', '2025-01-01T00:00:00.000Z')`,
+    )
+    .run();
+  old.close();
+
+  const store = openSqliteStore(file);
+  t.after(() => store.close());
+  assert.deepEqual(await store.users.get('u1'), {
+    id: 'u1',
+    name: 'alice',
+    email: null,
+    createdAt: '2025-01-01T00:00:00.000Z',
+  });
+  assert.equal(await store.transaction((tx) => tx.users.setEmail('u1', 'alice@example.com')), true);
+  assert.equal((await store.users.get('u1'))?.email, 'alice@example.com');
+  assert.equal(
+    await store.transaction((tx) => tx.users.setEmail('nobody', 'x@example.com')),
+    false,
+  );
+});

@@ -85,6 +85,24 @@ test(
       },
     );
 
+    await t.test('auth/info: who a credential is, by either scheme; 401 without one', async () => {
+      const info = await call('GET', '/auth/info');
+      assert.equal(info.status, 200, info.text);
+      assert.equal(info.body.type, 'apiKey');
+      assert.deepEqual(info.body.api_key.project, {
+        id: b.projectId,
+        name: 'default',
+        plan_type: 'SELF_HOSTED',
+      });
+      assert.equal(info.body.api_key.public_key, b.printed?.accessKey);
+      assert.equal(info.body.api_key.issuing_user.email, 'admin@basin.localhost');
+      const viaBasic = await api('GET', '/auth/info', {
+        authorization: basic(b.printed?.accessKey as string, b.printed?.secretKey as string),
+      });
+      assert.deepEqual(viaBasic.body, info.body);
+      assertError(await api('GET', '/auth/info', { authorization: null }), 401, 'UNAUTHORIZED');
+    });
+
     await t.test('bad requests get a 4xx {code, message} that says what to fix', async () => {
       const wrongType = await call('POST', `${P}/services`, { name: 'x', cpu_millis: 1000 });
       assertError(wrongType, 400, 'INVALID_REQUEST', /cpu_millis/);
@@ -181,7 +199,7 @@ test(
       assert.equal(ready.initial_password, undefined);
     });
 
-    await t.test('services: stop, start, resize, setHA move through their statuses', async () => {
+    await t.test('services: stop, start, resize, rename, setHA', async () => {
       const s = `${P}/services/${sid}`;
       const stop = await call('POST', `${s}/stop`);
       assert.equal(stop.status, 202, stop.text);
@@ -200,6 +218,11 @@ test(
         resized.resources.map((r: any) => [r.spec.cpu_millis, r.spec.memory_gbs]),
         [[1000, 4]],
       );
+      const renamed = await call('POST', `${s}/rename`, { name: 'walk-renamed' });
+      assert.equal(renamed.status, 200, renamed.text);
+      assert.equal(renamed.body.name, 'walk-renamed');
+      assertError(await call('POST', `${s}/rename`, { name: '' }), 400, 'INVALID_REQUEST', /name/);
+      await call('POST', `${s}/rename`, { name: 'walk' });
       const ha = await call('POST', `${s}/setHA`, { replica_count: 2, sync_replica_count: 1 });
       assert.equal(ha.status, 202, ha.text);
       const withHa = await status(b, s, 'READY');

@@ -40,6 +40,9 @@ const VIOLATIONS: [string, string][] = [
   ['src/store/sqlite/x.ts', '../../commands/context.js'],
   ['src/store/x.ts', '../basin.js'],
   ['src/commands/x.ts', '../open-store.js'],
+  ['src/client/x.ts', '../domain/errors.js'],
+  ['src/client/x.ts', '../api/schemas/service.js'],
+  ['src/client/x.ts', 'node:fs'],
 ];
 
 for (const [file, from] of VIOLATIONS) {
@@ -61,6 +64,9 @@ const ALLOWED: [string, string][] = [
   ['src/drivers/local/x.ts', '../driver.js'],
   ['src/drivers/local/logs/x.ts', '../../../domain/logs.js'],
   ['src/basin.ts', './drivers/local/local-driver.js'],
+  ['src/client/x.ts', './generated/openapi.js'],
+  ['src/client/x.ts', 'openapi-fetch'],
+  ['src/cli/x.ts', '../client/index.js'],
 ];
 
 for (const [file, from] of ALLOWED) {

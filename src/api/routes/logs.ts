@@ -53,7 +53,8 @@ export const logRoutes: FastifyPluginAsync<RouteDeps> = async (app, { ctx }) => 
       return {
         logs: page.entries.map((e) => e.message),
         entries: page.entries,
-        ...(page.nextCursor ? { lastCursor: page.nextCursor } : {}),
+        // Both spellings, the spec's and the one newer clients read, same value.
+        ...(page.nextCursor ? { lastCursor: page.nextCursor, last_cursor: page.nextCursor } : {}),
       };
     },
   );

@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   attachToVpc,
   detachFromVpc,
+  renameService,
   resizeService,
   setHA,
   setPooler,
@@ -17,6 +18,7 @@ import { ref } from '../schemas/ref.js';
 import {
   ResizeInput,
   Service,
+  ServiceRenameInput,
   ServiceVpcInput,
   SetHAInput,
   UpdatePasswordInput,
@@ -174,6 +176,29 @@ export const serviceConfigRoutes: FastifyPluginAsync<RouteDeps> = async (app, de
       );
       return reply.status(204).send();
     },
+  );
+
+  r.post(
+    `${one}/rename`,
+    {
+      schema: {
+        tags,
+        summary: 'Rename a service',
+        params: ServiceParams,
+        body: ref(ServiceRenameInput),
+        response: responses(200, ref(Service)),
+      },
+    },
+    async (req) =>
+      present(
+        await renameService(
+          ctx,
+          principal(req),
+          req.params.project_id,
+          req.params.service_id,
+          req.body.name,
+        ),
+      ),
   );
 
   r.post(

@@ -19,7 +19,7 @@ export const MessageResponse = Type.Object(
 );
 
 export const Endpoint = Type.Object(
-  { host: Type.String(), port: Type.Number() },
+  { host: Type.String(), port: Type.Integer() },
   { $id: 'Endpoint' },
 );
 

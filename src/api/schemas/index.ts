@@ -8,6 +8,7 @@ import {
   Project,
   SetEnvironmentInput,
 } from './common.js';
+import { AuthInfo, AuthInfoApiKey, AuthInfoProject, AuthInfoUser } from './auth.js';
 import { ServiceLogsResponse } from './logs.js';
 import {
   ReadReplicaSet,
@@ -17,9 +18,11 @@ import {
   Service,
   ServiceCreateInput,
   ServiceForkInput,
+  ServiceRenameInput,
   ServiceVpcInput,
   SetHAInput,
   UpdatePasswordInput,
+  VpcEndpoint,
 } from './service.js';
 import { Peering, PeeringCreateInput, Vpc, VpcCreateInput, VpcRenameInput } from './vpc.js';
 
@@ -39,9 +42,11 @@ export const SHARED_SCHEMAS = [
   Peering,
   PeeringCreateInput,
   ReadReplicaSet,
+  VpcEndpoint,
   Service,
   ServiceCreateInput,
   ServiceForkInput,
+  ServiceRenameInput,
   ResizeInput,
   ServiceVpcInput,
   UpdatePasswordInput,
@@ -49,4 +54,8 @@ export const SHARED_SCHEMAS = [
   ReplicaSetCreateInput,
   ReplicaSetResizeInput,
   ServiceLogsResponse,
+  AuthInfoUser,
+  AuthInfoProject,
+  AuthInfoApiKey,
+  AuthInfo,
 ];

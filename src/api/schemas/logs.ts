@@ -25,7 +25,12 @@ export const ServiceLogsResponse = Type.Object(
         Type.Object({ message: Type.String(), severity: Type.String(), timestamp: Type.String() }),
       ),
     ),
-    lastCursor: Type.Optional(Type.String()),
+    lastCursor: Type.Optional(
+      Type.String({ description: 'pass as cursor for the next (older) page; absent at the end' }),
+    ),
+    last_cursor: Type.Optional(
+      Type.String({ description: 'the same as lastCursor, for clients that read this spelling' }),
+    ),
   },
   { $id: 'ServiceLogsResponse' },
 );

@@ -10,9 +10,9 @@ export const ReadReplicaSet = Type.Object(
   {
     id: Type.Optional(Type.String()),
     name: Type.Optional(Type.String()),
-    nodes: Type.Optional(Type.Number()),
-    cpu_millis: Type.Optional(Type.Number()),
-    memory_gbs: Type.Optional(Type.Number()),
+    nodes: Type.Optional(Type.Integer()),
+    cpu_millis: Type.Optional(Type.Integer({ description: 'milli-cores' })),
+    memory_gbs: Type.Optional(Type.Integer({ description: 'gigabytes' })),
     endpoint: Type.Optional(ref(Endpoint)),
     connection_pooler: Type.Optional(ref(ConnectionPooler)),
     metadata: Type.Optional(ref(Metadata)),
@@ -21,6 +21,15 @@ export const ReadReplicaSet = Type.Object(
     ),
   },
   { $id: 'ReadReplicaSet' },
+);
+
+/**
+ * Where a service is reached over its VPC. Sent twice, as the spec's
+ * `vpcEndpoint` and as `vpc_endpoint`, which newer clients read.
+ */
+export const VpcEndpoint = Type.Object(
+  { host: Type.String(), port: Type.Integer(), vpc_id: Type.String() },
+  { $id: 'VpcEndpoint' },
 );
 
 export const Service = Type.Object(
@@ -34,9 +43,8 @@ export const Service = Type.Object(
     created: Type.Optional(Type.String({ format: 'date-time' })),
     endpoint: Type.Optional(ref(Endpoint)),
     connection_pooler: Type.Optional(ref(ConnectionPooler)),
-    vpcEndpoint: Type.Optional(
-      Type.Object({ host: Type.String(), port: Type.Number(), vpc_id: Type.String() }),
-    ),
+    vpc_endpoint: Type.Optional(ref(VpcEndpoint)),
+    vpcEndpoint: Type.Optional(ref(VpcEndpoint)),
     forked_from: Type.Optional(
       Type.Object({
         is_standby: Type.Boolean(),
@@ -45,24 +53,31 @@ export const Service = Type.Object(
       }),
     ),
     ha_replicas: Type.Optional(
-      Type.Object({ replica_count: Type.Number(), sync_replica_count: Type.Number() }),
+      Type.Object({ replica_count: Type.Integer(), sync_replica_count: Type.Integer() }),
     ),
     initial_password: Type.Optional(Type.String({ format: 'password' })),
     metadata: Type.Optional(ref(Metadata)),
     metrics: Type.Optional(
-      Type.Object({
-        memory_mb: Type.Number(),
-        milli_cpu: Type.Number(),
-        storage_mb: Type.Number(),
-      }),
+      Type.Object(
+        {
+          memory_mb: Type.Integer(),
+          milli_cpu: Type.Integer(),
+          storage_mb: Type.Integer(),
+        },
+        { description: 'usage, rounded to whole megabytes and millicores' },
+      ),
     ),
     resources: Type.Optional(
       Type.Array(
         Type.Object({
           id: Type.String(),
           spec: Type.Object({
-            cpu_millis: Type.Number(),
-            memory_gbs: Type.Number(),
+            cpu_millis: Type.Optional(
+              Type.Integer({ description: 'milli-cores; absent for a shared service' }),
+            ),
+            memory_gbs: Type.Optional(
+              Type.Integer({ description: 'gigabytes; absent for a shared service' }),
+            ),
             volume_type: Type.String(),
           }),
         }),
@@ -98,6 +113,11 @@ export const ServiceForkInput = Type.Object(
   { $id: 'ServiceForkInput', additionalProperties: false },
 );
 
+export const ServiceRenameInput = Type.Object(
+  { name: Type.String({ description: 'the new name, 1 to 128 characters' }) },
+  { $id: 'ServiceRenameInput', additionalProperties: false },
+);
+
 export const ResizeInput = Type.Object(
   { cpu_millis: Type.String(), memory_gbs: Type.String() },
   { $id: 'ResizeInput', additionalProperties: false },
@@ -123,8 +143,8 @@ export const SetHAInput = Type.Object(
 
 export const ReplicaSetCreateInput = Type.Object(
   {
-    cpu_millis: Type.Number(),
-    memory_gbs: Type.Number(),
+    cpu_millis: Type.Integer({ description: 'milli-cores' }),
+    memory_gbs: Type.Integer({ description: 'gigabytes' }),
     name: Type.String(),
     nodes: Type.Integer({ minimum: 1 }),
   },

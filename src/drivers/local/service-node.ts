@@ -102,7 +102,10 @@ export class ServiceNode {
     const files = this.configFiles(user, state);
     await writeNodeConfig(pgdata, files, user);
     const hosts = certHosts(ctx.publicHost);
-    if (!(await serverCertIsCurrent(ctx.layout, pgdata, hosts))) {
+    // PostgreSQL reads server.crt, then server.key, while it starts: a pair
+    // replaced in between would not match. A server that is starting gets its
+    // new certificate at a later apply (with a reload), never meanwhile.
+    if (!(await this.isStarting()) && !(await serverCertIsCurrent(ctx.layout, pgdata, hosts))) {
       await issueServerCert(ctx.layout, pgdata, hosts, user);
     }
     const restartHash = hash(renderConf(splitSettings(this.settings(state)).restart));
@@ -303,6 +306,14 @@ export class ServiceNode {
       'starting PostgreSQL',
     );
     return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
+  }
+
+  /** Whether a server of this node was spawned or runs but does not accept connections yet. */
+  private async isStarting(): Promise<boolean> {
+    const pm = await postmasterStatus(this.pgdata);
+    if (pm.up) return pm.state !== 'ready';
+    const spawned = this.ctx.spawned.get(this.pgdata);
+    return spawned !== undefined && !spawned.proc.exit;
   }
 
   /** The node's settings; a recovering fork's recovery settings with them. */

@@ -91,8 +91,12 @@ export async function serverCertIsCurrent(
     if (!(await exists(join(pgdata, 'server.key')))) return false;
     if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) return false;
     if (Date.parse(cert.validTo) - now < RENEW_BEFORE_MS) return false;
-    const sans = (cert.subjectAltName ?? '').split(', ');
-    return hosts.every((h) => sans.includes(isIP(h) ? `IP Address:${h}` : `DNS:${h}`));
+    const sans = new Set(
+      (cert.subjectAltName ?? '')
+        .split(', ')
+        .map((san) => (san.startsWith('IP Address:') ? `IP:${canonicalIp(san.slice(11))}` : san)),
+    );
+    return hosts.every((h) => sans.has(isIP(h) ? `IP:${canonicalIp(h)}` : `DNS:${h}`));
   } catch {
     return false;
   }
@@ -157,6 +161,16 @@ export async function issueServerCert(
   } finally {
     await rm(staging, { recursive: true, force: true });
   }
+}
+
+/**
+ * One spelling per address: OpenSSL shows IPv6 addresses in certificates
+ * uncompressed (`0:0:0:0:0:0:0:1`), so `::1` must be compared in the same
+ * form, or a certificate would never look current and be issued anew at
+ * every apply (while PostgreSQL may be reading the old pair).
+ */
+function canonicalIp(ip: string): string {
+  return isIP(ip) === 6 ? new URL(`http://[${ip}]`).hostname.slice(1, -1) : ip;
 }
 
 /** A random positive 127-bit serial: unique without a serial file to share. */

@@ -123,7 +123,11 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX events_resource ON events(resource_kind, resource_id, at, id);
   `,
-  // 4: the completed backups of each service (the recovery window of forks).
+  // 4: users' email addresses (GET /v1/auth/info); users made before have none.
+  `
+  ALTER TABLE users ADD COLUMN email TEXT;
+  `,
+  // 5: the completed backups of each service (the recovery window of forks).
   `
   CREATE TABLE backups (
     service_id TEXT NOT NULL,

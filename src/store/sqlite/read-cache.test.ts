@@ -177,7 +177,12 @@ test('lists and project memberships are fresh after a commit too', async (t) => 
   await seed(store);
   await store.transaction(async (tx) => {
     await tx.projects.insert({ id: 'p2', name: 'two', createdAt: new Date(0).toISOString() });
-    await tx.users.insert({ id: 'u1', name: 'alice', createdAt: new Date(0).toISOString() });
+    await tx.users.insert({
+      id: 'u1',
+      name: 'alice',
+      email: null,
+      createdAt: new Date(0).toISOString(),
+    });
     await tx.users.addToProject('u1', 'p1');
   });
 

@@ -72,8 +72,13 @@ class Users implements UserRepo {
   }
   async insert(u: User) {
     this.db
-      .prepare('INSERT INTO users (id, name, created_at) VALUES (?, ?, ?)')
-      .run(u.id, u.name, u.createdAt);
+      .prepare('INSERT INTO users (id, name, email, created_at) VALUES (?, ?, ?, ?)')
+      .run(u.id, u.name, u.email, u.createdAt);
+  }
+  async setEmail(userId: string, email: string) {
+    return (
+      this.db.prepare('UPDATE users SET email = ? WHERE id = ?').run(email, userId).changes > 0
+    );
   }
   async addToProject(userId: string, projectId: string) {
     this.db
@@ -90,8 +95,8 @@ class Users implements UserRepo {
 
 function toUser(row: unknown): User | undefined {
   if (row === undefined) return undefined;
-  const r = row as { id: string; name: string; created_at: string };
-  return { id: r.id, name: r.name, createdAt: r.created_at };
+  const r = row as { id: string; name: string; email: string | null; created_at: string };
+  return { id: r.id, name: r.name, email: r.email ?? null, createdAt: r.created_at };
 }
 
 class Credentials implements CredentialRepo {
@@ -100,6 +105,9 @@ class Credentials implements CredentialRepo {
   constructor(private readonly db: Database.Database) {
     this.byBearer = db.prepare('SELECT * FROM credentials WHERE bearer_hash = ?');
     this.byAccess = db.prepare('SELECT * FROM credentials WHERE access_key = ?');
+  }
+  async get(id: string) {
+    return toCredential(this.db.prepare('SELECT * FROM credentials WHERE id = ?').get(id));
   }
   async findByBearerHash(hash: string) {
     return this.readByBearerHash(hash);
