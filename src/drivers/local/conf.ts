@@ -287,10 +287,14 @@ export const ADMIN_MAP = 'basin';
  * - every other role logs in with SCRAM-SHA-256 from the public endpoint's
  *   CIDRs and the service's VPC CIDRs (allowedCidrs); `locked`, nobody
  *   does: a fork holds its parent's roles and passwords until Basin has
- *   reset tsdbadmin's.
+ *   reset tsdbadmin's;
+ * - while the connection pooler is enabled, tsdbadmin logs in to `tsdb` over
+ *   the socket with SCRAM-SHA-256: that is PgBouncer (pooler.ts), replaying
+ *   its client's SCRAM proof. The socket's directory is the service's user's
+ *   alone, so nothing else gets there that could not already.
  */
 export function pgHba(
-  spec: Pick<ServiceSpec, 'allowedCidrs'>,
+  spec: Pick<ServiceSpec, 'allowedCidrs'> & { pooler?: { enabled: boolean } },
   publicCidrs: readonly string[],
   locked = false,
 ) {
@@ -301,6 +305,9 @@ export function pgHba(
     '# Written by Basin from the service spec; edits are overwritten.',
     row('# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'),
     row('local', 'all', 'postgres', '', `peer map=${ADMIN_MAP}`),
+    ...(spec.pooler?.enabled && !locked
+      ? [row('local', 'tsdb', 'tsdbadmin', '', 'scram-sha-256')]
+      : []),
     row('local', 'all', 'all', '', 'reject'),
     ...any.map((a) => row('hostnossl', 'all', 'all', a, 'reject')),
     ...any.map((a) => row('hostssl', 'all', 'postgres', a, 'reject')),

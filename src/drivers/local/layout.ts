@@ -20,6 +20,9 @@
 //       source/, source.conf     while a fork is made: the part of its parent's
 //                                repository it restores (backups.ts, fork-restore.ts)
 //     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
+//     instances/<id>/pooler/     the service's PgBouncer (pooler.ts), root 0711:
+//       pgbouncer.ini users.txt hba.conf   its configuration (root, 0640 to the service's group)
+//       pooler.json pooler.log   what Basin started, and its output (root 0600)
 //     s/<id>-<node>/             its Unix socket directory (kept short: socket
 //                                paths are limited to 107 bytes)
 //
@@ -128,6 +131,25 @@ export class Layout {
   /** backup.info of the service's own stanza: the list of its backups. */
   backupInfo(id: string): string {
     return join(this.backupDirs(id).repo, 'backup', id, 'backup.info');
+  }
+  /** A service's PgBouncer: its configuration, Basin's record of it and its output (pooler.ts). */
+  pooler(id: string): {
+    dir: string;
+    ini: string;
+    authFile: string;
+    hbaFile: string;
+    state: string;
+    log: string;
+  } {
+    const dir = join(this.instanceDir(id), 'pooler');
+    return {
+      dir,
+      ini: join(dir, 'pgbouncer.ini'),
+      authFile: join(dir, 'users.txt'),
+      hbaFile: join(dir, 'hba.conf'),
+      state: join(dir, 'pooler.json'),
+      log: join(dir, 'pooler.log'),
+    };
   }
   /** While a fork is made: the part of its parent's repository it restores, and its configuration. */
   forkSource(id: string): { repo: string; conf: string } {

@@ -39,6 +39,7 @@ import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServiceNode } from './service-node.js';
+import { ServicePooler } from './pooler.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
@@ -124,7 +125,7 @@ export class LocalDriver implements Driver {
     forks: true,
     haReplicas: false,
     replicaSets: false,
-    pooler: false,
+    pooler: true,
   };
   private readonly log: Logger;
   private readonly locks = new KeyedLock();
@@ -258,9 +259,16 @@ export class LocalDriver implements Driver {
     refuseUnsupported(spec);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
+      // The pooler stops before its server and starts after it (pooler.ts).
+      const pooler = new ServicePooler(ctx, spec);
+      if (!spec.running || !spec.pooler.enabled) {
+        const stopping = await pooler.stop(!spec.pooler.enabled);
+        if (!stopping.done) return stopping;
+      }
       const progress = await new ServiceNode(ctx, spec).converge();
       await this.track(spec.serviceId);
-      return progress;
+      if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
+      return pooler.converge(await ctx.users.ensure(spec.serviceId));
     });
   }
 
@@ -351,8 +359,13 @@ export class LocalDriver implements Driver {
     if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
       return 'failed';
     }
-    if (pm.state === 'ready') return 'running';
-    return spec.running ? 'failed' : 'running';
+    if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
+    // A pooler that died is started again by the apply that 'failed' brings.
+    const ctx = this.context();
+    if (spec.running && spec.pooler.enabled && !(await new ServicePooler(ctx, spec).pid())) {
+      return 'failed';
+    }
+    return 'running';
   }
 
   /** A full backup with pgBackRest, in the background (backups.ts). */
@@ -452,7 +465,6 @@ function refuseUnsupported(spec: ServiceSpec): void {
     throw new DriverError(`${what} are not supported by the local driver yet.`, false);
   };
   if (spec.ha.replicaCount > 0) no('HA replicas');
-  if (spec.pooler.enabled) no('Connection poolers');
 }
 
 export function createLocalDriver(options: LocalDriverOptions): LocalDriver {
