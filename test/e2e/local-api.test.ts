@@ -227,7 +227,6 @@ test(
         const refusals: [string, string, object | undefined][] = [
           ['POST', `${b.servicePath(id)}/forkService`, { fork_strategy: 'NOW' }],
           ['POST', `${b.servicePath(id)}/setHA`, { replica_count: 1 }],
-          ['POST', `${b.servicePath(id)}/enablePooler`, undefined],
           [
             'POST',
             `${b.servicePath(id)}/replicaSets`,
