@@ -56,7 +56,10 @@ export interface ServiceSpec {
   port: number;
   passwordVerifier: string;
   pooler: { enabled: boolean; port: number | null };
-  /** CIDR blocks admitted in addition to the public endpoint's (VPC and its peers). */
+  /**
+   * A service in a VPC: the blocks admitted instead of the public endpoint's
+   * (the VPC's and its peers'). Empty: not in a VPC, the public ones.
+   */
   allowedCidrs: string[];
   ha: HaConfig;
   source: ServiceSource;

@@ -194,9 +194,18 @@ describe('pgHba', () => {
       .filter((l) => l && !l.startsWith('#'))
       .map((l) => l.trim().split(/\s+/).join(' '));
 
-  test('admin over the socket only, TLS required, public and VPC CIDRs by SCRAM', () => {
+  test('a service in a VPC admits its VPC only, not the public CIDRs', () => {
+    const r = rules(pgHba({ allowedCidrs: ['10.1.0.0/16'] }, options.publicCidrs));
     assert.deepEqual(
-      rules(pgHba({ allowedCidrs: ['10.1.0.0/16', '0.0.0.0/0'] }, options.publicCidrs)),
+      r.filter((l) => l.endsWith('scram-sha-256')),
+      ['hostssl all all 10.1.0.0/16 scram-sha-256'],
+    );
+    assert.ok(r.includes('hostnossl all all 0.0.0.0/0 reject'), 'TLS still required');
+  });
+
+  test('admin over the socket only, TLS required, public CIDRs by SCRAM', () => {
+    assert.deepEqual(
+      rules(pgHba({ allowedCidrs: [] }, [...options.publicCidrs, '0.0.0.0/0'])), // once each
       [
         'local all postgres peer map=basin',
         'local all all reject',
@@ -206,7 +215,6 @@ describe('pgHba', () => {
         'hostssl all postgres ::/0 reject',
         'hostssl all all 0.0.0.0/0 scram-sha-256',
         'hostssl all all ::/0 scram-sha-256',
-        'hostssl all all 10.1.0.0/16 scram-sha-256',
       ],
     );
   });

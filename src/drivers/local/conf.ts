@@ -284,8 +284,8 @@ export const ADMIN_MAP = 'basin';
  *   authentication mapped through pg_ident; every other local login is refused;
  * - TCP without TLS is refused for everyone, so TLS is required;
  * - the superuser never logs in over TCP, whatever its password;
- * - every other role logs in with SCRAM-SHA-256 from the public endpoint's
- *   CIDRs and the service's VPC CIDRs (allowedCidrs); `locked`, nobody
+ * - every other role logs in with SCRAM-SHA-256 from admittedCidrs: the
+ *   public endpoint's CIDRs, or a VPC's instead; `locked`, nobody
  *   does: a fork holds its parent's roles and passwords until Basin has
  *   reset tsdbadmin's;
  * - while the connection pooler is enabled, tsdbadmin logs in to `tsdb` over
@@ -298,7 +298,7 @@ export function pgHba(
   publicCidrs: readonly string[],
   locked = false,
 ) {
-  const cidrs = locked ? [] : [...new Set([...publicCidrs, ...spec.allowedCidrs].map(checkCidr))];
+  const cidrs = locked ? [] : admittedCidrs(spec, publicCidrs);
   const any = ['0.0.0.0/0', '::/0'];
   const row = (...cols: string[]) => cols.map((c, i) => (i < 4 ? `${c.padEnd(13)} ` : c)).join('');
   return [
@@ -314,6 +314,21 @@ export function pgHba(
     ...cidrs.map((c) => row('hostssl', 'all', 'all', c, 'scram-sha-256')),
     '',
   ].join('\n');
+}
+
+/**
+ * Who may connect to a service over TCP (its server and its pooler alike):
+ * from its VPC's blocks only (`allowedCidrs`: the VPC's CIDR and its peers')
+ * when it is in a VPC, a private network's database being closed to the
+ * rest; from the public endpoint's CIDRs (default everyone) otherwise.
+ * docs/decisions.md, VPCs and peerings.
+ */
+export function admittedCidrs(
+  spec: Pick<ServiceSpec, 'allowedCidrs'>,
+  publicCidrs: readonly string[],
+): string[] {
+  const from = spec.allowedCidrs.length > 0 ? spec.allowedCidrs : publicCidrs;
+  return [...new Set(from.map(checkCidr))];
 }
 
 /** Which OS users may log in as `postgres` over the socket: Basin's admin connection. */

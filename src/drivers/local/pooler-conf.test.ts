@@ -68,9 +68,14 @@ test('auth_file: the SCRAM verifier, never anything else', () => {
 });
 
 test('the pooler admits what the server admits, over TLS, tsdbadmin only', () => {
-  const hba = poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, ['127.0.0.1/32']);
+  const open = poolerHba({ allowedCidrs: [] }, ['0.0.0.0/0', '::/0']);
+  assert.deepEqual(open.split('\n').slice(1, -1), [
+    'hostssl all tsdbadmin 0.0.0.0/0 scram-sha-256',
+    'hostssl all tsdbadmin ::/0 scram-sha-256',
+  ]);
+  // In a VPC: the VPC's block only.
+  const hba = poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, ['0.0.0.0/0', '::/0']);
   assert.deepEqual(hba.split('\n').slice(1, -1), [
-    'hostssl all tsdbadmin 127.0.0.1/32 scram-sha-256',
     'hostssl all tsdbadmin 10.1.0.0/16 scram-sha-256',
   ]);
   assert.throws(() => poolerHba({ allowedCidrs: ['10.1.0.0/16 trust'] }, []));

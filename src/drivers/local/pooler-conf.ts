@@ -19,7 +19,7 @@
 //   they are, both come from the spec.
 
 import type { ServiceSpec } from '../driver.js';
-import { checkCidr, sizeProfile } from './conf.js';
+import { admittedCidrs, sizeProfile } from './conf.js';
 
 /** Where the pooler's files are and which server it reaches. */
 export interface PoolerPaths {
@@ -144,7 +144,7 @@ export function poolerHba(
   spec: Pick<ServiceSpec, 'allowedCidrs'>,
   publicCidrs: readonly string[],
 ): string {
-  const cidrs = [...new Set([...publicCidrs, ...spec.allowedCidrs].map(checkCidr))];
+  const cidrs = admittedCidrs(spec, publicCidrs);
   return [
     '# Written by Basin from the service spec; edits are overwritten.',
     ...cidrs.map((c) => `hostssl all tsdbadmin ${c} scram-sha-256`),
