@@ -73,6 +73,12 @@ export interface Peering {
   status: PeeringStatus;
   provisionedId: string | null;
   errorMessage: string | null;
+  /**
+   * The peer network's blocks, as the network provisioner reported them
+   * when it made the link (absent: none known). Admitted to the VPC's
+   * services while the peering is active (domain/vpc-network.ts).
+   */
+  peerCidrs?: string[];
   createdAt: string;
   version: number;
 }

@@ -4,11 +4,12 @@
 // transitions of domain/.
 
 import type { BackupPolicy } from '../domain/backups.js';
-import type { OperationKind, ResourceKind } from '../domain/operations.js';
+import { type OperationKind, type ResourceKind, serviceConverge } from '../domain/operations.js';
 import { failPeering, settlePeering } from '../domain/peering-transitions.js';
 import { markReplicaSetFailed, replicaSetConverged } from '../domain/replica-set-transitions.js';
 import { converged, markFailed, startProvisioning } from '../domain/service-transitions.js';
 import type { Progress } from '../domain/progress.js';
+import type { Peering } from '../domain/types.js';
 import { DONE } from '../domain/progress.js';
 import type { Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
@@ -64,8 +65,10 @@ async function moveStored<T extends { id: string; version: number }>(
   return next ? repo.update(next) : current;
 }
 
-async function loadVpc(repos: Repos, vpcId: string | null) {
-  return vpcId === null ? undefined : repos.vpcs.get(vpcId);
+/** A service's VPC and that VPC's peerings (whose peer networks it admits too). */
+async function loadNetwork(repos: Repos, vpcId: string | null) {
+  const vpc = vpcId === null ? undefined : await repos.vpcs.get(vpcId);
+  return [vpc, vpc ? await repos.peerings.listByVpc(vpc.id) : []] as const;
 }
 
 /** Drives a service to its stored desired state, then settles its status. */
@@ -81,7 +84,9 @@ async function convergeService(
     );
     if (!svc) return DONE;
   }
-  const progress = await driver.applyService(serviceSpec(svc, await loadVpc(store, svc.vpcId)));
+  const progress = await driver.applyService(
+    serviceSpec(svc, ...(await loadNetwork(store, svc.vpcId))),
+  );
   if (!progress.done) return progress;
   const queued = await backupQueued(store, op.resourceId);
   await store.transaction(async (tx) => {
@@ -118,7 +123,7 @@ async function convergeReplicaSet(
   const primary = await store.services.get(rs.serviceId);
   if (!primary || primary.status === 'DELETING') return DONE;
   const progress = await driver.applyReplicaSet(
-    replicaSetSpec(rs, await loadVpc(store, primary.vpcId)),
+    replicaSetSpec(rs, ...(await loadNetwork(store, primary.vpcId))),
   );
   if (!progress.done) return progress;
   await store.transaction((tx) =>
@@ -143,7 +148,7 @@ async function deleteReplicaSet(
 
 async function provisionPeering(
   op: Operation<'peering.provision'>,
-  { store, provisioner }: HandlerDeps,
+  { store, provisioner, clock }: HandlerDeps,
 ): Promise<Progress> {
   const peering = await store.peerings.get(op.resourceId);
   if (!peering || peering.status !== 'pending') return DONE;
@@ -151,10 +156,28 @@ async function provisionPeering(
   if (!vpc) return DONE;
   const result = await provisioner.provision(vpc, peering);
   if (!result.done) return result;
-  await store.transaction((tx) =>
-    moveStored(tx.peerings, op.resourceId, (p) => settlePeering(p, result)),
-  );
+  await store.transaction(async (tx) => {
+    const settled = await moveStored(tx.peerings, op.resourceId, (p) => settlePeering(p, result));
+    // A peer network now reachable: the VPC's services admit it.
+    if (settled?.peerCidrs?.length) await convergeVpcServices(tx, settled, clock());
+  });
   return DONE;
+}
+
+/**
+ * Queues a converge of every service attached to the peering's VPC, so
+ * that their access rules follow its peerings (vpc-network.ts). A resting
+ * service keeps its status; converges of one service coalesce.
+ */
+async function convergeVpcServices(
+  tx: Tx,
+  peering: Pick<Peering, 'projectId' | 'vpcId'>,
+  now: number,
+): Promise<void> {
+  const attached = (await tx.services.listByProject(peering.projectId)).filter(
+    (s) => s.vpcId === peering.vpcId && s.status !== 'DELETING',
+  );
+  for (const svc of attached) await tx.operations.enqueue(serviceConverge(svc), now);
 }
 
 /**
