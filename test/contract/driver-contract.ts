@@ -137,6 +137,15 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
     assert.deepEqual(await driver.applyService(changed), DONE);
   });
 
+  await t.test("a VPC's blocks are admitted, then the public ones again", async () => {
+    const inVpc = { ...spec, allowedCidrs: ['10.0.0.0/16', '10.50.0.0/16'] };
+    await converge(() => driver.applyService(inVpc));
+    assert.equal(await driver.inspectService(inVpc), 'running');
+    assert.deepEqual(await driver.applyService(inVpc), DONE);
+    await converge(() => driver.applyService(spec));
+    assert.equal(await driver.inspectService(spec), 'running');
+  });
+
   await t.test('a full backup is reported once complete; asked again, the same one', async () => {
     const since = Date.now();
     const backup = await backupUntilDone(driver, spec, since);
@@ -282,6 +291,24 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     const pooled = { ...running, pooler: { enabled: true, port: await freePort() } };
     await converge(() => driver.applyService(pooled));
     assert.equal(await driver.inspectService(pooled), 'running');
+    assert.deepEqual(await driver.applyService(pooled), DONE);
+    // Its access rules, its password and its service's stop and start follow the spec.
+    const changed = {
+      ...pooled,
+      allowedCidrs: ['10.0.0.0/16'],
+      passwordVerifier: (await makeSpec('POSTGRES', 'pooled-password-0123')).passwordVerifier,
+    };
+    await converge(() => driver.applyService(changed));
+    assert.equal(await driver.inspectService(changed), 'running');
+    const stopped = { ...changed, running: false };
+    await converge(() => driver.applyService(stopped));
+    assert.equal(await driver.inspectService(stopped), 'stopped');
+    await converge(() => driver.applyService(changed));
+    assert.equal(await driver.inspectService(changed), 'running');
+    // Disabled (its port kept, as the store keeps it).
+    const disabled = { ...running, pooler: { enabled: false, port: pooled.pooler.port } };
+    await converge(() => driver.applyService(disabled));
+    assert.equal(await driver.inspectService(disabled), 'running');
     await converge(() => driver.applyService(running));
   },
   async replicaSets(driver, running) {
