@@ -4,7 +4,7 @@
 // service for the whole file, in order.
 
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
@@ -108,6 +108,21 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
       await refused(poolerPort, 'not-the-password'),
       /SASL authentication failed|password authentication failed/,
     );
+  });
+
+  test('pooler.log stays bounded whatever clients make PgBouncer log', async () => {
+    // PgBouncer logs every failed login; a client can repeat those at will.
+    const log = new Layout(dataDir).pooler(spec.serviceId).log;
+    assert.match(readFileSync(log, 'utf8'), /password authentication failed/);
+    assert.doesNotMatch(readFileSync(log, 'utf8'), /not-the-password/);
+    appendFileSync(log, 'x'.repeat(2 * 1024 * 1024));
+    assert.equal(await driver.inspectService(spec), 'running');
+    assert.ok(statSync(log).size < 1024 * 1024, 'cut when the service is inspected');
+    await refused(poolerPort, 'wrong-again-0123');
+    // PgBouncer goes on writing at the file's new end.
+    const after = readFileSync(log, 'utf8');
+    assert.ok(after.length < 4096, `${after.length} bytes`);
+    assert.match(after, /password authentication failed/);
   });
 
   test('a new password: the pooler accepts only it', async () => {

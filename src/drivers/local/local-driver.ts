@@ -361,9 +361,10 @@ export class LocalDriver implements Driver {
     }
     if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
     // A pooler that died is started again by the apply that 'failed' brings.
-    const ctx = this.context();
-    if (spec.running && spec.pooler.enabled && !(await new ServicePooler(ctx, spec).pid())) {
-      return 'failed';
+    if (spec.running && spec.pooler.enabled) {
+      const pooler = new ServicePooler(this.context(), spec);
+      await pooler.trimLog();
+      if (!(await pooler.pid())) return 'failed';
     }
     return 'running';
   }

@@ -100,12 +100,17 @@ export function pgbouncerIni(
     // Drivers (JDBC, node-postgres…) send these at connect; PgBouncer would
     // refuse the connection over a parameter it does not track.
     ['ignore_startup_parameters', 'extra_float_digits,options,statement_timeout'],
-    // Logs go to its standard error, which pooler.ts keeps in pooler.log.
+    // Logs go to its standard error, which pooler.ts keeps in pooler.log
+    // (root's, emptied beyond 1 MB: trimLog). No connections, errors sent to
+    // clients or periodic statistics (SHOW STATS has them); PgBouncer still
+    // logs each failed login.
     ['logfile', ''],
     ['syslog', 0],
     ['pidfile', ''],
     ['log_connections', 0],
     ['log_disconnections', 0],
+    ['log_pooler_errors', 0],
+    ['log_stats', 0],
   ];
   return [
     "; Written by Basin from the service's spec; edits are overwritten.",

@@ -42,7 +42,7 @@ export const PGBOUNCER = '/usr/sbin/pgbouncer';
 /** How long PgBouncer gets to exit on SIGTERM before it is killed. */
 const STOP_TIMEOUT_MS = 5_000;
 
-/** Output beyond this is dropped at the next start, so pooler.log never grows without bound. */
+/** pooler.log is emptied beyond this (trimLog), so it never grows without bound. */
 const LOG_MAX = 1024 * 1024;
 
 /** Basin's record of the PgBouncer it started (root 0600). */
@@ -74,6 +74,21 @@ export class ServicePooler {
   }
 
   /**
+   * Empties pooler.log once it is over LOG_MAX. PgBouncer logs every failed
+   * login, which any client can repeat at will, and the file is root's, in
+   * Basin's data directory: it is cut whenever the service is inspected
+   * (each reconcile) or applied. PgBouncer writes with O_APPEND, so it goes
+   * on at the new end.
+   */
+  async trimLog(): Promise<void> {
+    try {
+      if ((await stat(this.files.log)).size > LOG_MAX) await truncate(this.files.log, 0);
+    } catch {
+      // No log yet.
+    }
+  }
+
+  /**
    * One step of making the pooler run as the spec says; the server must
    * run and accept connections already (applyService calls it after).
    */
@@ -89,6 +104,7 @@ export class ServicePooler {
       );
     }
     await mkdirIn(files.dir, 0o711);
+    await this.trimLog();
     const { ini, auth, hba } = this.configFiles();
     await writeRootFile(files.ini, ini, user);
     await writeRootFile(files.authFile, auth, user);
@@ -191,11 +207,7 @@ export class ServicePooler {
         true,
       );
     }
-    try {
-      if ((await stat(files.log)).size > LOG_MAX) await truncate(files.log, 0);
-    } catch {
-      // No log yet.
-    }
+    await this.trimLog();
     const fd = openSync(files.log, 'a', 0o600);
     let pid: number;
     try {
