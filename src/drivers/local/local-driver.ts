@@ -313,6 +313,7 @@ export class LocalDriver implements Driver {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
       }
+      ctx.spawned.delete(layout.pooler(serviceId).dir); // killed with its user's processes
       // The instance directory last: it is what says which nodes there were.
       // Its stanza is its repository: removing it deletes every backup.
       await removeTrees([
