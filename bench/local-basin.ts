@@ -220,6 +220,8 @@ export interface ServiceView {
   service_id: string;
   status: string;
   metrics?: { memory_mb?: number; milli_cpu?: number; storage_mb?: number };
+  endpoint?: { host: string; port: number };
+  connection_pooler?: { endpoint: { host: string; port: number } };
 }
 
 /** A Basin with the local driver, and its API. */
@@ -271,6 +273,22 @@ export class LocalBasin {
     const res = await this.call('POST', '', body);
     if (res.status !== 202) throw new Error(`POST /services answered ${res.status}: ${res.text}`);
     return (JSON.parse(res.text) as ServiceView).service_id;
+  }
+
+  /** POST /services; the new service's id and its initial password. */
+  async createWithPassword(body: ServiceBody): Promise<{ id: string; password: string }> {
+    const res = await this.call('POST', '', body);
+    if (res.status !== 202) throw new Error(`POST /services answered ${res.status}: ${res.text}`);
+    const view = JSON.parse(res.text) as ServiceView & { initial_password: string };
+    return { id: view.service_id, password: view.initial_password };
+  }
+
+  /** POST /services/{id}/<action> without a body (enablePooler, stop…); fails unless 2xx. */
+  async act(id: string, action: string): Promise<void> {
+    const res = await this.call('POST', `/${id}/${action}`);
+    if (res.status < 200 || res.status > 299) {
+      throw new Error(`POST /services/${id}/${action} answered ${res.status}: ${res.text}`);
+    }
   }
 
   /** GET /services/{id}; undefined once it is gone (404). */

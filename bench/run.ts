@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
 import { localCreate } from './local-create.js';
 import { localIdleMemory } from './local-idle-memory.js';
+import { localPooler } from './local-pooler.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
 
@@ -47,6 +48,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'service-get', run: serviceGetVsBare },
   { name: 'local-create', run: localCreate },
   { name: 'local-idle-memory', run: localIdleMemory },
+  { name: 'local-pooler', run: localPooler },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make a Debian bookworm host ready to run Basin's local driver:
-#   - PostgreSQL 15 (+ contrib), PgBouncer, OpenSSL, and a toolchain for Node
+#   - PostgreSQL 15 (+ contrib), pgBackRest (WAL archiving, backups, forks),
+#     PgBouncer, OpenSSL, and a toolchain for Node
 #     native addons (better-sqlite3 falls back to node-gyp when no prebuilt
 #     binary can be downloaded, which is always the case without internet);
 #   - the pgvector and timescaledb extensions for PostgreSQL 15.
@@ -36,8 +37,11 @@ SOURCE_SUITE=trixie
 # Runtime packages. python3/make/g++ are what node-gyp needs. passwd
 # (useradd/userdel) and procps (kill) make and remove each service's own OS
 # user (docs/security.md); both are on every Debian system, listed anyway.
+# pgbackrest (bookworm: 2.45) archives WAL, takes backups and restores forks;
+# Basin runs it with a configuration of its own per service, never the
+# package's /etc/pgbackrest.conf.
 RUNTIME_PKGS=(
-  "postgresql-$PG_MAJOR" postgresql-contrib pgbouncer openssl
+  "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl
   python3 make g++ passwd procps
 )
 # Only needed while building the extensions. postgresql-server-dev-all
@@ -347,6 +351,7 @@ main() {
   pgb=${pgb%%$'\n'*}
   printf 'postgres:    %s\n' "$("$PG_BIN/postgres" --version)"
   printf 'pgbouncer:   %s\n' "$pgb"
+  printf 'pgbackrest:  %s\n' "$(pgbackrest version)"
   printf 'vector:      %s\n' "$(control_version "$EXT_DIR/vector.control")"
   printf 'timescaledb: %s\n' "$(control_version "$EXT_DIR/timescaledb.control")"
   log "host ready"

@@ -11,7 +11,7 @@ import type { Driver } from './drivers/driver.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
-import { recordingProvisioner } from './engine/network-provisioner.js';
+import { type NetworkProvisioner, recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { secureDataDir } from './lib/data-dir.js';
 import { portIsFree } from './lib/port-probe.js';
@@ -40,6 +40,8 @@ export interface BasinOptions {
   https?: { cert: string; key: string } | null;
   /** Engine settings beyond the configuration (tests: retry policy, leases). */
   engine?: Partial<EngineOptions>;
+  /** Builds VPC peerings (default: recordingProvisioner, which records them). */
+  provisioner?: NetworkProvisioner;
 }
 
 export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
@@ -88,14 +90,19 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
     rateLimits: config.rateLimits,
     https: options.https ?? null,
   });
-  const engine = new Engine({ store, driver, clock, provisioner: recordingProvisioner }, log, {
-    reconcileIntervalMs: config.reconcileIntervalMs,
-    slots: config.engineSlots,
-    projectSlots: config.engineProjectSlots,
-    drainTimeoutMs: config.drainTimeoutMs,
-    operationTimeoutMs: config.operationTimeoutMs,
-    ...options.engine,
-  });
+  const backups = { scheduleMs: config.backupScheduleMs, windowMs: config.pitrWindowMs };
+  const engine = new Engine(
+    { store, driver, clock, provisioner: options.provisioner ?? recordingProvisioner, backups },
+    log,
+    {
+      reconcileIntervalMs: config.reconcileIntervalMs,
+      slots: config.engineSlots,
+      projectSlots: config.engineProjectSlots,
+      drainTimeoutMs: config.drainTimeoutMs,
+      operationTimeoutMs: config.operationTimeoutMs,
+      ...options.engine,
+    },
+  );
   engineRef.current = engine;
   await driver.start();
   await engine.start();

@@ -31,6 +31,23 @@ test('service OS user options: bad values say what to write', () => {
   assert.throws(() => parseConfig(['--service-tmp-size-mb', '0'], {}), ConfigError);
 });
 
+test('backup options: a schedule and a recovery window, as durations', () => {
+  const d = parseConfig([], {});
+  assert.equal(d.backupScheduleMs, 86_400_000);
+  assert.equal(d.pitrWindowMs, 3 * 86_400_000);
+  const c = parseConfig(['--backup-schedule', '90s'], { BASIN_PITR_WINDOW: '15m' });
+  assert.equal(c.backupScheduleMs, 90_000);
+  assert.equal(c.pitrWindowMs, 900_000);
+  assert.equal(parseConfig(['--pitr-window=6h'], {}).pitrWindowMs, 6 * 3_600_000);
+  for (const bad of ['0s', '1', '1w', '-1d', '1.5h', '3651d', '']) {
+    assert.throws(
+      () => parseConfig(['--backup-schedule', bad], {}),
+      /BASIN_BACKUP_SCHEDULE must be a duration such as 90s, 15m, 6h or 3d/,
+      bad,
+    );
+  }
+});
+
 test('the administrator email: a default, a flag, and a clear error for a bad one', () => {
   assert.equal(parseConfig([], {}).adminEmail, 'admin@basin.localhost');
   assert.equal(parseConfig(['--admin-email', 'ops@example.com'], {}).adminEmail, 'ops@example.com');

@@ -39,6 +39,10 @@ export interface Config {
   operationTimeoutMs: number;
   /** Per credential (or client address, unauthenticated) and minute; 0: no limit. */
   rateLimits: { readsPerMinute: number; writesPerMinute: number; loopback: boolean };
+  /** A full backup of every running service this often, in ms. */
+  backupScheduleMs: number;
+  /** How far back point-in-time forks reach (backups and WAL are kept that long), in ms. */
+  pitrWindowMs: number;
   /** The administrator's address: the issuer of credentials made by `basin` (GET /v1/auth/info). */
   adminEmail: string;
 }
@@ -188,6 +192,18 @@ export const OPTIONS = {
     default: 'on',
     help: 'on: limit clients on 127.0.0.1/::1 too; off: not (development only)',
   },
+  backupSchedule: {
+    env: 'BASIN_BACKUP_SCHEDULE',
+    flag: '--backup-schedule',
+    default: '1d',
+    help: 'a full backup of every running service this often: <n>s, <n>m, <n>h or <n>d',
+  },
+  pitrWindow: {
+    env: 'BASIN_PITR_WINDOW',
+    flag: '--pitr-window',
+    default: '3d',
+    help: 'how far back point-in-time forks reach (backups and WAL are kept for it): <n>s, <n>m, <n>h or <n>d',
+  },
   adminEmail: {
     env: 'BASIN_ADMIN_EMAIL',
     flag: '--admin-email',
@@ -306,6 +322,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       writesPerMinute: integer('rateLimitWrites', need('rateLimitWrites'), 0, 1_000_000_000),
       loopback: onOff('rateLimitLoopback', need('rateLimitLoopback')),
     },
+    backupScheduleMs: duration('backupSchedule', need('backupSchedule')),
+    pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
   };
 }
@@ -383,6 +401,19 @@ function integer(name: string, text: string, min: number, max: number): number {
     throw new ConfigError(`${name} must be a whole number from ${min} to ${max}; got ${text}.`);
   }
   return n;
+}
+
+/** `90s`, `15m`, `6h`, `3d` → ms; at least a second, at most ten years. */
+function duration(name: Key, text: string): number {
+  const m = /^(\d+)(s|m|h|d)$/.exec(text);
+  const unit = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+  const ms = m ? Number(m[1]) * unit[m[2] as keyof typeof unit] : NaN;
+  if (!(ms >= 1_000 && ms <= 3650 * 86_400_000)) {
+    throw new ConfigError(
+      `${OPTIONS[name].env} must be a duration such as 90s, 15m, 6h or 3d (at most 3650d); got ${text}.`,
+    );
+  }
+  return ms;
 }
 
 function onOff(name: Key, text: string): boolean {

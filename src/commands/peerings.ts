@@ -1,5 +1,5 @@
 import { notFound } from '../domain/errors.js';
-import { peeringProvision } from '../domain/operations.js';
+import { peeringProvision, serviceConverge } from '../domain/operations.js';
 import { NEW_PEERING_STATUS } from '../domain/peering-transitions.js';
 import { checkName } from '../domain/service-rules.js';
 import type { Peering } from '../domain/types.js';
@@ -70,10 +70,18 @@ export async function deletePeering(
   vpcId: string,
   peeringId: string,
 ) {
-  await ctx.store.transaction(async (tx) => {
+  const converging = await ctx.store.transaction(async (tx) => {
     const peering = await getPeering({ store: tx }, p, projectId, vpcId, peeringId);
     await tx.operations.cancelForResource('peering', peering.id, ctx.clock());
     await tx.peerings.delete(peering.id);
     await tx.events.deleteForResource('peering', peering.id);
+    // Its peer network is no longer admitted by the VPC's services: each
+    // converges to the VPC's remaining network (domain/vpc-network.ts).
+    const attached = (await tx.services.listByProject(projectId)).filter(
+      (s) => s.vpcId === peering.vpcId && s.status !== 'DELETING',
+    );
+    for (const svc of attached) await tx.operations.enqueue(serviceConverge(svc), ctx.clock());
+    return attached.length;
   });
+  if (converging > 0) ctx.kick();
 }

@@ -107,7 +107,7 @@ export function attachToVpc(
   serviceId: string,
   vpcId: string,
 ) {
-  return configure(ctx, p, projectId, serviceId, 'configure', async (svc, tx) => {
+  return configure(ctx, p, projectId, serviceId, 'reconfigure', async (svc, tx) => {
     const vpc = await getVpc({ store: tx }, p, projectId, vpcId);
     if (svc.vpcId === vpc.id)
       throw conflict(`Service ${svc.id} is already attached to VPC ${vpc.id}.`);
@@ -132,7 +132,7 @@ export function detachFromVpc(
   serviceId: string,
   vpcId: string,
 ) {
-  return configure(ctx, p, projectId, serviceId, 'configure', async (svc, tx) => {
+  return configure(ctx, p, projectId, serviceId, 'reconfigure', async (svc, tx) => {
     const vpc = await getVpc({ store: tx }, p, projectId, vpcId);
     if (svc.vpcId !== vpc.id) throw conflict(`Service ${svc.id} is not attached to VPC ${vpc.id}.`);
     return { vpcId: null };
@@ -147,7 +147,7 @@ export function setPooler(
   enabled: boolean,
 ) {
   if (enabled) requireCapability(ctx, 'pooler', 'the connection pooler');
-  return configure(ctx, p, projectId, serviceId, 'configure', async (svc, tx) => {
+  return configure(ctx, p, projectId, serviceId, 'reconfigure', async (svc, tx) => {
     if (svc.pooler.enabled === enabled) {
       throw conflict(
         `The connection pooler of service ${svc.id} is already ${enabled ? 'enabled' : 'disabled'}.`,

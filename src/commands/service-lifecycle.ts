@@ -2,17 +2,12 @@
 // checks the domain rule, writes the desired state and an operation in one
 // transaction and returns at once; the engine does the slow part.
 
+import { forkSource } from '../domain/backups.js';
 import { invalid } from '../domain/errors.js';
 import { replicaSetDelete, serviceConverge, serviceDelete } from '../domain/operations.js';
 import { cascadeDelete } from '../domain/replica-set-transitions.js';
 import { applyServiceAction, NEW_SERVICE_STATUS, serviceMove } from '../domain/service-status.js';
-import {
-  checkHa,
-  checkName,
-  checkPitrTarget,
-  NAME_MAX,
-  typeFromAddons,
-} from '../domain/service-rules.js';
+import { checkHa, checkName, NAME_MAX, typeFromAddons } from '../domain/service-rules.js';
 import { pickSize } from '../domain/sizes.js';
 import type { Addon, Environment, ForkStrategy, Service } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
@@ -110,10 +105,6 @@ export async function forkService(
   if (body.fork_strategy === 'PITR' && body.target_time === undefined) {
     throw invalid('target_time is required when fork_strategy is PITR.');
   }
-  const targetTime =
-    body.fork_strategy === 'PITR'
-      ? checkPitrTarget(body.target_time as string, parent.createdAt, ctx.clock())
-      : null;
   const size =
     pickSize(ctx.settings.sizes, { cpu: body.cpu_millis, memory: body.memory_gbs }, true) ??
     parent.size;
@@ -130,13 +121,36 @@ export async function forkService(
       regionCode: parent.regionCode,
       environment: body.environment_tag ?? 'DEV',
       passwordVerifier: scramVerifier(password),
-      forkedFrom: { serviceId: parent.id, projectId, strategy: body.fork_strategy, targetTime },
+      forkedFrom: {
+        serviceId: parent.id,
+        projectId,
+        strategy: body.fork_strategy,
+        targetTime: null,
+      },
     },
-    // The parent must still be forkable when the fork is written.
-    async (tx) => {
+    // The parent must still be forkable when the fork is written, and the
+    // backup it restores is chosen from the parent's backups then.
+    async (tx, fields) => {
       const now = await tx.services.get(parent.id);
       if (!now) throw invalid(`Service ${parent.id} was deleted meanwhile.`);
       serviceMove(now.id, now.status, 'fork');
+      const source = forkSource(
+        parent.id,
+        await tx.backups.listByService(parent.id),
+        body.fork_strategy,
+        body.target_time,
+        ctx.clock(),
+      );
+      return {
+        ...fields,
+        forkedFrom: {
+          serviceId: parent.id,
+          projectId,
+          strategy: body.fork_strategy,
+          targetTime: source.targetTime,
+          backupLabel: source.backup?.label ?? null,
+        },
+      };
     },
   );
   return { service, initialPassword: password };
@@ -167,13 +181,14 @@ type NewFields = Pick<
 async function insertNewService(
   ctx: Ctx,
   projectId: string,
-  fields: NewFields,
-  check?: (tx: Tx) => Promise<void>,
+  given: NewFields,
+  /** Checks, in the transaction, that the service may be made, and completes its fields. */
+  check?: (tx: Tx, fields: NewFields) => Promise<NewFields>,
 ): Promise<Service> {
   const id = resourceId();
   const now = ctx.clock();
   const service = await ctx.store.transaction(async (tx) => {
-    await check?.(tx);
+    const fields = check ? await check(tx, given) : given;
     const port = await allocatePort(ctx, tx, portOwner.service(id));
     const svc: Service = {
       ...fields,
@@ -242,6 +257,7 @@ export async function deleteService(
       await tx.operations.enqueue(replicaSetDelete(rs), now);
     }
     await tx.operations.cancelForResource('service', current.id, now);
+    await tx.operations.cancelForResource('serviceBackups', current.id, now);
     await tx.operations.enqueue(serviceDelete(deleting), now);
   });
   ctx.kick();

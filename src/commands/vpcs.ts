@@ -1,5 +1,5 @@
 import { conflict, invalid, notFound } from '../domain/errors.js';
-import { format, parseVpcCidr } from '../domain/cidr.js';
+import { format, overlaps, parseVpcCidr } from '../domain/cidr.js';
 import { checkName } from '../domain/service-rules.js';
 import type { Vpc } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
@@ -32,7 +32,8 @@ export async function createVpc(
 ): Promise<Vpc> {
   visibleProject(p, projectId);
   const name = checkName('name', body.name);
-  const cidr = format(parseVpcCidr(body.cidr));
+  const block = parseVpcCidr(body.cidr);
+  const cidr = format(block);
   checkRegion(ctx, body.region_code);
   const vpc: Vpc = {
     id: numericId(),
@@ -43,7 +44,19 @@ export async function createVpc(
     createdAt: iso(ctx.clock()),
     version: 1,
   };
-  await ctx.store.transaction((tx) => tx.vpcs.insert(vpc));
+  await ctx.store.transaction(async (tx) => {
+    // Within a project and region, VPCs can be peered and services moved
+    // between them: their blocks must not overlap, or an address would be in two.
+    const clash = (await tx.vpcs.listByProject(projectId)).find(
+      (v) => v.regionCode === vpc.regionCode && overlaps(parseVpcCidr(v.cidr), block),
+    );
+    if (clash) {
+      throw conflict(
+        `cidr ${cidr} overlaps ${clash.cidr} of VPC ${clash.id} (${clash.name}) in ${clash.regionCode}; choose a block that does not.`,
+      );
+    }
+    await tx.vpcs.insert(vpc);
+  });
   return vpc;
 }
 

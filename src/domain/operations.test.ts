@@ -11,6 +11,7 @@ import {
   resumeReplicaSet,
   resumeService,
   serviceConverge,
+  serviceBackup,
   serviceDelete,
 } from './operations.js';
 import {
@@ -81,6 +82,7 @@ test('every builder names the resource kind of its operation kind', () => {
     replicaSetConverge(rs('active')),
     replicaSetDelete(rs('active')),
     peeringProvision({ id: '9', projectId: 'p1' } as Peering),
+    serviceBackup(svc('READY')),
   ];
   assert.deepEqual(
     built.map((o) => o.kind),
@@ -97,6 +99,7 @@ test('descriptions say what was being done', () => {
   assert.equal(describeOperation(serviceConverge(svc('UNSTABLE'))), 'repairing');
   assert.equal(describeOperation(serviceConverge(svc('READY'))), 'configuring');
   assert.equal(describeOperation(serviceDelete(svc('DELETING'))), 'deleting');
+  assert.equal(describeOperation(serviceBackup(svc('READY'))), 'backing up');
   assert.equal(describeOperation(replicaSetConverge(rs('creating'))), 'creating');
 });
 

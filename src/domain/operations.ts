@@ -17,7 +17,12 @@ import {
   type ServiceStatus,
 } from './types.js';
 
-export type ResourceKind = 'service' | 'replicaSet' | 'peering';
+/**
+ * What an operation works on. `serviceBackups` are the backups of the
+ * service of that id: a lane of their own, so that a long backup never
+ * holds back a service's other operations, which run one at a time.
+ */
+export type ResourceKind = 'service' | 'replicaSet' | 'peering' | 'serviceBackups';
 
 export interface ServiceConvergePayload {
   /** Move QUEUED → CONFIGURING before converging (a new service). */
@@ -41,6 +46,7 @@ interface Kinds {
   'replicaSet.converge': { resourceKind: 'replicaSet'; payload: ReplicaSetConvergePayload };
   'replicaSet.delete': { resourceKind: 'replicaSet'; payload: NoPayload };
   'peering.provision': { resourceKind: 'peering'; payload: NoPayload };
+  'service.backup': { resourceKind: 'serviceBackups'; payload: NoPayload };
 }
 
 export type OperationKind = keyof Kinds;
@@ -52,6 +58,7 @@ export const RESOURCE_OF: { readonly [K in OperationKind]: Kinds[K]['resourceKin
   'replicaSet.converge': 'replicaSet',
   'replicaSet.delete': 'replicaSet',
   'peering.provision': 'peering',
+  'service.backup': 'serviceBackups',
 };
 
 export const OPERATION_KINDS = Object.keys(RESOURCE_OF) as OperationKind[];
@@ -110,6 +117,21 @@ export function replicaSetDelete(rs: ReplicaSet): NewOperation<'replicaSet.delet
   return { kind: 'replicaSet.delete', ...on('replicaSet', rs), payload: {} };
 }
 
+/**
+ * A full backup of a service, then the expiry of what the recovery window no
+ * longer needs. Done once a backup that started after the operation was
+ * queued has completed.
+ */
+export function serviceBackup(svc: Service): NewOperation<'service.backup'> {
+  return {
+    kind: 'service.backup',
+    resourceKind: 'serviceBackups',
+    resourceId: svc.id,
+    projectId: svc.projectId,
+    payload: {},
+  };
+}
+
 export function peeringProvision(p: Peering): NewOperation<'peering.provision'> {
   return { kind: 'peering.provision', ...on('peering', p), payload: {} };
 }
@@ -152,6 +174,8 @@ export function describeOperation(op: NewOperation): string {
       return 'deleting';
     case 'peering.provision':
       return 'provisioning the peering';
+    case 'service.backup':
+      return 'backing up';
   }
 }
 

@@ -25,3 +25,17 @@ test('only a pending peering moves', () => {
     );
   }
 });
+
+test('an active peering keeps the private IPv4 blocks the provisioner reported; a failed one none', () => {
+  const p = peering('pending');
+  const outcome = {
+    status: 'active' as const,
+    provisionedId: 'pcx-1',
+    errorMessage: null,
+    peerCidrs: ['10.50.0.0/16', '8.8.8.0/24', '10.60.0.1/16', '0.0.0.0/0', 'nonsense'],
+  };
+  assert.deepEqual(settlePeering(p, outcome)?.peerCidrs, ['10.50.0.0/16']);
+  assert.equal(settlePeering(p, { ...outcome, peerCidrs: ['8.8.8.0/24'] })?.peerCidrs, undefined);
+  const failed = settlePeering(p, { ...outcome, status: 'failed', errorMessage: 'no' });
+  assert.equal(failed?.peerCidrs, undefined);
+});

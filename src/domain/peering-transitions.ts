@@ -2,6 +2,7 @@
 // its error message) once the network provisioner answers or gives up.
 // Undefined means the move does not apply (the peering is no longer pending).
 
+import { format, parseVpcCidr } from './cidr.js';
 import type { Peering, PeeringStatus } from './types.js';
 
 export const NEW_PEERING_STATUS: PeeringStatus = 'pending';
@@ -10,12 +11,28 @@ export interface PeeringOutcome {
   status: 'active' | 'failed';
   provisionedId: string | null;
   errorMessage: string | null;
+  /** The peer network's blocks, when the provisioner knows them. */
+  peerCidrs?: string[];
 }
 
-/** pending → active | failed, as the provisioner answered. */
+/**
+ * pending → active | failed, as the provisioner answered. Of the peer's
+ * blocks, only private IPv4 blocks a VPC could have are kept (a provisioner
+ * is not trusted to open a service to the internet).
+ */
 export function settlePeering(p: Peering, outcome: PeeringOutcome): Peering | undefined {
   if (p.status !== 'pending') return undefined;
-  return { ...p, ...outcome };
+  const { peerCidrs, ...rest } = outcome;
+  const kept = rest.status === 'active' ? (peerCidrs ?? []).filter(isVpcCidr) : [];
+  return { ...p, ...rest, ...(kept.length > 0 ? { peerCidrs: kept } : {}) };
+}
+
+function isVpcCidr(text: string): boolean {
+  try {
+    return format(parseVpcCidr(text)) === text;
+  } catch {
+    return false;
+  }
 }
 
 /** pending → failed: provisioning failed for good (or keeps failing). */

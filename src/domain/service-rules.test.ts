@@ -4,7 +4,6 @@ import {
   checkHa,
   checkName,
   checkPassword,
-  checkPitrTarget,
   isRfc3339,
   MAX_HA_REPLICAS,
   NAME_MAX,
@@ -199,41 +198,5 @@ test('isRfc3339 refuses other formats and impossible dates', () => {
     '2025-06-01T12:00:00+02:60',
   ]) {
     assert.equal(isRfc3339(s), false, s);
-  }
-});
-
-test('checkPitrTarget: a time between the parent creation and now, normalised to UTC', () => {
-  const created = '2025-06-01T10:00:00.000Z';
-  const now = Date.parse('2025-06-01T12:00:00.000Z');
-  assert.equal(checkPitrTarget('2025-06-01T11:00:00Z', created, now), '2025-06-01T11:00:00.000Z');
-  assert.equal(
-    checkPitrTarget('2025-06-01T13:30:00+02:00', created, now),
-    '2025-06-01T11:30:00.000Z',
-  );
-  // Both ends are inclusive.
-  assert.equal(checkPitrTarget(created, created, now), created);
-  assert.equal(checkPitrTarget('2025-06-01T12:00:00Z', created, now), '2025-06-01T12:00:00.000Z');
-});
-
-test('checkPitrTarget refuses future, too old and malformed targets', () => {
-  const created = '2025-06-01T10:00:00.000Z';
-  const now = Date.parse('2025-06-01T12:00:00.000Z');
-  const bad: [string, RegExp][] = [
-    ['2025-06-01T12:00:00.001Z', /is in the future/],
-    ['2026-01-01T00:00:00Z', /^target_time 2026-01-01T00:00:00Z is in the future\.$/],
-    ['2025-06-01T09:59:59.999Z', /is before the service was created \(2025-06-01T10:00:00\.000Z\)/],
-    ['2020-01-01T00:00:00Z', /before the service was created/],
-    ['yesterday', /^target_time must be an RFC 3339 timestamp; got "yesterday"\.$/],
-    ['2025-06-01', /must be an RFC 3339 timestamp/],
-    ['2025-06-01T11:00:00', /must be an RFC 3339 timestamp/],
-    ['', /must be an RFC 3339 timestamp/],
-    ['2025-02-30T11:00:00Z', /must be an RFC 3339 timestamp/],
-  ];
-  for (const [target, message] of bad) {
-    assert.throws(
-      () => checkPitrTarget(target, created, now),
-      { code: 'INVALID_REQUEST', message },
-      target,
-    );
   }
 });

@@ -65,22 +65,6 @@ export function checkPassword(password: string): void {
   }
 }
 
-/**
- * PITR targets must lie between the parent's creation and now: there is no WAL
- * before the parent existed, and none from the future.
- */
-export function checkPitrTarget(target: string, parentCreatedAt: string, now: number): string {
-  const t = Date.parse(target);
-  if (!isRfc3339(target) || Number.isNaN(t)) {
-    throw invalid(`target_time must be an RFC 3339 timestamp; got ${JSON.stringify(target)}.`);
-  }
-  if (t > now) throw invalid(`target_time ${target} is in the future.`);
-  if (t < Date.parse(parentCreatedAt)) {
-    throw invalid(`target_time ${target} is before the service was created (${parentCreatedAt}).`);
-  }
-  return new Date(t).toISOString();
-}
-
 const RFC3339 =
   /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 

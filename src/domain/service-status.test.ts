@@ -14,7 +14,7 @@ const LIVE: ServiceStatus[] = SERVICE_STATUSES.filter((s) => s !== 'DELETING' &&
 
 /** Every action: the statuses it is allowed from, and where it moves the service. */
 const TABLE: Record<
-  ServiceAction,
+  Exclude<ServiceAction, 'reconfigure'>,
   { from: ServiceStatus[]; to: ServiceStatus | undefined; settle: ServiceStatus | undefined }
 > = {
   // UNSTABLE takes stop, start, resize and setHA: a user's way to try again after a failure.
@@ -23,12 +23,16 @@ const TABLE: Record<
   resize: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', settle: 'READY' },
   setHA: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', settle: 'READY' },
   delete: { from: LIVE, to: 'DELETING', settle: undefined },
-  fork: { from: ['READY'], to: undefined, settle: undefined },
+  // A paused service forks from its backups or its stopped data directory.
+  fork: { from: ['READY', 'PAUSED'], to: undefined, settle: undefined },
   configure: { from: LIVE, to: undefined, settle: undefined },
   addReplicaSet: { from: ['READY'], to: undefined, settle: undefined },
 };
 
-for (const [action, rule] of Object.entries(TABLE) as [ServiceAction, (typeof TABLE)['stop']][]) {
+for (const [action, rule] of Object.entries(TABLE) as [
+  keyof typeof TABLE,
+  (typeof TABLE)['stop'],
+][]) {
   for (const status of SERVICE_STATUSES) {
     const allowed = rule.from.includes(status);
     test(`${action} from ${status} is ${allowed ? `allowed → ${rule.to ?? status}` : 'a CONFLICT'}`, () => {
@@ -56,8 +60,18 @@ for (const [action, rule] of Object.entries(TABLE) as [ServiceAction, (typeof TA
   }
 }
 
+test('reconfigure: READY shows CONFIGURING until applied; other live statuses stay; DELETING is a CONFLICT', () => {
+  for (const status of LIVE) {
+    const svc = { id: 'svc1', status } as Service;
+    const to = status === 'READY' ? 'CONFIGURING' : status;
+    assert.deepEqual(applyServiceAction(svc, 'reconfigure'), { ...svc, status: to });
+  }
+  assert.equal(SETTLES_TO.CONFIGURING, 'READY');
+  assert.throws(() => serviceMove('svc1', 'DELETING', 'reconfigure'), { code: 'CONFLICT' });
+});
+
 test('no request moves a service out of DELETING or DELETED', () => {
-  for (const action of Object.keys(TABLE) as ServiceAction[]) {
+  for (const action of [...Object.keys(TABLE), 'reconfigure'] as ServiceAction[]) {
     for (const status of ['DELETING', 'DELETED'] as const) {
       assert.throws(() => serviceMove('svc1', status, action), { code: 'CONFLICT' });
     }

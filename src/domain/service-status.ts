@@ -6,6 +6,7 @@
 //   stop     READY   → PAUSING → PAUSED
 //   start    PAUSED  → RESUMING → READY
 //   resize   READY   → CONFIGURING → READY       (setHA alike)
+//   reconfigure READY → CONFIGURING → READY      (VPC attach/detach, pooler; other states stay)
 //   delete   any but DELETING → DELETING → gone
 //   repair   READY   → UNSTABLE → READY          (engine only, on drift)
 //   failure  … → UNSTABLE                        (engine only, service-transitions.ts)
@@ -18,7 +19,15 @@ import { conflict } from './errors.js';
 import type { Service, ServiceStatus } from './types.js';
 
 export type ServiceAction =
-  'stop' | 'start' | 'resize' | 'setHA' | 'delete' | 'fork' | 'configure' | 'addReplicaSet';
+  | 'stop'
+  | 'start'
+  | 'resize'
+  | 'setHA'
+  | 'delete'
+  | 'fork'
+  | 'configure'
+  | 'reconfigure'
+  | 'addReplicaSet';
 
 interface ActionRule {
   from: readonly ServiceStatus[];
@@ -45,8 +54,12 @@ const RULES: Record<ServiceAction, ActionRule> = {
   resize: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', hint: 'resize it once it is READY' },
   setHA: { from: ['READY', 'UNSTABLE'], to: 'CONFIGURING', hint: 'change HA once it is READY' },
   delete: { from: LIVE, to: 'DELETING', hint: 'it is already being deleted' },
-  fork: { from: ['READY'], hint: 'fork it once it is READY' },
+  fork: { from: ['READY', 'PAUSED'], hint: 'fork it once it is READY or PAUSED' },
   configure: { from: LIVE, hint: 'it is being deleted' },
+  // A change its databases must apply (a VPC, the pooler): a READY service
+  // shows CONFIGURING until it is applied (serviceMove); any other
+  // status stays, and the change is applied when the service runs again.
+  reconfigure: { from: LIVE, hint: 'it is being deleted' },
   addReplicaSet: { from: ['READY'], hint: 'add read replicas once it is READY' },
 };
 
@@ -64,6 +77,7 @@ export function serviceMove(
   if (!rule.from.includes(status)) {
     throw conflict(`Cannot ${verb(action)} service ${id} while it is ${status}: ${rule.hint}.`);
   }
+  if (action === 'reconfigure') return status === 'READY' ? 'CONFIGURING' : undefined;
   return rule.to;
 }
 
@@ -102,6 +116,7 @@ function verb(action: ServiceAction): string {
     case 'addReplicaSet':
       return 'add a read replica set to';
     case 'configure':
+    case 'reconfigure':
       return 'change';
     default:
       return action;

@@ -73,6 +73,12 @@ export interface Peering {
   status: PeeringStatus;
   provisionedId: string | null;
   errorMessage: string | null;
+  /**
+   * The peer network's blocks, as the network provisioner reported them
+   * when it made the link (absent: none known). Admitted to the VPC's
+   * services while the peering is active (domain/vpc-network.ts).
+   */
+  peerCidrs?: string[];
   createdAt: string;
   version: number;
 }
@@ -88,6 +94,11 @@ export interface ForkOrigin {
   strategy: ForkStrategy;
   /** RFC 3339; only for PITR. */
   targetTime: string | null;
+  /**
+   * The parent's backup the fork restores (its label), chosen when the fork
+   * was requested; null for NOW (and for forks recorded before backups were).
+   */
+  backupLabel?: string | null;
 }
 
 export interface HaConfig {

@@ -4,6 +4,7 @@
 // world match it, one idempotent step at a time. `sim` and `local` implement
 // this interface and pass the same contract tests (test/contract).
 
+import type { Backup } from '../domain/backups.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Progress } from '../domain/progress.js';
 import type {
@@ -38,6 +39,8 @@ export type ServiceSource =
       strategy: ForkStrategy;
       /** ISO timestamp, for PITR. */
       targetTime: string | null;
+      /** The parent's backup to restore (LAST_SNAPSHOT, PITR); null for NOW. */
+      backupLabel: string | null;
     };
 
 /** Everything a driver needs to run a service; derived, never stored. */
@@ -53,7 +56,10 @@ export interface ServiceSpec {
   port: number;
   passwordVerifier: string;
   pooler: { enabled: boolean; port: number | null };
-  /** CIDR blocks admitted in addition to the public endpoint's (VPC and its peers). */
+  /**
+   * A service in a VPC: the blocks admitted instead of the public endpoint's
+   * (the VPC's and its peers'). Empty: not in a VPC, the public ones.
+   */
   allowedCidrs: string[];
   ha: HaConfig;
   source: ServiceSource;
@@ -72,6 +78,13 @@ export interface ReplicaSetSpec {
   allowedCidrs: string[];
 }
 
+/** A completed backup, as the driver names and dates it. */
+export type BackupInfo = Omit<Backup, 'serviceId'>;
+
+/** One step of a backup: done with the backup taken, or worth calling again. */
+export type BackupProgress =
+  { done: true; backup: BackupInfo } | { done: false; retryAfterMs: number; reason: string };
+
 /** What a driver sees of a resource's processes right now. */
 export type Health = 'running' | 'stopped' | 'failed' | 'missing';
 
@@ -87,6 +100,20 @@ export interface Driver {
   applyService(spec: ServiceSpec): Promise<Progress>;
   deleteService(serviceId: string): Promise<Progress>;
   inspectService(spec: ServiceSpec): Promise<Health>;
+
+  /**
+   * One step of a full backup of a running service: done once a backup that
+   * started at or after `since` (epoch ms) has completed, with that backup;
+   * otherwise one is started, or is still running. Each call returns soon:
+   * the backup runs in the background. A service that does not run cannot
+   * be backed up: a retryable DriverError.
+   */
+  backupService(spec: ServiceSpec, since: number): Promise<BackupProgress>;
+  /**
+   * Removes the service's backups older than the one labelled `oldestKept`,
+   * and the archived WAL only they needed. Backups already gone are not an error.
+   */
+  expireBackups(serviceId: string, oldestKept: string): Promise<void>;
 
   applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress>;
   deleteReplicaSet(replicaSetId: string): Promise<Progress>;

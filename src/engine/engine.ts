@@ -332,10 +332,12 @@ export class Engine {
   /** Writes an entry into the logs of the operation's resource, if it has logs and still exists. */
   private async record(tx: Tx, op: Operation, event: EventText): Promise<void> {
     if (op.resourceKind === 'peering') return;
-    const repo = op.resourceKind === 'service' ? tx.services : tx.replicaSets;
+    // A service's backups write into the service's logs.
+    const kind = op.resourceKind === 'serviceBackups' ? 'service' : op.resourceKind;
+    const repo = kind === 'service' ? tx.services : tx.replicaSets;
     if (!(await repo.get(op.resourceId))) return;
     await tx.events.add({
-      resourceKind: op.resourceKind,
+      resourceKind: kind,
       resourceId: op.resourceId,
       node: null,
       at: this.deps.clock(),

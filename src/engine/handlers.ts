@@ -3,15 +3,18 @@
 // re-run from the top after a crash at any point. Status moves are the named
 // transitions of domain/.
 
-import type { OperationKind, ResourceKind } from '../domain/operations.js';
+import type { BackupPolicy } from '../domain/backups.js';
+import { type OperationKind, type ResourceKind, serviceConverge } from '../domain/operations.js';
 import { failPeering, settlePeering } from '../domain/peering-transitions.js';
 import { markReplicaSetFailed, replicaSetConverged } from '../domain/replica-set-transitions.js';
 import { converged, markFailed, startProvisioning } from '../domain/service-transitions.js';
 import type { Progress } from '../domain/progress.js';
+import type { Peering } from '../domain/types.js';
 import { DONE } from '../domain/progress.js';
 import type { Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { DocRepo, Operation, Repos, Store, Tx } from '../store/store.js';
+import { backupHandler, backupQueued, queueBackupIfDue } from './backups.js';
 import type { NetworkProvisioner } from './network-provisioner.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
 
@@ -20,6 +23,8 @@ export interface HandlerDeps {
   driver: Driver;
   provisioner: NetworkProvisioner;
   clock: Clock;
+  /** How often services are backed up and how far back (DEFAULT_BACKUP_POLICY when absent). */
+  backups?: BackupPolicy;
 }
 
 export type Handler<K extends OperationKind> = (
@@ -33,6 +38,7 @@ export const HANDLERS: { readonly [K in OperationKind]: Handler<K> } = {
   'replicaSet.converge': convergeReplicaSet,
   'replicaSet.delete': deleteReplicaSet,
   'peering.provision': provisionPeering,
+  'service.backup': backupHandler,
 };
 
 /** Runs the handler of the operation's own kind. */
@@ -59,14 +65,16 @@ async function moveStored<T extends { id: string; version: number }>(
   return next ? repo.update(next) : current;
 }
 
-async function loadVpc(repos: Repos, vpcId: string | null) {
-  return vpcId === null ? undefined : repos.vpcs.get(vpcId);
+/** A service's VPC and that VPC's peerings (whose peer networks it admits too). */
+async function loadNetwork(repos: Repos, vpcId: string | null) {
+  const vpc = vpcId === null ? undefined : await repos.vpcs.get(vpcId);
+  return [vpc, vpc ? await repos.peerings.listByVpc(vpc.id) : []] as const;
 }
 
 /** Drives a service to its stored desired state, then settles its status. */
 async function convergeService(
   op: Operation<'service.converge'>,
-  { store, driver }: HandlerDeps,
+  { store, driver, clock, backups }: HandlerDeps,
 ): Promise<Progress> {
   let svc = await store.services.get(op.resourceId);
   if (!svc || svc.status === 'DELETING') return DONE; // deletion superseded this work
@@ -76,11 +84,17 @@ async function convergeService(
     );
     if (!svc) return DONE;
   }
-  const progress = await driver.applyService(serviceSpec(svc, await loadVpc(store, svc.vpcId)));
-  if (!progress.done) return progress;
-  await store.transaction((tx) =>
-    moveStored(tx.services, op.resourceId, (s) => converged(s, op.payload)),
+  const progress = await driver.applyService(
+    serviceSpec(svc, ...(await loadNetwork(store, svc.vpcId))),
   );
+  if (!progress.done) return progress;
+  const queued = await backupQueued(store, op.resourceId);
+  await store.transaction(async (tx) => {
+    const settled = await moveStored(tx.services, op.resourceId, (s) => converged(s, op.payload));
+    // A service's first backup is taken as soon as it is READY: from then
+    // on it can be forked from its backups (engine/backups.ts).
+    if (settled) await queueBackupIfDue(tx, settled, backups, clock(), () => queued);
+  });
   return DONE;
 }
 
@@ -95,6 +109,7 @@ async function deleteService(
     await tx.services.delete(op.resourceId);
     await tx.ports.releasePrefix(`service:${op.resourceId}`);
     await tx.events.deleteForResource('service', op.resourceId);
+    await tx.backups.deleteForService(op.resourceId);
   });
   return DONE;
 }
@@ -108,7 +123,7 @@ async function convergeReplicaSet(
   const primary = await store.services.get(rs.serviceId);
   if (!primary || primary.status === 'DELETING') return DONE;
   const progress = await driver.applyReplicaSet(
-    replicaSetSpec(rs, await loadVpc(store, primary.vpcId)),
+    replicaSetSpec(rs, ...(await loadNetwork(store, primary.vpcId))),
   );
   if (!progress.done) return progress;
   await store.transaction((tx) =>
@@ -133,7 +148,7 @@ async function deleteReplicaSet(
 
 async function provisionPeering(
   op: Operation<'peering.provision'>,
-  { store, provisioner }: HandlerDeps,
+  { store, provisioner, clock }: HandlerDeps,
 ): Promise<Progress> {
   const peering = await store.peerings.get(op.resourceId);
   if (!peering || peering.status !== 'pending') return DONE;
@@ -141,10 +156,28 @@ async function provisionPeering(
   if (!vpc) return DONE;
   const result = await provisioner.provision(vpc, peering);
   if (!result.done) return result;
-  await store.transaction((tx) =>
-    moveStored(tx.peerings, op.resourceId, (p) => settlePeering(p, result)),
-  );
+  await store.transaction(async (tx) => {
+    const settled = await moveStored(tx.peerings, op.resourceId, (p) => settlePeering(p, result));
+    // A peer network now reachable: the VPC's services admit it.
+    if (settled?.peerCidrs?.length) await convergeVpcServices(tx, settled, clock());
+  });
   return DONE;
+}
+
+/**
+ * Queues a converge of every service attached to the peering's VPC, so
+ * that their access rules follow its peerings (vpc-network.ts). A resting
+ * service keeps its status; converges of one service coalesce.
+ */
+async function convergeVpcServices(
+  tx: Tx,
+  peering: Pick<Peering, 'projectId' | 'vpcId'>,
+  now: number,
+): Promise<void> {
+  const attached = (await tx.services.listByProject(peering.projectId)).filter(
+    (s) => s.vpcId === peering.vpcId && s.status !== 'DELETING',
+  );
+  for (const svc of attached) await tx.operations.enqueue(serviceConverge(svc), now);
 }
 
 /**

@@ -1,7 +1,9 @@
 // VPC peerings connect a VPC to a network in another cloud account. One host
 // cannot build such a link, so Basin's default provisioner records the
 // peering and accepts it; an operator with a real network can plug in a
-// provisioner that creates the link (and fails it with a reason when it can't).
+// provisioner that creates the link (and fails it with a reason when it can't),
+// and reports the peer network's blocks, which the VPC's services then admit.
+// The recording provisioner knows no peer network, so it opens nothing.
 
 import { randomBytes } from 'node:crypto';
 import type { Peering, Vpc } from '../domain/types.js';
@@ -13,6 +15,12 @@ export type ProvisionResult =
       status: 'active' | 'failed';
       provisionedId: string | null;
       errorMessage: string | null;
+      /**
+       * The peer network's blocks, when the provisioner learns them (an AWS
+       * accepter VPC's CIDRs, say): the VPC's services admit them while the
+       * peering is active. Only private IPv4 blocks are kept.
+       */
+      peerCidrs?: string[];
     }
   | Extract<Progress, { done: false }>;
 

@@ -17,13 +17,14 @@ import {
 } from '../domain/operations.js';
 import { markUnstable } from '../domain/service-transitions.js';
 import type { FailedOperation, Tx } from '../store/store.js';
+import { queueBackupIfDue } from './backups.js';
 import { failResource, type HandlerDeps } from './handlers.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
 
 type Versioned = { id: string; version: number };
 
 /** Returns how many operations it queued. */
-export async function reconcile({ store, driver, clock }: HandlerDeps): Promise<number> {
+export async function reconcile({ store, driver, clock, backups }: HandlerDeps): Promise<number> {
   const key = (kind: string, id: string) => `${kind}:${id}`;
   const pending = new Set(
     (await store.operations.listPending()).map((o) => key(o.resourceKind, o.resourceId)),
@@ -93,6 +94,12 @@ export async function reconcile({ store, driver, clock }: HandlerDeps): Promise<
       });
     } else if (svc.status === 'PAUSED' && health === 'running') {
       await unchanged(read, svc, async (_tx, current) => serviceConverge(current));
+    } else if (svc.status === 'READY' && health === 'running') {
+      // Backups on their schedule, in a lane of their own (engine/backups.ts).
+      const queuedBackup = pending.has(key('serviceBackups', svc.id));
+      await store.transaction(async (tx) => {
+        if (await queueBackupIfDue(tx, svc, backups, clock(), () => queuedBackup)) queued++;
+      });
     }
   }
 

@@ -2,10 +2,16 @@
 // Nothing here is stored, so there is nothing to get out of step.
 
 import { shouldRun } from '../domain/service-status.js';
-import type { ReplicaSet, Service, Vpc } from '../domain/types.js';
+import type { Peering, ReplicaSet, Service, Vpc } from '../domain/types.js';
+import { vpcNetwork } from '../domain/vpc-network.js';
 import type { ReplicaSetSpec, ServiceSpec } from '../drivers/driver.js';
 
-export function serviceSpec(svc: Service, vpc: Vpc | undefined): ServiceSpec {
+/** `peerings` are the VPC's: their peer networks are admitted with it (vpc-network.ts). */
+export function serviceSpec(
+  svc: Service,
+  vpc: Vpc | undefined,
+  peerings: readonly Peering[] = [],
+): ServiceSpec {
   return {
     serviceId: svc.id,
     projectId: svc.projectId,
@@ -17,7 +23,7 @@ export function serviceSpec(svc: Service, vpc: Vpc | undefined): ServiceSpec {
     port: svc.port,
     passwordVerifier: svc.passwordVerifier,
     pooler: svc.pooler,
-    allowedCidrs: vpc ? [vpc.cidr] : [],
+    allowedCidrs: vpc ? vpcNetwork(vpc, peerings) : [],
     ha: svc.ha,
     source: svc.forkedFrom
       ? {
@@ -25,13 +31,18 @@ export function serviceSpec(svc: Service, vpc: Vpc | undefined): ServiceSpec {
           parentServiceId: svc.forkedFrom.serviceId,
           strategy: svc.forkedFrom.strategy,
           targetTime: svc.forkedFrom.targetTime,
+          backupLabel: svc.forkedFrom.backupLabel ?? null,
         }
       : { kind: 'empty' },
     createdAt: svc.createdAt,
   };
 }
 
-export function replicaSetSpec(rs: ReplicaSet, vpc: Vpc | undefined): ReplicaSetSpec {
+export function replicaSetSpec(
+  rs: ReplicaSet,
+  vpc: Vpc | undefined,
+  peerings: readonly Peering[] = [],
+): ReplicaSetSpec {
   return {
     replicaSetId: rs.id,
     serviceId: rs.serviceId,
@@ -41,6 +52,6 @@ export function replicaSetSpec(rs: ReplicaSet, vpc: Vpc | undefined): ReplicaSet
     environment: rs.environment,
     port: rs.port,
     pooler: rs.pooler,
-    allowedCidrs: vpc ? [vpc.cidr] : [],
+    allowedCidrs: vpc ? vpcNetwork(vpc, peerings) : [],
   };
 }

@@ -3,6 +3,7 @@
 // methods are async for that reason). Writes that belong together go through
 // `transaction`, which hands the callback a Tx with the same repositories.
 
+import type { Backup } from '../domain/backups.js';
 import type { NewOperation, OperationKind, ResourceKind } from '../domain/operations.js';
 import type { Peering, Project, ReplicaSet, Service, Vpc } from '../domain/types.js';
 
@@ -272,6 +273,21 @@ export interface CounterRepo {
   next(name: string, floor: number): Promise<number>;
 }
 
+/**
+ * The completed backups of each service, as the engine recorded them: what
+ * the recovery window is computed from when a fork is requested (no driver
+ * is asked on a request's path).
+ */
+export interface BackupRepo {
+  /** Oldest first. */
+  listByService(serviceId: string): Promise<Backup[]>;
+  /** Records a backup; recording the same label again changes nothing. */
+  insert(b: Backup): Promise<void>;
+  /** Forgets the service's backups that started before the one labelled `label`. */
+  deleteOlderThan(serviceId: string, label: string): Promise<void>;
+  deleteForService(serviceId: string): Promise<void>;
+}
+
 export interface Repos {
   projects: ProjectRepo;
   users: UserRepo;
@@ -284,6 +300,7 @@ export interface Repos {
   events: EventRepo;
   ports: PortRepo;
   counters: CounterRepo;
+  backups: BackupRepo;
 }
 
 export type Tx = Repos;

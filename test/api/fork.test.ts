@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { startBasin, type TestBasin } from '../helpers.js';
+import type { Backup } from '../../src/domain/backups.js';
+import { eventually, startBasin, type TestBasin } from '../helpers.js';
 import {
   assertError,
   getService,
@@ -14,11 +15,15 @@ import {
 const fork = (b: TestBasin, id: string, body?: unknown) =>
   b.call('POST', `${serviceUrl(b, id)}/forkService`, body);
 
-/** A moment strictly between the parent's creation and now. */
-async function pastTarget(parentCreated: string): Promise<string> {
-  await new Promise((r) => setTimeout(r, 20));
-  const created = Date.parse(parentCreated);
-  return new Date(created + Math.floor((Date.now() - created) / 2)).toISOString();
+/** The parent's first backup, taken once it is READY (the sim takes no time). */
+const backedUp = (b: TestBasin, id: string): Promise<Backup> =>
+  eventually(async () => (await b.basin.store.backups.listByService(id))[0], `a backup of ${id}`);
+
+/** A moment strictly between the end of the parent's first backup and now. */
+async function pastTarget(b: TestBasin, parentId: string): Promise<string> {
+  const ended = Date.parse((await backedUp(b, parentId)).stoppedAt);
+  while (Date.now() < ended + 20) await new Promise((r) => setTimeout(r, 5));
+  return new Date(ended + Math.floor((Date.now() - ended) / 2)).toISOString();
 }
 
 test('every fork strategy: 202 QUEUED with its own password and forked_from, then READY', async (t) => {
@@ -32,7 +37,7 @@ test('every fork strategy: 202 QUEUED with its own password and forked_from, the
     replica_count: 2,
     environment_tag: 'PROD',
   });
-  const target = await pastTarget(parent.created.created);
+  const target = await pastTarget(b, parent.id);
 
   for (const body of [
     { fork_strategy: 'LAST_SNAPSHOT' },
@@ -80,6 +85,7 @@ test('every fork strategy: 202 QUEUED with its own password and forked_from, the
 test('a fork takes the name, size and environment it is given; a fork can be forked', async (t) => {
   const b = await startBasin(t);
   const parent = await readyService(b, { name: 'p', addons: ['ai'] });
+  await backedUp(b, parent.id);
 
   const named = await fork(b, parent.id, {
     fork_strategy: 'NOW',
@@ -115,13 +121,21 @@ test('a fork takes the name, size and environment it is given; a fork can be for
   // No dedicated allocation: no cpu_millis or memory_gbs (clients show "shared").
   assert.deepEqual(shared.body.resources[0].spec, { volume_type: 'sim' });
 
-  // A fork of a fork.
+  // A fork of a fork (from its own backups too).
   await waitForStatus(b, named.body.service_id, 'READY');
+  await backedUp(b, named.body.service_id);
+  const fromSnapshot = await fork(b, named.body.service_id, { fork_strategy: 'LAST_SNAPSHOT' });
+  assert.equal(fromSnapshot.status, 202, JSON.stringify(fromSnapshot.body));
   const grandchild = await fork(b, named.body.service_id, { fork_strategy: 'NOW' });
   assert.equal(grandchild.status, 202);
   assert.equal(grandchild.body.name, 'analytics copy-fork');
   assert.equal(grandchild.body.forked_from.service_id, named.body.service_id);
-  for (const id of [onlyCpu.body.service_id, shared.body.service_id, grandchild.body.service_id]) {
+  for (const id of [
+    onlyCpu.body.service_id,
+    shared.body.service_id,
+    grandchild.body.service_id,
+    fromSnapshot.body.service_id,
+  ]) {
     await waitForStatus(b, id, 'READY');
   }
 
@@ -136,22 +150,26 @@ test('a fork takes the name, size and environment it is given; a fork can be for
   assert.equal(emojiFork.body.name, `${'🐘'.repeat(123)}-fork`);
 });
 
-test('fork bad inputs are 400; a paused parent is 409; an unknown one 404', async (t) => {
+test('fork bad inputs are 400; an unknown parent 404', async (t) => {
   const b = await startBasin(t);
   const parent = await readyService(b);
-  const created = Date.parse(parent.created.created);
-  const target = await pastTarget(parent.created.created);
+  const target = await pastTarget(b, parent.id);
+  const oldest = (await backedUp(b, parent.id)).stoppedAt;
+  const window = new RegExp(
+    `^target_time must be between ${oldest.replace(/\./g, '\\.')} and now \\(\\d{4}-\\d{2}-\\d{2}T[\\d:.]+Z\\)`,
+  );
 
   const bad: [unknown, RegExp][] = [
     [{ fork_strategy: 'PITR' }, /target_time is required when fork_strategy is PITR/],
     [
       { fork_strategy: 'PITR', target_time: new Date(Date.now() + 3_600_000).toISOString() },
-      /is in the future/,
+      window,
     ],
     [
-      { fork_strategy: 'PITR', target_time: new Date(created - 60_000).toISOString() },
-      /before the service was created/,
+      { fork_strategy: 'PITR', target_time: new Date(Date.parse(oldest) - 1).toISOString() },
+      window,
     ],
+    [{ fork_strategy: 'PITR', target_time: '2020-01-01T00:00:00Z' }, window],
     [{ fork_strategy: 'PITR', target_time: 'yesterday' }, /RFC 3339/],
     [{ fork_strategy: 'PITR', target_time: '2025-06-01' }, /RFC 3339/],
     [{ fork_strategy: 'PITR', target_time: target.replace('Z', '') }, /RFC 3339/],
@@ -183,13 +201,6 @@ test('fork bad inputs are 400; a paused parent is 409; an unknown one 404', asyn
   // Nothing was created.
   assert.equal((await b.call('GET', servicesUrl(b))).body.length, 1);
 
-  const paused = await pausedService(b);
-  assertError(
-    await fork(b, paused, { fork_strategy: 'NOW' }),
-    409,
-    'CONFLICT',
-    /while it is PAUSED/,
-  );
   assertError(await fork(b, 'nosuchsvc1', { fork_strategy: 'NOW' }), 404, 'NOT_FOUND');
   assertError(
     await b.call('POST', `/v1/projects/zzzzzzzzzz/services/${parent.id}/forkService`, {
@@ -198,7 +209,60 @@ test('fork bad inputs are 400; a paused parent is 409; an unknown one 404', asyn
     404,
     'NOT_FOUND',
   );
-  assert.equal((await b.call('GET', servicesUrl(b))).body.length, 2);
+  assert.equal((await b.call('GET', servicesUrl(b))).body.length, 1);
+});
+
+test('before its first backup, a service forks with NOW only; LAST_SNAPSHOT and PITR are 409', async (t) => {
+  // Backups take a while here, so the first one is still running.
+  const b = await startBasin(t, { env: { BASIN_SIM_DELAY_MS: '300' } });
+  const created = (await b.call('POST', servicesUrl(b), { name: 'young' })).body;
+  const ready = await waitForStatus(b, created.service_id, 'READY');
+  for (const body of [
+    { fork_strategy: 'LAST_SNAPSHOT' },
+    { fork_strategy: 'PITR', target_time: ready.created },
+  ]) {
+    assertError(
+      await fork(b, created.service_id, body),
+      409,
+      'CONFLICT',
+      /has no backup yet: its first is taken once it is READY\. Fork it with NOW/,
+    );
+  }
+  const now = await fork(b, created.service_id, { fork_strategy: 'NOW' });
+  assert.equal(now.status, 202, JSON.stringify(now.body));
+  await backedUp(b, created.service_id);
+  const snap = await fork(b, created.service_id, { fork_strategy: 'LAST_SNAPSHOT' });
+  assert.equal(snap.status, 202, JSON.stringify(snap.body));
+  for (const id of [now.body.service_id, snap.body.service_id]) await waitForStatus(b, id, 'READY');
+});
+
+test('a PAUSED parent forks three ways; one being stopped or started is 409', async (t) => {
+  const b = await startBasin(t);
+  const parent = await readyService(b);
+  const target = await pastTarget(b, parent.id);
+  assert.equal((await b.call('POST', `${serviceUrl(b, parent.id)}/stop`)).status, 202);
+  await waitForStatus(b, parent.id, 'PAUSED');
+  for (const body of [
+    { fork_strategy: 'NOW' },
+    { fork_strategy: 'LAST_SNAPSHOT' },
+    { fork_strategy: 'PITR', target_time: target },
+  ]) {
+    const res = await fork(b, parent.id, body);
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    await waitForStatus(b, res.body.service_id, 'READY');
+  }
+  assert.equal((await getService(b, parent.id)).status, 'PAUSED');
+
+  // A sim whose state changes take a while: the parent is RESUMING for a moment.
+  const slow = await startBasin(t, { env: { BASIN_SIM_DELAY_MS: '300' } });
+  const paused = await pausedService(slow);
+  assert.equal((await slow.call('POST', `${serviceUrl(slow, paused)}/start`)).status, 202);
+  assertError(
+    await fork(slow, paused, { fork_strategy: 'NOW' }),
+    409,
+    'CONFLICT',
+    /while it is RESUMING: fork it once it is READY or PAUSED/,
+  );
 });
 
 test('a fork is independent: deleting the parent leaves it running', async (t) => {

@@ -176,6 +176,11 @@ test('an empty JSON body is accepted where no body is needed', async (t) => {
   const pooler = await raw(b, 'POST', `${one}/enablePooler`, '');
   assert.equal(pooler.status, 200, JSON.stringify(pooler.body));
   assert.equal(typeof pooler.body.message, 'string');
+  // The pooler is applied (CONFIGURING) before the service stops.
+  await eventually(
+    async () => (await b.call('GET', one)).body.status === 'READY',
+    'the pooler applied',
+  );
   // White space counts as empty too.
   const stop = await raw(b, 'POST', `${one}/stop`, ' \n');
   assert.equal(stop.status, 202, JSON.stringify(stop.body));

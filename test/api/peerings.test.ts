@@ -6,6 +6,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createProject, issueCredential } from '../../src/commands/admin.js';
 import { systemClock } from '../../src/lib/clock.js';
+import type { ServiceSpec } from '../../src/drivers/driver.js';
+import { createSimDriver } from '../../src/drivers/sim/sim-driver.js';
+import type { NetworkProvisioner, ProvisionResult } from '../../src/engine/network-provisioner.js';
 import { eventually, startBasin, type TestBasin } from '../helpers.js';
 
 type Reply = Awaited<ReturnType<TestBasin['call']>>;
@@ -206,4 +209,110 @@ test('peerings of an unknown VPC, and unknown peerings, are 404', async (t) => {
     'NOT_FOUND',
     'peering on a deleted VPC',
   );
+});
+
+/**
+ * A provisioner that holds each peering `pending` until released, then
+ * answers as told: so that every status is seen in GET.
+ */
+function heldProvisioner(answer: ProvisionResult) {
+  let released = false;
+  const provisioner: NetworkProvisioner = {
+    async provision() {
+      return released ? answer : { done: false, retryAfterMs: 10, reason: 'building the link' };
+    },
+  };
+  return { provisioner, release: () => (released = true) };
+}
+
+/** A sim driver that remembers the last spec applied to each service. */
+function recordingSim() {
+  const driver = createSimDriver({ delayMs: 0, clock: systemClock });
+  const specs = new Map<string, ServiceSpec>();
+  const apply = driver.applyService.bind(driver);
+  driver.applyService = (spec) => {
+    specs.set(spec.serviceId, spec);
+    return apply(spec);
+  };
+  return { driver, cidrs: (id: string) => specs.get(id)?.allowedCidrs };
+}
+
+test('an active peering opens its VPC’s services to the peer network; deleting it closes them again', async (t) => {
+  const held = heldProvisioner({
+    done: true,
+    status: 'active',
+    provisionedId: 'pcx-1',
+    errorMessage: null,
+    // A public block is never admitted: only private ones a VPC could have.
+    peerCidrs: ['10.50.0.0/16', '8.8.8.0/24'],
+  });
+  const sim = recordingSim();
+  const b = await startBasin(t, { options: { driver: sim.driver, provisioner: held.provisioner } });
+  const vpcId = await newVpc(b, '10.0.0.0/16');
+  const services = `/v1/projects/${b.projectId}/services`;
+  const created = await b.call('POST', services, { name: 'db' });
+  const id = created.body.service_id as string;
+  const ready = () =>
+    eventually(
+      async () => (await b.call('GET', `${services}/${id}`)).body.status === 'READY',
+      'READY',
+    );
+  await ready();
+  assert.equal(
+    (await b.call('POST', `${services}/${id}/attachToVPC`, { vpc_id: vpcId })).status,
+    202,
+  );
+  await ready();
+  await b.basin.engine.idle();
+  assert.deepEqual(sim.cidrs(id), ['10.0.0.0/16']);
+
+  const base = `/v1/projects/${b.projectId}/vpcs/${vpcId}/peerings`;
+  const created2 = await b.call('POST', base, request);
+  assert.equal(created2.status, 201);
+  assert.equal(created2.body.status, 'pending');
+  const peering = `${base}/${created2.body.id}`;
+  // Pending for as long as the provisioner builds the link: GET shows it.
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal((await b.call('GET', peering)).body.status, 'pending');
+  assert.deepEqual(sim.cidrs(id), ['10.0.0.0/16'], 'nothing opens before it is active');
+  held.release();
+  await eventually(async () => (await b.call('GET', peering)).body.status === 'active', 'active');
+  await b.basin.engine.idle();
+  assert.deepEqual(sim.cidrs(id), ['10.0.0.0/16', '10.50.0.0/16']);
+  assert.equal((await b.call('GET', `${services}/${id}`)).body.status, 'READY');
+
+  assert.equal((await b.call('DELETE', peering)).status, 204);
+  await b.basin.engine.idle();
+  assert.deepEqual(sim.cidrs(id), ['10.0.0.0/16']);
+});
+
+test('a failed peering shows failed with its reason and opens nothing', async (t) => {
+  const held = heldProvisioner({
+    done: true,
+    status: 'failed',
+    provisionedId: null,
+    errorMessage: 'the peer account refused the link',
+    peerCidrs: ['10.50.0.0/16'],
+  });
+  const sim = recordingSim();
+  const b = await startBasin(t, { options: { driver: sim.driver, provisioner: held.provisioner } });
+  const vpcId = await newVpc(b, '10.0.0.0/16');
+  const services = `/v1/projects/${b.projectId}/services`;
+  const id = (await b.call('POST', services, { name: 'db' })).body.service_id as string;
+  await eventually(
+    async () => (await b.call('GET', `${services}/${id}`)).body.status === 'READY',
+    'READY',
+  );
+  await b.call('POST', `${services}/${id}/attachToVPC`, { vpc_id: vpcId });
+  const base = `/v1/projects/${b.projectId}/vpcs/${vpcId}/peerings`;
+  const peering = `${base}/${(await b.call('POST', base, request)).body.id}`;
+  assert.equal((await b.call('GET', peering)).body.status, 'pending');
+  held.release();
+  const failed = await eventually(async () => {
+    const res = await b.call('GET', peering);
+    return res.body.status === 'failed' ? res.body : undefined;
+  }, 'failed');
+  assert.equal(failed.error_message, 'the peer account refused the link');
+  await b.basin.engine.idle();
+  assert.deepEqual(sim.cidrs(id), ['10.0.0.0/16']);
 });

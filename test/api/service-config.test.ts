@@ -194,6 +194,7 @@ test('attachToVPC / detachFromVPC: 202 {message}, vpcEndpoint follows; wrong VPC
   assert.deepEqual(Object.keys(attach.body), ['message']);
   assert.match(attach.body.message, new RegExp(`${id}.*${vpc}`));
   const attached = await getService(b, id);
+  assert.equal(attached.status, 'CONFIGURING', 'until its access rules are applied');
   assert.deepEqual(attached.vpcEndpoint, {
     host: ready.endpoint.host,
     port: attached.vpcEndpoint.port,
@@ -226,7 +227,11 @@ test('attachToVPC / detachFromVPC: 202 {message}, vpcEndpoint follows; wrong VPC
   const detach = await b.call('POST', `${url}/detachFromVPC`, { vpc_id: vpc });
   assert.equal(detach.status, 202);
   assert.deepEqual(Object.keys(detach.body), ['message']);
-  assert.equal((await getService(b, id)).vpcEndpoint, undefined);
+  const detached = await getService(b, id);
+  assert.equal(detached.vpcEndpoint, undefined);
+  assert.equal(detached.status, 'CONFIGURING');
+  await b.basin.engine.idle();
+  assert.equal((await getService(b, id)).status, 'READY');
   assertError(await b.call('POST', `${url}/detachFromVPC`, { vpc_id: vpc }), 409, 'CONFLICT');
 
   // A VPC of another region.

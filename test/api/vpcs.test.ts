@@ -251,3 +251,24 @@ test('a VPC with a peering cannot be deleted until the peering is deleted', asyn
   assert.equal((await b.call('DELETE', `${base}/${vpcId}`)).status, 204);
   assert.equal((await b.call('GET', `${base}/${vpcId}`)).status, 404);
 });
+
+test('a CIDR that overlaps another VPC of the project in the same region is a 409', async (t) => {
+  const b = await startBasin(t);
+  const base = `/v1/projects/${b.projectId}/vpcs`;
+  const first = await b.call('POST', base, valid);
+  assert.equal(first.status, 201);
+  for (const cidr of ['10.0.0.0/16', '10.0.4.0/24', '10.0.255.240/28']) {
+    const res = await b.call('POST', base, { ...valid, name: 'clash', cidr });
+    assertError(res, 409, 'CONFLICT', cidr);
+    assert.match(
+      res.body.message,
+      new RegExp(`overlaps 10\\.0\\.0\\.0/16 of VPC ${first.body.id}`),
+    );
+  }
+  // Disjoint blocks, and the same block in another region, are fine.
+  assert.equal((await b.call('POST', base, { ...valid, cidr: '10.1.0.0/16' })).status, 201);
+  assert.equal((await b.call('POST', base, { ...valid, region_code: 'eu-west-1' })).status, 201);
+  // Once the VPC is gone, its block is free again.
+  assert.equal((await b.call('DELETE', `${base}/${first.body.id}`)).status, 204);
+  assert.equal((await b.call('POST', base, { ...valid, cidr: '10.0.4.0/24' })).status, 201);
+});

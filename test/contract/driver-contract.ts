@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import {
+  type BackupInfo,
   DriverError,
   type Driver,
   type ReplicaSetSpec,
@@ -33,6 +34,21 @@ export async function converge(step: () => Promise<Progress>, timeoutMs = 60_000
     if (p.done) return;
     if (Date.now() > deadline) throw new Error(`driver did not converge in time: ${p.reason}`);
     await new Promise((r) => setTimeout(r, Math.min(p.retryAfterMs, 500)));
+  }
+}
+
+/** Calls backupService as the engine does until the backup is done. */
+export async function backupUntilDone(
+  driver: Driver,
+  spec: ServiceSpec,
+  since = Date.now(),
+): Promise<BackupInfo> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const p = await driver.backupService(spec, since);
+    if (p.done) return p.backup;
+    if (Date.now() > deadline) throw new Error(`the backup did not complete: ${p.reason}`);
+    await new Promise((r) => setTimeout(r, Math.min(p.retryAfterMs, 200)));
   }
 }
 
@@ -121,6 +137,39 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
     assert.deepEqual(await driver.applyService(changed), DONE);
   });
 
+  await t.test("a VPC's blocks are admitted, then the public ones again", async () => {
+    const inVpc = { ...spec, allowedCidrs: ['10.0.0.0/16', '10.50.0.0/16'] };
+    await converge(() => driver.applyService(inVpc));
+    assert.equal(await driver.inspectService(inVpc), 'running');
+    assert.deepEqual(await driver.applyService(inVpc), DONE);
+    await converge(() => driver.applyService(spec));
+    assert.equal(await driver.inspectService(spec), 'running');
+  });
+
+  await t.test('a full backup is reported once complete; asked again, the same one', async () => {
+    const since = Date.now();
+    const backup = await backupUntilDone(driver, spec, since);
+    assert.match(backup.label, /^\d{8}-\d{6}F/);
+    assert.ok(Date.parse(backup.startedAt) >= Math.floor(since / 1000) * 1000);
+    assert.ok(Date.parse(backup.stoppedAt) >= Date.parse(backup.startedAt));
+    assert.deepEqual(await driver.backupService(spec, since), { done: true, backup });
+    // Expiring up to the only backup keeps it; an unknown label changes nothing.
+    await driver.expireBackups(spec.serviceId, backup.label);
+    await driver.expireBackups(spec.serviceId, '20000101-000000F');
+    assert.deepEqual(await driver.backupService(spec, since), { done: true, backup });
+  });
+
+  await t.test('a stopped service is not backed up: a retryable error', async () => {
+    const stopped = { ...spec, running: false };
+    await converge(() => driver.applyService(stopped));
+    await assert.rejects(driver.backupService(stopped, Date.now() + 60_000), (err: unknown) => {
+      assert.ok(err instanceof DriverError, String(err));
+      assert.equal(err.retryable, true);
+      return true;
+    });
+    await converge(() => driver.applyService(spec));
+  });
+
   await t.test('logs are newest first and page with an opaque cursor', async () => {
     await logsPage(driver, target);
     await assert.rejects(
@@ -167,26 +216,69 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
 }
 
 type Case = (driver: Driver, running: ServiceSpec) => Promise<void>;
+type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What a driver that claims a capability must do with it (`running` is a running service). */
 const CLAIMED: Record<keyof Capabilities, Case> = {
   async forks(driver, running) {
-    const fork = await makeSpec('POSTGRES', PASSWORD, {
+    const forkOf = (parent: ServiceSpec, source: Partial<ForkSource>) =>
+      makeSpec('POSTGRES', PASSWORD, {
+        source: {
+          kind: 'fork',
+          parentServiceId: parent.serviceId,
+          strategy: 'NOW',
+          targetTime: null,
+          backupLabel: null,
+          ...source,
+        },
+      });
+    const backup = await backupUntilDone(driver, running);
+    while (Date.now() <= Date.parse(backup.stoppedAt)) await sleep(50);
+    const forks = [
+      await forkOf(running, { strategy: 'NOW' }),
+      await forkOf(running, { strategy: 'LAST_SNAPSHOT', backupLabel: backup.label }),
+      await forkOf(running, {
+        strategy: 'PITR',
+        backupLabel: backup.label,
+        targetTime: new Date().toISOString(),
+      }),
+    ];
+    // A stopped parent forks too.
+    const stopped = { ...running, running: false };
+    await converge(() => driver.applyService(stopped));
+    forks.push(await forkOf(stopped, { strategy: 'LAST_SNAPSHOT', backupLabel: backup.label }));
+    for (const fork of forks) {
+      await converge(() => driver.applyService(fork), 120_000);
+      assert.equal(await driver.inspectService(fork), 'running', fork.source.kind);
+    }
+    assert.equal(await driver.inspectService(stopped), 'stopped', 'the parent is untouched');
+    await converge(() => driver.applyService(running));
+    for (const fork of forks) await converge(() => driver.deleteService(fork.serviceId));
+    assert.equal(await driver.inspectService(running), 'running', 'the parent is untouched');
+    // What cannot be forked fails for good: a parent that does not exist, a backup it does not have.
+    const orphan = await makeSpec('POSTGRES', PASSWORD, {
       source: {
         kind: 'fork',
-        parentServiceId: running.serviceId,
+        parentServiceId: resourceId(),
         strategy: 'NOW',
         targetTime: null,
+        backupLabel: null,
       },
     });
-    await converge(() => driver.applyService(fork));
-    assert.equal(await driver.inspectService(fork), 'running');
-    await converge(() => driver.deleteService(fork.serviceId));
-    assert.equal(await driver.inspectService(running), 'running', 'the parent is untouched');
-    const orphan = await makeSpec('POSTGRES', PASSWORD, {
-      source: { kind: 'fork', parentServiceId: resourceId(), strategy: 'NOW', targetTime: null },
+    await assert.rejects(
+      converge(() => driver.applyService(orphan)),
+      permanent,
+    );
+    const gone = await forkOf(running, {
+      strategy: 'LAST_SNAPSHOT',
+      backupLabel: '20000101-000000F',
     });
-    await assert.rejects(driver.applyService(orphan), permanent);
+    await assert.rejects(
+      converge(() => driver.applyService(gone)),
+      permanent,
+    );
+    for (const spec of [orphan, gone]) await converge(() => driver.deleteService(spec.serviceId));
   },
   async haReplicas(driver, running) {
     const ha = { ...running, ha: { replicaCount: 1, syncReplicaCount: 0 } };
@@ -199,6 +291,24 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     const pooled = { ...running, pooler: { enabled: true, port: await freePort() } };
     await converge(() => driver.applyService(pooled));
     assert.equal(await driver.inspectService(pooled), 'running');
+    assert.deepEqual(await driver.applyService(pooled), DONE);
+    // Its access rules, its password and its service's stop and start follow the spec.
+    const changed = {
+      ...pooled,
+      allowedCidrs: ['10.0.0.0/16'],
+      passwordVerifier: (await makeSpec('POSTGRES', 'pooled-password-0123')).passwordVerifier,
+    };
+    await converge(() => driver.applyService(changed));
+    assert.equal(await driver.inspectService(changed), 'running');
+    const stopped = { ...changed, running: false };
+    await converge(() => driver.applyService(stopped));
+    assert.equal(await driver.inspectService(stopped), 'stopped');
+    await converge(() => driver.applyService(changed));
+    assert.equal(await driver.inspectService(changed), 'running');
+    // Disabled (its port kept, as the store keeps it).
+    const disabled = { ...running, pooler: { enabled: false, port: pooled.pooler.port } };
+    await converge(() => driver.applyService(disabled));
+    assert.equal(await driver.inspectService(disabled), 'running');
     await converge(() => driver.applyService(running));
   },
   async replicaSets(driver, running) {
@@ -220,6 +330,7 @@ const REFUSED: Record<keyof Capabilities, Case> = {
         parentServiceId: running.serviceId,
         strategy: 'NOW',
         targetTime: null,
+        backupLabel: null,
       },
     });
     await assert.rejects(driver.applyService(fork), permanent);

@@ -528,4 +528,37 @@ export function storeContract(name: string, subject: StoreSubject): void {
     assert.equal(await alloc('service:d'), 100);
     assert.equal(await alloc('service:e'), 101);
   });
+
+  test(`${name}: backups: listed oldest first per service, recorded once, expired from the oldest`, async (t) => {
+    const store = await open(t);
+    const b = (serviceId: string, label: string, minute: number) => ({
+      serviceId,
+      label,
+      startedAt: `2030-01-01T00:${String(minute).padStart(2, '0')}:00.000Z`,
+      stoppedAt: `2030-01-01T00:${String(minute).padStart(2, '0')}:30.000Z`,
+    });
+    await store.transaction(async (tx) => {
+      await tx.backups.insert(b('s1', '20300101-000200F', 2));
+      await tx.backups.insert(b('s1', '20300101-000000F', 0));
+      await tx.backups.insert(b('s1', '20300101-000100F', 1));
+      await tx.backups.insert(b('s1', '20300101-000100F', 1));
+      await tx.backups.insert(b('s2', '20300101-000000F', 0));
+    });
+    const labels = async (id: string) =>
+      (await store.backups.listByService(id)).map((x) => x.label);
+    assert.deepEqual(await labels('s1'), [
+      '20300101-000000F',
+      '20300101-000100F',
+      '20300101-000200F',
+    ]);
+    assert.deepEqual((await store.backups.listByService('s1'))[0], b('s1', '20300101-000000F', 0));
+    await store.transaction((tx) => tx.backups.deleteOlderThan('s1', '20300101-000100F'));
+    assert.deepEqual(await labels('s1'), ['20300101-000100F', '20300101-000200F']);
+    // An unknown label expires nothing.
+    await store.transaction((tx) => tx.backups.deleteOlderThan('s1', 'nope'));
+    assert.deepEqual(await labels('s1'), ['20300101-000100F', '20300101-000200F']);
+    await store.transaction((tx) => tx.backups.deleteForService('s1'));
+    assert.deepEqual(await labels('s1'), []);
+    assert.deepEqual(await labels('s2'), ['20300101-000000F']);
+  });
 }

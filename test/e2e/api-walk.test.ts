@@ -268,6 +268,8 @@ test(
           async () => (await b.call('GET', s)).body.vpcEndpoint === undefined,
           'the vpcEndpoint to go',
         );
+        // Attach and detach reconfigure it: CONFIGURING, then READY again.
+        await status(b, s, 'READY');
 
         const logs = await call('GET', `${s}/logs?severities=LOG&severities=ERROR`);
         assert.equal(logs.status, 200, logs.text);

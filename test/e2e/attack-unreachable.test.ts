@@ -69,9 +69,9 @@ test(
       assert.deepEqual(await a.run('cat PG_VERSION'), ['15'], 'its own data directory');
     });
 
-    await t.test("B's data directory, socket directory, archive and records", async () => {
+    await t.test("B's data directory, socket directory, backups and records", async () => {
       const bSockets = layout.socketDir(bNode);
-      const bArchive = layout.archiveDir(bSvc.service_id);
+      const bRepo = layout.backupDirs(bSvc.service_id).repo;
       for (const command of [
         `ls ${bPgdata}`,
         `cat ${bPgdata}/PG_VERSION`,
@@ -81,10 +81,15 @@ test(
         `ls ${bPgdata}/log`,
         `ls ${bSockets}`,
         `touch ${bSockets}/planted`,
-        // The WAL archive, what a restore or a fork would be made from.
-        `ls ${bArchive}`,
-        `cat ${bArchive}/000000010000000000000001`,
-        `touch ${bArchive}/000000010000000000000099`,
+        // B's pgBackRest repository (its backups and archived WAL, what
+        // its forks are made from), its configuration and queue.
+        `ls ${bRepo}`,
+        `cat ${layout.backupInfo(bSvc.service_id)}`,
+        `ls ${bRepo}/archive/${bSvc.service_id}`,
+        `touch ${bRepo}/planted`,
+        `cat ${layout.backupConf(bSvc.service_id)}`,
+        `ls ${layout.backupDirs(bSvc.service_id).spool}`,
+        `ls ${layout.backupsDir}`,
         `cat ${layout.stateFile(bNode)}`,
         `cat ${layout.startupLog(bNode)}`,
         `ls ${layout.instancesDir}`,

@@ -177,7 +177,8 @@ test(
       [layout.nodeDir(node), 0o755],
       [layout.stateFile(node), 0o644],
       [layout.startupLog(node), 0o644],
-      [layout.archiveDir(id), 0o755],
+      [layout.backupDirs(id).repo, 0o755],
+      [layout.backupConf(id), 0o644],
       ...files(dataDir)
         .filter((f) => /\/basin\.db(-wal|-shm)?$/.test(f))
         .map((f): [string, number] => [f, 0o644]),
@@ -205,7 +206,8 @@ test(
         [layout.nodeDir(node), 0o711],
         [layout.stateFile(node), 0o600],
         [layout.startupLog(node), 0o600],
-        [layout.archiveDir(id), 0o700],
+        [layout.backupDirs(id).repo, 0o700],
+        [layout.backupConf(id), 0o640],
       ];
       for (const [path, m] of want) {
         assert.equal(mode(path).toString(8), m.toString(8), path);

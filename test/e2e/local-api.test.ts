@@ -225,9 +225,7 @@ test(
       'what the local driver does not run yet is refused with a 400 that says so',
       async () => {
         const refusals: [string, string, object | undefined][] = [
-          ['POST', `${b.servicePath(id)}/forkService`, { fork_strategy: 'NOW' }],
           ['POST', `${b.servicePath(id)}/setHA`, { replica_count: 1 }],
-          ['POST', `${b.servicePath(id)}/enablePooler`, undefined],
           [
             'POST',
             `${b.servicePath(id)}/replicaSets`,
@@ -261,6 +259,7 @@ test(
       assert.equal(uidOf(user), undefined, `${user} is removed`);
       assert.equal(existsSync(layout.instanceDir(id)), false);
       assert.equal(existsSync(layout.archiveDir(id)), false);
+      assert.equal(existsSync(layout.backupDir(id)), false, 'its stanza and repository are gone');
       assert.deepEqual((await b.call('GET', b.servicePath())).body, []);
     });
   },

@@ -121,10 +121,12 @@ async function world(t: TestContext): Promise<World> {
 const statusOf = (w: World, id: string, status: string) =>
   eventually(async () => (await w.service(id)).status === status, `${id} ${status}`);
 
-/** The only operation of a resource, pending or not. */
+/** The only operation of a resource, pending or not (a service's backups have a lane of their own). */
 async function onlyOp(w: World, resourceId: string): Promise<Operation> {
   const rows = new Database(w.file, { readonly: true })
-    .prepare('SELECT id FROM operations WHERE resource_id = ? ORDER BY id')
+    .prepare(
+      "SELECT id FROM operations WHERE resource_id = ? AND resource_kind != 'serviceBackups' ORDER BY id",
+    )
     .pluck()
     .all(resourceId) as number[];
   assert.equal(rows.length, 1, `one operation for ${resourceId}`);

@@ -3,6 +3,8 @@
 // and every call counted.
 
 import {
+  type BackupInfo,
+  type BackupProgress,
   type Driver,
   DriverError,
   type Health,
@@ -59,6 +61,32 @@ export class FakeDriver implements Driver {
 
   async inspectService(spec: ServiceSpec): Promise<Health> {
     return this.running.has(spec.serviceId) ? 'running' : 'missing';
+  }
+
+  /** Backups taken, per service (each done at its first call, a second after the last). */
+  readonly backups = new Map<string, BackupInfo[]>();
+  /** expireBackups calls: [service id, oldest kept]. */
+  readonly expired: [string, string][] = [];
+  /** How backupService answers for a service from now on (default: succeed). */
+  readonly backupBehaviour = new Map<string, Behaviour>();
+
+  async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    const b = this.backupBehaviour.get(spec.serviceId) ?? { do: 'succeed' };
+    if (b.do === 'fail') throw new DriverError(b.message, b.retryable);
+    if (b.do === 'hang') return { done: false, retryAfterMs: 1000, reason: 'backing up' };
+    const list = this.backups.get(spec.serviceId) ?? [];
+    const start = Math.max(since, ...list.map((x) => Date.parse(x.startedAt) + 1000));
+    const backup: BackupInfo = {
+      label: `b${list.length}`,
+      startedAt: new Date(start).toISOString(),
+      stoppedAt: new Date(start + 1000).toISOString(),
+    };
+    this.backups.set(spec.serviceId, [...list, backup]);
+    return { done: true, backup };
+  }
+
+  async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
+    this.expired.push([serviceId, oldestKept]);
   }
 
   async applyReplicaSet(): Promise<Progress> {

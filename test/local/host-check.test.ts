@@ -14,7 +14,9 @@ test('this host has everything (scripts/setup-host.sh ran)', async () => {
 });
 
 test('missing binaries and extensions are listed, with the command that installs them', async () => {
-  const err = await checkHost(pgInstall('/nonexistent/bin', '/nonexistent/share')).then(
+  const err = await checkHost(
+    pgInstall('/nonexistent/bin', '/nonexistent/share', '/nonexistent/pgbackrest'),
+  ).then(
     () => assert.fail('expected a HostCheckError'),
     (e: unknown) => e,
   );
@@ -22,7 +24,7 @@ test('missing binaries and extensions are listed, with the command that installs
   for (const what of [
     'PostgreSQL 15 server (/nonexistent/bin/postgres)',
     'initdb',
-    'basic_archive',
+    'pgBackRest (/nonexistent/pgbackrest: WAL archiving, backups and forks; Debian package pgbackrest)',
     'timescaledb extension (/nonexistent/share/extension/timescaledb.control)',
     'pgvector extension (/nonexistent/share/extension/vector.control)',
   ]) {

@@ -156,6 +156,15 @@ test(
     const layout = new Layout(b.config.dataDir);
     const [a, other] = await Promise.all([create(b, 'tenant-a'), create(b, 'tenant-b')]);
     await Promise.all([status(b, a.service_id, 'READY'), status(b, other.service_id, 'READY')]);
+    // Each service's first backup is taken once it is READY: its repository
+    // holds a backup, and nothing is being written into it any more.
+    for (const id of [a.service_id, other.service_id]) {
+      await eventually(
+        async () => (await b.basin.store.backups.listByService(id)).length > 0,
+        `a backup of ${id}`,
+        90_000,
+      );
+    }
     const aNode = { id: a.service_id, node: 0 };
     const bNode = { id: other.service_id, node: 0 };
     const aUser = user(serviceUserName(a.service_id));
@@ -179,13 +188,16 @@ test(
         for (const [path, mode] of [
           [layout.pgdata(aNode), 0o700],
           [layout.socketDir(aNode), 0o700],
-          [layout.archiveDir(a.service_id), 0o700],
+          ...Object.values(layout.backupDirs(a.service_id)).map((d) => [d, 0o700] as const),
           [join(layout.pgdata(aNode), 'server.key'), 0o600],
         ] as const) {
           const st = statSync(path);
           assert.equal(st.uid, aUser.uid, `${path} belongs to uid ${st.uid}`);
           assert.equal(st.mode & 0o777, mode, `${path} has mode ${(st.mode & 0o777).toString(8)}`);
         }
+        // Its pgBackRest configuration is Basin's, readable by its own group alone.
+        const conf = statSync(layout.backupConf(a.service_id));
+        assert.deepEqual([conf.uid, conf.gid, conf.mode & 0o777], [0, aUser.gid, 0o640]);
         // Basin's own records beside the data directory stay root's.
         for (const path of [layout.stateFile(aNode), layout.startupLog(aNode)]) {
           const st = statSync(path);
@@ -205,7 +217,7 @@ test(
         const own = [
           layout.pgdata(aNode),
           layout.socketDir(aNode),
-          layout.archiveDir(a.service_id),
+          ...Object.values(layout.backupDirs(a.service_id)),
         ];
         for (const fd of readdirSync(`/proc/${pm}/fd`)) {
           const target = readlinkSync(`/proc/${pm}/fd/${fd}`);
@@ -247,7 +259,14 @@ test(
           `cat ${bPgdata}/server.key`,
           `ls ${bPgdata}`,
           `ls ${layout.socketDir(bNode)}`,
-          `ls ${layout.archiveDir(other.service_id)}`,
+          // B's backups and archived WAL (what its forks are made from),
+          // its pgBackRest configuration, and the list of stanzas.
+          `ls ${layout.backupDirs(other.service_id).repo}`,
+          `cat ${layout.backupInfo(other.service_id)}`,
+          `touch ${layout.backupDirs(other.service_id).repo}/planted`,
+          `ls ${layout.backupDirs(other.service_id).spool}`,
+          `cat ${layout.backupConf(other.service_id)}`,
+          `ls ${layout.backupsDir}`,
           `cat ${layout.stateFile(bNode)}`,
           `cat ${layout.caKey}`,
           `ls ${dataDir}`,
@@ -286,11 +305,13 @@ test(
         const own = [
           layout.pgdata(aNode),
           layout.socketDir(aNode),
-          layout.archiveDir(a.service_id),
+          ...Object.values(layout.backupDirs(a.service_id)),
         ];
         const isOwn = (p: string) => own.some((d) => p === d || p.startsWith(`${d}/`));
-        // Harmless, and public on purpose: what built the template.
-        const isPublic = (p: string) => p === layout.templateMarker;
+        // Harmless, and public on purpose: what built the template; and its
+        // own pgBackRest configuration (read, not written: Basin's).
+        const isPublic = (p: string) =>
+          p === layout.templateMarker || p === layout.backupConf(a.service_id);
         const paths = walk(dataDir);
         assert.ok(paths.length > 1000, `only ${paths.length} paths`);
         const { readable, writable } = accessAs(aUser, paths);

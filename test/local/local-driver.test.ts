@@ -5,6 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -95,7 +96,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
     await assert.rejects(su.connect(), /rejects connection/);
   });
 
-  test('WAL is archived into the service archive', async () => {
+  test("WAL is archived into the service's own pgBackRest repository", async () => {
     // pg_switch_wal needs the superuser: Basin's administrative path (root
     // over the Unix socket, peer-mapped to postgres) is what runs it.
     const admin = new pg.Client({
@@ -111,9 +112,24 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
     } finally {
       await admin.end();
     }
-    const archive = layout.archiveDir(spec.serviceId);
+    // pgBackRest keeps segments compressed and checksummed:
+    // archive/<stanza>/15-1/<timeline+log>/<segment>-<sha1>.lz4
+    const archive = join(
+      layout.backupDirs(spec.serviceId).repo,
+      'archive',
+      spec.serviceId,
+      '15-1',
+      '0000000100000000',
+    );
     const deadline = Date.now() + 20_000;
-    while (!readdirSync(archive).some((f) => /^[0-9A-F]{24}$/.test(f))) {
+    const segments = () => {
+      try {
+        return readdirSync(archive).filter((f) => /^[0-9A-F]{24}-[0-9a-f]{40}\.lz4$/.test(f));
+      } catch {
+        return [];
+      }
+    };
+    while (segments().length === 0) {
       assert.ok(Date.now() < deadline, 'no WAL segment archived within 20 s');
       await sleep(100);
     }
@@ -228,6 +244,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
     assert.deepEqual(processesOf(dir), []);
     assert.equal(existsSync(layout.instanceDir(spec.serviceId)), false);
     assert.equal(existsSync(layout.archiveDir(spec.serviceId)), false);
+    assert.equal(existsSync(layout.backupDir(spec.serviceId)), false, 'its stanza is gone');
     assert.equal(existsSync(layout.socketDir({ id: spec.serviceId, node: 0 })), false);
     assert.equal(await driver.inspectService(spec), 'missing');
     assert.deepEqual(await driver.deleteService(spec.serviceId), { done: true });

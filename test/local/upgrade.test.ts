@@ -61,7 +61,11 @@ describe('local driver: a service that ran as postgres moves to its own OS user'
     // it, and no user for the service.
     spec = { ...spec, running: false };
     await applyUntilDone(driver, spec);
-    const owned = [layout.pgdata(ref), layout.socketDir(ref), layout.archiveDir(spec.serviceId)];
+    const owned = [
+      layout.pgdata(ref),
+      layout.socketDir(ref),
+      ...Object.values(layout.backupDirs(spec.serviceId)),
+    ];
     execFileSync('chown', ['-R', `${postgres.uid}:${postgres.gid}`, ...owned]);
     execFileSync('userdel', ['-f', name]);
     const old = await spawnPostmaster({

@@ -30,7 +30,12 @@ const spec = (over: Partial<ServiceSpec> = {}): ServiceSpec => ({
   createdAt: '2025-01-01T00:00:00Z',
   ...over,
 });
-const paths = { socketDir: '/d/local/s/abcdefghij-0', archiveDir: '/d/local/archive/abcdefghij' };
+const paths = {
+  socketDir: '/d/local/s/abcdefghij-0',
+  backupConf: '/d/local/backup/abcdefghij/pgbackrest.conf',
+  pgbackrest: 'pgbackrest',
+  forkSourceConf: '/d/local/backup/abcdefghij/source.conf',
+};
 const options = { listenAddresses: '*', publicCidrs: ['0.0.0.0/0', '::/0'] };
 
 describe('sizeProfile', () => {
@@ -90,7 +95,13 @@ describe('postgresqlSettings', () => {
     assert.equal(s.shared_buffers, '2048MB');
     assert.equal(s.port, '40001');
     assert.equal(s.unix_socket_directories, paths.socketDir);
-    assert.equal(s['basic_archive.archive_directory'], paths.archiveDir);
+    // WAL goes to the service's own stanza, through pgBackRest's queue.
+    assert.equal(s.archive_mode, 'on');
+    assert.equal(
+      s.archive_command,
+      "'pgbackrest' '--config=/d/local/backup/abcdefghij/pgbackrest.conf' --stanza=abcdefghij archive-push %p",
+    );
+    assert.equal(s.archive_library, undefined);
     assert.equal(s.ssl, 'on');
     assert.equal(s.log_destination, 'jsonlog');
     assert.equal(s.logging_collector, 'on');
@@ -124,6 +135,50 @@ describe('postgresqlSettings', () => {
     assert.equal(base.reload.work_mem, '10485kB');
   });
 
+  test('a fork: no hot standby, ever; while recovering, how it recovers', () => {
+    const fork = spec({
+      source: {
+        kind: 'fork',
+        parentServiceId: 'parent0001',
+        strategy: 'PITR',
+        targetTime: '2030-01-01T00:00:00.000Z',
+        backupLabel: '20300101-000000F',
+      },
+    });
+    assert.equal(postgresqlSettings(spec(), paths, options).hot_standby, undefined);
+    const open = postgresqlSettings(fork, paths, options);
+    assert.equal(open.hot_standby, 'off');
+    assert.equal(open.restore_command, undefined);
+    const pitr = postgresqlSettings(fork, paths, options, {
+      kind: 'repo',
+      stanza: 'parent0001',
+      target: { time: '2030-01-01T00:00:00.000Z' },
+    });
+    assert.equal(
+      pitr.restore_command,
+      `'pgbackrest' '--config=/d/local/backup/abcdefghij/source.conf' --stanza=parent0001 archive-get %f "%p"`,
+    );
+    assert.equal(pitr.recovery_target_time, '2030-01-01 00:00:00.000+00');
+    assert.equal(pitr.recovery_target_action, 'promote');
+    const snapshot = postgresqlSettings(fork, paths, options, {
+      kind: 'repo',
+      stanza: 'parent0001',
+      target: 'immediate',
+    });
+    assert.equal(snapshot.recovery_target, 'immediate');
+    const end = postgresqlSettings(fork, paths, options, {
+      kind: 'repo',
+      stanza: 'parent0001',
+      target: 'end',
+    });
+    assert.equal(end.recovery_target, undefined);
+    assert.equal(end.recovery_target_time, undefined);
+    const copy = postgresqlSettings(fork, paths, options, { kind: 'copy' });
+    assert.deepEqual([copy.restore_command, copy.recovery_target], ['false', 'immediate']);
+    // Opening the fork drops them without a restart.
+    assert.deepEqual(splitSettings(pitr).restart, splitSettings(open).restart);
+  });
+
   test('renderConf quotes every value', () => {
     assert.equal(
       renderConf({ a: "it's", b: '1' }).split('\n').slice(1).join('\n'),
@@ -139,9 +194,18 @@ describe('pgHba', () => {
       .filter((l) => l && !l.startsWith('#'))
       .map((l) => l.trim().split(/\s+/).join(' '));
 
-  test('admin over the socket only, TLS required, public and VPC CIDRs by SCRAM', () => {
+  test('a service in a VPC admits its VPC only, not the public CIDRs', () => {
+    const r = rules(pgHba({ allowedCidrs: ['10.1.0.0/16'] }, options.publicCidrs));
     assert.deepEqual(
-      rules(pgHba({ allowedCidrs: ['10.1.0.0/16', '0.0.0.0/0'] }, options.publicCidrs)),
+      r.filter((l) => l.endsWith('scram-sha-256')),
+      ['hostssl all all 10.1.0.0/16 scram-sha-256'],
+    );
+    assert.ok(r.includes('hostnossl all all 0.0.0.0/0 reject'), 'TLS still required');
+  });
+
+  test('admin over the socket only, TLS required, public CIDRs by SCRAM', () => {
+    assert.deepEqual(
+      rules(pgHba({ allowedCidrs: [] }, [...options.publicCidrs, '0.0.0.0/0'])), // once each
       [
         'local all postgres peer map=basin',
         'local all all reject',
@@ -151,7 +215,6 @@ describe('pgHba', () => {
         'hostssl all postgres ::/0 reject',
         'hostssl all all 0.0.0.0/0 scram-sha-256',
         'hostssl all all ::/0 scram-sha-256',
-        'hostssl all all 10.1.0.0/16 scram-sha-256',
       ],
     );
   });
@@ -161,6 +224,15 @@ describe('pgHba', () => {
     assert.deepEqual(
       r.filter((l) => l.endsWith('scram-sha-256')),
       ['hostssl all all 192.168.1.0/24 scram-sha-256'],
+    );
+  });
+
+  test('locked (a fork before it opens): nobody but Basin over the socket', () => {
+    assert.deepEqual(
+      rules(pgHba({ allowedCidrs: ['10.1.0.0/16'] }, options.publicCidrs, true)).filter(
+        (l) => !l.endsWith('reject'),
+      ),
+      ['local all postgres peer map=basin'],
     );
   });
 

@@ -9,6 +9,8 @@
 
 import { isIP } from 'node:net';
 import type { ServiceSpec } from '../driver.js';
+import type { Recovery } from './node-state.js';
+import { archiveCommand, restoreCommand } from './pgbackrest.js';
 import type { ServiceType, Size } from '../../domain/types.js';
 
 export type Settings = Record<string, string>;
@@ -16,7 +18,12 @@ export type Settings = Record<string, string>;
 /** Where a node's files live, as far as its configuration names them. */
 export interface NodePaths {
   socketDir: string;
-  archiveDir: string;
+  /** The service's pgBackRest configuration (its stanza is the service's id)… */
+  backupConf: string;
+  /** …and pgBackRest's command. */
+  pgbackrest: string;
+  /** A recovering fork's source: the part of its parent's repository it restores, configured. */
+  forkSourceConf: string;
 }
 
 export interface ConfOptions {
@@ -131,13 +138,18 @@ export const RESTART_SETTINGS: ReadonlySet<string> = new Set([
   'wal_level',
   'archive_mode',
   'logging_collector',
+  'hot_standby',
 ]);
 
-/** Every setting Basin decides for a service node. */
+/**
+ * Every setting Basin decides for a service node; `recovery` while it is a
+ * fork recovering from its parent's data (recoverySettings).
+ */
 export function postgresqlSettings(
   spec: ServiceSpec,
   paths: NodePaths,
   options: ConfOptions,
+  recovery?: Recovery,
 ): Settings {
   const p = sizeProfile(spec.size, options.hostMemoryMb);
   const tsdb = hasTimescale(spec.type);
@@ -173,18 +185,17 @@ export function postgresqlSettings(
     // Storage is assumed to be SSD: random reads cost little more than sequential ones.
     random_page_cost: '1.1',
     shared_preload_libraries: tsdb ? 'timescaledb' : '',
-    // WAL archiving into the service's own archive, for PITR and forks.
-    // basic_archive (contrib) copies each segment to a temporary name, fsyncs
-    // and renames it, so a crash never leaves a half-written segment, and it
-    // succeeds when an identical file is already there (a retried archive).
-    // https://www.postgresql.org/docs/15/basic-archive.html
+    // WAL archiving into the service's own pgBackRest repository, for PITR
+    // and forks: archive-push queues each segment and a background
+    // pgBackRest compresses and stores it, checksummed (pgbackrest.ts).
+    // https://pgbackrest.org/user-guide.html#async-archiving
     wal_level: 'replica',
     archive_mode: 'on',
-    archive_library: 'basic_archive',
-    'basic_archive.archive_directory': paths.archiveDir,
+    archive_command: archiveCommand(paths.pgbackrest, paths.backupConf, spec.serviceId),
     // A segment is archived at the latest 5 minutes after a write, so a
     // point-in-time restore can reach close to now; an idle server does not
-    // switch segments, so this costs nothing when nothing happens.
+    // switch segments, so this costs nothing when nothing happens. (A fork
+    // of a running service switches its parent's segment first.)
     archive_timeout: '5min',
     // JSON logs, collected into pgdata/log, rotated daily or at 10 MB. Names
     // sort chronologically (logs/read-node-logs.ts relies on it); PostgreSQL
@@ -205,7 +216,47 @@ export function postgresqlSettings(
     // No internet here; and a managed service does not phone home by default.
     s['timescaledb.telemetry_level'] = 'off';
   }
-  return s;
+  if (spec.source.kind === 'fork') {
+    // A fork recovers its parent's WAL before it opens. With hot standby,
+    // PostgreSQL would refuse to recover with fewer connections or workers
+    // than its parent had (a fork may be smaller); nobody connects before
+    // it opens anyway. A primary never runs as a standby, so this changes
+    // nothing afterwards, and it never changes: no restart.
+    s.hot_standby = 'off';
+  }
+  return { ...s, ...(recovery ? recoverySettings(recovery, paths) : {}) };
+}
+
+/**
+ * What a recovering fork needs to stop where its strategy says and then
+ * promote itself (https://www.postgresql.org/docs/15/runtime-config-wal.html#RUNTIME-CONFIG-WAL-RECOVERY-TARGET),
+ * with the recovery.signal its restore wrote. None of these is a restart
+ * setting: they are read when the server starts recovering, and dropping
+ * them once the fork is open must not restart it.
+ */
+export function recoverySettings(recovery: Recovery, paths: NodePaths): Settings {
+  if (recovery.kind === 'none') return {};
+  const promote = { recovery_target_action: 'promote', recovery_target_timeline: 'current' };
+  if (recovery.kind === 'copy') {
+    // The WAL came with the copy, in pg_wal; PostgreSQL reads it there when
+    // the restore_command finds nothing (it must have one to recover).
+    return { restore_command: 'false', recovery_target: 'immediate', ...promote };
+  }
+  const fetch = restoreCommand(paths.pgbackrest, paths.forkSourceConf, recovery.stanza);
+  const { target } = recovery;
+  if (target === 'end') return { restore_command: fetch, recovery_target_action: 'promote' };
+  if (target === 'immediate') {
+    return { restore_command: fetch, recovery_target: 'immediate', ...promote };
+  }
+  return { restore_command: fetch, recovery_target_time: pgTimestamp(target.time), ...promote };
+}
+
+/**
+ * An RFC 3339 moment as recovery_target_time takes it: PostgreSQL's check
+ * of the setting refuses the `T` and the `Z` that timestamptz input takes.
+ */
+export function pgTimestamp(iso: string): string {
+  return new Date(iso).toISOString().replace('T', ' ').replace('Z', '+00');
 }
 
 /** The two halves of the settings: what needs a restart and what a reload applies. */
@@ -233,23 +284,51 @@ export const ADMIN_MAP = 'basin';
  *   authentication mapped through pg_ident; every other local login is refused;
  * - TCP without TLS is refused for everyone, so TLS is required;
  * - the superuser never logs in over TCP, whatever its password;
- * - every other role logs in with SCRAM-SHA-256 from the public endpoint's
- *   CIDRs and the service's VPC CIDRs (allowedCidrs).
+ * - every other role logs in with SCRAM-SHA-256 from admittedCidrs: the
+ *   public endpoint's CIDRs, or a VPC's instead; `locked`, nobody
+ *   does: a fork holds its parent's roles and passwords until Basin has
+ *   reset tsdbadmin's;
+ * - while the connection pooler is enabled, tsdbadmin logs in to `tsdb` over
+ *   the socket with SCRAM-SHA-256: that is PgBouncer (pooler.ts), replaying
+ *   its client's SCRAM proof. The socket's directory is the service's user's
+ *   alone, so nothing else gets there that could not already.
  */
-export function pgHba(spec: Pick<ServiceSpec, 'allowedCidrs'>, publicCidrs: readonly string[]) {
-  const cidrs = [...new Set([...publicCidrs, ...spec.allowedCidrs].map(checkCidr))];
+export function pgHba(
+  spec: Pick<ServiceSpec, 'allowedCidrs'> & { pooler?: { enabled: boolean } },
+  publicCidrs: readonly string[],
+  locked = false,
+) {
+  const cidrs = locked ? [] : admittedCidrs(spec, publicCidrs);
   const any = ['0.0.0.0/0', '::/0'];
   const row = (...cols: string[]) => cols.map((c, i) => (i < 4 ? `${c.padEnd(13)} ` : c)).join('');
   return [
     '# Written by Basin from the service spec; edits are overwritten.',
     row('# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'),
     row('local', 'all', 'postgres', '', `peer map=${ADMIN_MAP}`),
+    ...(spec.pooler?.enabled && !locked
+      ? [row('local', 'tsdb', 'tsdbadmin', '', 'scram-sha-256')]
+      : []),
     row('local', 'all', 'all', '', 'reject'),
     ...any.map((a) => row('hostnossl', 'all', 'all', a, 'reject')),
     ...any.map((a) => row('hostssl', 'all', 'postgres', a, 'reject')),
     ...cidrs.map((c) => row('hostssl', 'all', 'all', c, 'scram-sha-256')),
     '',
   ].join('\n');
+}
+
+/**
+ * Who may connect to a service over TCP (its server and its pooler alike):
+ * from its VPC's blocks only (`allowedCidrs`: the VPC's CIDR and its peers')
+ * when it is in a VPC, a private network's database being closed to the
+ * rest; from the public endpoint's CIDRs (default everyone) otherwise.
+ * docs/decisions.md, VPCs and peerings.
+ */
+export function admittedCidrs(
+  spec: Pick<ServiceSpec, 'allowedCidrs'>,
+  publicCidrs: readonly string[],
+): string[] {
+  const from = spec.allowedCidrs.length > 0 ? spec.allowedCidrs : publicCidrs;
+  return [...new Set(from.map(checkCidr))];
 }
 
 /** Which OS users may log in as `postgres` over the socket: Basin's admin connection. */

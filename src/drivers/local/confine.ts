@@ -115,6 +115,24 @@ export function postmasterCommand(
 }
 
 /**
+ * How Basin runs a helper program as a service's user (pgBackRest's
+ * backups, restores and expiry): confined as its postmaster is, with
+ * no_new_privs and in namespaces of its own with private /tmp & co., and
+ * killed if Basin dies (the next attempt starts it again). Its namespaces
+ * are not the postmaster's: what it shares with the server lies in the
+ * service's own directories under the driver's root, which stays visible.
+ */
+export function helperCommand(
+  user: OsUser,
+  file: string,
+  args: string[],
+  privateTmp: PrivateTmp | undefined,
+): Command {
+  const confined = asUser(user, file, args, { diesWithBasin: true });
+  return privateTmp && isRoot() ? inPrivateTmp(privateTmp, confined) : confined;
+}
+
+/**
  * Whether this host gives servers private directories: tried once, at
  * start, by running the very script the servers run (with `true` as the
  * program). Without /proc's hidepid=invisible (Linux before 5.8) the rest

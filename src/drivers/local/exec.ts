@@ -16,6 +16,8 @@ export interface RunOptions {
   as?: OsUser;
   cwd?: string;
   timeoutMs?: number;
+  /** Kills the command (SIGTERM) when it aborts; the promise then rejects. */
+  signal?: AbortSignal;
 }
 
 export class CommandError extends Error {
@@ -60,8 +62,17 @@ export interface Command {
  * even the capability bounding set. Not root, `user` is Basin's own user,
  * and only no_new_privs is set.
  */
-export function asUser(user: OsUser, file: string, args: string[]): Command {
-  if (!isRoot()) return { file: 'setpriv', args: ['--no-new-privs', '--', file, ...args] };
+export function asUser(
+  user: OsUser,
+  file: string,
+  args: string[],
+  options: { diesWithBasin?: boolean } = {},
+): Command {
+  // A helper Basin waits for (a backup, a restore) is killed when Basin dies
+  // (prctl PR_SET_PDEATHSIG, set after the uids change, so it holds): none
+  // is left behind, and the next attempt starts afresh. Never a postmaster's.
+  const dies = options.diesWithBasin ? ['--pdeathsig', 'KILL'] : [];
+  if (!isRoot()) return { file: 'setpriv', args: ['--no-new-privs', ...dies, '--', file, ...args] };
   return {
     file: 'setpriv',
     args: [
@@ -70,6 +81,7 @@ export function asUser(user: OsUser, file: string, args: string[]): Command {
       '--clear-groups',
       '--no-new-privs',
       '--bounding-set=-all',
+      ...dies,
       '--',
       file,
       ...args,
@@ -102,6 +114,7 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
         env: childEnv(),
         timeout: options.timeoutMs ?? 60_000,
         maxBuffer: 4 * 1024 * 1024,
+        ...(options.signal ? { signal: options.signal } : {}),
       },
       (err, stdout, stderr) => {
         if (err) {
@@ -109,9 +122,11 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
           const cause =
             code === 'ENOENT'
               ? 'not found'
-              : err.killed
-                ? 'timed out'
-                : `exit ${String((err as { code?: unknown }).code ?? err.message)}`;
+              : code === 'ABORT_ERR'
+                ? 'aborted'
+                : err.killed
+                  ? 'timed out'
+                  : `exit ${String((err as { code?: unknown }).code ?? err.message)}`;
           const status = (err as { code?: unknown }).code;
           const exitCode = typeof status === 'number' ? status : undefined;
           reject(new CommandError(command, `${stderr}${stdout}`.trim(), cause, exitCode));

@@ -1,6 +1,7 @@
 // What the host must provide before the local driver can run a database:
-// PostgreSQL 15's server binaries, the contrib module that archives WAL,
-// the extensions service types ask for, and openssl for certificates. The
+// PostgreSQL 15's server binaries, pgBackRest (WAL archiving, backups,
+// restores), the extensions service types ask for, and openssl for
+// certificates. The
 // check runs once at start-up and names everything that is missing at once,
 // with the command that installs it, instead of failing on the first create.
 
@@ -9,6 +10,7 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { HostCheckError } from './errors.js';
 import { run } from './exec.js';
+import { PGBACKREST } from './pgbackrest.js';
 
 export const PG_MAJOR = 15;
 export const DEFAULT_PG_BIN = `/usr/lib/postgresql/${PG_MAJOR}/bin`;
@@ -23,10 +25,16 @@ export interface PgInstall {
   share: string;
   /** Loadable modules (*.so); Debian keeps them beside bin/, in lib/. */
   lib: string;
+  /** pgBackRest's command (found on the PATH by default). */
+  pgbackrest: string;
 }
 
-export function pgInstall(pgBin = DEFAULT_PG_BIN, pgShare = DEFAULT_PG_SHARE): PgInstall {
-  return { bin: pgBin, share: pgShare, lib: join(pgBin, '..', 'lib') };
+export function pgInstall(
+  pgBin = DEFAULT_PG_BIN,
+  pgShare = DEFAULT_PG_SHARE,
+  pgbackrest = PGBACKREST,
+): PgInstall {
+  return { bin: pgBin, share: pgShare, lib: join(pgBin, '..', 'lib'), pgbackrest };
 }
 
 /** Extensions the driver may create, by the name CREATE EXTENSION takes. */
@@ -71,8 +79,15 @@ export async function checkHost(pg: PgInstall): Promise<HostReport> {
       missing.push(`a working PostgreSQL ${PG_MAJOR} server (${(err as Error).message})`);
     }
   }
-  // WAL archiving uses the basic_archive module that ships with PostgreSQL 15.
-  await need(join(pg.lib, 'basic_archive.so'), 'the basic_archive module of PostgreSQL');
+  // WAL archiving, backups and forks use pgBackRest (pgbackrest.ts).
+  try {
+    const version = (await run(pg.pgbackrest, ['version'])).trim();
+    if (!/^pgBackRest 2\./.test(version)) missing.push(`pgBackRest 2 (found "${version}")`);
+  } catch {
+    missing.push(
+      `pgBackRest (${pg.pgbackrest}: WAL archiving, backups and forks; Debian package pgbackrest)`,
+    );
+  }
   for (const ext of EXTENSIONS) {
     const label = ext === 'vector' ? 'the pgvector extension' : `the ${ext} extension`;
     await need(join(pg.share, 'extension', `${ext}.control`), label);

@@ -13,13 +13,22 @@
 //       pgdata/                  its data directory; pgdata/log/*.json are its logs
 //       state.json               what the driver last applied to it (root 0600)
 //       startup.log              the postmaster's output until its log collector runs (root 0600)
-//     archive/<id>/              WAL archive of a service (PITR, forks)
+//     backup/<id>/               a service's pgBackRest stanza (root 0711):
+//       pgbackrest.conf          its configuration (root, 0640 to the service's group: read, not changed)
+//       repo/                    its repository: backups and archived WAL
+//       spool/ lock/ log/        pgBackRest's asynchronous queue, locks and logs
+//       source/, source.conf     while a fork is made: the part of its parent's
+//                                repository it restores (backups.ts, fork-restore.ts)
+//     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
+//     instances/<id>/pooler/     the service's PgBouncer (pooler.ts), root 0711:
+//       pgbouncer.ini users.txt hba.conf   its configuration (root, 0640 to the service's group)
+//       pooler.json pooler.log   what Basin started, and its output (root 0600)
 //     s/<id>-<node>/             its Unix socket directory (kept short: socket
 //                                paths are limited to 107 bytes)
 //
-// pgdata, the archive and the socket directories belong to the service's OS
-// user (0700); everything else to root (Basin) or, for the template, to the
-// template user.
+// pgdata, the socket directories and what lies in backup/<id>/ but the
+// configuration files belong to the service's OS user (0700); everything
+// else to root (Basin) or, for the template, to the template user.
 //
 // `<id>` is a service id or a read replica set id (both are unique random
 // ids); node 0 is a service's primary, nodes 1… its HA replicas. A replica
@@ -98,6 +107,56 @@ export class Layout {
   }
   archiveDir(id: string): string {
     return join(this.archivesDir, id);
+  }
+  get backupsDir(): string {
+    return join(this.root, 'backup');
+  }
+  backupDir(id: string): string {
+    return join(this.backupsDir, id);
+  }
+  /** The service's pgBackRest configuration (its stanza is its id). */
+  backupConf(id: string): string {
+    return join(this.backupDir(id), 'pgbackrest.conf');
+  }
+  /** The directories of the service's user that pgBackRest writes: repository, spool, locks, logs. */
+  backupDirs(id: string): { repo: string; spool: string; lock: string; log: string } {
+    const dir = this.backupDir(id);
+    return {
+      repo: join(dir, 'repo'),
+      spool: join(dir, 'spool'),
+      lock: join(dir, 'lock'),
+      log: join(dir, 'log'),
+    };
+  }
+  /** backup.info of the service's own stanza: the list of its backups. */
+  backupInfo(id: string): string {
+    return join(this.backupDirs(id).repo, 'backup', id, 'backup.info');
+  }
+  /** A service's PgBouncer: its configuration, Basin's record of it and its output (pooler.ts). */
+  pooler(id: string): {
+    dir: string;
+    ini: string;
+    authFile: string;
+    hbaFile: string;
+    state: string;
+    log: string;
+  } {
+    const dir = join(this.instanceDir(id), 'pooler');
+    return {
+      dir,
+      ini: join(dir, 'pgbouncer.ini'),
+      authFile: join(dir, 'users.txt'),
+      hbaFile: join(dir, 'hba.conf'),
+      state: join(dir, 'pooler.json'),
+      log: join(dir, 'pooler.log'),
+    };
+  }
+  /** While a fork is made: the part of its parent's repository it restores, and its configuration. */
+  forkSource(id: string): { repo: string; conf: string } {
+    return {
+      repo: join(this.backupDir(id), 'source'),
+      conf: join(this.backupDir(id), 'source.conf'),
+    };
   }
 }
 

@@ -13,6 +13,7 @@ import type { Metrics } from '../../domain/types.js';
 import { makeDataDir } from '../../lib/data-dir.js';
 import { type Logger, silentLogger } from '../../lib/logger.js';
 import {
+  type BackupProgress,
   DriverError,
   type Driver,
   type Health,
@@ -23,6 +24,7 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
+import { LocalBackups } from './backups.js';
 import {
   checkConfineTools,
   detectPrivateTmp,
@@ -34,8 +36,10 @@ import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
+import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServiceNode } from './service-node.js';
+import { ServicePooler } from './pooler.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
@@ -106,16 +110,22 @@ export interface DriverContext {
   adminOsUsers(user: OsUser): string[];
   /** How long an administrative connection may take (admin.ts). */
   adminBounds: AdminBounds;
+  /** The services' stanzas and backups (backups.ts). */
+  backups: LocalBackups;
+  /** One service's work at a time (a fork holds its parent's while it copies from it). */
+  locks: KeyedLock;
+  /** Work in the background, such as a fork's restore (tasks.ts). */
+  tasks: Tasks;
   log: Logger;
 }
 
 export class LocalDriver implements Driver {
   readonly name = 'local';
   readonly capabilities: Capabilities = {
-    forks: false,
+    forks: true,
     haReplicas: false,
     replicaSets: false,
-    pooler: false,
+    pooler: true,
   };
   private readonly log: Logger;
   private readonly locks = new KeyedLock();
@@ -146,7 +156,13 @@ export class LocalDriver implements Driver {
     // /proc reports real paths; so must the layout, for processes to be recognised.
     const dataDir = await realpath(resolve(this.options.dataDir));
     const layout = new Layout(dataDir);
-    for (const dir of [layout.root, layout.instancesDir, layout.socketsDir, layout.archivesDir]) {
+    for (const dir of [
+      layout.root,
+      layout.instancesDir,
+      layout.socketsDir,
+      layout.archivesDir,
+      layout.backupsDir,
+    ]) {
       await mkdirIn(dir, 0o711);
     }
     await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
@@ -178,7 +194,9 @@ export class LocalDriver implements Driver {
       privateTmp,
       log: this.log,
     });
-    this.ctx = {
+    const ctx: Omit<DriverContext, 'backups'> = {
+      locks: this.locks,
+      tasks: new Tasks(),
       layout,
       pg,
       users,
@@ -193,6 +211,7 @@ export class LocalDriver implements Driver {
       adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
       log: this.log,
     };
+    this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
     await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
     // Adopting running clusters is only this: they are found by their
     // postmaster.pid whenever asked about; here they start being sampled.
@@ -236,26 +255,35 @@ export class LocalDriver implements Driver {
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
     checkId(spec.serviceId);
+    if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
     refuseUnsupported(spec);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
+      // The pooler stops before its server and starts after it (pooler.ts).
+      const pooler = new ServicePooler(ctx, spec);
+      if (!spec.running || !spec.pooler.enabled) {
+        const stopping = await pooler.stop(!spec.pooler.enabled);
+        if (!stopping.done) return stopping;
+      }
       const progress = await new ServiceNode(ctx, spec).converge();
       await this.track(spec.serviceId);
-      return progress;
+      if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
+      return pooler.converge(await ctx.users.ensure(spec.serviceId));
     });
   }
 
   /**
-   * Stops every process of the service at once (immediate shutdown: the
-   * data is going away), then every other process of its OS user (what its
-   * tsdbadmin started), removes its nodes, WAL archive and sockets, then
-   * every other file its OS user owns on the host (service-users.ts), and
-   * finally the OS user. Each step is repeated safely by the next call
-   * after a crash anywhere.
+   * Stops a fork's restore, if one runs, and every process of the service
+   * at once (immediate shutdown: the data is going away), then every other
+   * process of its OS user (what its tsdbadmin started), removes its nodes,
+   * stanza and sockets, then every other file its OS user owns on the host
+   * (service-users.ts), and finally the OS user. Each step is repeated
+   * safely by the next call after a crash anywhere.
    */
   async deleteService(serviceId: string): Promise<Progress> {
     checkId(serviceId);
     const ctx = this.context();
+    await ctx.tasks.abort(forkTask(serviceId));
     return this.locks.run(serviceId, async () => {
       const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
@@ -280,15 +308,19 @@ export class LocalDriver implements Driver {
       if (user && (await users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
       }
+      await ctx.backups.settle(serviceId);
       for (const ref of refs) {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
       }
+      ctx.spawned.delete(layout.pooler(serviceId).dir); // killed with its user's processes
       // The instance directory last: it is what says which nodes there were.
+      // Its stanza is its repository: removing it deletes every backup.
       await removeTrees([
         ...refs.map((ref) => layout.socketDir(ref)),
         layout.socketDir({ id: serviceId, node: 0 }),
         layout.archiveDir(serviceId),
+        layout.backupDir(serviceId),
         layout.instanceDir(serviceId),
       ]);
       if (user) {
@@ -328,8 +360,35 @@ export class LocalDriver implements Driver {
     if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
       return 'failed';
     }
-    if (pm.state === 'ready') return 'running';
-    return spec.running ? 'failed' : 'running';
+    if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
+    // A pooler that died is started again by the apply that 'failed' brings.
+    if (spec.running && spec.pooler.enabled) {
+      const pooler = new ServicePooler(this.context(), spec);
+      await pooler.trimLog();
+      if (!(await pooler.pid())) return 'failed';
+    }
+    return 'running';
+  }
+
+  /** A full backup with pgBackRest, in the background (backups.ts). */
+  async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    return this.locks.run(spec.serviceId, async () => {
+      const user = await ctx.users.ensure(spec.serviceId);
+      return ctx.backups.backup(spec, user, since);
+    });
+  }
+
+  async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
+    checkId(serviceId);
+    const ctx = this.context();
+    await this.locks.run(serviceId, async () => {
+      const user = ctx.users.perService
+        ? ctx.users.lookup(serviceId)
+        : await ctx.users.ensure(serviceId);
+      if (user) await ctx.backups.expire(serviceId, user, oldestKept);
+    });
   }
 
   async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {
@@ -407,9 +466,7 @@ function refuseUnsupported(spec: ServiceSpec): void {
   const no = (what: string) => {
     throw new DriverError(`${what} are not supported by the local driver yet.`, false);
   };
-  if (spec.source.kind === 'fork') no('Forks');
   if (spec.ha.replicaCount > 0) no('HA replicas');
-  if (spec.pooler.enabled) no('Connection poolers');
 }
 
 export function createLocalDriver(options: LocalDriverOptions): LocalDriver {

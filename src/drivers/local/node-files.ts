@@ -8,9 +8,20 @@
 // only through safe-fs.ts.
 
 import { randomBytes } from 'node:crypto';
-import { access, chmod, lstat, mkdir, readdir, rename } from 'node:fs/promises';
+import {
+  access,
+  chmod,
+  chown,
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from './exec.js';
+import { CommandError, run } from './exec.js';
 import type { Layout, NodeRef } from './layout.js';
 import { chownTo, isRoot, type OsUser } from './os-user.js';
 import { readSmallFile, writeFileAs } from './safe-fs.js';
@@ -71,6 +82,43 @@ export async function writeOwned(
   return true;
 }
 
+/**
+ * Writes a file of Basin's own in a directory only root may write to,
+ * readable by `reader` (a service's user, through its own group: 0640) and
+ * nobody else, unless it already holds exactly `content`; aside and
+ * renamed, so that a reader never sees half of it. Returns whether it wrote.
+ */
+export async function writeRootFile(
+  path: string,
+  content: string,
+  reader: OsUser,
+): Promise<boolean> {
+  const mode = isRoot() ? 0o640 : 0o600;
+  try {
+    if ((await readFile(path, 'utf8')) === content) {
+      await setOwner(path, reader, mode);
+      return false;
+    }
+  } catch {
+    // Not there yet.
+  }
+  const tmp = `${path}.basin-${randomBytes(6).toString('hex')}`;
+  try {
+    await writeFile(tmp, content, { mode: 0o600, flag: 'wx' });
+    await setOwner(tmp, reader, mode);
+    await rename(tmp, path);
+  } finally {
+    await rm(tmp, { force: true });
+  }
+  return true;
+}
+
+/** root:<reader's group>, `mode` (Basin not root: its own file). */
+async function setOwner(path: string, reader: OsUser, mode: number): Promise<void> {
+  if (isRoot()) await chown(path, 0, reader.gid);
+  await chmod(path, mode);
+}
+
 /** Whether the node's data directory is complete (a clone is renamed into place only when done). */
 export const nodeExists = (layout: Layout, ref: NodeRef) =>
   exists(join(layout.pgdata(ref), 'PG_VERSION'));
@@ -127,11 +175,16 @@ export async function nodeOwner(layout: Layout, ref: NodeRef): Promise<number | 
 
 /**
  * Hands a node's files to `user`: its data directory, socket and archive
- * directories. For nodes made before services had OS users of their own
- * (they ran as the template user); the server must be stopped.
+ * directories, and its stanza's. For nodes made before services had OS
+ * users of their own (they ran as the template user); the server must be stopped.
  */
 export async function handOverNode(layout: Layout, ref: NodeRef, user: OsUser): Promise<void> {
-  const paths = [layout.pgdata(ref), layout.socketDir(ref), layout.archiveDir(ref.id)];
+  const paths = [
+    layout.pgdata(ref),
+    layout.socketDir(ref),
+    layout.archiveDir(ref.id),
+    ...Object.values(layout.backupDirs(ref.id)),
+  ];
   const present: string[] = [];
   for (const p of paths) if (await exists(p)) present.push(p);
   await chownTree(present, user);
@@ -141,7 +194,7 @@ export async function handOverNode(layout: Layout, ref: NodeRef, user: OsUser): 
  * `chown -R` without following symbolic links (-P): coreutils walks the tree
  * by descriptors, so links planted in it change nothing outside.
  */
-async function chownTree(paths: string[], user: OsUser): Promise<void> {
+export async function chownTree(paths: string[], user: OsUser): Promise<void> {
   if (paths.length === 0) return;
   await run('chown', ['-R', '-P', `${user.uid}:${user.gid}`, '--', ...paths], {
     timeoutMs: 120_000,
@@ -158,10 +211,9 @@ export async function removeTrees(paths: string[]): Promise<void> {
   await run('rm', ['-rf', '--one-file-system', '--', ...paths], { timeoutMs: 120_000 });
 }
 
-/** The directories beside the data directory that the server writes to. */
+/** The directory beside the data directory that the server writes to (its socket's). */
 export async function ensureNodeDirs(layout: Layout, ref: NodeRef, user: OsUser): Promise<void> {
   await ensureOwnedDir(layout.socketDir(ref), user);
-  await ensureOwnedDir(layout.archiveDir(ref.id), user);
 }
 
 export interface NodeConfigFiles {
@@ -183,4 +235,49 @@ export async function writeNodeConfig(
     writeOwned(join(pgdata, 'pg_ident.conf'), files.ident, user),
   ]);
   return wrote.some(Boolean);
+}
+
+/**
+ * The one shell script of the copies, a constant that takes its paths as
+ * arguments: with umask 077, and killed if Basin dies.
+ */
+const COPY = 'umask 077 && exec setpriv --pdeathsig KILL -- cp -R -P --reflink=auto -- "$@"';
+
+/**
+ * Copies `sources` into the directory `dest`, as root, from directories a
+ * service's user controls (its data directory, its repository), so that
+ * nothing of theirs comes along but the bytes: `-P` copies a symbolic link
+ * as a link, never what it points to; no ownership, mode bits beyond the
+ * umask's 0700/0600, access control lists or extended attributes are kept
+ * (`cp` without --preserve), so a parent's tenant cannot leave, say, an ACL
+ * that lets another user read the copy; hard links are not kept either.
+ * `--reflink=auto` shares blocks on copy-on-write file systems (XFS,
+ * btrfs): there a copy takes near-constant time. Files that vanish while
+ * they are copied (a running server drops and truncates files) are not an
+ * error when `vanishedOk`: a backup's WAL replay makes up for them.
+ */
+export async function copyInto(
+  sources: readonly string[],
+  dest: string,
+  options: { signal?: AbortSignal; vanishedOk?: boolean } = {},
+): Promise<void> {
+  // A few hundred at a time: the command line has a limit.
+  for (let i = 0; i < sources.length; i += 500) {
+    const batch = sources.slice(i, i + 500);
+    try {
+      await run('sh', ['-c', COPY, 'basin-copy', ...batch, dest], {
+        timeoutMs: 6 * 3_600_000,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (err) {
+      if (!(options.vanishedOk && err instanceof CommandError && onlyVanished(err.output)))
+        throw err;
+    }
+  }
+}
+
+/** Whether every complaint of cp is about a file that no longer exists. */
+function onlyVanished(output: string): boolean {
+  const lines = output.split('\n').filter((l) => l.trim() !== '');
+  return lines.length > 0 && lines.every((l) => /No such file or directory$/.test(l));
 }

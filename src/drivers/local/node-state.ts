@@ -9,6 +9,18 @@
 import { createHash } from 'node:crypto';
 import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 
+/**
+ * How a node restored from another service's data recovers, decided when
+ * its data was made (fork-restore.ts) and applied until it is open.
+ */
+export type Recovery =
+  /** Replay the WAL that came with the copy, stop where the copy is consistent. */
+  | { kind: 'copy' }
+  /** Started as it is: a copy of a cleanly stopped cluster needs no recovery. */
+  | { kind: 'none' }
+  /** Replay WAL from the restored parent's stanza (fork-source.conf): to consistency, to a time, or to its end. */
+  | { kind: 'repo'; stanza: string; target: 'immediate' | 'end' | { time: string } };
+
 export interface NodeState {
   /** Hash of the restart-only settings the running postmaster was started with. */
   startedWith?: string;
@@ -18,6 +30,23 @@ export interface NodeState {
   password?: string;
   /** Extensions created in tsdb. */
   extensions: string[];
+  /**
+   * A fork's node: 'recovering' from the moment its data is in place until
+   * it was promoted, its password reset and its parent's WAL source removed
+   * (its access rules admit nobody but Basin until then); then 'open'.
+   */
+  fork?: 'recovering' | 'open';
+  /** How a recovering fork recovers. */
+  recovery?: Recovery;
+  /**
+   * When Basin last stopped this server cleanly with everything committed
+   * before archived (epoch ms, taken before its last commit): a stopped
+   * service's forks to later moments are copies of its data directory.
+   * Cleared when the server starts.
+   */
+  walMarkedAt?: number;
+  /** A stop in progress: the WAL segment that must be archived before the server stops, and since when. */
+  walMark?: { at: number; segment: string };
 }
 
 export const hash = (...parts: string[]): string => {
@@ -36,6 +65,11 @@ export async function readNodeState(file: string): Promise<NodeState> {
       extensions: Array.isArray(raw.extensions)
         ? raw.extensions.filter((e): e is string => typeof e === 'string')
         : [],
+      // Root's own file (0600 in a root directory): trusted as written.
+      ...(raw.fork === 'recovering' || raw.fork === 'open' ? { fork: raw.fork } : {}),
+      ...(raw.recovery ? { recovery: raw.recovery } : {}),
+      ...(typeof raw.walMarkedAt === 'number' ? { walMarkedAt: raw.walMarkedAt } : {}),
+      ...(raw.walMark ? { walMark: raw.walMark } : {}),
     };
   } catch {
     // Missing or torn: everything is re-applied, which is always safe.

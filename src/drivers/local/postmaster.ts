@@ -48,6 +48,17 @@ export async function postmasterStatus(pgdata: string): Promise<PostmasterStatus
   return { up: true, pid, state };
 }
 
+/** The port a running server listens on, as its postmaster.pid says (line 4). */
+export async function postmasterPort(pgdata: string): Promise<number | undefined> {
+  try {
+    const text = await readSmallFile(join(pgdata, 'postmaster.pid'), { maxBytes: 4096 });
+    const port = Number(text.split('\n')[3]);
+    return Number.isInteger(port) && port > 0 && port < 65536 ? port : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** How a postmaster this process spawned ended. */
 export interface Exit {
   code: number | null;

@@ -2,11 +2,14 @@
 // each re-checked from the files and processes at every call (so a crash of
 // Basin anywhere in between is harmless):
 //   0. the service's OS user exists (service-users.ts);
-//   1. the node exists (cloned from the template) and belongs to that user;
+//   1. the node exists (cloned from the template, or a fork's restored from
+//      its parent: fork-restore.ts) and belongs to that user;
 //   2. its configuration files and certificate are what the spec says;
 //   3. the server runs or not, as `spec.running` says; a restart when a
-//      setting that needs one changed, a reload when only others did;
-//   4. tsdbadmin's password and the type's extensions are applied.
+//      setting that needs one changed, a reload when only others did; its
+//      WAL archived up to the stop before it stops (wal-mark.ts);
+//   4. a fork, once recovered, is opened (fork-open.ts);
+//   5. tsdbadmin's password and the type's extensions are applied.
 
 import { createServer } from 'node:net';
 import { totalmem } from 'node:os';
@@ -38,6 +41,8 @@ import { hash, readNodeState, writeNodeState, type NodeState } from './node-stat
 import { isRoot, type OsUser } from './os-user.js';
 import { postmasterStatus, prepareStart, spawnPostmaster, startFailure } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
+import { forkData, openFork, recoveryFailed } from './fork-open.js';
+import { archiveBeforeStop } from './wal-mark.js';
 import { readSmallFile } from './safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
 
@@ -48,6 +53,9 @@ import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
  * create-to-READY close to the floor of copy + start.
  */
 const STARTUP_POLL_MS = 20;
+
+/** How soon to look again while a fork recovers its parent's WAL (it may take a while). */
+const RECOVERY_POLL_MS = 100;
 
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
@@ -77,23 +85,21 @@ export class ServiceNode {
         await userMade;
         return wait(250, 'preparing the PostgreSQL template (once per host)');
       }
-      try {
-        await cloneNode(ctx.layout, ref, userMade);
-      } catch (err) {
-        if (err instanceof DriverError) throw err; // the user's
-        ctx.template.invalidate();
-        throw new DriverError(
-          `Could not create the database files: ${(err as Error).message}`,
-          true,
+      if (spec.source.kind === 'fork') {
+        const restoring = await forkData(ctx, spec, await userMade, () =>
+          nodeExists(ctx.layout, ref),
         );
+        if (restoring) return restoring;
+      } else {
+        await this.clone(userMade);
       }
-      ctx.log.info({ serviceId: spec.serviceId }, 'created database cluster');
     }
     const user = await userMade;
     const handing = await this.handOver(user);
     if (handing) return handing;
     await ensureNodeDirs(ctx.layout, ref, user);
-    const files = this.configFiles(user);
+    const state = await readNodeState(ctx.layout.stateFile(ref));
+    const files = this.configFiles(user, state);
     await writeNodeConfig(pgdata, files, user);
     const hosts = certHosts(ctx.publicHost);
     // PostgreSQL reads server.crt, then server.key, while it starts: a pair
@@ -102,15 +108,21 @@ export class ServiceNode {
     if (!(await this.isStarting()) && !(await serverCertIsCurrent(ctx.layout, pgdata, hosts))) {
       await issueServerCert(ctx.layout, pgdata, hosts, user);
     }
-    const restartHash = hash(renderConf(splitSettings(this.settings()).restart));
+    const restartHash = hash(renderConf(splitSettings(this.settings(state)).restart));
     const cert = await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 });
     const loadedHash = hash(files.conf, files.hba, files.ident, cert);
-    const state = await readNodeState(ctx.layout.stateFile(ref));
     const pm = await postmasterStatus(pgdata);
     const starting = ctx.spawned.get(pgdata);
 
     if (!spec.running) {
-      if (pm.up) return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), 'stopping PostgreSQL');
+      if (pm.up) {
+        const marking =
+          pm.state === 'ready' && !ctx.stopper.stopping(pgdata, pm.pid)
+            ? await archiveBeforeStop(this.admin(), state, () => this.save(state), ctx.log)
+            : undefined;
+        if (marking) return marking;
+        return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), 'stopping PostgreSQL');
+      }
       if (starting && !starting.proc.exit) {
         return wait(100, 'waiting for PostgreSQL to finish starting before stopping it');
       }
@@ -122,7 +134,12 @@ export class ServiceNode {
       ctx.spawned.delete(pgdata);
       return DONE;
     }
-    if (!pm.up) return this.start(user, state, restartHash, loadedHash);
+    if (!pm.up) {
+      // Archiving works from the server's first segment on: its stanza is there first.
+      await ctx.backups.ensureConfig(spec, user);
+      await ctx.backups.ensureStanza(spec.serviceId, user);
+      return this.start(user, state, restartHash, loadedHash);
+    }
     if (starting?.proc.pid === pm.pid && pm.state === 'ready') starting.sawReady = true;
     // A server an older Basin started runs without no_new_privs or a
     // private /tmp: restarted once, confined (confine.ts).
@@ -138,8 +155,10 @@ export class ServiceNode {
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
       return wait(ms, why);
     }
-    if (pm.state !== 'ready')
+    if (pm.state !== 'ready') {
+      if (state.fork === 'recovering') return wait(RECOVERY_POLL_MS, "recovering the parent's WAL");
       return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
+    }
 
     if (state.loaded !== loadedHash) {
       try {
@@ -153,8 +172,30 @@ export class ServiceNode {
       state.loaded = loadedHash;
       await this.save(state);
     }
+    if (state.fork === 'recovering') {
+      return openFork(
+        ctx,
+        spec,
+        state,
+        () => this.applySql(state),
+        () => this.save(state),
+      );
+    }
     await this.applySql(state);
     return DONE;
+  }
+
+  /** A new node, cloned from the template. */
+  private async clone(userMade: Promise<OsUser>): Promise<void> {
+    const { ctx, spec, ref } = this;
+    try {
+      await cloneNode(ctx.layout, ref, userMade);
+    } catch (err) {
+      if (err instanceof DriverError) throw err; // the user's
+      ctx.template.invalidate();
+      throw new DriverError(`Could not create the database files: ${(err as Error).message}`, true);
+    }
+    ctx.log.info({ serviceId: spec.serviceId }, 'created database cluster');
   }
 
   /**
@@ -225,6 +266,8 @@ export class ServiceNode {
     if (last?.proc.exit && !last.sawReady && last.proc.exit.code !== 0) {
       const { code, signal } = last.proc.exit;
       const why = await startFailure(ctx.layout.startupLog(ref), ctx.layout.logDir(ref), user.uid);
+      // A fork whose recovery ended without reaching its target never will.
+      if (state.fork === 'recovering' && /recover/i.test(why)) throw recoveryFailed(why);
       throw new DriverError(
         `PostgreSQL did not start (exit ${code ?? signal}): ${why || 'see its logs'}`,
         true,
@@ -256,6 +299,7 @@ export class ServiceNode {
     ctx.spawned.set(pgdata, { proc, sawReady: false });
     state.startedWith = restartHash;
     state.loaded = loadedHash;
+    delete state.walMarkedAt; // it runs again: its WAL goes on
     await this.save(state);
     ctx.log.info(
       { serviceId: spec.serviceId, pid: proc.pid, osUser: user.name },
@@ -272,24 +316,32 @@ export class ServiceNode {
     return spawned !== undefined && !spawned.proc.exit;
   }
 
-  private settings() {
+  /** The node's settings; a recovering fork's recovery settings with them. */
+  private settings(state: NodeState) {
     const { ctx, spec, ref } = this;
     return postgresqlSettings(
       spec,
-      { socketDir: ctx.layout.socketDir(ref), archiveDir: ctx.layout.archiveDir(ref.id) },
+      {
+        socketDir: ctx.layout.socketDir(ref),
+        backupConf: ctx.layout.backupConf(ref.id),
+        pgbackrest: ctx.pg.pgbackrest,
+        forkSourceConf: ctx.layout.forkSource(ref.id).conf,
+      },
       {
         listenAddresses: ctx.listenAddresses,
         publicCidrs: ctx.publicCidrs,
         hostMemoryMb: Math.floor(totalmem() / 1024 / 1024),
       },
+      state.fork === 'recovering' ? state.recovery : undefined,
     );
   }
 
-  private configFiles(user: OsUser): NodeConfigFiles {
+  private configFiles(user: OsUser, state: NodeState): NodeConfigFiles {
     try {
       return {
-        conf: renderConf(this.settings()),
-        hba: pgHba(this.spec, this.ctx.publicCidrs),
+        conf: renderConf(this.settings(state)),
+        // A fork admits nobody but Basin until it is open (fork-open.ts).
+        hba: pgHba(this.spec, this.ctx.publicCidrs, state.fork === 'recovering'),
         ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {

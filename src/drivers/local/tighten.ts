@@ -2,8 +2,8 @@
 // set again at every start: directories and files made by an older Basin,
 // or loosened by hand, are brought back to them. What belongs to a service's
 // OS user is its own to loosen while it runs; its top directories (data,
-// socket, archive) are still set back to 0700 here, so that a server run
-// by an older Basin does not start with them open.
+// socket, archive, pgBackRest's) are still set back to 0700 here, so that
+// a server run by an older Basin does not start with them open.
 //
 // Everything here lies in directories only root may write to (local/,
 // instances/, s/, archive/), so no entry can be swapped for a link
@@ -19,6 +19,7 @@ export async function tightenLayout(layout: Layout): Promise<void> {
     [layout.instancesDir, 0o711],
     [layout.socketsDir, 0o711],
     [layout.archivesDir, 0o711],
+    [layout.backupsDir, 0o711],
     [layout.installationFile, 0o600],
     [layout.caDir, 0o700],
     [layout.templateDir, 0o711],
@@ -48,6 +49,16 @@ export async function tightenLayout(layout: Layout): Promise<void> {
   }
   for (const dir of [layout.socketsDir, layout.archivesDir]) {
     for (const name of await list(dir)) await setMode(join(dir, name), 0o700);
+  }
+  // A stanza: root's directory and configuration files (its user's group
+  // reads them), the service user's repository, spool, locks and logs.
+  for (const id of await list(layout.backupsDir)) {
+    const dir = layout.backupDir(id);
+    await setMode(dir, 0o711);
+    for (const name of await list(dir)) {
+      const path = join(dir, name);
+      await setMode(path, name.endsWith('.conf') ? 0o640 : 0o700);
+    }
   }
 }
 

@@ -168,7 +168,13 @@ test('a fork needs a parent the sim knows', async () => {
   const sim = createSimDriver({ delayMs: 0 });
   const fork = serviceSpec({
     serviceId: 'svcfork001',
-    source: { kind: 'fork', parentServiceId: 'svc0000001', strategy: 'NOW', targetTime: null },
+    source: {
+      kind: 'fork',
+      parentServiceId: 'svc0000001',
+      strategy: 'NOW',
+      targetTime: null,
+      backupLabel: null,
+    },
   });
   await assert.rejects(sim.applyService(fork), (err: unknown) => {
     assert.ok(err instanceof DriverError);

@@ -6,6 +6,7 @@
 
 import type { Metrics } from '../../domain/types.js';
 import {
+  type BackupProgress,
   DriverError,
   type Driver,
   type Health,
@@ -15,6 +16,7 @@ import {
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { Progress } from '../../domain/progress.js';
 import { readSimLogs } from './sim-logs.js';
+import { SimBackups } from './sim-backups.js';
 import { parseCreatedAt, simMetrics } from './sim-metrics.js';
 import { SimResources } from './sim-state.js';
 
@@ -40,6 +42,7 @@ export class SimDriver implements Driver {
   private readonly clock: () => number;
   private readonly services: SimResources<ServiceSpec>;
   private readonly replicaSets: SimResources<ReplicaSetSpec>;
+  private readonly backups: SimBackups;
   /** When the sim first saw each target (`kind:id`): the anchor of its log history. */
   private readonly firstSeen = new Map<string, number>();
 
@@ -50,6 +53,7 @@ export class SimDriver implements Driver {
     this.clock = options.clock ?? Date.now;
     this.services = new SimResources(options.delayMs, this.clock, serviceKey);
     this.replicaSets = new SimResources(options.delayMs, this.clock, replicaSetKey);
+    this.backups = new SimBackups(options.delayMs, this.clock);
   }
 
   /** Nothing to prepare: the sim has no host to check and no timers. */
@@ -59,21 +63,23 @@ export class SimDriver implements Driver {
   async close(): Promise<void> {}
 
   /**
-   * Converges a service to `spec`. A fork whose parent the sim does not know
-   * (never applied nor inspected since start) fails permanently, as a fork of
-   * a nonexistent database would; a fork already created needs its parent no more.
+   * Converges a service to `spec`. A fork is checked as the local driver
+   * checks it before it restores: a parent the sim does not know (never
+   * applied nor inspected since start), a backup the parent no longer has,
+   * or a PITR target before that backup ended fail permanently; a fork
+   * already created needs its parent no more. A stopped parent is forked
+   * like a running one.
    */
   async applyService(spec: ServiceSpec): Promise<Progress> {
     const { source } = spec;
-    if (
-      source.kind === 'fork' &&
-      this.services.get(spec.serviceId) === undefined &&
-      this.services.get(source.parentServiceId) === undefined
-    ) {
-      throw new DriverError(
-        `Cannot fork service ${spec.serviceId}: its parent ${source.parentServiceId} does not exist.`,
-        false,
-      );
+    if (source.kind === 'fork' && this.services.get(spec.serviceId) === undefined) {
+      const parent = source.parentServiceId;
+      const refuse = (why: string) => {
+        throw new DriverError(`Cannot fork service ${spec.serviceId}: ${why}.`, false);
+      };
+      if (this.services.get(parent) === undefined) refuse(`its parent ${parent} does not exist`);
+      const why = this.backups.unusable(parent, source.backupLabel, source.targetTime);
+      if (why) refuse(why);
     }
     this.see({ kind: 'service', id: spec.serviceId });
     return this.services.apply(spec.serviceId, spec, (previous, crashed) => {
@@ -86,9 +92,26 @@ export class SimDriver implements Driver {
     });
   }
 
-  /** Deletes a service (timed like apply); then it is forgotten. Unknown ids are DONE. */
+  /** Deletes a service (timed like apply); then it and its backups are forgotten. Unknown ids are DONE. */
   async deleteService(serviceId: string): Promise<Progress> {
-    return this.forgetWhenDone({ kind: 'service', id: serviceId }, this.services.remove(serviceId));
+    const progress = this.services.remove(serviceId);
+    if (progress.done) this.backups.forget(serviceId);
+    return this.forgetWhenDone({ kind: 'service', id: serviceId }, progress);
+  }
+
+  /** A backup takes `delayMs`, of a running service only; see SimBackups. */
+  async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    if (this.services.get(spec.serviceId)?.running !== true) {
+      throw new DriverError(
+        `Service ${spec.serviceId} is not running: it cannot be backed up.`,
+        true,
+      );
+    }
+    return this.backups.take(spec.serviceId, since);
+  }
+
+  async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
+    this.backups.expire(serviceId, oldestKept);
   }
 
   /**

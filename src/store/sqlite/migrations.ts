@@ -127,4 +127,14 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE users ADD COLUMN email TEXT;
   `,
+  // 5: the completed backups of each service (the recovery window of forks).
+  `
+  CREATE TABLE backups (
+    service_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    stopped_at TEXT NOT NULL,
+    PRIMARY KEY (service_id, label)
+  );
+  `,
 ];

@@ -17,6 +17,7 @@ import type {
   UserRepo,
   VpcRepo,
 } from '../store.js';
+import { SqliteBackupRepo } from './backup-repo.js';
 import { SqliteCounterRepo } from './counter-repo.js';
 import { SqliteDocRepo } from './doc-repo.js';
 import { SqliteEventRepo } from './event-repo.js';
@@ -284,5 +285,6 @@ export function createRepos(db: Database.Database): Repos {
     events: new SqliteEventRepo(db),
     ports: new Ports(db),
     counters: new SqliteCounterRepo(db),
+    backups: new SqliteBackupRepo(db),
   };
 }

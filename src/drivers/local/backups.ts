@@ -1,0 +1,198 @@
+// A service's stanza and its backups (pgbackrest.ts says how pgBackRest is
+// set up). The stanza is made before the service's server first starts, so
+// that archiving works from its first segment; backups run in the
+// background, as the service's user, confined, niced, and are polled by
+// the engine's backup operation; expiry keeps what the recovery window
+// needs (engine/backups.ts decides which). Basin learns what backups exist
+// from the stanza's backup.info, read as root from a file of the service's
+// user: a regular file owned by that user, or nothing.
+
+import { lstat } from 'node:fs/promises';
+import { DriverError, type BackupProgress, type ServiceSpec } from '../driver.js';
+import { helperCommand } from './confine.js';
+import { CommandError, lastLines, run } from './exec.js';
+import type { DriverContext } from './local-driver.js';
+import { ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
+import type { OsUser } from './os-user.js';
+import {
+  backupProcesses,
+  parseBackupInfo,
+  renderStanzaConf,
+  type RepoBackup,
+} from './pgbackrest.js';
+import { postmasterStatus } from './postmaster.js';
+import { readSmallFile } from './safe-fs.js';
+
+const backingUp = (): BackupProgress => ({ done: false, retryAfterMs: 500, reason: 'backing up' });
+
+/** A backup runs at most this long; one that takes longer is killed and tried again. */
+const BACKUP_TIMEOUT_MS = 12 * 3_600_000;
+/** stanza-create, expire and info take well under a second; bounded all the same. */
+const SHORT_MS = 120_000;
+
+interface Running {
+  since: number;
+  done: Promise<void>;
+  error?: Error;
+  finished: boolean;
+}
+
+export class LocalBackups {
+  private readonly running = new Map<string, Running>();
+
+  constructor(private readonly ctx: DriverContext) {}
+
+  /**
+   * The service's pgBackRest directories (its user's, 0700) and
+   * configuration (root's, readable by the user's group alone: the server's
+   * archiver reads it), made or brought up to date with the spec.
+   */
+  async ensureConfig(spec: ServiceSpec, user: OsUser): Promise<void> {
+    const { layout } = this.ctx;
+    const id = spec.serviceId;
+    await mkdirIn(layout.backupDir(id), 0o711);
+    const dirs = layout.backupDirs(id);
+    for (const dir of Object.values(dirs)) await ensureOwnedDir(dir, user);
+    const conf = renderStanzaConf({
+      stanza: id,
+      ...dirs,
+      pgdata: layout.pgdata({ id, node: 0 }),
+      socketDir: layout.socketDir({ id, node: 0 }),
+      port: spec.port,
+      processMax: backupProcesses(spec.size),
+    });
+    await writeRootFile(layout.backupConf(id), conf, user);
+  }
+
+  /**
+   * Makes the service's stanza unless its backup.info is there. Offline
+   * (from pg_control) when its server does not run, as before a first
+   * start; online otherwise.
+   */
+  async ensureStanza(id: string, user: OsUser): Promise<void> {
+    const { layout } = this.ctx;
+    if (
+      await lstat(layout.backupInfo(id)).then(
+        () => true,
+        () => false,
+      )
+    ) {
+      return;
+    }
+    const pm = await postmasterStatus(layout.pgdata({ id, node: 0 }));
+    await this.pgbackrest(user, id, [...(pm.up ? [] : ['--no-online']), 'stanza-create'], {
+      timeoutMs: SHORT_MS,
+    });
+  }
+
+  /**
+   * One step of a full backup that started at or after `since`: done with
+   * it once backup.info lists it; otherwise it is started (in the
+   * background) or still running. The server must run.
+   */
+  async backup(spec: ServiceSpec, user: OsUser, since: number): Promise<BackupProgress> {
+    const id = spec.serviceId;
+    const run = this.running.get(id);
+    if (run && !run.finished) return backingUp();
+    this.running.delete(id);
+    const found = (await this.list(id, user)).find(
+      (b) => Date.parse(b.startedAt) >= Math.floor(since / 1000) * 1000,
+    );
+    if (found) {
+      const { walStart: _s, walStop: _e, ...backup } = found;
+      return { done: true, backup };
+    }
+    // The attempt that started the last backup failed: said once, then a new one.
+    if (run?.error && run.since === since) throw run.error;
+    const pm = await postmasterStatus(this.ctx.layout.pgdata({ id, node: 0 }));
+    if (!pm.up || pm.state !== 'ready') {
+      throw new DriverError(`Service ${id} is not running: it cannot be backed up now.`, true);
+    }
+    await this.ensureConfig(spec, user);
+    await this.ensureStanza(id, user);
+    const started: Running = { since, finished: false, done: Promise.resolve() };
+    // nice and ionice: the database comes first (a backup must not stall it).
+    started.done = this.pgbackrest(user, id, ['--type=full', 'backup'], {
+      timeoutMs: BACKUP_TIMEOUT_MS,
+      nice: true,
+    })
+      .then(
+        () => undefined,
+        (err: Error) => {
+          started.error = new DriverError(`The backup failed: ${err.message}`, true);
+        },
+      )
+      .finally(() => (started.finished = true));
+    this.running.set(id, started);
+    this.ctx.log.info({ serviceId: id }, 'backing up');
+    return backingUp();
+  }
+
+  /**
+   * Expires the backups older than `oldestKept`, and the WAL only they
+   * needed: pgBackRest keeps the newest n full backups and the WAL from the
+   * oldest of them on. Nothing happens when the label is not there (gone
+   * already, or never the service's).
+   */
+  async expire(id: string, user: OsUser, oldestKept: string): Promise<void> {
+    const backups = await this.list(id, user);
+    const i = backups.findIndex((b) => b.label === oldestKept);
+    if (i <= 0) return;
+    const keep = String(backups.length - i);
+    await this.pgbackrest(
+      user,
+      id,
+      [`--repo1-retention-full=${keep}`, `--repo1-retention-archive=${keep}`, 'expire'],
+      { timeoutMs: SHORT_MS },
+    );
+    this.ctx.log.info({ serviceId: id, oldestKept }, 'expired backups');
+  }
+
+  /**
+   * The service's complete full backups, oldest first, from its stanza's
+   * backup.info (owned by its user, else nothing); none before its first.
+   */
+  async list(id: string, user: OsUser): Promise<RepoBackup[]> {
+    let text: string;
+    try {
+      text = await readSmallFile(this.ctx.layout.backupInfo(id), {
+        owner: user.uid,
+        maxBytes: 4 * 1024 * 1024,
+      });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw new DriverError(`Could not read the list of backups: ${(err as Error).message}`, true);
+    }
+    return parseBackupInfo(text);
+  }
+
+  /** Waits for the service's running backup, if any, to end (it is being deleted; its processes are killed). */
+  async settle(id: string): Promise<void> {
+    await this.running.get(id)?.done;
+    this.running.delete(id);
+  }
+
+  /** Runs pgBackRest on the service's stanza, as its user, confined; rejects with its last lines. */
+  private async pgbackrest(
+    user: OsUser,
+    id: string,
+    args: string[],
+    options: { timeoutMs: number; nice?: boolean },
+  ): Promise<void> {
+    const { layout, privateTmp, pg } = this.ctx;
+    const base = [`--config=${layout.backupConf(id)}`, `--stanza=${id}`, ...args];
+    const [file, all] = options.nice
+      ? ['nice', ['-n', '10', 'ionice', '-c', '2', '-n', '7', pg.pgbackrest, ...base]]
+      : [pg.pgbackrest, base];
+    const cmd = helperCommand(user, file as string, all as string[], privateTmp);
+    try {
+      await run(cmd.file, cmd.args, { timeoutMs: options.timeoutMs });
+    } catch (err) {
+      const output = err instanceof CommandError ? lastLines(err.output, 4) : '';
+      throw new DriverError(
+        `pgbackrest ${args.at(-1)} failed${output ? `: ${output}` : ` (${(err as Error).message})`}`,
+        true,
+      );
+    }
+  }
+}

@@ -1,0 +1,140 @@
+// A NOW fork's data: a copy of its parent's data directory, made as a
+// PostgreSQL non-exclusive low-level backup
+// (https://www.postgresql.org/docs/15/continuous-archiving.html#BACKUP-LOWLEVEL-BASE-BACKUP)
+// whose file copy is `cp --reflink=auto` (node-files.ts copyInto): on a
+// copy-on-write file system (XFS, btrfs) it shares blocks and takes
+// near-constant time; elsewhere it is a plain copy, at the speed of one.
+//
+// On one administrative session to the parent: a temporary physical
+// replication slot (it holds the WAL from before the backup started, so no
+// checkpoint recycles a segment the copy needs; it goes with the session),
+// pg_backup_start with an immediate checkpoint, the copy of every file but
+// those PostgreSQL rebuilds, pg_backup_stop, then the WAL from the backup's
+// start to its end, straight from the parent's pg_wal (no archive needed).
+// The copy then recovers exactly to the end of the backup
+// (recovery_target = 'immediate'), promotes, and is the parent as of that
+// moment: a transaction still open at the copy is not in it.
+
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type AdminBounds, withAdmin } from './admin.js';
+import { copyInto, mkdirIn } from './node-files.js';
+
+/**
+ * What a copy leaves out of the data directory: what PostgreSQL remakes at
+ * start (pg_dynshmem, pg_notify, pg_serial, pg_snapshots, pg_stat_tmp,
+ * pg_subtrans, pg_replslot, as the documentation lists them), the server's
+ * lock and option files, its logs (a fork has logs of its own), its TLS key
+ * (a fork gets its own certificate), and pg_wal (copied apart, after the
+ * backup ends).
+ */
+export const NOT_COPIED = new Set([
+  'pg_wal',
+  'pg_dynshmem',
+  'pg_notify',
+  'pg_serial',
+  'pg_snapshots',
+  'pg_stat_tmp',
+  'pg_subtrans',
+  'pg_replslot',
+  'log',
+  'postmaster.pid',
+  'postmaster.opts',
+  'current_logfiles',
+  'backup_label',
+  'backup_label.old',
+  'tablespace_map',
+  'server.key',
+  'server.crt',
+  'standby.signal',
+  'recovery.signal',
+]);
+
+/** The empty directories PostgreSQL needs where the copy left their contents out. */
+export const REMADE_DIRS = [
+  'pg_wal',
+  'pg_wal/archive_status',
+  'pg_dynshmem',
+  'pg_notify',
+  'pg_serial',
+  'pg_snapshots',
+  'pg_stat_tmp',
+  'pg_subtrans',
+  'pg_replslot',
+  'log',
+];
+
+export interface CopySource {
+  pgdata: string;
+  socketDir: string;
+  port: number;
+  bounds: AdminBounds;
+}
+
+/**
+ * Copies the running cluster of `from` into `dest` (an empty directory of
+ * root's) as a low-level backup named after `forkId`; returns the
+ * backup_label the copy must start from. Aborting `signal` stops the copy
+ * and ends the backup (the session closes).
+ */
+export async function copyRunningCluster(
+  from: CopySource,
+  dest: string,
+  forkId: string,
+  signal: AbortSignal,
+): Promise<{ backupLabel: string }> {
+  // The checkpoint and the copy take as long as the data is large: bounded
+  // loosely (an hour), and by the abort.
+  const bounds: AdminBounds = {
+    ...from.bounds,
+    statementMs: 600_000,
+    queryMs: 610_000,
+    callMs: 3_600_000,
+  };
+  const target = { socketDir: from.socketDir, port: from.port, pgdata: from.pgdata, bounds };
+  return withAdmin(target, 'postgres', async (c) => {
+    const name = c.escapeLiteral(`basin_fork_${forkId}`);
+    await c.query(`SELECT pg_create_physical_replication_slot(${name}, true, true)`);
+    const started = await c.query<{ wal: string }>(
+      `SELECT pg_walfile_name(pg_backup_start(${c.escapeLiteral(`basin fork ${forkId}`)}, true)) AS wal`,
+    );
+    const entries = (await readdir(from.pgdata)).filter((n) => !NOT_COPIED.has(n));
+    await copyInto(
+      entries.map((n) => join(from.pgdata, n)),
+      dest,
+      { signal, vanishedOk: true },
+    );
+    const stopped = await c.query<{ wal: string; labelfile: string }>(
+      'SELECT pg_walfile_name(lsn) AS wal, labelfile FROM pg_backup_stop(false)',
+    );
+    const first = started.rows[0]?.wal ?? '';
+    const last = stopped.rows[0]?.wal ?? '';
+    for (const dir of REMADE_DIRS) await mkdirIn(join(dest, dir), 0o700);
+    // The segments from the backup's start to its end (and the next one: an
+    // end on a segment boundary is named after the segment before it), and
+    // the timeline history files.
+    const wal = join(from.pgdata, 'pg_wal');
+    const next = nextSegment(last);
+    const needed = (await readdir(wal)).filter(
+      (n) =>
+        /^[0-9A-F]{8}\.history$/.test(n) ||
+        (/^[0-9A-F]{24}$/.test(n) && n >= first && (n <= last || n === next)),
+    );
+    await copyInto(
+      needed.map((n) => join(wal, n)),
+      join(dest, 'pg_wal'),
+      { signal },
+    );
+    return { backupLabel: stopped.rows[0]?.labelfile ?? '' };
+  });
+}
+
+/** The segment after `segment` on its timeline (16 MB segments: 256 per log id). */
+export function nextSegment(segment: string): string {
+  const tli = segment.slice(0, 8);
+  const log = parseInt(segment.slice(8, 16), 16);
+  const seg = parseInt(segment.slice(16, 24), 16);
+  const [nl, ns] = seg === 0xff ? [log + 1, 0] : [log, seg + 1];
+  const hex = (n: number) => n.toString(16).toUpperCase().padStart(8, '0');
+  return `${tli}${hex(nl)}${hex(ns)}`;
+}

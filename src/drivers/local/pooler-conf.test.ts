@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { scramVerifier } from '../../lib/secrets.js';
+import { pgHba } from './conf.js';
+import {
+  authFile,
+  listenAddr,
+  pgbouncerIni,
+  poolerHba,
+  poolSizes,
+  restartPart,
+} from './pooler-conf.js';
+
+const SHARED = { shared: true, cpuMillis: 0, memoryGbs: 0 };
+const paths = {
+  socketDir: '/d/s/abc-0',
+  authFile: '/d/p/users.txt',
+  hbaFile: '/d/p/hba.conf',
+  certFile: '/d/pgdata/server.crt',
+  keyFile: '/d/pgdata/server.key',
+};
+
+test('pool sizes: a quarter of max_connections each, five times as many clients', () => {
+  assert.deepEqual(poolSizes({ size: SHARED }), { session: 12, transaction: 12, maxClients: 250 });
+  const big = { shared: false, cpuMillis: 4000, memoryGbs: 16 };
+  assert.deepEqual(poolSizes({ size: big }), { session: 100, transaction: 100, maxClients: 2000 });
+});
+
+test('pgbouncer.ini: two pools on the same database, TLS required, hba auth', () => {
+  const ini = pgbouncerIni(
+    { serviceId: 'abc', port: 5500, size: SHARED, pooler: { enabled: true, port: 6600 } },
+    paths,
+    '*',
+  );
+  assert.match(
+    ini,
+    /^tsdb = host=\/d\/s\/abc-0 port=5500 dbname=tsdb pool_mode=session pool_size=12$/m,
+  );
+  assert.match(
+    ini,
+    /^tsdb_transaction = host=\/d\/s\/abc-0 port=5500 dbname=tsdb pool_mode=transaction pool_size=12$/m,
+  );
+  assert.match(ini, /^listen_port = 6600$/m);
+  assert.match(ini, /^client_tls_sslmode = require$/m);
+  assert.match(ini, /^auth_type = hba$/m);
+  assert.match(ini, /^client_tls_key_file = \/d\/pgdata\/server.key$/m);
+  assert.equal(
+    restartPart(ini).split('\n').length,
+    7,
+    'listen_addr, listen_port, unix_socket_dir and four TLS settings',
+  );
+  assert.throws(() =>
+    pgbouncerIni(
+      { serviceId: 'abc', port: 5500, size: SHARED, pooler: { enabled: true, port: null } },
+      paths,
+      '*',
+    ),
+  );
+  assert.equal(listenAddr(' 127.0.0.1, ::1 '), '127.0.0.1,::1');
+});
+
+test('auth_file: the SCRAM verifier, never anything else', () => {
+  const v = scramVerifier('a-password-123');
+  assert.equal(authFile(v), `"tsdbadmin" "${v}"\n`);
+  assert.doesNotMatch(authFile(v), /a-password-123/);
+  assert.throws(() => authFile('md5abc'));
+  assert.throws(() => authFile('plain" "text'));
+});
+
+test('the pooler admits what the server admits, over TLS, tsdbadmin only', () => {
+  const open = poolerHba({ allowedCidrs: [] }, ['0.0.0.0/0', '::/0']);
+  assert.deepEqual(open.split('\n').slice(1, -1), [
+    'hostssl all tsdbadmin 0.0.0.0/0 scram-sha-256',
+    'hostssl all tsdbadmin ::/0 scram-sha-256',
+  ]);
+  // In a VPC: the VPC's block only.
+  const hba = poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, ['0.0.0.0/0', '::/0']);
+  assert.deepEqual(hba.split('\n').slice(1, -1), [
+    'hostssl all tsdbadmin 10.1.0.0/16 scram-sha-256',
+  ]);
+  assert.throws(() => poolerHba({ allowedCidrs: ['10.1.0.0/16 trust'] }, []));
+});
+
+test('pg_hba admits the pooler on the socket only while it is enabled, never for a locked fork', () => {
+  const line = /^local\s+tsdb\s+tsdbadmin\s+scram-sha-256$/m;
+  assert.doesNotMatch(pgHba({ allowedCidrs: [] }, ['0.0.0.0/0']), line);
+  assert.doesNotMatch(pgHba({ allowedCidrs: [], pooler: { enabled: false } }, []), line);
+  const on = pgHba({ allowedCidrs: [], pooler: { enabled: true } }, []);
+  assert.match(on, line);
+  assert.ok(on.indexOf('tsdbadmin') < on.indexOf('reject'), 'before the socket is refused to all');
+  assert.doesNotMatch(pgHba({ allowedCidrs: [], pooler: { enabled: true } }, [], true), line);
+});

@@ -1,0 +1,158 @@
+// Pure builders for a service's PgBouncer (pooler.ts runs it): its
+// pgbouncer.ini, its auth_file and its hba file. No I/O here, so the rules
+// are unit-tested (pooler-conf.test.ts) and the driver compares text.
+//
+// PgBouncer 1.18 (Debian bookworm), https://www.pgbouncer.org/config.html:
+// - `tsdb` pools per session and `tsdb_transaction` per transaction; both
+//   reach the service's `tsdb` over its Unix socket (no TLS to pay for, and
+//   no TCP rule of pg_hba.conf involved: pgHba admits tsdbadmin on the
+//   socket to `tsdb` while the pooler is enabled).
+// - Clients must use TLS (client_tls_sslmode=require) with the service's own
+//   certificate, so verify-full against the installation's CA works on the
+//   pooler's port as on the server's.
+// - auth_type=hba: the hba file admits tsdbadmin with SCRAM-SHA-256 from the
+//   CIDRs the server admits (public ones, the VPC's), over TLS only.
+// - The auth_file holds tsdbadmin's SCRAM verifier, the very one the server
+//   has: no password on disk. A client that logs in with SCRAM hands
+//   PgBouncer the ClientKey, which PgBouncer replays to the server (SCRAM
+//   pass-through, PgBouncer ≥ 1.14), so the two verifiers must be equal:
+//   they are, both come from the spec.
+
+import type { ServiceSpec } from '../driver.js';
+import { admittedCidrs, sizeProfile } from './conf.js';
+
+/** Where the pooler's files are and which server it reaches. */
+export interface PoolerPaths {
+  /** The server's Unix socket directory. */
+  socketDir: string;
+  authFile: string;
+  hbaFile: string;
+  /** The service's certificate and key (in its data directory, the service's user's). */
+  certFile: string;
+  keyFile: string;
+}
+
+/** How many connections the pooler takes and serves, from the service's size. */
+export interface PoolSizes {
+  /** Server connections of the session pool (`tsdb`). */
+  session: number;
+  /** Server connections of the transaction pool (`tsdb_transaction`). */
+  transaction: number;
+  /** Clients the pooler accepts at once (max_client_conn). */
+  maxClients: number;
+}
+
+/**
+ * The pools take half of the server's max_connections, a quarter each, so
+ * that direct connections (and Basin's own) keep the other half; clients may
+ * be five times max_connections. A session client holds its server
+ * connection until it leaves (others queue for one); a transaction client
+ * only while a transaction runs, which is how a pooler serves many more
+ * clients than the server has connections. docs/decisions.md has the figures.
+ */
+export function poolSizes(spec: Pick<ServiceSpec, 'size'>): PoolSizes {
+  const max = sizeProfile(spec.size).maxConnections;
+  const quarter = Math.max(2, Math.floor(max / 4));
+  return { session: quarter, transaction: quarter, maxClients: max * 5 };
+}
+
+/**
+ * PgBouncer's listen_addr from PostgreSQL's listen_addresses: the same
+ * comma-separated list, `*` for every address.
+ */
+export function listenAddr(listenAddresses: string): string {
+  return listenAddresses
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '')
+    .join(',');
+}
+
+/** The whole pgbouncer.ini of a service. */
+export function pgbouncerIni(
+  spec: Pick<ServiceSpec, 'serviceId' | 'port' | 'pooler' | 'size'>,
+  paths: PoolerPaths,
+  listenAddresses: string,
+): string {
+  if (spec.pooler.port === null) throw new Error('the pooler has no port');
+  const sizes = poolSizes(spec);
+  const server = `host=${paths.socketDir} port=${spec.port} dbname=tsdb`;
+  const settings: [string, string | number][] = [
+    ['listen_addr', listenAddr(listenAddresses)],
+    ['listen_port', spec.pooler.port],
+    // No Unix socket: the pooler is for clients over the network only.
+    ['unix_socket_dir', ''],
+    ['auth_type', 'hba'],
+    ['auth_hba_file', paths.hbaFile],
+    ['auth_file', paths.authFile],
+    ['client_tls_sslmode', 'require'],
+    ['client_tls_cert_file', paths.certFile],
+    ['client_tls_key_file', paths.keyFile],
+    ['client_tls_protocols', 'tlsv1.2,tlsv1.3'],
+    // The server is reached over its socket.
+    ['server_tls_sslmode', 'disable'],
+    ['max_client_conn', sizes.maxClients],
+    ['default_pool_size', sizes.session],
+    ['reserve_pool_size', 0],
+    // tsdbadmin may read SHOW POOLS, SHOW STATS & co. in the `pgbouncer`
+    // database; it is never an admin (no PAUSE, KILL or SHUTDOWN).
+    ['stats_users', 'tsdbadmin'],
+    // Drivers (JDBC, node-postgres…) send these at connect; PgBouncer would
+    // refuse the connection over a parameter it does not track.
+    ['ignore_startup_parameters', 'extra_float_digits,options,statement_timeout'],
+    // Logs go to its standard error, which pooler.ts keeps in pooler.log
+    // (root's, emptied beyond 1 MB: trimLog). No connections, errors sent to
+    // clients or periodic statistics (SHOW STATS has them); PgBouncer still
+    // logs each failed login.
+    ['logfile', ''],
+    ['syslog', 0],
+    ['pidfile', ''],
+    ['log_connections', 0],
+    ['log_disconnections', 0],
+    ['log_pooler_errors', 0],
+    ['log_stats', 0],
+  ];
+  return [
+    "; Written by Basin from the service's spec; edits are overwritten.",
+    '[databases]',
+    `tsdb = ${server} pool_mode=session pool_size=${sizes.session}`,
+    `tsdb_transaction = ${server} pool_mode=transaction pool_size=${sizes.transaction}`,
+    '',
+    '[pgbouncer]',
+    ...settings.map(([k, v]) => `${k} = ${v}`),
+    '',
+  ].join('\n');
+}
+
+/** The settings PgBouncer reads only when it starts: a change means a restart, not a reload. */
+export function restartPart(ini: string): string {
+  return ini
+    .split('\n')
+    .filter((l) => /^(listen_addr|listen_port|unix_socket_dir|client_tls_[a-z_]+) =/.test(l))
+    .join('\n');
+}
+
+const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
+
+/** The auth_file: tsdbadmin and its SCRAM verifier, nobody else. */
+export function authFile(passwordVerifier: string): string {
+  if (!VERIFIER.test(passwordVerifier)) throw new Error('not a SCRAM-SHA-256 verifier');
+  return `"tsdbadmin" "${passwordVerifier}"\n`;
+}
+
+/**
+ * The pooler's access rules (PgBouncer reads them as pg_hba.conf, first
+ * match wins): tsdbadmin with SCRAM over TLS from the same CIDRs the server
+ * admits. What no line matches is refused.
+ */
+export function poolerHba(
+  spec: Pick<ServiceSpec, 'allowedCidrs'>,
+  publicCidrs: readonly string[],
+): string {
+  const cidrs = admittedCidrs(spec, publicCidrs);
+  return [
+    '# Written by Basin from the service spec; edits are overwritten.',
+    ...cidrs.map((c) => `hostssl all tsdbadmin ${c} scram-sha-256`),
+    '',
+  ].join('\n');
+}

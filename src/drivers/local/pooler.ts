@@ -1,0 +1,297 @@
+// A service's connection pooler: one PgBouncer (Debian's, 1.18), supervised
+// as the service's postmaster is (postmaster.ts, DESIGN.md §4):
+// - it runs as the service's own OS user, confined like the postmaster
+//   (no_new_privs, an empty bounding set, private /tmp & co.: confine.ts),
+//   detached, so it outlives Basin;
+// - Basin keeps its pid in pooler.json (root's): a restarted Basin adopts the
+//   PgBouncer it finds there, checked against /proc (a live pgbouncer run
+//   with this service's pgbouncer.ini), instead of starting another;
+// - it starts once the server accepts connections, is restarted by the
+//   engine when it dies (inspectService reports the service failed), reloaded
+//   (SIGHUP) when its pools, passwords or access rules change, restarted
+//   when its port or certificate does, and stopped (SIGTERM, then SIGKILL)
+//   when the service stops or the pooler is disabled. Its files go when it is
+//   disabled, and with the service's instance directory when it is deleted.
+//
+// The server's own start kills every process of the service's user (what
+// its tsdbadmin left running), PgBouncer with them: it is started again
+// after the server, by the next step.
+
+import { spawn } from 'node:child_process';
+import { closeSync, fchmodSync, openSync } from 'node:fs';
+import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { DONE, type Progress, wait } from '../../domain/progress.js';
+import { DriverError, type ServiceSpec } from '../driver.js';
+import { postmasterCommand } from './confine.js';
+import { childEnv, lastLines } from './exec.js';
+import type { DriverContext } from './local-driver.js';
+import { hash } from './node-state.js';
+import { exists, mkdirIn, removeTrees, writeRootFile } from './node-files.js';
+import type { OsUser } from './os-user.js';
+import { authFile, pgbouncerIni, poolerHba, restartPart } from './pooler-conf.js';
+import { isLive, procCmdline, signalAll } from './processes.js';
+import { portIsFree } from './port-free.js';
+import type { Spawned } from './postmaster.js';
+import { readSmallFile } from './safe-fs.js';
+
+/** Debian's pgbouncer. */
+export const PGBOUNCER = '/usr/sbin/pgbouncer';
+
+/** How long PgBouncer gets to exit on SIGTERM before it is killed. */
+const STOP_TIMEOUT_MS = 5_000;
+
+/** pooler.log is emptied beyond this (trimLog), so it never grows without bound. */
+const LOG_MAX = 1024 * 1024;
+
+/** Basin's record of the PgBouncer it started (root 0600). */
+interface PoolerState {
+  pid?: number;
+  /** Hash of what PgBouncer reads only at start (restartPart, the certificate). */
+  startedWith?: string;
+  /** Hash of its files as last loaded (at start or by a reload). */
+  loaded?: string;
+}
+
+/** Stops under way, by pid: when SIGTERM was sent. */
+const stopping = new Map<number, number>();
+
+export class ServicePooler {
+  private readonly files;
+
+  constructor(
+    private readonly ctx: DriverContext,
+    private readonly spec: ServiceSpec,
+  ) {
+    this.files = ctx.layout.pooler(spec.serviceId);
+  }
+
+  /** The pid of the service's running PgBouncer, if one runs. */
+  async pid(): Promise<number | undefined> {
+    const { pid } = await this.readState();
+    return pid !== undefined && (await this.isOurs(pid)) ? pid : undefined;
+  }
+
+  /**
+   * Empties pooler.log once it is over LOG_MAX. PgBouncer logs every failed
+   * login, which any client can repeat at will, and the file is root's, in
+   * Basin's data directory: it is cut whenever the service is inspected
+   * (each reconcile) or applied. PgBouncer writes with O_APPEND, so it goes
+   * on at the new end.
+   */
+  async trimLog(): Promise<void> {
+    try {
+      if ((await stat(this.files.log)).size > LOG_MAX) await truncate(this.files.log, 0);
+    } catch {
+      // No log yet.
+    }
+  }
+
+  /**
+   * One step of making the pooler run as the spec says; the server must
+   * run and accept connections already (applyService calls it after).
+   */
+  async converge(user: OsUser): Promise<Progress> {
+    const { ctx, spec, files } = this;
+    if (spec.pooler.port === null) {
+      throw new DriverError('The connection pooler has no port.', false);
+    }
+    if (ctx.listenAddresses.trim() === '') {
+      throw new DriverError(
+        'The connection pooler needs a network address to listen on; this driver listens on none.',
+        false,
+      );
+    }
+    await mkdirIn(files.dir, 0o711);
+    await this.trimLog();
+    const { ini, auth, hba } = this.configFiles();
+    await writeRootFile(files.ini, ini, user);
+    await writeRootFile(files.authFile, auth, user);
+    await writeRootFile(files.hbaFile, hba, user);
+    const pgdata = ctx.layout.pgdata({ id: spec.serviceId, node: 0 });
+    const cert = await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 });
+    const restartHash = hash(restartPart(ini), cert);
+    const loadedHash = hash(ini, auth, hba);
+    const state = await this.readState();
+    const pid = await this.pid();
+    if (pid === undefined) return this.start(user, restartHash, loadedHash);
+    if (state.startedWith !== restartHash || stopping.has(pid)) {
+      return this.stopStep(
+        pid,
+        'restarting the connection pooler to apply its new port or certificate',
+      );
+    }
+    const spawned = ctx.spawned.get(files.dir);
+    if (spawned?.proc.pid === pid && !spawned.sawReady) {
+      if (!(await this.accepts(spec.pooler.port))) {
+        return wait(20, 'waiting for the connection pooler to accept connections');
+      }
+      spawned.sawReady = true;
+    }
+    if (state.loaded !== loadedHash) {
+      // PgBouncer re-reads its ini, auth_file and hba file on SIGHUP.
+      signalAll([pid], 'SIGHUP');
+      await this.writeState({ ...state, loaded: loadedHash });
+    }
+    return DONE;
+  }
+
+  /** One step of stopping the pooler; its files go too when `removeFiles` (the pooler is disabled). */
+  async stop(removeFiles: boolean): Promise<Progress> {
+    const { ctx, files } = this;
+    const pid = await this.pid();
+    if (pid !== undefined) return this.stopStep(pid, 'stopping the connection pooler');
+    const spawned = ctx.spawned.get(files.dir);
+    if (spawned && !spawned.proc.exit) {
+      signalAll([spawned.proc.pid], 'SIGKILL');
+      return wait(50, 'stopping the connection pooler');
+    }
+    ctx.spawned.delete(files.dir);
+    if (removeFiles && (await exists(files.dir))) await removeTrees([files.dir]);
+    return DONE;
+  }
+
+  private configFiles(): { ini: string; auth: string; hba: string } {
+    const { ctx, spec } = this;
+    const pgdata = ctx.layout.pgdata({ id: spec.serviceId, node: 0 });
+    try {
+      return {
+        ini: pgbouncerIni(
+          spec,
+          {
+            socketDir: ctx.layout.socketDir({ id: spec.serviceId, node: 0 }),
+            authFile: this.files.authFile,
+            hbaFile: this.files.hbaFile,
+            certFile: join(pgdata, 'server.crt'),
+            keyFile: join(pgdata, 'server.key'),
+          },
+          ctx.listenAddresses,
+        ),
+        auth: authFile(spec.passwordVerifier),
+        hba: poolerHba(spec, ctx.publicCidrs),
+      };
+    } catch (err) {
+      throw new DriverError(`Invalid pooler configuration: ${(err as Error).message}`, false);
+    }
+  }
+
+  /**
+   * Starts PgBouncer. One this process started that exited before it ever
+   * accepted connections failed: its output says why, as a retryable error.
+   */
+  private async start(user: OsUser, restartHash: string, loadedHash: string): Promise<Progress> {
+    const { ctx, spec, files } = this;
+    const last = ctx.spawned.get(files.dir);
+    if (last && !last.proc.exit) return wait(20, 'starting the connection pooler');
+    ctx.spawned.delete(files.dir);
+    if (last?.proc.exit && !last.sawReady) {
+      const { code, signal } = last.proc.exit;
+      const out = await readFile(files.log, 'utf8').catch(() => '');
+      const why = lastLines(
+        out
+          .split('\n')
+          .filter((l) => /(FATAL|ERROR)/.test(l))
+          .join('\n'),
+        3,
+      );
+      throw new DriverError(
+        `The connection pooler did not start (exit ${code ?? signal}): ${why || 'no output'}`,
+        true,
+      );
+    }
+    const port = spec.pooler.port as number;
+    if (!(await portIsFree(port))) {
+      throw new DriverError(
+        `Port ${port} of the connection pooler is in use by another process.`,
+        true,
+      );
+    }
+    await this.trimLog();
+    const fd = openSync(files.log, 'a', 0o600);
+    let pid: number;
+    try {
+      fchmodSync(fd, 0o600);
+      const cmd = postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp);
+      const child = spawn(cmd.file, cmd.args, {
+        cwd: files.dir,
+        detached: true,
+        stdio: ['ignore', fd, fd],
+        env: childEnv(),
+      });
+      const spawned: Spawned = { pid: child.pid ?? -1 };
+      child.on('exit', (code, signal) => (spawned.exit = { code, signal }));
+      child.on('error', () => (spawned.exit ??= { code: null, signal: null }));
+      child.unref();
+      if (child.pid === undefined) spawned.exit = { code: null, signal: null };
+      ctx.spawned.set(files.dir, { proc: spawned, sawReady: false });
+      pid = spawned.pid;
+    } finally {
+      closeSync(fd);
+    }
+    await this.writeState({ pid, startedWith: restartHash, loaded: loadedHash });
+    ctx.log.info(
+      { serviceId: spec.serviceId, pid, osUser: user.name, port },
+      'starting the connection pooler',
+    );
+    return wait(20, 'starting the connection pooler');
+  }
+
+  private async stopStep(pid: number, why: string): Promise<Progress> {
+    const since = stopping.get(pid);
+    const now = Date.now();
+    if (since === undefined) {
+      signalAll([pid], 'SIGTERM');
+      stopping.set(pid, now);
+      this.ctx.log.info({ serviceId: this.spec.serviceId, pid }, why);
+    } else if (now - since > STOP_TIMEOUT_MS) {
+      signalAll([pid], 'SIGKILL');
+    }
+    if (!(await isLive(pid))) stopping.delete(pid);
+    return wait(50, why);
+  }
+
+  /** Whether `pid` is a live PgBouncer run with this service's pgbouncer.ini. */
+  private async isOurs(pid: number): Promise<boolean> {
+    if (!(await isLive(pid))) {
+      stopping.delete(pid);
+      return false;
+    }
+    const argv = await procCmdline(pid);
+    return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === this.files.ini;
+  }
+
+  /** Whether PgBouncer accepts TCP connections on its port. */
+  private accepts(port: number): Promise<boolean> {
+    const first = this.ctx.listenAddresses.split(',')[0]?.trim() ?? '*';
+    const host =
+      first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first;
+    return new Promise((resolve) => {
+      const socket = connect({ host, port });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+  }
+
+  private async readState(): Promise<PoolerState> {
+    try {
+      const raw = JSON.parse(await readFile(this.files.state, 'utf8')) as PoolerState;
+      return {
+        ...(Number.isInteger(raw.pid) ? { pid: raw.pid } : {}),
+        ...(typeof raw.startedWith === 'string' ? { startedWith: raw.startedWith } : {}),
+        ...(typeof raw.loaded === 'string' ? { loaded: raw.loaded } : {}),
+      };
+    } catch {
+      return {};
+    }
+  }
+
+  private async writeState(state: PoolerState): Promise<void> {
+    const tmp = `${this.files.state}.tmp`;
+    await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
+    await rename(tmp, this.files.state);
+  }
+}

@@ -1,0 +1,252 @@
+// The connection pooler as a user meets it, against real PostgreSQL and
+// PgBouncer: Basin as shipped (`node dist/main.js`, local driver) enables a
+// service's pooler, and psql / node-postgres connect through it in both
+// pooling modes. The test knows Basin by its API and its data directory.
+
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { test } from 'node:test';
+import pg from 'pg';
+import { Layout } from '../../src/drivers/local/layout.js';
+import { processesOfUser } from '../../src/drivers/local/processes.js';
+import { installation } from './basin-process.js';
+import { conninfo, pgQuery, pgRefused, portOpen, psql, psqlRefused } from './clients.js';
+
+/** Live pgbouncer processes run with `ini`. */
+function pgbouncers(ini: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
+      if (/pgbouncer$/.test(argv[0] ?? '') && argv.includes(ini) && state !== 'Z') {
+        pids.push(Number(name));
+      }
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return pids;
+}
+
+/** A node-postgres client through the pooler to `database`. */
+async function pooled(port: number, password: string, database: string): Promise<pg.Client> {
+  const c = new pg.Client({
+    host: '127.0.0.1',
+    port,
+    user: 'tsdbadmin',
+    database,
+    password,
+    ssl: { rejectUnauthorized: false },
+    connectionTimeoutMillis: 10_000,
+  });
+  c.on('error', () => {});
+  await c.connect();
+  return c;
+}
+
+test(
+  'a connection pooler on the local driver: real PgBouncer in both modes',
+  { timeout: 300_000 },
+  async (t) => {
+    const inst = await installation(t, { env: { BASIN_RECONCILE_INTERVAL_MS: '300' } });
+    let b = await inst.start();
+    const layout = new Layout(inst.dataDir);
+
+    const created = await b.call('POST', b.servicePath(), {
+      name: 'pooled',
+      addons: [],
+      cpu_millis: 'shared',
+      memory_gbs: 'shared',
+    });
+    assert.equal(created.status, 202, created.text);
+    const id: string = created.body.service_id;
+    let password: string = created.body.initial_password;
+    const svc = await b.waitForStatus(id, 'READY');
+    assert.equal(svc.connection_pooler, undefined);
+    const ini = layout.pooler(id).ini;
+
+    const on = await b.call('POST', `${b.servicePath(id)}/enablePooler`);
+    assert.equal(on.status, 200, on.text);
+    const ready = await b.waitForStatus(id, 'READY');
+    const endpoint = ready.connection_pooler?.endpoint;
+    assert.ok(endpoint, 'connection_pooler.endpoint while the pooler runs');
+    const port: number = endpoint.port;
+    assert.notEqual(port, ready.endpoint.port);
+    assert.ok(port >= inst.portRange.min && port <= inst.portRange.max, `port ${port}`);
+    assert.equal(pgbouncers(ini).length, 1);
+
+    await t.test('psql through the pooler, session and transaction mode', async () => {
+      for (const dbname of ['tsdb', 'tsdb_transaction']) {
+        const out = await psql(
+          conninfo(port, { dbname }),
+          password,
+          'select current_user, current_database()',
+        );
+        assert.equal(out, 'tsdbadmin|tsdb', dbname);
+      }
+    });
+
+    await t.test(
+      "verify-full against the installation's CA works on the pooler's port",
+      async () => {
+        const out = await psql(
+          conninfo(port, {
+            host: endpoint.host,
+            sslmode: 'verify-full',
+            sslrootcert: layout.caCert,
+          }),
+          password,
+          'select 1',
+        );
+        assert.equal(out, '1');
+      },
+    );
+
+    await t.test('sslmode=disable and a wrong password are refused', async () => {
+      assert.match(
+        await psqlRefused(conninfo(port, { sslmode: 'disable' }), password),
+        /SSL required|no pg_hba|reject/i,
+      );
+      assert.match(await pgRefused(port, 'not-the-password'), /authentication failed/);
+    });
+
+    await t.test('session mode: a SET persists across the client’s transactions', async () => {
+      const c = await pooled(port, password, 'tsdb');
+      try {
+        await c.query(`SET application_name = 'kept-by-the-session'`);
+        await c.query('BEGIN; SELECT 1; COMMIT;');
+        const pid1 = (await c.query('SELECT pg_backend_pid() AS p')).rows[0].p;
+        await c.query('BEGIN; SELECT 2; COMMIT;');
+        const { rows } = await c.query('SELECT current_setting($1) AS v, pg_backend_pid() AS p', [
+          'application_name',
+        ]);
+        assert.deepEqual(rows, [{ v: 'kept-by-the-session', p: pid1 }]);
+      } finally {
+        await c.end();
+      }
+    });
+
+    await t.test(
+      'transaction mode: many more clients than server connections (SHOW POOLS, pg_stat_activity)',
+      async () => {
+        const clients = await Promise.all(
+          Array.from({ length: 40 }, () => pooled(port, password, 'tsdb_transaction')),
+        );
+        try {
+          // Every client runs transactions at once; each is served.
+          const pids = await Promise.all(
+            clients.map(async (c) => {
+              const { rows } = await c.query('SELECT pg_backend_pid() AS p FROM pg_sleep(0.05)');
+              return rows[0].p as number;
+            }),
+          );
+          const servers = new Set(pids).size;
+          assert.ok(servers < clients.length, `${servers} server connections for 40 clients`);
+          const admin = await pooled(port, password, 'pgbouncer');
+          try {
+            const pools = (await admin.query('SHOW POOLS')).rows;
+            const pool = pools.find((p) => p.database === 'tsdb_transaction');
+            assert.ok(pool, JSON.stringify(pools));
+            const serverConns =
+              Number(pool.sv_active) + Number(pool.sv_idle) + Number(pool.sv_used);
+            assert.equal(Number(pool.cl_active) + Number(pool.cl_waiting), 40);
+            assert.ok(serverConns <= 12, `pool of ${serverConns} server connections`);
+          } finally {
+            await admin.end();
+          }
+          const direct = await pgQuery(
+            ready.endpoint.port,
+            password,
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE usename = 'tsdbadmin' AND backend_type = 'client backend'`,
+          );
+          // At most both pools' server connections and this one (the session
+          // pool may keep one from the test before).
+          assert.ok(direct[0].n <= 12 + 12 + 1, `${direct[0].n} tsdbadmin backends on the server`);
+        } finally {
+          await Promise.all(clients.map((c) => c.end()));
+        }
+      },
+    );
+
+    await t.test('updatePassword: the pooler refuses the old password, takes the new', async () => {
+      const res = await b.call('POST', `${b.servicePath(id)}/updatePassword`, {
+        password: 'the-pooler-follows-this',
+      });
+      assert.equal(res.status, 204, res.text);
+      // Applied by the engine after the answer: the server first, then the pooler.
+      const old = password;
+      await b.waitFor(
+        () => pgRefused(port, old).then((m) => /authentication failed/.test(m)),
+        'the pooler to refuse the old password',
+      );
+      password = 'the-pooler-follows-this';
+      const c = await pooled(port, password, 'tsdb_transaction');
+      assert.equal((await c.query('SELECT 1 AS one')).rows[0].one, 1);
+      await c.end();
+    });
+
+    await t.test('a restarted Basin adopts the running pooler, not a second one', async () => {
+      const [pid] = pgbouncers(ini);
+      assert.ok(pid);
+      assert.deepEqual(await b.stop(), { code: 0, signal: null });
+      // Basin is gone; its pooler is not.
+      const c = await pooled(port, password, 'tsdb');
+      await c.end();
+      b = await inst.start();
+      const res = await b.call('GET', b.servicePath(id));
+      assert.equal(res.body.status, 'READY');
+      assert.equal(res.body.connection_pooler.endpoint.port, port);
+      // An apply of the new Basin keeps it.
+      const env = await b.call('POST', `${b.servicePath(id)}/updatePassword`, {
+        password: 'after-the-restart-too',
+      });
+      assert.equal(env.status, 204, env.text);
+      password = 'after-the-restart-too';
+      await b.waitFor(
+        () => pooled(port, password, 'tsdb').then((x) => x.end().then(() => true)),
+        'the new password to work through the pooler',
+      );
+      assert.deepEqual(pgbouncers(ini), [pid]);
+    });
+
+    await t.test('a killed pooler is started again', async () => {
+      const [pid] = pgbouncers(ini);
+      assert.ok(pid);
+      process.kill(pid, 'SIGKILL');
+      await b.waitFor(async () => {
+        const now = pgbouncers(ini);
+        return now.length === 1 && now[0] !== pid && (await portOpen(port));
+      }, 'a new pooler');
+      await b.waitForStatus(id, 'READY');
+      await pooled(port, password, 'tsdb').then((x) => x.end());
+    });
+
+    await t.test('disable stops PgBouncer; its endpoint refuses and is gone', async () => {
+      const off = await b.call('POST', `${b.servicePath(id)}/disablePooler`);
+      assert.equal(off.status, 200, off.text);
+      const after = await b.waitForStatus(id, 'READY');
+      assert.equal(after.connection_pooler, undefined);
+      assert.deepEqual(pgbouncers(ini), []);
+      assert.equal(await portOpen(port), false);
+      // The service itself is untouched.
+      assert.equal((await pgQuery(after.endpoint.port, password, 'SELECT 1 AS one'))[0].one, 1);
+    });
+
+    await t.test('delete takes the pooler with the service', async () => {
+      const again = await b.call('POST', `${b.servicePath(id)}/enablePooler`);
+      assert.equal(again.status, 200, again.text);
+      await b.waitForStatus(id, 'READY');
+      assert.equal(pgbouncers(ini).length, 1);
+      const uid = statSync(layout.pgdata({ id, node: 0 })).uid;
+      assert.equal((await b.call('DELETE', b.servicePath(id))).status, 202);
+      await b.waitGone(id);
+      assert.deepEqual(pgbouncers(ini), []);
+      assert.deepEqual(await processesOfUser(uid), []);
+      assert.equal(await portOpen(port), false);
+    });
+  },
+);

@@ -1,0 +1,133 @@
+// Backups with pgBackRest against real PostgreSQL: one stanza per service,
+// in a repository only the service's OS user (and root) can read; full
+// backups in the background; expiry of older backups and of the WAL only
+// they needed; the stanza gone with the service.
+
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ServiceSpec } from '../../src/drivers/driver.js';
+import { Layout } from '../../src/drivers/local/layout.js';
+import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
+import { readPasswd } from '../../src/drivers/local/os-user.js';
+import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import {
+  applyUntilDone,
+  cleanUpDataDir,
+  deleteUntilDone,
+  makeDataDir,
+  makeSpec,
+  query,
+  testUids,
+} from './helpers.js';
+import { backupUntilDone } from '../contract/driver-contract.js';
+
+const notRoot = process.getuid?.() !== 0 ? 'per-service OS users need root' : false;
+
+describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
+  let dataDir: string;
+  let layout: Layout;
+  let driver: LocalDriver;
+  let spec: ServiceSpec;
+  const password = 'backup-password-0123';
+  const stanzaDir = () => join(layout.backupDirs(spec.serviceId).repo, 'backup', spec.serviceId);
+  const segments = () => {
+    const dir = join(
+      layout.backupDirs(spec.serviceId).repo,
+      'archive',
+      spec.serviceId,
+      '15-1',
+      '0000000100000000',
+    );
+    return readdirSync(dir)
+      .filter((f) => /^[0-9A-F]{24}-/.test(f))
+      .map((f) => f.slice(0, 24))
+      .sort();
+  };
+
+  before(async () => {
+    dataDir = makeDataDir();
+    driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
+    await driver.start();
+    layout = new Layout(dataDir);
+    spec = await makeSpec('POSTGRES', password);
+    await applyUntilDone(driver, spec);
+  });
+
+  after(async () => {
+    if (spec) await deleteUntilDone(driver, spec.serviceId).catch(() => {});
+    await driver.close();
+    await cleanUpDataDir(dataDir);
+  });
+
+  test("the stanza is made before the first start, in the service user's directories", () => {
+    const user = readPasswd().find((p) => p.name === serviceUserName(spec.serviceId));
+    assert.ok(user);
+    assert.ok(existsSync(layout.backupInfo(spec.serviceId)), 'backup.info exists');
+    for (const dir of Object.values(layout.backupDirs(spec.serviceId))) {
+      const st = statSync(dir);
+      assert.equal(st.uid, user.uid, dir);
+      assert.equal(st.mode & 0o777, 0o700, dir);
+    }
+    const conf = statSync(layout.backupConf(spec.serviceId));
+    assert.equal(conf.uid, 0);
+    assert.equal(conf.gid, user.gid, "readable by the service's own group alone");
+    assert.equal(conf.mode & 0o777, 0o640);
+    assert.equal(statSync(layout.backupDir(spec.serviceId)).mode & 0o777, 0o711);
+  });
+
+  test('a full backup runs in the background and is reported once complete', async () => {
+    await query(spec, password, 'CREATE TABLE t AS SELECT generate_series(1, 1000) AS i');
+    const since = Date.now();
+    const first = await driver.backupService(spec, since);
+    assert.equal(first.done, false, 'the first call only starts it');
+    const b = await backupUntilDone(driver, spec, since);
+    assert.match(b.label, /^\d{8}-\d{6}F$/);
+    assert.ok(Date.parse(b.startedAt) >= Math.floor(since / 1000) * 1000);
+    assert.ok(Date.parse(b.stoppedAt) > Date.parse(b.startedAt));
+    assert.ok(existsSync(join(stanzaDir(), b.label, 'backup.manifest')));
+    // Asked again for the same moment: the same backup, nothing new.
+    assert.deepEqual(await driver.backupService(spec, since), { done: true, backup: b });
+    // The server's own logs are not part of it.
+    assert.equal(existsSync(join(stanzaDir(), b.label, 'pg_data', 'log')), true);
+    assert.deepEqual(readdirSync(join(stanzaDir(), b.label, 'pg_data', 'log')), []);
+  });
+
+  test('expiry removes older backups and the WAL only they needed', async () => {
+    const older = await backupUntilDone(driver, spec);
+    await sleep(1_100); // labels are per second
+    await query(spec, password, 'INSERT INTO t SELECT generate_series(1, 1000)');
+    const newer = await backupUntilDone(driver, spec);
+    assert.notEqual(newer.label, older.label);
+    const walBefore = segments();
+    await driver.expireBackups(spec.serviceId, newer.label);
+    const left = readdirSync(stanzaDir()).filter((f) => /F$/.test(f));
+    assert.deepEqual(left, [newer.label]);
+    const walAfter = segments();
+    assert.ok(walAfter.length < walBefore.length, `${walBefore} → ${walAfter}`);
+    // Expiring up to a label that is not there changes nothing.
+    await driver.expireBackups(spec.serviceId, '20000101-000000F');
+    assert.deepEqual(
+      readdirSync(stanzaDir()).filter((f) => /F$/.test(f)),
+      [newer.label],
+    );
+  });
+
+  test('a stopped service is not backed up (a retryable error)', async () => {
+    const stopped = { ...spec, running: false };
+    await applyUntilDone(driver, stopped);
+    await assert.rejects(driver.backupService(stopped, Date.now() + 5_000), (err: Error) => {
+      assert.match(err.message, /is not running/);
+      assert.equal((err as { retryable?: boolean }).retryable, true);
+      return true;
+    });
+    await applyUntilDone(driver, spec);
+  });
+
+  test('deleting the service deletes its stanza and repository', async () => {
+    await deleteUntilDone(driver, spec.serviceId);
+    assert.equal(existsSync(layout.backupDir(spec.serviceId)), false);
+  });
+});
