@@ -8,14 +8,18 @@
 // BENCH_FORK_NOW_MB (1024). Then, in rounds: a `sync` (untimed), Basin forks
 // it with NOW (timed until READY, then the fork is deleted, untimed: that
 // also stops the fork's first backup), a `sync`, and `cp -a` of the
-// parent's data directory into the same file system (timed, then removed).
+// parent's data directory into the same file system (timed, then removed),
+// the floor the target is judged on. Its pg_wal holds up to max_wal_size
+// (1 GB) of recycled segments, which a NOW fork does not copy (it needs
+// only the WAL of its own backup), so a second, stricter floor copies
+// every entry but pg_wal, and its ratio is shown beside.
 // Basin's copy is a low-level backup copied with cp --reflink=auto
 // (src/drivers/local/now-copy.ts), then a recovery to its end, a promotion,
 // and the fork's own password, stanza and certificate; on a copy-on-write
 // file system both copies share blocks, here (ext4) they copy bytes.
 
 import { execFile } from 'node:child_process';
-import { rm } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
@@ -79,6 +83,7 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
     const basinMs: number[] = [];
     const placedMs: number[] = [];
     const floorMs: number[] = [];
+    const dataMs: number[] = [];
     const rows: string[][] = [];
     const floorDir = join(dataDir, 'bench-floor');
     for (let round = 1; round <= rounds; round++) {
@@ -88,33 +93,36 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
         name: `bench-now-${round}`,
       });
       await basin.deleteAndWait(fork.id, 120_000);
-      await execFileP('sync');
-      const t1 = performance.now();
-      await execFileP('cp', ['-a', pgdata, floorDir]);
-      const f = performance.now() - t1;
-      await rm(floorDir, { recursive: true, force: true });
+      const f = await timedCopy(pgdata, floorDir, true);
+      const d = await timedCopy(pgdata, floorDir, false);
       basinMs.push(fork.ms);
       placedMs.push(fork.placedMs);
       floorMs.push(f);
+      dataMs.push(d);
       rows.push([
         String(round),
         fixed(fork.ms),
         fixed(fork.placedMs),
         fixed(fork.ms - fork.placedMs),
         fixed(f),
+        fixed(d),
         (fork.ms / f).toFixed(2),
+        (fork.ms / d).toFixed(2),
       ]);
     }
     console.log('');
     table(
-      ['round', 'basin NOW fork ms', 'of it: copied', 'then to READY', 'cp -a ms', 'ratio'],
+      ['round', 'basin NOW fork ms', 'of it: copied', 'then to READY', 'cp -a ms',
+        'cp -a but pg_wal ms', 'ratio', 'ratio but pg_wal'], // prettier-ignore
       rows,
     );
     const ratio = median(basinMs) / median(floorMs);
+    const strict = median(basinMs) / median(dataMs);
     const headline =
       `fork-now (~${sizeMb} MB): basin ${fixed(median(basinMs))} ms ` +
       `(copied in ${fixed(median(placedMs))}), cp -a ` +
-      `${fixed(median(floorMs))} ms: ratio ${ratio.toFixed(2)} (target <= ${TARGET})`;
+      `${fixed(median(floorMs))} ms: ratio ${ratio.toFixed(2)} (target <= ${TARGET}); ` +
+      `against cp -a of all but pg_wal (${fixed(median(dataMs))} ms): ${strict.toFixed(2)}`;
     console.log(headline);
     const met = ratio <= TARGET;
     if (!met) warn(`A NOW fork takes more than ${TARGET}x cp -a of the data directory.`);
@@ -123,4 +131,23 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
     await basin?.stop();
     await releaseDataDir(dataDir);
   }
+}
+
+/**
+ * `cp -a` of `pgdata` (`withWal`), or of all its entries but pg_wal, into
+ * `dest`, after a `sync`; timed, then removed (untimed).
+ */
+async function timedCopy(pgdata: string, dest: string, withWal: boolean): Promise<number> {
+  const entries = withWal ? [] : (await readdir(pgdata)).filter((n) => n !== 'pg_wal');
+  await execFileP('sync');
+  const t0 = performance.now();
+  if (withWal) {
+    await execFileP('cp', ['-a', pgdata, dest]);
+  } else {
+    await mkdir(dest, { mode: 0o700 });
+    await execFileP('cp', ['-a', ...entries.map((n) => join(pgdata, n)), dest]);
+  }
+  const ms = performance.now() - t0;
+  await rm(dest, { recursive: true, force: true });
+  return ms;
 }
