@@ -6,13 +6,15 @@
 //
 // The service is a shared POSTGRES one (a full backup of a shared service
 // uses one process), initialised by pgbench at scale BENCH_BACKUP_SCALE
-// (40: ~600 MB, so that a backup outlasts a run). Basin runs with
-// `--backup-schedule 15s`: its reconciler queues a backup whenever the last
-// one started 15 s ago, and the backup runs as Basin runs every backup
+// (30: ~450 MB, so that a backup outlasts a run). Basin runs with
+// `--backup-schedule 30s`: its reconciler queues a backup whenever the last
+// one started 30 s ago (long enough for a backup and a run without one in
+// between), and the backup runs as Basin runs every backup
 // (src/drivers/local/backups.ts: pgBackRest as the service's user,
-// confined, niced). Rounds alternate: a run while no backup runs, and a run
-// that starts once a backup has started and ends before it does (one that
-// overlaps only partly is run again).
+// confined, below the database in priority). Rounds alternate: a run while
+// no backup runs, and a run that starts once a backup has started (so just
+// after its checkpoint) and ends before it does (one that overlaps only
+// partly is run again).
 
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -36,9 +38,9 @@ const PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';
 const execFileP = promisify(execFile);
 
 export async function backupWrite(ctx: BenchContext): Promise<BenchOutcome> {
-  const rounds = envInt('BENCH_BACKUP_ROUNDS', 5, 1);
+  const rounds = envInt('BENCH_BACKUP_ROUNDS', 4, 1);
   const seconds = envInt('BENCH_BACKUP_SECONDS', 5, 1);
-  const scale = envInt('BENCH_BACKUP_SCALE', 40, 1);
+  const scale = envInt('BENCH_BACKUP_SCALE', 30, 1);
   heading('pgbench simple-update on a service while it is backed up vs while it is not');
   const dataDir = claimDataDir(ctx, 'backup-write-');
   let basin: LocalBasin | undefined;
@@ -47,7 +49,7 @@ export async function backupWrite(ctx: BenchContext): Promise<BenchOutcome> {
       dataDir,
       join(ctx.tmpDir, 'backup-write.log'),
       ctx.settings.basinNodeArgs,
-      ['--backup-schedule', '15s', '--pitr-window', '1s'],
+      ['--backup-schedule', '30s', '--pitr-window', '1s'],
     );
     const svc = await readyService(basin, {
       name: 'bench-pgbench',

@@ -38,7 +38,7 @@ const TARGET = 1.5;
 const execFileP = promisify(execFile);
 
 export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
-  const rounds = envInt('BENCH_FORK_ROUNDS', 5, 1);
+  const rounds = envInt('BENCH_FORK_NOW_ROUNDS', 3, 1);
   const sizeMb = envInt('BENCH_FORK_NOW_MB', 1024, 1);
   heading(`NOW fork of a ~${sizeMb} MB service to READY vs cp -a of its data directory`);
   const dataDir = claimDataDir(ctx, 'fork-now-');

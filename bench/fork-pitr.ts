@@ -38,7 +38,7 @@ const TARGET = 2;
 const execFileP = promisify(execFile);
 
 export async function forkPitr(ctx: BenchContext): Promise<BenchOutcome> {
-  const rounds = envInt('BENCH_FORK_ROUNDS', 5, 1);
+  const rounds = envInt('BENCH_FORK_PITR_ROUNDS', 5, 1);
   heading('PITR fork of a small service to READY vs pgbackrest restore + recovery + promote');
   const dataDir = claimDataDir(ctx, 'fork-pitr-');
   let basin: LocalBasin | undefined;
