@@ -70,14 +70,23 @@ export async function backupWrite(ctx: BenchContext): Promise<BenchOutcome> {
     const during: number[] = [];
     const rows: string[][] = [];
     const deadline = Date.now() + rounds * 120_000;
+    let discarded = 0;
     while (without.length < rounds || during.length < rounds) {
-      if (Date.now() > deadline) throw new Error('backups did not come as scheduled');
+      if (Date.now() > deadline) {
+        throw new Error(
+          `no ${rounds} runs of each kind in time (${discarded} overlapped a backup's start ` +
+            'or end): if backups here take less than a run, raise BENCH_BACKUP_SCALE',
+        );
+      }
       const withBackup = during.length < without.length;
       // Wait for the state the run needs: a backup running, or none.
       while (backupRunning(uid) !== withBackup) await sleep(50);
       const tps = await run(svc, seconds);
       // A run counts only if the backup (or its absence) lasted all along.
-      if (backupRunning(uid) !== withBackup) continue;
+      if (backupRunning(uid) !== withBackup) {
+        discarded++;
+        continue;
+      }
       (withBackup ? during : without).push(tps);
       rows.push([
         String(rows.length + 1),
