@@ -38,7 +38,8 @@ const backingUp = (): BackupProgress => ({ done: false, retryAfterMs: 500, reaso
  * retries; ignored where there is no autogroup), then nice and ionice.
  */
 const LOW_PRIORITY =
-  'for i in 1 2 3 4 5; do echo 19 2>/dev/null >/proc/self/autogroup && break; sleep 0.1; done; ' +
+  'if [ -w /proc/self/autogroup ]; then for i in 1 2 3 4 5; do ' +
+  'echo 19 2>/dev/null >/proc/self/autogroup && break; sleep 0.1; done; fi; ' +
   'exec nice -n 10 ionice -c 2 -n 7 "$@"';
 
 /** A backup runs at most this long; one that takes longer is killed and tried again. */
