@@ -1,4 +1,5 @@
-// Shared by the local-driver benchmarks (local-create, local-idle-memory): a
+// Shared by the local-driver benchmarks (local-create, local-idle-memory,
+// fork-now, fork-pitr, backup-write): a
 // Basin with the local driver, started as users start it (basin-process.ts:
 // `node dist/main.js --driver local …`), a small API client for it, and the
 // clean-up of what that Basin leaves on the host.
@@ -219,6 +220,8 @@ export interface ServiceBody {
 export interface ServiceView {
   service_id: string;
   status: string;
+  endpoint?: { host: string; port: number };
+  initial_password?: string;
   metrics?: { memory_mb?: number; milli_cpu?: number; storage_mb?: number };
   endpoint?: { host: string; port: number };
   connection_pooler?: { endpoint: { host: string; port: number } };
@@ -241,6 +244,8 @@ export class LocalBasin {
     dataDir: string,
     logPath: string,
     nodeArgs: readonly string[] = [],
+    /** More flags, e.g. --backup-schedule. */
+    flags: readonly string[] = [],
   ): Promise<LocalBasin> {
     if (realpathSync(dataDir) !== dataDir) throw new Error(`${dataDir} is not a real path`);
     // A block of database ports of its own: above Basin's default range
@@ -256,6 +261,7 @@ export class LocalBasin {
         `${start}-${start + 99}`,
         '--reconcile-interval-ms',
         '1000',
+        ...flags,
       ],
       apiKey: `bench-${randomBytes(12).toString('hex')}`,
       logPath,
@@ -275,12 +281,28 @@ export class LocalBasin {
     return (JSON.parse(res.text) as ServiceView).service_id;
   }
 
-  /** POST /services; the new service's id and its initial password. */
-  async createWithPassword(body: ServiceBody): Promise<{ id: string; password: string }> {
-    const res = await this.call('POST', '', body);
-    if (res.status !== 202) throw new Error(`POST /services answered ${res.status}: ${res.text}`);
-    const view = JSON.parse(res.text) as ServiceView & { initial_password: string };
-    return { id: view.service_id, password: view.initial_password };
+  /** POST /services; the new service's id and initial password. */
+  async createService(body: ServiceBody): Promise<{ id: string; password: string }> {
+    return this.created(await this.call('POST', '', body), 'POST /services');
+  }
+
+  /** POST /services/{id}/forkService; the fork's id and initial password. */
+  async fork(parentId: string, body: object): Promise<{ id: string; password: string }> {
+    return this.created(
+      await this.call('POST', `/${parentId}/forkService`, body),
+      `POST /services/${parentId}/forkService`,
+    );
+  }
+
+  /** Any request under the project's /services, answered as it is. */
+  request(method: string, path: string, body?: object) {
+    return this.call(method, path, body);
+  }
+
+  private created(res: { status: number; text: string }, what: string) {
+    if (res.status !== 202) throw new Error(`${what} answered ${res.status}: ${res.text}`);
+    const view = JSON.parse(res.text) as ServiceView;
+    return { id: view.service_id, password: view.initial_password ?? '' };
   }
 
   /** POST /services/{id}/<action> without a body (enablePooler, stop…); fails unless 2xx. */

@@ -49,7 +49,7 @@ export async function localPooler(ctx: BenchContext): Promise<BenchOutcome> {
       join(ctx.tmpDir, 'local-pooler.log'),
       ctx.settings.basinNodeArgs,
     );
-    const { id, password } = await basin.createWithPassword({
+    const { id, password } = await basin.createService({
       name: 'bench-pooler',
       cpu_millis: 'shared',
       memory_gbs: 'shared',

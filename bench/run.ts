@@ -17,7 +17,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { backupWrite } from './backup-write.js';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
+import { forkNow } from './fork-now.js';
+import { forkPitr } from './fork-pitr.js';
 import { localCreate } from './local-create.js';
 import { localIdleMemory } from './local-idle-memory.js';
 import { localPooler } from './local-pooler.js';
@@ -49,6 +52,9 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'local-create', run: localCreate },
   { name: 'local-idle-memory', run: localIdleMemory },
   { name: 'local-pooler', run: localPooler },
+  { name: 'fork-now', run: forkNow },
+  { name: 'fork-pitr', run: forkPitr },
+  { name: 'backup-write', run: backupWrite },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

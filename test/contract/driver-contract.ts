@@ -235,23 +235,45 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
       });
     const backup = await backupUntilDone(driver, running);
     while (Date.now() <= Date.parse(backup.stoppedAt)) await sleep(50);
-    const forks = [
+    const made = async (forks: ServiceSpec[]) => {
+      for (const fork of forks) {
+        await converge(() => driver.applyService(fork), 120_000);
+        const { strategy } = fork.source as ForkSource;
+        assert.equal(await driver.inspectService(fork), 'running', strategy);
+      }
+      return forks;
+    };
+    const beforeStop = new Date().toISOString();
+    const forks = await made([
       await forkOf(running, { strategy: 'NOW' }),
       await forkOf(running, { strategy: 'LAST_SNAPSHOT', backupLabel: backup.label }),
       await forkOf(running, {
         strategy: 'PITR',
         backupLabel: backup.label,
-        targetTime: new Date().toISOString(),
+        targetTime: beforeStop,
       }),
-    ];
-    // A stopped parent forks too.
+    ]);
+    // A stopped parent forks three ways too: NOW from its data, the others
+    // from its backups, PITR to a moment before it stopped and to one after.
     const stopped = { ...running, running: false };
     await converge(() => driver.applyService(stopped));
-    forks.push(await forkOf(stopped, { strategy: 'LAST_SNAPSHOT', backupLabel: backup.label }));
-    for (const fork of forks) {
-      await converge(() => driver.applyService(fork), 120_000);
-      assert.equal(await driver.inspectService(fork), 'running', fork.source.kind);
-    }
+    const afterStop = new Date().toISOString();
+    forks.push(
+      ...(await made([
+        await forkOf(stopped, { strategy: 'NOW' }),
+        await forkOf(stopped, { strategy: 'LAST_SNAPSHOT', backupLabel: backup.label }),
+        await forkOf(stopped, {
+          strategy: 'PITR',
+          backupLabel: backup.label,
+          targetTime: beforeStop,
+        }),
+        await forkOf(stopped, {
+          strategy: 'PITR',
+          backupLabel: backup.label,
+          targetTime: afterStop,
+        }),
+      ])),
+    );
     assert.equal(await driver.inspectService(stopped), 'stopped', 'the parent is untouched');
     await converge(() => driver.applyService(running));
     for (const fork of forks) await converge(() => driver.deleteService(fork.serviceId));
@@ -278,7 +300,19 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
       converge(() => driver.applyService(gone)),
       permanent,
     );
-    for (const spec of [orphan, gone]) await converge(() => driver.deleteService(spec.serviceId));
+    // Nor a moment before the chosen backup ended: no restore of it reaches that.
+    const early = await forkOf(running, {
+      strategy: 'PITR',
+      backupLabel: backup.label,
+      targetTime: new Date(Date.parse(backup.startedAt) - 60_000).toISOString(),
+    });
+    await assert.rejects(
+      converge(() => driver.applyService(early), 120_000),
+      permanent,
+    );
+    for (const spec of [orphan, gone, early]) {
+      await converge(() => driver.deleteService(spec.serviceId));
+    }
   },
   async haReplicas(driver, running) {
     const ha = { ...running, ha: { replicaCount: 1, syncReplicaCount: 0 } };

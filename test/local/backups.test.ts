@@ -1,10 +1,10 @@
 // Backups with pgBackRest against real PostgreSQL: one stanza per service,
 // in a repository only the service's OS user (and root) can read; full
-// backups in the background; expiry of older backups and of the WAL only
-// they needed; the stanza gone with the service.
+// backups in the background, below the server in priority; expiry of older
+// backups and of the WAL only they needed; the stanza gone with the service.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -90,9 +90,30 @@ describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
     assert.ok(existsSync(join(stanzaDir(), b.label, 'backup.manifest')));
     // Asked again for the same moment: the same backup, nothing new.
     assert.deepEqual(await driver.backupService(spec, since), { done: true, backup: b });
-    // The server's own logs are not part of it.
-    assert.equal(existsSync(join(stanzaDir(), b.label, 'pg_data', 'log')), true);
-    assert.deepEqual(readdirSync(join(stanzaDir(), b.label, 'pg_data', 'log')), []);
+    // The server's own logs are not part of it: its manifest (the files are
+    // bundled) has the directory and nothing in it.
+    const manifest = readFileSync(join(stanzaDir(), b.label, 'backup.manifest'), 'utf8');
+    assert.match(manifest, /^pg_data\/log=/m);
+    assert.match(manifest, /^pg_data\/PG_VERSION=/m);
+    assert.doesNotMatch(manifest, /^pg_data\/log\//m);
+  });
+
+  test('a backup runs below the server: a session of its own, its group niced to 19', async () => {
+    const uid = statSync(layout.pgdata({ id: spec.serviceId, node: 0 })).uid;
+    const since = Date.now();
+    assert.equal((await driver.backupService(spec, since)).done, false);
+    // Found while it runs (the backup of a small service takes a second or two).
+    let found: ReturnType<typeof backupProcess>;
+    const deadline = Date.now() + 30_000;
+    while (found === undefined && Date.now() < deadline) {
+      found = backupProcess(uid);
+      if (found === undefined) await sleep(5);
+    }
+    assert.ok(found, 'the backup process was seen');
+    assert.match(found.autogroup, /nice 19$/m);
+    assert.notEqual(found.session, sessionOf('self'), "not in Basin's session");
+    assert.equal(found.session, found.pid, 'the leader of its own session');
+    await backupUntilDone(driver, spec, since);
   });
 
   test('expiry removes older backups and the WAL only they needed', async () => {
@@ -131,3 +152,34 @@ describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
     assert.equal(existsSync(layout.backupDir(spec.serviceId)), false);
   });
 });
+
+/** The session id of a process (field 6 of /proc/<pid>/stat). */
+function sessionOf(pid: number | 'self'): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]);
+}
+
+/** The main `pgbackrest … backup` process of `uid`, if one runs: its pid, session and autogroup. */
+function backupProcess(
+  uid: number,
+): { pid: number; session: number; autogroup: string } | undefined {
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const status = readFileSync(`/proc/${name}/status`, 'utf8');
+      if (Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid) continue;
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      const main = argv.at(-2) === '--type=full' && argv.at(-1) === 'backup';
+      if (!/pgbackrest$/.test(argv[0] ?? '') || !main) continue;
+      const pid = Number(name);
+      return {
+        pid,
+        session: sessionOf(pid),
+        autogroup: readFileSync(`/proc/${name}/autogroup`, 'utf8'),
+      };
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return undefined;
+}

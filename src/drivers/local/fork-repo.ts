@@ -19,20 +19,24 @@ import { backupProcesses, parseBackupInfo, type RepoBackup } from './pgbackrest.
 import { readSmallFile } from './safe-fs.js';
 
 /**
- * Copies from the parent's repository what restoring `label` needs: the
- * stanza's info files, the backup set, the timeline history files, and
- * the WAL from the backup's start, to its end (`toEnd` false: just
- * consistent) or to the newest archived (a point in time). Into a staging
- * directory of root's, handed to the fork's user once complete.
+ * Copies from the parent's repository what restoring `label` to `target`
+ * needs: the stanza's info files, the backup set, the timeline history
+ * files, and the WAL from the backup's start, to its end ('immediate':
+ * just consistent) or to the newest archived (a point in time). Into a
+ * staging directory of root's, handed to the fork's user once complete.
+ * A target before the backup ended fails for good: PostgreSQL would
+ * either refuse it or, with no commit to stop at before the backup's end,
+ * open the backup's state as if it were the target's.
  */
 export async function copyRepoSubset(
   ctx: DriverContext,
   forkId: string,
   parent: string,
   label: string,
-  consistentOnly: boolean,
+  target: Extract<Recovery, { kind: 'repo' }>['target'],
   signal: AbortSignal,
 ): Promise<void> {
+  const consistentOnly = target === 'immediate';
   const { layout } = ctx;
   const from = layout.backupDirs(parent).repo;
   const parentUser = ctx.users.perService
@@ -50,6 +54,12 @@ export async function copyRepoSubset(
   const backup = backups.find((b) => b.label === label);
   if (!backup) {
     throw new DriverError(`The backup ${label} of ${parent} no longer exists.`, false);
+  }
+  if (typeof target === 'object' && Date.parse(target.time) < Date.parse(backup.stoppedAt)) {
+    throw new DriverError(
+      `${target.time} is before the backup ${label} of ${parent} ended (${backup.stoppedAt}).`,
+      false,
+    );
   }
   const staging = join(layout.backupDir(forkId), `.source-${randomBytes(4).toString('hex')}`);
   await mkdirIn(staging, 0o700);

@@ -191,7 +191,7 @@ async function copyFromParent(
       }
     }
   }
-  await copyRepoSubset(ctx, spec.serviceId, parent, label, target === 'immediate', signal);
+  await copyRepoSubset(ctx, spec.serviceId, parent, label, target, signal);
   return { recovery: { kind: 'repo', stanza: parent, target }, backupLabel: label };
 }
 

@@ -48,10 +48,13 @@ export function backupProcesses(size: Size): number {
  * the server's WAL. Full backups start with an immediate checkpoint (a
  * spread one would hold a backup, and the service's first restorable
  * moment, for minutes), are compressed with lz4 (the cheapest of
- * pgBackRest's compressors in CPU), and leave out the server's own log
- * directory (a fork starts with logs of its own). pgBackRest never expires
- * anything on its own (its full-backup count is out of reach): Basin
- * expires by the recovery window (backups.ts).
+ * pgBackRest's compressors in CPU), bundled (repo1-bundle: the ~1,000
+ * small files of a small cluster go into a few bundle files, so a fork
+ * copies a few files out of the repository instead of each of them, which
+ * halved a small PITR fork's time: bench/README.md, fork-pitr), and leave
+ * out the server's own log directory (a fork starts with logs of its own).
+ * pgBackRest never expires anything on its own (its full-backup count is
+ * out of reach): Basin expires by the recovery window (backups.ts).
  */
 export function renderStanzaConf(c: StanzaConf): string {
   const lines = [
@@ -67,6 +70,7 @@ export function renderStanzaConf(c: StanzaConf): string {
     'log-level-stderr=off',
     'log-level-file=warn',
     'compress-type=lz4',
+    'repo1-bundle=y',
     'archive-async=y',
     'start-fast=y',
     'exclude=log/',
