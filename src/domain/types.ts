@@ -1,6 +1,8 @@
 // The resources Basin manages, as the domain sees them. Pure data: no I/O,
 // no HTTP shapes (those live in api/schemas and are produced by presenters).
 
+import type { ServiceNode } from './service-nodes.js';
+
 export const SERVICE_STATUSES = [
   'QUEUED',
   'DELETING',
@@ -117,6 +119,11 @@ export interface Service {
   vpcId: string | null;
   forkedFrom: ForkOrigin | null;
   ha: HaConfig;
+  /**
+   * The service's nodes (domain/service-nodes.ts): absent for a service
+   * recorded before nodes were, which has one, its primary, on `port`.
+   */
+  nodes?: ServiceNode[];
   /**
    * SCRAM-SHA-256 verifier of the `tsdbadmin` password. Basin never stores the
    * password itself: PostgreSQL accepts a verifier in ALTER ROLE … PASSWORD.

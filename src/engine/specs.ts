@@ -1,6 +1,7 @@
 // Pure builders: the driver's view of a resource, derived from stored state.
 // Nothing here is stored, so there is nothing to get out of step.
 
+import { nodesOf } from '../domain/service-nodes.js';
 import { shouldRun } from '../domain/service-status.js';
 import type { ReplicaSet, Service, Vpc } from '../domain/types.js';
 import type { ReplicaSetSpec, ServiceSpec } from '../drivers/driver.js';
@@ -19,6 +20,7 @@ export function serviceSpec(svc: Service, vpc: Vpc | undefined): ServiceSpec {
     pooler: svc.pooler,
     allowedCidrs: vpc ? [vpc.cidr] : [],
     ha: svc.ha,
+    nodes: nodesOf(svc).map((n) => ({ index: n.index, role: n.role, port: n.port })),
     source: svc.forkedFrom
       ? {
           kind: 'fork',

@@ -272,11 +272,30 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     for (const spec of [orphan, gone]) await converge(() => driver.deleteService(spec.serviceId));
   },
   async haReplicas(driver, running) {
-    const ha = { ...running, ha: { replicaCount: 1, syncReplicaCount: 0 } };
+    const ha: ServiceSpec = {
+      ...running,
+      ha: { replicaCount: 1, syncReplicaCount: 1 },
+      nodes: [
+        { index: 0, role: 'primary', port: await freePort() },
+        { index: 1, role: 'standby', port: await freePort() },
+      ],
+    };
     await converge(() => driver.applyService(ha));
     assert.equal(await driver.inspectService(ha), 'running');
+    if (driver.observeService) {
+      const seen = await driver.observeService(ha);
+      assert.deepEqual(
+        seen.map((n) => [n.index, n.ready, n.actsAs]),
+        [
+          [0, true, 'primary'],
+          [1, true, 'standby'],
+        ],
+      );
+    }
     await logsPage(driver, { kind: 'service', id: running.serviceId }, 1);
+    // Back to one node, on the service's port: the standby goes.
     await converge(() => driver.applyService(running));
+    assert.equal(await driver.inspectService(running), 'running');
   },
   async pooler(driver, running) {
     const pooled = { ...running, pooler: { enabled: true, port: await freePort() } };

@@ -149,13 +149,9 @@ describe('local driver: service types, TLS verification, unsupported features', 
     }
   });
 
-  test('HA replicas, poolers and replica sets are refused permanently', async () => {
+  test('poolers and replica sets are refused permanently', async () => {
     const permanent = (err: unknown) =>
       err instanceof DriverError && !err.retryable && /not supported/.test(err.message);
-    const ha = await makeSpec('POSTGRES', password, {
-      ha: { replicaCount: 1, syncReplicaCount: 0 },
-    });
-    await assert.rejects(driver.applyService(ha), permanent);
     const pooled = await makeSpec('POSTGRES', password, { pooler: { enabled: true, port: 1 } });
     await assert.rejects(driver.applyService(pooled), permanent);
     const rs = {

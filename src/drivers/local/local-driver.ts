@@ -16,7 +16,9 @@ import {
   type BackupProgress,
   DriverError,
   type Driver,
+  type FailoverView,
   type Health,
+  type ObservedNode,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
@@ -38,7 +40,9 @@ import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
-import { ServiceNode } from './service-node.js';
+import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
+import { Haproxy } from './haproxy.js';
+import { PrimaryWatch, prepareFailover } from './failover.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
@@ -115,6 +119,8 @@ export interface DriverContext {
   locks: KeyedLock;
   /** Work in the background, such as a fork's restore (tasks.ts). */
   tasks: Tasks;
+  /** The installation's proxy: the endpoints of services with HA replicas (haproxy.ts). */
+  haproxy: Haproxy;
   log: Logger;
 }
 
@@ -122,7 +128,7 @@ export class LocalDriver implements Driver {
   readonly name = 'local';
   readonly capabilities: Capabilities = {
     forks: true,
-    haReplicas: false,
+    haReplicas: true,
     replicaSets: false,
     pooler: false,
   };
@@ -130,6 +136,14 @@ export class LocalDriver implements Driver {
   private readonly locks = new KeyedLock();
   private readonly sampler: MetricsSampler;
   private ctx: DriverContext | undefined;
+  private readonly downListeners: ((serviceId: string) => void)[] = [];
+  /** The primaries of running services with standbys (failover.ts). */
+  private readonly watch = new PrimaryWatch(
+    () => this.context(),
+    (id) => {
+      for (const l of this.downListeners) l(id);
+    },
+  );
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
@@ -194,6 +208,11 @@ export class LocalDriver implements Driver {
       log: this.log,
     });
     const ctx: Omit<DriverContext, 'backups'> = {
+      haproxy: new Haproxy({
+        layout,
+        listenAddresses: this.options.listenAddresses ?? '*',
+        log: this.log,
+      }),
       locks: this.locks,
       tasks: new Tasks(),
       layout,
@@ -218,6 +237,10 @@ export class LocalDriver implements Driver {
       if (ID.test(id)) await this.track(id);
     }
     this.sampler.start();
+    this.watch.start();
+    await ctx.haproxy.supervise().catch((err: Error) => {
+      this.log.error({ err: err.message }, 'could not start HAProxy');
+    });
     if (!perService) {
       this.log.warn(
         { osUser: templateUser.name },
@@ -245,6 +268,18 @@ export class LocalDriver implements Driver {
   /** Stops sampling. Databases keep running: they outlive the API server, and the next start adopts them. */
   async close(): Promise<void> {
     this.sampler.stop();
+    this.watch.stop();
+  }
+
+  watchPrimaries(onDown: (serviceId: string) => void): void {
+    this.downListeners.push(onDown);
+  }
+
+  /** See failover.ts: a dead primary fenced, and how far each standby got. */
+  async prepareFailover(spec: ServiceSpec): Promise<FailoverView> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    return this.locks.run(spec.serviceId, () => prepareFailover(ctx, spec));
   }
 
   /** The CA certificate clients trust for sslmode=verify-full. */
@@ -258,8 +293,9 @@ export class LocalDriver implements Driver {
     refuseUnsupported(spec);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
-      const progress = await new ServiceNode(ctx, spec).converge();
-      await this.track(spec.serviceId);
+      this.watch.track(spec);
+      const progress = await convergeNodes(ctx, spec);
+      await this.track(spec.serviceId, primaryNode(spec).index);
       return progress;
     });
   }
@@ -276,6 +312,7 @@ export class LocalDriver implements Driver {
     checkId(serviceId);
     const ctx = this.context();
     await ctx.tasks.abort(forkTask(serviceId));
+    this.watch.forget(serviceId);
     return this.locks.run(serviceId, async () => {
       const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
@@ -296,6 +333,7 @@ export class LocalDriver implements Driver {
         }
       }
       if (waitMs > 0) return wait(waitMs, 'stopping PostgreSQL');
+      await ctx.haproxy.removeService(serviceId);
       const user = users.lookup(serviceId);
       if (user && (await users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
@@ -336,8 +374,11 @@ export class LocalDriver implements Driver {
    */
   async inspectService(spec: ServiceSpec): Promise<Health> {
     checkId(spec.serviceId);
-    const { layout, privateTmp } = this.context();
-    const ref = { id: spec.serviceId, node: 0 };
+    const ctx = this.context();
+    const { layout, privateTmp } = ctx;
+    const primary = primaryNode(spec);
+    const ref = { id: spec.serviceId, node: primary.index };
+    this.watch.track(spec);
     if (!(await nodeExists(layout, ref))) return 'missing';
     const pm = await postmasterStatus(layout.pgdata(ref));
     this.sampler.track(metricsKey(spec.serviceId), {
@@ -351,8 +392,22 @@ export class LocalDriver implements Driver {
     if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
       return 'failed';
     }
-    if (pm.state === 'ready') return 'running';
-    return spec.running ? 'failed' : 'running';
+    if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
+    // Every standby runs too, and the endpoint routes to the primary.
+    if (spec.running && spec.nodes.length > 1) {
+      for (const n of spec.nodes) {
+        const st = await postmasterStatus(layout.pgdata({ id: spec.serviceId, node: n.index }));
+        if (!st.up) return 'failed';
+      }
+      if (!(await ctx.haproxy.hasService(spec.serviceId))) return 'failed';
+    }
+    return 'running';
+  }
+
+  /** Role, timeline, WAL position and lag of each node (converge-nodes.ts). */
+  async observeService(spec: ServiceSpec): Promise<ObservedNode[]> {
+    checkId(spec.serviceId);
+    return observeNodes(this.context(), spec);
   }
 
   /** A full backup with pgBackRest, in the background (backups.ts). */
@@ -412,9 +467,9 @@ export class LocalDriver implements Driver {
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */
-  private async track(id: string): Promise<void> {
+  private async track(id: string, primary = 0): Promise<void> {
     const { layout } = this.context();
-    const ref = { id, node: 0 };
+    const ref = { id, node: primary };
     if (!(await nodeExists(layout, ref))) return;
     const pm = await postmasterStatus(layout.pgdata(ref));
     this.sampler.track(metricsKey(id), {
@@ -451,7 +506,6 @@ function refuseUnsupported(spec: ServiceSpec): void {
   const no = (what: string) => {
     throw new DriverError(`${what} are not supported by the local driver yet.`, false);
   };
-  if (spec.ha.replicaCount > 0) no('HA replicas');
   if (spec.pooler.enabled) no('Connection poolers');
 }
 

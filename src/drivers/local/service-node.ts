@@ -14,7 +14,7 @@
 import { createServer } from 'node:net';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
-import { DriverError, type ServiceSpec } from '../driver.js';
+import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { createExtensions, reloadConfig, setTsdbadminPassword, type AdminTarget } from './admin.js';
 import { isConfined } from './confine.js';
@@ -37,6 +37,8 @@ import {
   writeNodeConfig,
   type NodeConfigFiles,
 } from './node-files.js';
+import { nodeName } from '../../domain/service-nodes.js';
+import { promote, standbyConninfo } from './replication.js';
 import { hash, readNodeState, writeNodeState, type NodeState } from './node-state.js';
 import { isRoot, type OsUser } from './os-user.js';
 import { postmasterStatus, prepareStart, spawnPostmaster, startFailure } from './postmaster.js';
@@ -45,6 +47,7 @@ import { forkData, openFork, recoveryFailed } from './fork-open.js';
 import { archiveBeforeStop } from './wal-mark.js';
 import { readSmallFile } from './safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
+import { buildStandby, isStandbyData, rewindToStandby } from './standby.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
 /**
@@ -59,16 +62,38 @@ const RECOVERY_POLL_MS = 100;
 
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
+/**
+ * A node's part in replication, from the driver (local-driver.ts): a
+ * standby streams from the primary's port with the service's secret; a
+ * primary names its synchronous standbys.
+ */
+export interface NodeReplication {
+  primary: SpecNode;
+  secret: string;
+  synchronousStandbys: string;
+}
+
 export class ServiceNode {
   private readonly ref: NodeRef;
   private readonly pgdata: string;
+  private readonly isStandby: boolean;
 
   constructor(
     private readonly ctx: DriverContext,
     private readonly spec: ServiceSpec,
+    private readonly node: SpecNode = spec.nodes.find((n) => n.role === 'primary') ?? {
+      index: 0,
+      role: 'primary',
+      port: spec.port,
+    },
+    private readonly replication?: NodeReplication,
   ) {
-    this.ref = { id: spec.serviceId, node: 0 };
+    this.ref = { id: spec.serviceId, node: node.index };
     this.pgdata = ctx.layout.pgdata(this.ref);
+    this.isStandby = node.role === 'standby';
+    if (this.isStandby && !replication) {
+      throw new DriverError('A standby needs its primary (a bug in the local driver).', false);
+    }
   }
 
   async converge(): Promise<Progress> {
@@ -85,7 +110,10 @@ export class ServiceNode {
         await userMade;
         return wait(250, 'preparing the PostgreSQL template (once per host)');
       }
-      if (spec.source.kind === 'fork') {
+      if (this.isStandby) {
+        // Copied from the running primary (pg_basebackup): it is not stopped.
+        await buildStandby(ctx, spec, this.node, this.replicationOf(), await userMade);
+      } else if (spec.source.kind === 'fork') {
         const restoring = await forkData(ctx, spec, await userMade, () =>
           nodeExists(ctx.layout, ref),
         );
@@ -97,6 +125,13 @@ export class ServiceNode {
     const user = await userMade;
     const handing = await this.handOver(user);
     if (handing) return handing;
+    // A former primary that is to follow another (after a failover): fenced
+    // (stopped at once), then rewound onto the new primary's timeline, or
+    // rebuilt from it when it cannot be.
+    if (this.isStandby && !(await isStandbyData(pgdata))) {
+      const demoting = await this.demote(user);
+      if (demoting) return demoting;
+    }
     await ensureNodeDirs(ctx.layout, ref, user);
     const state = await readNodeState(ctx.layout.stateFile(ref));
     const files = this.configFiles(user, state);
@@ -117,7 +152,7 @@ export class ServiceNode {
     if (!spec.running) {
       if (pm.up) {
         const marking =
-          pm.state === 'ready' && !ctx.stopper.stopping(pgdata, pm.pid)
+          !this.isStandby && pm.state === 'ready' && !ctx.stopper.stopping(pgdata, pm.pid)
             ? await archiveBeforeStop(this.admin(), state, () => this.save(state), ctx.log)
             : undefined;
         if (marking) return marking;
@@ -126,21 +161,25 @@ export class ServiceNode {
       if (starting && !starting.proc.exit) {
         return wait(100, 'waiting for PostgreSQL to finish starting before stopping it');
       }
-      // Nothing of the tenant's runs while its server does not (see start).
-      if ((await ctx.users.killAll(user)) > 0) {
+      // Nothing of the tenant's runs while its server does not (see start);
+      // its primary stops last (local-driver.ts), and sweeps.
+      if (!this.isStandby && (await ctx.users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
       }
       ctx.stopper.forget(pgdata);
       ctx.spawned.delete(pgdata);
       return DONE;
     }
+    const ready = pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
     if (!pm.up) {
       // Archiving works from the server's first segment on: its stanza is there first.
-      await ctx.backups.ensureConfig(spec, user);
-      await ctx.backups.ensureStanza(spec.serviceId, user);
+      if (!this.isStandby) {
+        await ctx.backups.ensureConfig(spec, user);
+        await ctx.backups.ensureStanza(spec.serviceId, user);
+      }
       return this.start(user, state, restartHash, loadedHash);
     }
-    if (starting?.proc.pid === pm.pid && pm.state === 'ready') starting.sawReady = true;
+    if (starting?.proc.pid === pm.pid && ready) starting.sawReady = true;
     // A server an older Basin started runs without no_new_privs or a
     // private /tmp: restarted once, confined (confine.ts).
     const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined));
@@ -155,7 +194,17 @@ export class ServiceNode {
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
       return wait(ms, why);
     }
-    if (pm.state !== 'ready') {
+    // The recorded primary still a standby: a failover chose it (promoteNode).
+    if (!this.isStandby && ready && (await isStandbyData(pgdata))) {
+      ctx.log.info({ serviceId: spec.serviceId, node: ref.node }, 'promoting the standby');
+      try {
+        await promote(this.admin());
+      } catch (err) {
+        throw new DriverError(`Could not promote the standby: ${(err as Error).message}`, true);
+      }
+      return wait(STARTUP_POLL_MS, 'promoting the standby');
+    }
+    if (!ready) {
       if (state.fork === 'recovering') return wait(RECOVERY_POLL_MS, "recovering the parent's WAL");
       return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
     }
@@ -172,6 +221,7 @@ export class ServiceNode {
       state.loaded = loadedHash;
       await this.save(state);
     }
+    if (this.isStandby) return DONE; // read-only: it has the primary's roles and extensions
     if (state.fork === 'recovering') {
       return openFork(
         ctx,
@@ -279,15 +329,15 @@ export class ServiceNode {
     // What the service's tsdbadmin started under the previous server (COPY
     // … TO PROGRAM, detached) ends with it: a tenant's processes live and
     // die with its server, in its namespace, with no_new_privs, and none
-    // an older Basin left unconfined outlives this start. (A service has
-    // one node; when it has more, their servers must be spared here.)
-    if ((await ctx.users.killAll(user)) > 0) {
+    // an older Basin left unconfined outlives this start. A service with
+    // several nodes spares them: its other servers run as the same user.
+    if (spec.nodes.length <= 1 && (await ctx.users.killAll(user)) > 0) {
       return wait(100, "stopping the processes of the service's OS user");
     }
     // PostgreSQL starts as long as it can bind one address, so a port taken
     // on IPv4 alone would leave a server clients cannot reach: check first.
-    if (ctx.listenAddresses !== '' && !(await portIsFree(spec.port))) {
-      throw new DriverError(`Port ${spec.port} is in use by another process.`, true);
+    if (ctx.listenAddresses !== '' && !(await portIsFree(this.node.port))) {
+      throw new DriverError(`Port ${this.node.port} is in use by another process.`, true);
     }
     const proc = await spawnPostmaster({
       pgBin: ctx.pg.bin,
@@ -302,7 +352,7 @@ export class ServiceNode {
     delete state.walMarkedAt; // it runs again: its WAL goes on
     await this.save(state);
     ctx.log.info(
-      { serviceId: spec.serviceId, pid: proc.pid, osUser: user.name },
+      { serviceId: spec.serviceId, node: ref.node, pid: proc.pid, osUser: user.name },
       'starting PostgreSQL',
     );
     return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
@@ -318,7 +368,8 @@ export class ServiceNode {
 
   /** The node's settings; a recovering fork's recovery settings with them. */
   private settings(state: NodeState) {
-    const { ctx, spec, ref } = this;
+    const { ctx, spec, ref, node, replication } = this;
+    const standby = this.isStandby ? this.replicationOf() : undefined;
     return postgresqlSettings(
       spec,
       {
@@ -333,7 +384,60 @@ export class ServiceNode {
         hostMemoryMb: Math.floor(totalmem() / 1024 / 1024),
       },
       state.fork === 'recovering' ? state.recovery : undefined,
+      {
+        index: node.index,
+        port: node.port,
+        ...(replication?.synchronousStandbys && !this.isStandby
+          ? { synchronousStandbys: replication.synchronousStandbys }
+          : {}),
+        ...(standby
+          ? {
+              standby: {
+                conninfo: standbyConninfo({
+                  primaryPort: standby.primary.port,
+                  secret: standby.secret,
+                  index: node.index,
+                  pgdata: this.pgdata,
+                }),
+                slot: nodeName(node.index),
+              },
+            }
+          : {}),
+      },
     );
+  }
+
+  private replicationOf(): NodeReplication {
+    if (!this.replication) throw new DriverError('A standby needs its primary.', false);
+    return this.replication;
+  }
+
+  /**
+   * A node recorded as a standby whose data is a primary's (a failover
+   * promoted another node): stopped at once, if it runs (it must never
+   * accept another write), then rewound from the new primary.
+   */
+  private async demote(user: OsUser): Promise<Progress | undefined> {
+    const { ctx, spec, pgdata } = this;
+    const why = 'fencing the former primary';
+    const pm = await postmasterStatus(pgdata);
+    if (pm.up) {
+      if (!ctx.stopper.stopping(pgdata, pm.pid)) {
+        ctx.log.info({ serviceId: spec.serviceId, node: this.ref.node }, why);
+      }
+      return wait(await ctx.stopper.step(pgdata, pm.pid, 'immediate'), why);
+    }
+    const starting = ctx.spawned.get(pgdata);
+    if (starting && !starting.proc.exit) return wait(50, why);
+    const left = await clusterProcesses(pgdata);
+    if (left.length > 0) {
+      signalAll(left, 'SIGKILL');
+      return wait(50, why);
+    }
+    ctx.stopper.forget(pgdata);
+    ctx.spawned.delete(pgdata);
+    await rewindToStandby(ctx, spec, this.node, this.replicationOf(), user);
+    return undefined;
   }
 
   private configFiles(user: OsUser, state: NodeState): NodeConfigFiles {
@@ -341,7 +445,12 @@ export class ServiceNode {
       return {
         conf: renderConf(this.settings(state)),
         // A fork admits nobody but Basin until it is open (fork-open.ts).
-        hba: pgHba(this.spec, this.ctx.publicCidrs, state.fork === 'recovering'),
+        hba: pgHba(
+          this.spec,
+          this.ctx.publicCidrs,
+          state.fork === 'recovering',
+          this.spec.nodes.length > 1,
+        ),
         ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {
@@ -352,7 +461,7 @@ export class ServiceNode {
   private admin(): AdminTarget {
     return {
       socketDir: this.ctx.layout.socketDir(this.ref),
-      port: this.spec.port,
+      port: this.node.port,
       pgdata: this.pgdata,
       bounds: this.ctx.adminBounds,
     };

@@ -27,6 +27,7 @@ function serviceSpec(over: Partial<ServiceSpec> = {}): ServiceSpec {
     pooler: { enabled: false, port: null },
     allowedCidrs: [],
     ha: { replicaCount: 0, syncReplicaCount: 0 },
+    nodes: [{ index: 0, role: 'primary', port: 15432 }],
     source: { kind: 'empty' },
     createdAt: new Date(START).toISOString(),
     ...over,

@@ -10,6 +10,7 @@ import {
   DriverError,
   type Driver,
   type Health,
+  type ObservedNode,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
@@ -122,6 +123,22 @@ export class SimDriver implements Driver {
   async inspectService(spec: ServiceSpec): Promise<Health> {
     this.see({ kind: 'service', id: spec.serviceId });
     return this.services.health(spec.serviceId, spec, (s) => s.running);
+  }
+
+  /**
+   * Every node of a service that runs as last applied is ready, in the
+   * role its spec records, on timeline 1 and caught up; otherwise none is.
+   */
+  async observeService(spec: ServiceSpec): Promise<ObservedNode[]> {
+    const up = (await this.inspectService(spec)) === 'running' && spec.running;
+    return spec.nodes.map((n) => ({
+      index: n.index,
+      ready: up,
+      actsAs: up ? n.role : null,
+      timeline: up ? 1 : null,
+      lsn: up ? '0/3000000' : null,
+      lagBytes: up && n.role === 'standby' ? 0 : null,
+    }));
   }
 
   /** Converges a replica set to `spec`, timed like applyService. */

@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { renderService } from './haproxy.js';
+import { standbyConninfo, synchronousStandbyNames } from './replication.js';
+
+test('synchronous_standby_names: ANY k of the standbys, quoted; none without sync or standbys', () => {
+  assert.equal(synchronousStandbyNames(1, [1, 2]), 'ANY 1 ("node1", "node2")');
+  assert.equal(synchronousStandbyNames(3, [1]), 'ANY 1 ("node1")');
+  assert.equal(synchronousStandbyNames(0, [1]), '');
+  assert.equal(synchronousStandbyNames(1, []), '');
+});
+
+test('a standby connects over loopback with TLS verified, as its node', () => {
+  const c = standbyConninfo({ primaryPort: 16001, secret: "a'b", index: 2, pgdata: '/d/p' });
+  assert.match(c, /host='127\.0\.0\.1' port='16001' user='basin_replication' password='a\\'b'/);
+  assert.match(
+    c,
+    /application_name='node2' sslmode='verify-full' sslrootcert='\/d\/p\/replication-ca.crt'/,
+  );
+});
+
+test('HAProxy: one frontend per service, the primary alone enabled; which one is not structure', () => {
+  const a = renderService(
+    'svc1',
+    16000,
+    [
+      { index: 1, port: 16002, enabled: false },
+      { index: 0, port: 16001, enabled: true },
+    ],
+    '*',
+  );
+  assert.match(a.text, /bind :::16000 v4v6/);
+  assert.match(
+    a.text,
+    /server node0 127\.0\.0\.1:16001 check\n {4}server node1 127\.0\.0\.1:16002 check disabled/,
+  );
+  const b = renderService(
+    'svc1',
+    16000,
+    [
+      { index: 1, port: 16002, enabled: true },
+      { index: 0, port: 16001, enabled: false },
+    ],
+    '*',
+  );
+  assert.notEqual(a.text, b.text);
+  assert.equal(a.structure, b.structure, 'a failover needs no reload');
+  assert.match(
+    renderService('s', 1, [], '127.0.0.1, ::1').text,
+    /bind 127\.0\.0\.1:1\n {4}bind ipv6@::1:1 v6only/,
+  );
+});
