@@ -273,6 +273,25 @@ export class LocalBasin {
     return (JSON.parse(res.text) as ServiceView).service_id;
   }
 
+  /** POST /services; the new service's id, password and endpoint port. */
+  async createWithPassword(
+    body: ServiceBody & { replica_count?: number },
+  ): Promise<{ id: string; password: string; port: number }> {
+    const res = await this.call('POST', '', body);
+    if (res.status !== 202) throw new Error(`POST /services answered ${res.status}: ${res.text}`);
+    const v = JSON.parse(res.text) as ServiceView & {
+      initial_password: string;
+      endpoint: { port: number };
+    };
+    return { id: v.service_id, password: v.initial_password, port: v.endpoint.port };
+  }
+
+  /** POST /services/{id}/<action> with a JSON body; expects 202. */
+  async act(id: string, action: string, body?: object): Promise<void> {
+    const res = await this.call('POST', `/${id}/${action}`, body);
+    if (res.status !== 202) throw new Error(`POST ${action} answered ${res.status}: ${res.text}`);
+  }
+
   /** GET /services/{id}; undefined once it is gone (404). */
   async get(id: string): Promise<ServiceView | undefined> {
     const res = await this.call('GET', `/${id}`);

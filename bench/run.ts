@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
 import { localCreate } from './local-create.js';
+import { localFailover } from './local-failover.js';
 import { localIdleMemory } from './local-idle-memory.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
@@ -47,6 +48,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'service-get', run: serviceGetVsBare },
   { name: 'local-create', run: localCreate },
   { name: 'local-idle-memory', run: localIdleMemory },
+  { name: 'local-failover', run: localFailover },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

@@ -8,8 +8,10 @@
 // endpoint while the primary's postmaster is killed with -9, the service
 // is READY again, every acknowledged row is there, the old primary has
 // become a standby that refuses writes, and the service's logs tell each
-// step; lowering replica_count to 0 removes the standby's processes,
-// slot and files, and the proxy, and the endpoint keeps working.
+// step; Basin killed with -9 and the new primary killed while it is away:
+// the restarted Basin adopts HAProxy and fails over by itself; lowering
+// replica_count to 0 removes the standby's processes, slot and files, and
+// the proxy, and the endpoint keeps working.
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -95,7 +97,7 @@ test(
   { timeout: 600_000 },
   async (t) => {
     const inst = await installation(t, { env: { BASIN_RECONCILE_INTERVAL_MS: '1000' } });
-    const b = await inst.start();
+    let b = await inst.start();
     const layout = new Layout(inst.dataDir);
 
     const created = await b.call('POST', b.servicePath(), {
@@ -194,17 +196,38 @@ test(
       entries.join('\n'),
     );
 
+    // Basin killed, then the primary while Basin is away: the next Basin
+    // adopts the running HAProxy and standby, and fails over on its own.
+    const proxyPid = readFileSync(`${layout.root}/haproxy/run/haproxy.pid`, 'utf8').trim();
+    await b.kill();
+    process.kill(newPrimary.pid, 'SIGKILL');
+    b = await inst.start();
+    await b.waitFor(
+      async () => (await logs(b, id)).some((l) => /basin: promoting node0/.test(l)),
+      'a failover to node0 by the restarted Basin',
+      60_000,
+    );
+    await b.waitForStatus(id, 'READY', 120_000);
+    assert.equal(
+      readFileSync(`${layout.root}/haproxy/run/haproxy.pid`, 'utf8').trim(),
+      proxyPid,
+      'the restarted Basin adopted the running HAProxy',
+    );
+    await psql(verified, password, 'INSERT INTO w VALUES (-2)');
+    const back = nodes(layout, id);
+    assert.equal(await superuser(back[0]!, 'SELECT pg_is_in_recovery()'), 'f');
+
     // No replica: the standby's processes, slot and files go, and the proxy;
     // the primary takes the endpoint's port itself.
     const none = await b.call('POST', `${b.servicePath(id)}/setHA`, { replica_count: 0 });
     assert.equal(none.status, 202, none.text);
     await b.waitForStatus(id, 'READY', 120_000);
-    assert.equal(processesOf(layout.pgdata({ id, node: 0 })).length, 0);
-    assert.ok(!existsSync(layout.nodeDir({ id, node: 0 })), 'the standby files are removed');
+    assert.equal(processesOf(layout.pgdata({ id, node: 1 })).length, 0);
+    assert.ok(!existsSync(layout.nodeDir({ id, node: 1 })), 'the standby files are removed');
     const only = nodes(layout, id);
     assert.deepEqual(
       only.map((n) => [n.index, n.port]),
-      [[1, port]],
+      [[0, port]],
     );
     assert.equal(await superuser(only[0]!, 'SELECT count(*) FROM pg_replication_slots'), '0');
     assert.equal(
