@@ -292,6 +292,25 @@ export class LocalBasin {
     if (res.status !== 202) throw new Error(`POST ${action} answered ${res.status}: ${res.text}`);
   }
 
+  /** POST /services/{id}/replicaSets; its id and endpoint port. */
+  async createReplicaSet(
+    serviceId: string,
+    body: { name: string; nodes: number; cpu_millis: number; memory_gbs: number },
+  ): Promise<{ id: string; port: number }> {
+    const res = await this.call('POST', `/${serviceId}/replicaSets`, body);
+    if (res.status !== 202) throw new Error(`POST replicaSets answered ${res.status}: ${res.text}`);
+    const v = JSON.parse(res.text) as { id: string; endpoint: { port: number } };
+    return { id: v.id, port: v.endpoint.port };
+  }
+
+  /** The status of a service's replica set; undefined once it is gone. */
+  async replicaSetStatus(serviceId: string, id: string): Promise<string | undefined> {
+    const res = await this.call('GET', `/${serviceId}/replicaSets`);
+    if (res.status !== 200) throw new Error(`GET replicaSets answered ${res.status}`);
+    return (JSON.parse(res.text) as { id: string; status: string }[]).find((r) => r.id === id)
+      ?.status;
+  }
+
   /** GET /services/{id}; undefined once it is gone (404). */
   async get(id: string): Promise<ServiceView | undefined> {
     const res = await this.call('GET', `/${id}`);

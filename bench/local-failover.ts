@@ -10,9 +10,9 @@
 // Basin stopped: what no supervisor can beat on this host.
 //
 // Also: replication lag under a pgbench write load through the endpoint
-// (replay lag in bytes on the primary, sampled every 200 ms). Read replica
-// sets are not implemented on the local driver yet, so their read
-// throughput is not measured.
+// (replay lag in bytes on the primary, sampled every 200 ms), and the read
+// throughput (pgbench -S) of a 2-node read replica set's endpoint against
+// one of its nodes' own port (target >= 1.6x: the spreading works).
 
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -195,6 +195,9 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
     // Replication lag under pgbench writes through the endpoint.
     const lag = await pgbenchLag(layout, svc);
 
+    // Read throughput: a 2-node replica set's endpoint against one node's own port.
+    const reads = await replicaSetReads(basin, layout, svc);
+
     // The floor: a caught-up standby promoted by hand, Basin stopped.
     await sleep(1_000);
     const before = nodesOf(layout, svc.id);
@@ -223,7 +226,17 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
         `median ${fixed(lag.medianKb, 0)} kB, max ${fixed(lag.maxKb, 0)} kB over ${lag.samples} samples; ` +
         `pgbench ${fixed(lag.tps, 0)} tps`,
     );
-    console.log('read replica sets: not measured (not implemented on the local driver yet)');
+    console.log(
+      `read replica set (2 nodes, pgbench -S, ${READ_CLIENTS} clients, ${READ_SECONDS} s each): ` +
+        `endpoint ${fixed(reads.endpointTps, 0)} tps, one node's own port ${fixed(reads.nodeTps, 0)} tps, ` +
+        `ratio ${fixed(reads.endpointTps / reads.nodeTps, 2)} (target >= ${READ_TARGET})`,
+    );
+    if (reads.endpointTps / reads.nodeTps < READ_TARGET) {
+      warn(
+        `the replica set's endpoint served less than ${READ_TARGET}x one node's reads ` +
+          '(on one host, both nodes share its cores: spreading only pays where a node alone cannot use them)',
+      );
+    }
     const mid = median(rounds.map((x) => x.ms));
     const lost = rounds.reduce((n, x) => n + x.lost, 0);
     const met = rounds.every((x) => x.ms < TARGET_MS) && lost === 0;
@@ -238,6 +251,41 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
     await basin?.stop().catch(() => {});
     await releaseDataDir(dataDir);
   }
+}
+
+const READ_CLIENTS = 16;
+const READ_SECONDS = 8;
+const READ_TARGET = 1.6;
+
+/** pgbench -S through a new 2-node replica set's endpoint, and on one of its nodes' own port. */
+async function replicaSetReads(
+  basin: LocalBasin,
+  layout: Layout,
+  svc: { id: string; password: string; port: number },
+): Promise<{ endpointTps: number; nodeTps: number }> {
+  const rs = await basin.createReplicaSet(svc.id, {
+    name: 'bench-reads',
+    nodes: 2,
+    cpu_millis: 1000,
+    memory_gbs: 4,
+  });
+  await waitFor(
+    async () => ((await basin.replicaSetStatus(svc.id, rs.id)) === 'active' ? true : undefined),
+    180_000,
+  );
+  const env = { ...process.env, PGPASSWORD: svc.password };
+  const tps = async (port: number) => {
+    const conn = `host=127.0.0.1 port=${port} user=tsdbadmin dbname=tsdb sslmode=require`;
+    const args = ['-S', '-n', '-c', String(READ_CLIENTS), '-j', '2', '-T', String(READ_SECONDS)];
+    const { stdout } = await run('pgbench', [...args, conn], { env });
+    return Number(/tps = ([\d.]+)/.exec(stdout)?.[1] ?? Number.NaN);
+  };
+  const node0 = Number(
+    readFileLines(join(layout.pgdata({ id: rs.id, node: 0 }), 'postmaster.pid'))[3],
+  );
+  const nodeTps = await tps(node0);
+  const endpointTps = await tps(rs.port);
+  return { endpointTps, nodeTps };
 }
 
 async function pgbenchLag(

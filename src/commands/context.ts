@@ -59,6 +59,7 @@ export const portOwner = {
   serviceNode: (id: string, index: number) => `service:${id}:node:${index}`,
   replicaSet: (id: string) => `replicaSet:${id}`,
   replicaSetPooler: (id: string) => `replicaSet:${id}:pooler`,
+  replicaSetNode: (id: string, index: number) => `replicaSet:${id}:node:${index}`,
 };
 
 /**

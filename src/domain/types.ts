@@ -143,6 +143,11 @@ export interface ReplicaSet {
   status: ReplicaSetStatus;
   environment: Environment;
   port: number;
+  /**
+   * Each node's own port (the endpoint, `port`, spreads connections over
+   * them); absent for sets recorded before nodes had ports.
+   */
+  nodePorts?: number[];
   pooler: Pooler;
   createdAt: string;
   version: number;

@@ -87,6 +87,14 @@ export type ObservedNode = Omit<NodeObservation, 'at'> & { index: number };
 export interface ReplicaSetSpec {
   replicaSetId: string;
   serviceId: string;
+  /**
+   * The service it streams from, as its own spec: the set's nodes follow
+   * its endpoint (and so its primary, through a failover) and run its
+   * type's libraries.
+   */
+  primary: ServiceSpec;
+  /** Each node's own port, by index (`port` is the set's endpoint). */
+  nodePorts: number[];
   projectId: string;
   nodes: number;
   size: Size;

@@ -20,7 +20,7 @@
 // primary is the new one and the converge goes on from where things stand.
 
 import { failoverCandidate, nodeName, primaryOf, promoteNode } from '../domain/service-nodes.js';
-import { serviceConverge } from '../domain/operations.js';
+import { replicaSetConverge, serviceConverge } from '../domain/operations.js';
 import { shouldRun } from '../domain/service-status.js';
 import { markUnstable } from '../domain/service-transitions.js';
 import type { Service } from '../domain/types.js';
@@ -84,6 +84,13 @@ export async function failoverIfPrimaryDead(
     const promoted = promoteNode(markUnstable(current) ?? current, candidate);
     if (!promoted) return false;
     await tx.services.update(promoted);
+    // Its read replica sets follow the new primary through the endpoint,
+    // and need their slots there.
+    for (const rs of await tx.replicaSets.listByService(svc.id)) {
+      if (rs.status === 'active' || rs.status === 'error') {
+        await tx.operations.enqueue(replicaSetConverge(rs), at);
+      }
+    }
     return true;
   });
 }

@@ -164,7 +164,7 @@ async function convergeReplicaSet(
   const primary = await store.services.get(rs.serviceId);
   if (!primary || primary.status === 'DELETING') return DONE;
   const progress = await driver.applyReplicaSet(
-    replicaSetSpec(rs, await loadVpc(store, primary.vpcId)),
+    replicaSetSpec(rs, await loadVpc(store, primary.vpcId), primary),
   );
   if (!progress.done) return progress;
   await store.transaction((tx) =>

@@ -129,8 +129,9 @@ export async function reconcile({ store, driver, clock, backups }: HandlerDeps):
     }
     if (rs.status !== 'active') continue;
     const primary = await store.services.get(rs.serviceId);
-    const vpc = primary?.vpcId ? await store.vpcs.get(primary.vpcId) : undefined;
-    if ((await driver.inspectReplicaSet(replicaSetSpec(rs, vpc))) !== 'running') {
+    if (!primary) continue;
+    const vpc = primary.vpcId ? await store.vpcs.get(primary.vpcId) : undefined;
+    if ((await driver.inspectReplicaSet(replicaSetSpec(rs, vpc, primary))) !== 'running') {
       await unchanged(read, rs, async (_tx, current) => replicaSetConverge(current));
     }
   }

@@ -34,10 +34,16 @@ export function serviceSpec(svc: Service, vpc: Vpc | undefined): ServiceSpec {
   };
 }
 
-export function replicaSetSpec(rs: ReplicaSet, vpc: Vpc | undefined): ReplicaSetSpec {
+export function replicaSetSpec(
+  rs: ReplicaSet,
+  vpc: Vpc | undefined,
+  primary: Service,
+): ReplicaSetSpec {
   return {
     replicaSetId: rs.id,
     serviceId: rs.serviceId,
+    primary: serviceSpec(primary, vpc),
+    nodePorts: rs.nodePorts ?? [],
     projectId: rs.projectId,
     nodes: rs.nodes,
     size: rs.size,

@@ -78,8 +78,10 @@ async function replicaSetSpec(parent: ServiceSpec): Promise<ReplicaSetSpec> {
   return {
     replicaSetId: resourceId(),
     serviceId: parent.serviceId,
+    primary: parent,
+    nodePorts: [await freePort(), await freePort()],
     projectId: parent.projectId,
-    nodes: 1,
+    nodes: 2,
     size: parent.size,
     environment: parent.environment,
     port: await freePort(),

@@ -227,11 +227,6 @@ test(
         const refusals: [string, string, object | undefined][] = [
           ['POST', `${b.servicePath(id)}/forkService`, { fork_strategy: 'NOW' }],
           ['POST', `${b.servicePath(id)}/enablePooler`, undefined],
-          [
-            'POST',
-            `${b.servicePath(id)}/replicaSets`,
-            { name: 'r', nodes: 1, cpu_millis: 500, memory_gbs: 2 },
-          ],
         ];
         for (const [method, path, body] of refusals) {
           const res = await b.call(method, path, body);

@@ -149,24 +149,10 @@ describe('local driver: service types, TLS verification, unsupported features', 
     }
   });
 
-  test('poolers and replica sets are refused permanently', async () => {
+  test('poolers are refused permanently', async () => {
     const permanent = (err: unknown) =>
       err instanceof DriverError && !err.retryable && /not supported/.test(err.message);
     const pooled = await makeSpec('POSTGRES', password, { pooler: { enabled: true, port: 1 } });
     await assert.rejects(driver.applyService(pooled), permanent);
-    const rs = {
-      replicaSetId: 'r000000000',
-      serviceId: plain.serviceId,
-      projectId: plain.projectId,
-      nodes: 1,
-      size: plain.size,
-      environment: plain.environment,
-      port: 1,
-      pooler: { enabled: false, port: null },
-      allowedCidrs: [],
-    };
-    await assert.rejects(driver.applyReplicaSet(rs), permanent);
-    assert.deepEqual(await driver.deleteReplicaSet(rs.replicaSetId), { done: true });
-    assert.equal(await driver.inspectReplicaSet(rs), 'missing');
   });
 });

@@ -42,6 +42,13 @@ export interface ProxiedServer {
   enabled: boolean;
 }
 
+/**
+ * How a frontend picks among its enabled servers: `first` (a service: its
+ * primary is the only one enabled), `leastconn` (a read replica set: the
+ * node with the fewest connections).
+ */
+export type Balance = 'first' | 'leastconn';
+
 export interface HaproxyOptions {
   layout: Layout;
   /** PostgreSQL's listen_addresses, which the frontends bind alike ('*': every address). */
@@ -89,10 +96,15 @@ export class Haproxy {
    * taking connections; starts HAProxy if it does not run. Resolves once
    * the running worker serves exactly this.
    */
-  ensureService(id: string, port: number, servers: ProxiedServer[]): Promise<void> {
+  ensureService(
+    id: string,
+    port: number,
+    servers: ProxiedServer[],
+    balance: Balance = 'first',
+  ): Promise<void> {
     return this.serially(async () => {
       await this.prepare();
-      const { text, structure } = renderService(id, port, servers, this.o.listenAddresses);
+      const { text, structure } = renderService(id, port, servers, this.o.listenAddresses, balance);
       const file = this.serviceConf(id);
       const before = await readFile(file, 'utf8').catch(() => undefined);
       if (before !== text) await writeAtomically(file, text, 0o644);
@@ -362,13 +374,15 @@ export function renderService(
   port: number,
   servers: ProxiedServer[],
   listenAddresses: string,
+  balance: Balance = 'first',
 ): { text: string; structure: string } {
   const binds = bindLines(port, listenAddresses);
   const head = [
-    `# Service ${id}: written by Basin; edits are overwritten.`,
+    `# ${id}: written by Basin; edits are overwritten.`,
     `listen ${backendName(id)}`,
     ...binds,
     '    mode tcp',
+    `    balance ${balance}`,
     '    option tcpka',
     '    default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 1 on-marked-down shutdown-sessions',
   ];

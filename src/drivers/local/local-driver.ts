@@ -43,6 +43,7 @@ import { Layout, type NodeRef } from './layout.js';
 import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
+import { convergeReplicaSet, dropReplicaSetSlots, inspectReplicaSet } from './replica-set.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
@@ -129,7 +130,7 @@ export class LocalDriver implements Driver {
   readonly capabilities: Capabilities = {
     forks: true,
     haReplicas: true,
-    replicaSets: false,
+    replicaSets: true,
     pooler: false,
   };
   private readonly log: Logger;
@@ -333,6 +334,9 @@ export class LocalDriver implements Driver {
         }
       }
       if (waitMs > 0) return wait(waitMs, 'stopping PostgreSQL');
+      // A read replica set's slots on its service's primary go before its files.
+      const dropping = await dropReplicaSetSlots(ctx, serviceId);
+      if (dropping) return dropping;
       await ctx.haproxy.removeService(serviceId);
       const user = users.lookup(serviceId);
       if (user && (await users.killAll(user)) > 0) {
@@ -362,6 +366,7 @@ export class LocalDriver implements Driver {
         await users.remove(serviceId);
       }
       this.sampler.untrack(metricsKey(serviceId));
+      this.sampler.untrack(replicaSetKey(serviceId));
       if (refs.length > 0) this.log.info({ serviceId }, 'deleted service databases');
       return DONE;
     });
@@ -431,17 +436,31 @@ export class LocalDriver implements Driver {
     });
   }
 
-  async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {
-    throw new DriverError('Read replica sets are not supported by the local driver yet.', false);
+  /** Hot standbys of the service behind one endpoint (replica-set.ts). */
+  async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
+    checkId(spec.replicaSetId);
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    return this.locks.run(spec.replicaSetId, async () => {
+      const progress = await convergeReplicaSet(ctx, spec);
+      const pgdata = ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 });
+      const pm = await postmasterStatus(pgdata);
+      this.sampler.track(replicaSetKey(spec.replicaSetId), {
+        pgdata,
+        pid: pm.up ? pm.pid : undefined,
+      });
+      return progress;
+    });
   }
 
-  /** Nothing can have been created: DONE. */
-  async deleteReplicaSet(_replicaSetId: string): Promise<Progress> {
-    return DONE;
+  /** Its nodes stop, its slots on the primary are dropped, then everything of it goes, as a service's. */
+  async deleteReplicaSet(replicaSetId: string): Promise<Progress> {
+    return this.deleteService(replicaSetId);
   }
 
-  async inspectReplicaSet(_spec: ReplicaSetSpec): Promise<Health> {
-    return 'missing';
+  async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
+    checkId(spec.replicaSetId);
+    return inspectReplicaSet(this.context(), spec);
   }
 
   /**
@@ -463,7 +482,9 @@ export class LocalDriver implements Driver {
 
   /** The latest background sample of the service's primary (see metrics/metrics-sampler.ts). */
   metrics(target: Target): Metrics | undefined {
-    return target.kind === 'service' ? this.sampler.latest(metricsKey(target.id)) : undefined;
+    return this.sampler.latest(
+      target.kind === 'service' ? metricsKey(target.id) : replicaSetKey(target.id),
+    );
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */
@@ -494,6 +515,7 @@ export class LocalDriver implements Driver {
 }
 
 const metricsKey = (serviceId: string) => `service:${serviceId}`;
+const replicaSetKey = (id: string) => `replicaSet:${id}`;
 
 /** Ids become path components: only the store's lowercase alphanumerics are accepted. */
 const ID = /^[a-z0-9]{1,32}$/;

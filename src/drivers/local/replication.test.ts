@@ -11,7 +11,7 @@ test('synchronous_standby_names: ANY k of the standbys, quoted; none without syn
 });
 
 test('a standby connects over loopback with TLS verified, as its node', () => {
-  const c = standbyConninfo({ primaryPort: 16001, secret: "a'b", index: 2, pgdata: '/d/p' });
+  const c = standbyConninfo({ primaryPort: 16001, secret: "a'b", name: 'node2', pgdata: '/d/p' });
   assert.match(c, /host='127\.0\.0\.1' port='16001' user='basin_replication' password='a\\'b'/);
   assert.match(
     c,

@@ -51,7 +51,8 @@ export const REPLICATION_CA = 'replication-ca.crt';
 export function standbyConninfo(o: {
   primaryPort: number;
   secret: string;
-  index: number;
+  /** Its application_name (and slot): `node<i>`, or a read replica's. */
+  name: string;
   pgdata: string;
 }): string {
   const words: [string, string][] = [
@@ -59,7 +60,7 @@ export function standbyConninfo(o: {
     ['port', String(o.primaryPort)],
     ['user', REPLICATION_ROLE],
     ['password', o.secret],
-    ['application_name', nodeName(o.index)],
+    ['application_name', o.name],
     ['sslmode', 'verify-full'],
     ['sslrootcert', join(o.pgdata, REPLICATION_CA)],
     ['connect_timeout', '2'],
@@ -122,6 +123,49 @@ export async function ensureReplicationOnPrimary(
       }
     }
     return complete;
+  });
+}
+
+/**
+ * On the primary: the replication role with the service's secret (as
+ * ensureReplicationOnPrimary), and exactly the slots `names` among those
+ * named `prefix…` (a read replica set's); inactive others of the prefix
+ * are dropped.
+ */
+export async function ensureSlots(
+  target: AdminTarget,
+  secret: string,
+  names: readonly string[],
+  prefix: string,
+): Promise<void> {
+  await withAdmin(target, 'postgres', async (c) => {
+    await c.query(`SET log_statement = 'none'`);
+    await c.query(`SET log_min_error_statement = 'panic'`);
+    const ident = c.escapeIdentifier(REPLICATION_ROLE);
+    const verifier = c.escapeLiteral(scramVerifier(secret));
+    const role = await c.query(
+      `SELECT 1 FROM pg_roles WHERE rolname = ${c.escapeLiteral(REPLICATION_ROLE)}`,
+    );
+    await c.query(
+      role.rowCount === 0
+        ? `CREATE ROLE ${ident} WITH REPLICATION LOGIN PASSWORD ${verifier}`
+        : `ALTER ROLE ${ident} WITH REPLICATION LOGIN PASSWORD ${verifier}`,
+    );
+    const { rows } = await c.query<{ slot_name: string; active: boolean }>(
+      `SELECT slot_name, active FROM pg_replication_slots WHERE slot_type = 'physical'`,
+    );
+    const wanted = new Set(names);
+    for (const r of rows) {
+      if (r.slot_name.startsWith(prefix) && !wanted.has(r.slot_name) && !r.active) {
+        await c.query(`SELECT pg_drop_replication_slot(${c.escapeLiteral(r.slot_name)})`);
+      }
+    }
+    const have = new Set(rows.map((r) => r.slot_name));
+    for (const name of names) {
+      if (!have.has(name)) {
+        await c.query(`SELECT pg_create_physical_replication_slot(${c.escapeLiteral(name)}, true)`);
+      }
+    }
   });
 }
 

@@ -23,6 +23,7 @@ import {
   pgIdent,
   postgresqlSettings,
   renderConf,
+  type Settings,
   splitSettings,
   wantedExtensions,
 } from './conf.js';
@@ -68,9 +69,17 @@ const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-
  * primary names its synchronous standbys.
  */
 export interface NodeReplication {
+  /** Where a standby streams from (a read replica set's node: the service's endpoint). */
   primary: SpecNode;
   secret: string;
   synchronousStandbys: string;
+  /** A standby's application_name and slot (default nodeName: `node<i>`). */
+  nameOf?: (index: number) => string;
+  /**
+   * Settings a hot standby needs at least as high as its primary's
+   * (max_connections…): a smaller read replica than its primary would not start.
+   */
+  floor?: Settings;
 }
 
 export class ServiceNode {
@@ -370,7 +379,7 @@ export class ServiceNode {
   private settings(state: NodeState) {
     const { ctx, spec, ref, node, replication } = this;
     const standby = this.isStandby ? this.replicationOf() : undefined;
-    return postgresqlSettings(
+    const settings = postgresqlSettings(
       spec,
       {
         socketDir: ctx.layout.socketDir(ref),
@@ -396,15 +405,16 @@ export class ServiceNode {
                 conninfo: standbyConninfo({
                   primaryPort: standby.primary.port,
                   secret: standby.secret,
-                  index: node.index,
+                  name: (standby.nameOf ?? nodeName)(node.index),
                   pgdata: this.pgdata,
                 }),
-                slot: nodeName(node.index),
+                slot: (standby.nameOf ?? nodeName)(node.index),
               },
             }
           : {}),
       },
     );
+    return replication?.floor ? raiseTo(settings, replication.floor) : settings;
   }
 
   private replicationOf(): NodeReplication {
@@ -445,12 +455,7 @@ export class ServiceNode {
       return {
         conf: renderConf(this.settings(state)),
         // A fork admits nobody but Basin until it is open (fork-open.ts).
-        hba: pgHba(
-          this.spec,
-          this.ctx.publicCidrs,
-          state.fork === 'recovering',
-          this.spec.nodes.length > 1,
-        ),
+        hba: pgHba(this.spec, this.ctx.publicCidrs, state.fork === 'recovering', true),
         ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {
@@ -470,6 +475,15 @@ export class ServiceNode {
   private save(state: NodeState): Promise<void> {
     return writeNodeState(this.ctx.layout.stateFile(this.ref), state);
   }
+}
+
+/** `settings` with each number of `floor` taken where it is higher. */
+function raiseTo(settings: Settings, floor: Settings): Settings {
+  const out = { ...settings };
+  for (const [k, v] of Object.entries(floor)) {
+    if (Number(v) > Number(out[k] ?? 0)) out[k] = v;
+  }
+  return out;
 }
 
 /** Whether nothing listens on `port` on any IPv4 address. */

@@ -55,10 +55,11 @@ export async function buildStandby(
     await ownedCopy(layout.caCert, join(staging, REPLICATION_CA), user);
     const pass = join(staging, 'pgpass');
     await writeOwned(pass, `*:*:*:*:${replication.secret}\n`, user);
+    const name = (replication.nameOf ?? nodeName)(node.index);
     const conninfo = standbyConninfo({
       primaryPort: replication.primary.port,
       secret: '',
-      index: node.index,
+      name,
       pgdata: staging,
     }).replace(/password='' ?/, '');
     await run(
@@ -71,7 +72,7 @@ export async function buildStandby(
         '-X',
         'stream',
         '-S',
-        nodeName(node.index),
+        name,
         '-c',
         'fast',
         '--no-password',

@@ -38,6 +38,8 @@ function replicaSetSpec(over: Partial<ReplicaSetSpec> = {}): ReplicaSetSpec {
   return {
     replicaSetId: 'rs00000001',
     serviceId: 'svc0000001',
+    primary: serviceSpec(),
+    nodePorts: [15434, 15435],
     projectId: 'prj0000001',
     nodes: 2,
     size: DEDICATED,
