@@ -94,6 +94,7 @@ function client(port: number, password: string): pg.Client {
 /** Commits numbered rows through `port`; each acknowledged commit is stamped. */
 function writer(port: number, password: string, from: number) {
   const acked: { i: number; sent: number; at: number }[] = [];
+  const failures: number[] = [];
   let stop = false;
   let c: pg.Client | undefined;
   const done = (async () => {
@@ -107,6 +108,7 @@ function writer(port: number, password: string, from: number) {
         await c.query('INSERT INTO w (i) VALUES ($1)', [i]);
         acked.push({ i, sent, at: performance.now() });
       } catch {
+        failures.push(performance.now());
         void c?.end().catch(() => {});
         c = undefined;
         await sleep(20);
@@ -116,6 +118,7 @@ function writer(port: number, password: string, from: number) {
   })();
   return {
     acked,
+    failures,
     async stop() {
       stop = true;
       await done;
@@ -169,7 +172,14 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
       await waitFor(async () => (w.acked.length > 200 ? true : undefined), 30_000);
       const killedAt = performance.now();
       process.kill(primary.pid, 'SIGKILL');
-      const first = await waitFor(async () => w.acked.find((a) => a.at > killedAt), 60_000);
+      // The first commit sent after the first error that followed the kill:
+      // the killed postmaster's backends (until the fence kills them) may
+      // still acknowledge commits on their open connections, as the
+      // synchronous standby has them.
+      const first = await waitFor(async () => {
+        const broke = w.failures.find((f) => f > killedAt);
+        return broke === undefined ? undefined : w.acked.find((a) => a.sent > broke);
+      }, 60_000);
       await sleep(300);
       await w.stop();
       next = (w.acked.at(-1)?.i ?? next) + 1;

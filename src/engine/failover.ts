@@ -38,6 +38,8 @@ export async function failoverIfPrimaryDead(
   svc: Service,
   spec: ServiceSpec,
 ): Promise<boolean> {
+  // Only a service that ran: one being made or reconfigured restarts its primary in place.
+  if (svc.status !== 'READY' && svc.status !== 'UNSTABLE') return false;
   if (!driver.prepareFailover || !spec.running || spec.nodes.length < 2) return false;
   const view = await driver.prepareFailover(spec);
   if (!view.dead) return false;

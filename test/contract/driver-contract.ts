@@ -106,8 +106,18 @@ async function logsPage(driver: Driver, target: Target, node = 0) {
   return page;
 }
 
+/** What a contract test can do to a driver's databases from outside, as a crash would. */
+export interface ContractHooks {
+  /** Kills the recorded primary of `spec` (kill -9 of its postmaster, or the sim's hook). */
+  killPrimary(spec: ServiceSpec): Promise<void>;
+}
+
 /** Runs the whole contract against `driver`, started; its cases follow driver.capabilities. */
-export async function driverContract(t: TestContext, driver: Driver): Promise<void> {
+export async function driverContract(
+  t: TestContext,
+  driver: Driver,
+  hooks?: ContractHooks,
+): Promise<void> {
   const spec = await makeSpec('POSTGRES', PASSWORD);
   const target: Target = { kind: 'service', id: spec.serviceId };
 
@@ -197,6 +207,13 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
     );
   }
 
+  if (hooks && driver.capabilities.haReplicas) {
+    await t.test(
+      'failover: a killed primary is reported and fenced, a standby takes over, the old one follows',
+      () => failover(driver, spec, hooks),
+    );
+  }
+
   await t.test(
     'delete removes the service; deleting it again, or an unknown one, is done',
     async () => {
@@ -206,6 +223,64 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
       assert.deepEqual(await driver.deleteService(resourceId()), DONE);
     },
   );
+}
+
+/** The moves of a failover, as the engine makes them (engine/failover.ts). */
+async function failover(driver: Driver, running: ServiceSpec, hooks: ContractHooks) {
+  const [a, b] = [await freePort(), await freePort()];
+  const ha: ServiceSpec = {
+    ...running,
+    ha: { replicaCount: 1, syncReplicaCount: 1 },
+    nodes: [
+      { index: 0, role: 'primary', port: a },
+      { index: 1, role: 'standby', port: b },
+    ],
+  };
+  await converge(() => driver.applyService(ha));
+  const downs: string[] = [];
+  driver.watchPrimaries?.((id) => downs.push(id));
+  await sleep(600); // the watch has seen the primary run
+  assert.deepEqual(await driver.prepareFailover?.(ha), { dead: false });
+  await hooks.killPrimary(ha);
+  if (driver.watchPrimaries) {
+    await eventually(
+      () => (downs.includes(running.serviceId) ? true : undefined),
+      'the watch to report the dead primary',
+      10_000,
+    );
+  }
+  assert.equal(await driver.inspectService(ha), 'failed');
+  const view = await driver.prepareFailover?.(ha);
+  assert.ok(view?.dead, 'the primary is reported dead');
+  assert.deepEqual(
+    view.standbys.map((s) => [s.index, typeof s.lsn]),
+    [[1, 'string']],
+  );
+  const promoted: ServiceSpec = {
+    ...ha,
+    nodes: [
+      { index: 0, role: 'standby', port: a },
+      { index: 1, role: 'primary', port: b },
+    ],
+  };
+  await converge(() => driver.applyService(promoted));
+  assert.equal(await driver.inspectService(promoted), 'running');
+  assert.deepEqual(await driver.prepareFailover?.(promoted), { dead: false });
+  const seen = await driver.observeService?.(promoted);
+  assert.deepEqual(
+    seen?.map((n) => [n.index, n.ready, n.actsAs]),
+    [
+      [0, true, 'standby'],
+      [1, true, 'primary'],
+    ],
+  );
+  // Back to one node: the new primary, on the service's port.
+  const single: ServiceSpec = {
+    ...running,
+    nodes: [{ index: 1, role: 'primary', port: running.port }],
+  };
+  await converge(() => driver.applyService(single));
+  assert.equal(await driver.inspectService(single), 'running');
 }
 
 type Case = (driver: Driver, running: ServiceSpec) => Promise<void>;

@@ -12,6 +12,7 @@ import type { FailoverView, ServiceSpec } from '../driver.js';
 import { primaryNode } from './converge-nodes.js';
 import type { DriverContext } from './local-driver.js';
 import { nodeExists } from './node-files.js';
+import { readNodeState } from './node-state.js';
 import { postmasterStatus } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
 import { nodeStatus } from './replication.js';
@@ -28,11 +29,19 @@ export async function primaryIsDead(ctx: DriverContext, spec: ServiceSpec): Prom
   const ref = { id: spec.serviceId, node: primary.index };
   const pgdata = ctx.layout.pgdata(ref);
   if (!(await nodeExists(ctx.layout, ref))) return false;
+  // A node that never ran (a service being made) is not dead.
+  if ((await readNodeState(ctx.layout.stateFile(ref))).startedWith === undefined) return false;
   const pm = await postmasterStatus(pgdata);
   if (pm.up) return false;
   if (ctx.stopper.busy(pgdata)) return false;
   const spawned = ctx.spawned.get(pgdata);
   return !(spawned && !spawned.proc.exit);
+}
+
+/** Whether the recorded primary's postmaster runs. */
+async function primaryRuns(ctx: DriverContext, spec: ServiceSpec): Promise<boolean> {
+  const ref = { id: spec.serviceId, node: primaryNode(spec).index };
+  return (await postmasterStatus(ctx.layout.pgdata(ref))).up;
 }
 
 /**
@@ -84,6 +93,8 @@ export async function prepareFailover(
 export class PrimaryWatch {
   private readonly specs = new Map<string, ServiceSpec>();
   private readonly reported = new Set<string>();
+  /** Services whose primary this watch saw running: only those can die (the reconciler sees the rest). */
+  private readonly seenUp = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private looking = false;
   private ticks = 0;
@@ -98,8 +109,7 @@ export class PrimaryWatch {
     const key = spec.serviceId;
     const before = this.specs.get(key);
     if (!spec.running || spec.nodes.length < 2) {
-      this.specs.delete(key);
-      this.reported.delete(key);
+      this.forget(key);
       return;
     }
     if (before && primaryNode(before).index !== primaryNode(spec).index) this.reported.delete(key);
@@ -109,6 +119,7 @@ export class PrimaryWatch {
   forget(serviceId: string): void {
     this.specs.delete(serviceId);
     this.reported.delete(serviceId);
+    this.seenUp.delete(serviceId);
   }
 
   start(): void {
@@ -134,7 +145,8 @@ export class PrimaryWatch {
         const dead = await primaryIsDead(this.ctx(), spec).catch(() => false);
         if (!dead) {
           this.reported.delete(id);
-        } else if (!this.reported.has(id)) {
+          if (await primaryRuns(this.ctx(), spec)) this.seenUp.add(id);
+        } else if (this.seenUp.has(id) && !this.reported.has(id)) {
           this.reported.add(id);
           this.onDown(id);
         }

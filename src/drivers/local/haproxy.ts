@@ -384,7 +384,11 @@ export function renderService(
     '    mode tcp',
     `    balance ${balance}`,
     '    option tcpka',
-    '    default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 1 on-marked-down shutdown-sessions',
+    // No retry: HAProxy waits a second before retrying a server that
+    // refused, which is a second added to every failover; the client
+    // retries at once, and by then a refusing server is marked down.
+    '    retries 0',
+    '    default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 1 on-marked-down shutdown-sessions observe layer4 error-limit 1 on-error mark-down',
   ];
   const line = (s: ProxiedServer, withState: boolean) =>
     `    server ${nodeName(s.index)} 127.0.0.1:${s.port} check${withState && !s.enabled ? ' disabled' : ''}`;

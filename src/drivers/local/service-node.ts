@@ -318,7 +318,6 @@ export class ServiceNode {
    */
   private async start(user: OsUser, state: NodeState, restartHash: string, loadedHash: string) {
     const { ctx, spec, ref, pgdata } = this;
-    ctx.stopper.forget(pgdata);
     const last = ctx.spawned.get(pgdata);
     if (last && !last.proc.exit) return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
     ctx.spawned.delete(pgdata);
@@ -356,6 +355,9 @@ export class ServiceNode {
       privateTmp: ctx.privateTmp,
     });
     ctx.spawned.set(pgdata, { proc, sawReady: false });
+    // Only now: until the new postmaster is known, the stop stays recorded,
+    // so the failover watch never takes a restart for a death (failover.ts).
+    ctx.stopper.forget(pgdata);
     state.startedWith = restartHash;
     state.loaded = loadedHash;
     delete state.walMarkedAt; // it runs again: its WAL goes on
