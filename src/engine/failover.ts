@@ -98,6 +98,39 @@ export async function failoverIfPrimaryDead(
 }
 
 /**
+ * A switchover (no endpoint asks for one: the spec has none; tests and a
+ * future operator command do): standby `index` is recorded as the primary
+ * and the service converges, which stops the running primary first (a
+ * fast shutdown: its standbys get all its WAL), promotes `index`, points
+ * the endpoint at it and makes the old primary its standby. False when
+ * `index` is no standby of the service.
+ */
+export async function switchover(
+  deps: HandlerDeps,
+  serviceId: string,
+  index: number,
+): Promise<boolean> {
+  const done = await deps.store.transaction(async (tx: Tx) => {
+    const svc = await tx.services.get(serviceId);
+    if (!svc || svc.status !== 'READY') return false;
+    const promoted = promoteNode(svc, index);
+    if (!promoted) return false;
+    const current = await tx.services.update(promoted);
+    await tx.events.add({
+      resourceKind: 'service',
+      resourceId: serviceId,
+      node: null,
+      at: deps.clock(),
+      severity: 'LOG',
+      message: `basin: switching over from ${nodeName(primaryOf(svc).index)} to ${nodeName(index)}`,
+    });
+    await tx.operations.enqueue(serviceConverge(current), deps.clock());
+    return true;
+  });
+  return done;
+}
+
+/**
  * Step 1: the driver saw the primary of `serviceId` die. A service that
  * should run goes UNSTABLE (READY ones) and gets a converge, which fails
  * over first thing.

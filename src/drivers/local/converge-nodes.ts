@@ -78,6 +78,10 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
     return DONE;
   }
 
+  // Two primaries never accept writes: a former primary that still runs (a
+  // switchover: nothing killed it) stops before the new one is promoted.
+  const fencing = await fenceFormerPrimaries(ctx, spec);
+  if (fencing) return fencing;
   const built = await streamingStandbys(ctx, spec);
   let p = await new ServiceNode(
     ctx,
@@ -110,6 +114,30 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
   await routeEndpoint(ctx, spec);
   if (!slotsDone) return wait(200, 'dropping the slots of removed standbys');
   return DONE;
+}
+
+/**
+ * Stops every node recorded as a standby whose data is a primary's and that
+ * runs: a fast shutdown, so that its walsenders send the standbys every WAL
+ * record it wrote before it exits (a switchover loses nothing), escalated
+ * by the Stopper if it hangs. A wait while one stops.
+ */
+async function fenceFormerPrimaries(
+  ctx: DriverContext,
+  spec: ServiceSpec,
+): Promise<Progress | undefined> {
+  for (const s of standbysOf(spec)) {
+    const ref = { id: spec.serviceId, node: s.index };
+    const pgdata = ctx.layout.pgdata(ref);
+    if (!(await nodeExists(ctx.layout, ref)) || (await isStandbyData(pgdata))) continue;
+    const pm = await postmasterStatus(pgdata);
+    if (!pm.up) continue;
+    if (!ctx.stopper.stopping(pgdata, pm.pid)) {
+      ctx.log.info({ serviceId: spec.serviceId, node: s.index }, 'fencing the former primary');
+    }
+    return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), 'fencing the former primary');
+  }
+  return undefined;
 }
 
 /**

@@ -425,9 +425,10 @@ export class ServiceNode {
   }
 
   /**
-   * A node recorded as a standby whose data is a primary's (a failover
-   * promoted another node): stopped at once, if it runs (it must never
-   * accept another write), then rewound from the new primary.
+   * A node recorded as a standby whose data is a primary's (a failover or
+   * a switchover promoted another node): stopped if it runs (it must never
+   * accept another write; converge-nodes.ts stops it before the new
+   * primary is promoted), then rewound from the new primary.
    */
   private async demote(user: OsUser): Promise<Progress | undefined> {
     const { ctx, spec, pgdata } = this;
@@ -437,7 +438,7 @@ export class ServiceNode {
       if (!ctx.stopper.stopping(pgdata, pm.pid)) {
         ctx.log.info({ serviceId: spec.serviceId, node: this.ref.node }, why);
       }
-      return wait(await ctx.stopper.step(pgdata, pm.pid, 'immediate'), why);
+      return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), why);
     }
     const starting = ctx.spawned.get(pgdata);
     if (starting && !starting.proc.exit) return wait(50, why);
