@@ -55,6 +55,10 @@ test('a dead primary fails over to its synchronous standby; a switchover moves i
     );
   }
 
+  // `node` counts from the primary, whichever node it is now.
+  assert.equal((await b.call('GET', `${serviceUrl(b, id)}/logs?node=1`)).status, 200);
+  assert.equal((await b.call('GET', `${serviceUrl(b, id)}/logs?node=2`)).status, 400);
+
   const deps = { store: b.basin.store, driver: b.basin.driver, clock: systemClock } as Parameters<
     typeof switchover
   >[0];
