@@ -225,7 +225,6 @@ test(
       'what the local driver does not run yet is refused with a 400 that says so',
       async () => {
         const refusals: [string, string, object | undefined][] = [
-          ['POST', `${b.servicePath(id)}/forkService`, { fork_strategy: 'NOW' }],
           ['POST', `${b.servicePath(id)}/enablePooler`, undefined],
         ];
         for (const [method, path, body] of refusals) {
