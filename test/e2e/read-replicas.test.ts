@@ -58,6 +58,36 @@ async function replicaSet(b: BasinProcess, serviceId: string, rsId: string) {
   return (res.body as { id: string; status: string }[]).find((r) => r.id === rsId);
 }
 
+/** Inserts rows into `w` through `port` until stopped, reconnecting on errors. */
+function writer(port: number, password: string) {
+  let n = 0;
+  let stop = false;
+  const done = (async () => {
+    while (!stop) {
+      try {
+        const c = await pgClient(port, password);
+        try {
+          while (!stop) {
+            await c.query('INSERT INTO w DEFAULT VALUES');
+            n++;
+          }
+        } finally {
+          await c.end().catch(() => {});
+        }
+      } catch {
+        await sleep(50);
+      }
+    }
+  })();
+  return {
+    count: () => n,
+    async stop() {
+      stop = true;
+      await done;
+    },
+  };
+}
+
 /** Reads through `port` until stopped; counts what was answered and what was not. */
 function reader(port: number, password: string) {
   let ok = 0;
@@ -112,7 +142,11 @@ test(
       202,
     );
     await b.waitForStatus(id, 'READY', 120_000);
-    await psql(conninfo(port), password, 'CREATE TABLE r (v text); INSERT INTO r VALUES ($$a$$)');
+    await psql(
+      conninfo(port),
+      password,
+      'CREATE TABLE r (v text); INSERT INTO r VALUES ($$a$$); CREATE TABLE w (at timestamptz DEFAULT now(), pad text DEFAULT repeat($$x$$, 500))',
+    );
 
     const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
       name: 'reporting',
@@ -179,7 +213,9 @@ test(
       rsLogs.text,
     );
 
-    // A failover of the service: the set follows the new primary.
+    // A failover of the service under writes: the set follows the new primary.
+    const writing = writer(port, password);
+    await b.waitFor(async () => writing.count() > 20, 'writes before the kill');
     process.kill(primaryOf(layout, id).pid, 'SIGKILL');
     await b.waitFor(
       async () => {
@@ -200,9 +236,10 @@ test(
         )) === '1',
       () =>
         `the replica set to read a row written after the failover; its node 0 logged:\n${logTail(layout, rsId)}`,
-      60_000,
+      120_000,
     );
     await b.waitForStatus(id, 'READY', 120_000);
+    await writing.stop();
 
     // A resize goes node by node: reads are answered throughout.
     const r = reader(rsPort, password);
