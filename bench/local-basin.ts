@@ -304,12 +304,44 @@ export class LocalBasin {
     return { id: view.service_id, password: view.initial_password ?? '' };
   }
 
-  /** POST /services/{id}/<action> without a body (enablePooler, stop…); fails unless 2xx. */
-  async act(id: string, action: string): Promise<void> {
-    const res = await this.call('POST', `/${id}/${action}`);
+  /** POST /services; the new service's id, password and endpoint port. */
+  async createWithPassword(
+    body: ServiceBody & { replica_count?: number },
+  ): Promise<{ id: string; password: string; port: number }> {
+    const res = await this.call('POST', '', body);
+    if (res.status !== 202) throw new Error(`POST /services answered ${res.status}: ${res.text}`);
+    const v = JSON.parse(res.text) as ServiceView & {
+      initial_password: string;
+      endpoint: { port: number };
+    };
+    return { id: v.service_id, password: v.initial_password, port: v.endpoint.port };
+  }
+
+  /** POST /services/{id}/<action>, with a JSON body or none (enablePooler, setHA, stop…); fails unless 2xx. */
+  async act(id: string, action: string, body?: object): Promise<void> {
+    const res = await this.call('POST', `/${id}/${action}`, body);
     if (res.status < 200 || res.status > 299) {
       throw new Error(`POST /services/${id}/${action} answered ${res.status}: ${res.text}`);
     }
+  }
+
+  /** POST /services/{id}/replicaSets; its id and endpoint port. */
+  async createReplicaSet(
+    serviceId: string,
+    body: { name: string; nodes: number; cpu_millis: number; memory_gbs: number },
+  ): Promise<{ id: string; port: number }> {
+    const res = await this.call('POST', `/${serviceId}/replicaSets`, body);
+    if (res.status !== 202) throw new Error(`POST replicaSets answered ${res.status}: ${res.text}`);
+    const v = JSON.parse(res.text) as { id: string; endpoint: { port: number } };
+    return { id: v.id, port: v.endpoint.port };
+  }
+
+  /** The status of a service's replica set; undefined once it is gone. */
+  async replicaSetStatus(serviceId: string, id: string): Promise<string | undefined> {
+    const res = await this.call('GET', `/${serviceId}/replicaSets`);
+    if (res.status !== 200) throw new Error(`GET replicaSets answered ${res.status}`);
+    return (JSON.parse(res.text) as { id: string; status: string }[]).find((r) => r.id === id)
+      ?.status;
   }
 
   /** GET /services/{id}; undefined once it is gone (404). */

@@ -22,6 +22,7 @@ import { killAllChildrenNow, stopAllChildren } from './children.js';
 import { forkNow } from './fork-now.js';
 import { forkPitr } from './fork-pitr.js';
 import { localCreate } from './local-create.js';
+import { localFailover } from './local-failover.js';
 import { localIdleMemory } from './local-idle-memory.js';
 import { localPooler } from './local-pooler.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
@@ -55,6 +56,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'fork-now', run: forkNow },
   { name: 'fork-pitr', run: forkPitr },
   { name: 'backup-write', run: backupWrite },
+  { name: 'local-failover', run: localFailover },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

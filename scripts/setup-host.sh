@@ -39,9 +39,11 @@ SOURCE_SUITE=trixie
 # user (docs/security.md); both are on every Debian system, listed anyway.
 # pgbackrest (bookworm: 2.45) archives WAL, takes backups and restores forks;
 # Basin runs it with a configuration of its own per service, never the
-# package's /etc/pgbackrest.conf.
+# package's /etc/pgbackrest.conf. haproxy (bookworm: 2.6) is the stable
+# endpoint of services with HA replicas; Basin runs one per installation with
+# its own configuration, never the package's service.
 RUNTIME_PKGS=(
-  "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl
+  "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl haproxy
   python3 make g++ passwd procps
 )
 # Only needed while building the extensions. postgresql-server-dev-all
@@ -319,6 +321,10 @@ quiet_default_services() {
     step "stopping Debian's default pgbouncer service"
     /etc/init.d/pgbouncer stop >/dev/null || die "could not stop the pgbouncer service"
   fi
+  if [ -x /etc/init.d/haproxy ] && /etc/init.d/haproxy status >/dev/null 2>&1; then
+    step "stopping Debian's default haproxy service"
+    /etc/init.d/haproxy stop >/dev/null || die "could not stop the haproxy service"
+  fi
 }
 
 control_version() {
@@ -352,6 +358,7 @@ main() {
   printf 'postgres:    %s\n' "$("$PG_BIN/postgres" --version)"
   printf 'pgbouncer:   %s\n' "$pgb"
   printf 'pgbackrest:  %s\n' "$(pgbackrest version)"
+  printf 'haproxy:     %s\n' "$(haproxy -v 2>&1 | sed -n 1p)"
   printf 'vector:      %s\n' "$(control_version "$EXT_DIR/vector.control")"
   printf 'timescaledb: %s\n' "$(control_version "$EXT_DIR/timescaledb.control")"
   log "host ready"

@@ -56,8 +56,10 @@ export function visibleProject(p: Principal, projectId: string): string {
 export const portOwner = {
   service: (id: string) => `service:${id}`,
   servicePooler: (id: string) => `service:${id}:pooler`,
+  serviceNode: (id: string, index: number) => `service:${id}:node:${index}`,
   replicaSet: (id: string) => `replicaSet:${id}`,
   replicaSetPooler: (id: string) => `replicaSet:${id}:pooler`,
+  replicaSetNode: (id: string, index: number) => `replicaSet:${id}:node:${index}`,
 };
 
 /**

@@ -50,6 +50,7 @@ export async function readMergedLogs(
   const driverPage = (n: number, until: number | undefined) =>
     ctx.driver.readLogs(target, {
       ...query,
+      node: query.nodeIndex ?? query.node,
       cursor: at.d === '' ? undefined : at.d,
       until: earliest(query.until, until),
       limit: n,

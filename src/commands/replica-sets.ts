@@ -2,7 +2,7 @@
 // own endpoint. Same pattern as services: desired state + operation, then 202.
 
 import { conflict, invalid } from '../domain/errors.js';
-import { replicaSetConverge, replicaSetDelete } from '../domain/operations.js';
+import { replicaSetConverge, replicaSetDelete, serviceConverge } from '../domain/operations.js';
 import {
   applyReplicaSetAction,
   NEW_REPLICA_SET_STATUS,
@@ -56,6 +56,10 @@ export async function createReplicaSet(
     const svc = await loadService(tx, p, projectId, serviceId);
     serviceMove(svc.id, svc.status, 'addReplicaSet');
     const port = await allocatePort(ctx, tx, portOwner.replicaSet(id));
+    const nodePorts: number[] = [];
+    for (let i = 0; i < body.nodes; i++) {
+      nodePorts.push(await allocatePort(ctx, tx, portOwner.replicaSetNode(id, i)));
+    }
     const created: ReplicaSet = {
       id,
       projectId,
@@ -66,12 +70,16 @@ export async function createReplicaSet(
       status: NEW_REPLICA_SET_STATUS,
       environment: svc.environment,
       port,
+      nodePorts,
       pooler: { enabled: false, port: null },
       createdAt: iso(now),
       version: 1,
     };
     await tx.replicaSets.insert(created);
     await tx.operations.enqueue(replicaSetConverge(created), now);
+    // The service's primary admits its standbys' replication from then on
+    // (a service converged before replica sets existed had no such rule).
+    await tx.operations.enqueue(serviceConverge(svc), now);
     return created;
   });
   ctx.kick();
@@ -134,6 +142,8 @@ export function resizeReplicaSet(
 }
 
 export function setReplicaSetPooler(ctx: Ctx, p: Principal, ids: Ids, enabled: boolean) {
+  if (enabled)
+    requireCapability(ctx, 'replicaSetPooler', 'the connection pooler of a read replica set');
   return configureReplicaSet(ctx, p, ids, 'configure', async (rs, tx) => {
     if (rs.pooler.enabled === enabled) {
       throw conflict(

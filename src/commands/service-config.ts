@@ -12,6 +12,7 @@ import { scramVerifier } from '../lib/secrets.js';
 import type { Tx } from '../store/store.js';
 import { type Ctx, type Principal, allocatePort, portOwner, requireCapability } from './context.js';
 import { loadService } from './service-lookup.js';
+import { nodePlan } from './service-nodes.js';
 import { getVpc } from './vpcs.js';
 
 /** The configuration fields a command changes (never the status: that is the action's move). */
@@ -82,7 +83,7 @@ export function setHA(
     throw invalid('Give replica_count, sync_replica_count or both.');
   }
   if ((body.replica_count ?? 0) > 0) requireCapability(ctx, 'haReplicas', 'HA replicas');
-  return configure(ctx, p, projectId, serviceId, 'setHA', (svc) => {
+  return configure(ctx, p, projectId, serviceId, 'setHA', async (svc, tx) => {
     const ha = checkHa(
       { replicaCount: body.replica_count, syncReplicaCount: body.sync_replica_count },
       svc.ha,
@@ -95,7 +96,7 @@ export function setHA(
         `Service ${svc.id} already has ${ha.replicaCount} HA replica(s), ${ha.syncReplicaCount} synchronous.`,
       );
     }
-    return { ha };
+    return { ha, nodes: await nodePlan(ctx, tx, svc, ha) };
   });
 }
 

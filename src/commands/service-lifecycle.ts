@@ -14,6 +14,7 @@ import { iso } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import { generatePassword, scramVerifier } from '../lib/secrets.js';
 import type { Tx } from '../store/store.js';
+import { nodePlan } from './service-nodes.js';
 import {
   type Ctx,
   type Principal,
@@ -201,6 +202,7 @@ async function insertNewService(
       createdAt: iso(now),
       version: 1,
     };
+    svc.nodes = await nodePlan(ctx, tx, svc, svc.ha);
     await tx.services.insert(svc);
     await tx.operations.enqueue(serviceConverge(svc), now);
     return svc;

@@ -1,3 +1,4 @@
+import { nodesOf } from '../domain/service-nodes.js';
 import { invalid } from '../domain/errors.js';
 import { isRfc3339 } from '../domain/service-rules.js';
 import { InvalidCursorError } from '../lib/cursor.js';
@@ -49,9 +50,17 @@ export async function readServiceLogs(
   q: LogParams,
 ): Promise<LogPage> {
   const found = loadServiceOrReplica(reads, p, projectId, serviceId);
+  // `node` 0 is the primary, then the standbys by index: a node's stable
+  // index (its directory) is another number after a failover.
+  const indices =
+    'service' in found
+      ? [...nodesOf(found.service)]
+          .sort((a, b) => (a.role === b.role ? a.index - b.index : a.role === 'primary' ? -1 : 1))
+          .map((n) => n.index)
+      : undefined;
   const [target, nodes]: [Target, number] =
     'service' in found
-      ? [{ kind: 'service', id: found.service.id }, 1 + found.service.ha.replicaCount]
+      ? [{ kind: 'service', id: found.service.id }, indices?.length ?? 1]
       : [{ kind: 'replicaSet', id: found.replicaSet.id }, found.replicaSet.nodes];
   if (q.node !== undefined && (!Number.isInteger(q.node) || q.node < 0 || q.node >= nodes)) {
     throw invalid(
@@ -77,6 +86,7 @@ export async function readServiceLogs(
       severities,
       search,
       node: q.node,
+      nodeIndex: indices?.[q.node ?? 0],
       limit: LOG_PAGE_SIZE,
       signal: q.signal,
     });

@@ -20,7 +20,16 @@ export interface LogQuery {
   severities: string[];
   /** Terms that must all appear (case-insensitive). */
   search: string[];
+  /**
+   * The node as the API numbers it: 0 the primary, then the standbys (a
+   * replica set: its nodes). Basin's own entries and cursors use it.
+   */
   node?: number | undefined;
+  /**
+   * That node's stable index (its directory), for the driver, when it
+   * differs from `node`: after a failover the primary is another node.
+   */
+  nodeIndex?: number | undefined;
   limit: number;
   /**
    * Aborted when the client has gone (its connection closed): the driver

@@ -1,6 +1,8 @@
 // The resources Basin manages, as the domain sees them. Pure data: no I/O,
 // no HTTP shapes (those live in api/schemas and are produced by presenters).
 
+import type { ServiceNode } from './service-nodes.js';
+
 export const SERVICE_STATUSES = [
   'QUEUED',
   'DELETING',
@@ -124,6 +126,11 @@ export interface Service {
   forkedFrom: ForkOrigin | null;
   ha: HaConfig;
   /**
+   * The service's nodes (domain/service-nodes.ts): absent for a service
+   * recorded before nodes were, which has one, its primary, on `port`.
+   */
+  nodes?: ServiceNode[];
+  /**
    * SCRAM-SHA-256 verifier of the `tsdbadmin` password. Basin never stores the
    * password itself: PostgreSQL accepts a verifier in ALTER ROLE … PASSWORD.
    */
@@ -142,6 +149,11 @@ export interface ReplicaSet {
   status: ReplicaSetStatus;
   environment: Environment;
   port: number;
+  /**
+   * Each node's own port (the endpoint, `port`, spreads connections over
+   * them); absent for sets recorded before nodes had ports.
+   */
+  nodePorts?: number[];
   pooler: Pooler;
   createdAt: string;
   version: number;
@@ -159,4 +171,6 @@ export interface Capabilities {
   haReplicas: boolean;
   replicaSets: boolean;
   pooler: boolean;
+  /** A read replica set's connection pooler. */
+  replicaSetPooler: boolean;
 }

@@ -7,6 +7,7 @@
 import type { Backup } from '../domain/backups.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Progress } from '../domain/progress.js';
+import type { NodeObservation, NodeRole } from '../domain/service-nodes.js';
 import type {
   Capabilities,
   Environment,
@@ -62,13 +63,41 @@ export interface ServiceSpec {
    */
   allowedCidrs: string[];
   ha: HaConfig;
+  /**
+   * The nodes, as recorded (domain/service-nodes.ts): exactly one primary.
+   * With HA replicas each node has a port of its own and `port` is the
+   * proxy's; without, the primary listens on `port`.
+   */
+  nodes: SpecNode[];
   source: ServiceSource;
   createdAt: string;
 }
 
+/** A node of a service, as the driver needs it. */
+export interface SpecNode {
+  index: number;
+  role: NodeRole;
+  port: number;
+}
+
+/** Whether a service's primary is dead, and if so where its standbys stand (see prepareFailover). */
+export type FailoverView =
+  { dead: false } | { dead: true; standbys: { index: number; lsn: string | null }[] };
+
+/** What the driver sees of one node of a service right now (see observeService). */
+export type ObservedNode = Omit<NodeObservation, 'at'> & { index: number };
+
 export interface ReplicaSetSpec {
   replicaSetId: string;
   serviceId: string;
+  /**
+   * The service it streams from, as its own spec: the set's nodes follow
+   * its endpoint (and so its primary, through a failover) and run its
+   * type's libraries.
+   */
+  primary: ServiceSpec;
+  /** Each node's own port, by index (`port` is the set's endpoint). */
+  nodePorts: number[];
   projectId: string;
   nodes: number;
   size: Size;
@@ -100,6 +129,24 @@ export interface Driver {
   applyService(spec: ServiceSpec): Promise<Progress>;
   deleteService(serviceId: string): Promise<Progress>;
   inspectService(spec: ServiceSpec): Promise<Health>;
+  /**
+   * What each node of the service is now (role, readiness, timeline, WAL
+   * position, lag), for the engine to record. Nodes it cannot reach are
+   * reported not ready; it never throws for a node that is down.
+   */
+  observeService?(spec: ServiceSpec): Promise<ObservedNode[]>;
+  /**
+   * Calls `onDown(serviceId)` soon (well within a second) after the primary
+   * of a running service with standbys dies without the driver stopping it.
+   */
+  watchPrimaries?(onDown: (serviceId: string) => void): void;
+  /**
+   * When the recorded primary of `spec` is dead (and the driver is not
+   * restarting it): fences it, so that nothing of it runs or accepts a
+   * write any more, and says how far each standby that answers received
+   * WAL. `{ dead: false }` otherwise (it runs, or it is being restarted).
+   */
+  prepareFailover?(spec: ServiceSpec): Promise<FailoverView>;
 
   /**
    * One step of a full backup of a running service: done once a backup that

@@ -21,6 +21,7 @@ import type { OperationKind } from '../domain/operations.js';
 import type { Progress } from '../domain/progress.js';
 import type { Logger } from '../lib/logger.js';
 import type { Operation, Tx } from '../store/store.js';
+import { primaryDown } from './failover.js';
 import { failResource, type HandlerDeps, runHandler } from './handlers.js';
 import { reconcile } from './reconciler.js';
 import {
@@ -85,6 +86,7 @@ export class Engine {
   private ticking: Promise<void> | undefined;
   private reconciling: Promise<void> | undefined;
   private again = false;
+  private watching = false;
   private stopped = true;
   /** Set when close() stopped waiting: late results are left for the next start. */
   private abandoned = false;
@@ -121,6 +123,18 @@ export class Engine {
     this.stopped = false;
     this.abandoned = false;
     await this.releaseDeadLeases();
+    // A primary that dies is failed over at once, not at the next reconcile (failover.ts).
+    if (!this.watching) {
+      this.watching = true;
+      this.deps.driver.watchPrimaries?.((id) => {
+        if (this.stopped) return;
+        primaryDown(this.deps, id).then(
+          (queued) => queued && this.kick(),
+          (err: unknown) =>
+            this.log.error({ err, serviceId: id }, 'recording a dead primary failed'),
+        );
+      });
+    }
     this.heartbeat = setInterval(() => void this.renewLeases(), Math.max(10, this.leaseMs / 3));
     this.heartbeat.unref();
     await this.runReconcile();

@@ -11,8 +11,15 @@ import { converged, markFailed, startProvisioning } from '../domain/service-tran
 import type { Progress } from '../domain/progress.js';
 import type { Peering } from '../domain/types.js';
 import { DONE } from '../domain/progress.js';
-import type { Driver } from '../drivers/driver.js';
-import type { Clock } from '../lib/clock.js';
+import type { Driver, ServiceSpec } from '../drivers/driver.js';
+import {
+  type NodeObservation,
+  nodeName,
+  observeNodes,
+  primaryOf,
+} from '../domain/service-nodes.js';
+import { failoverIfPrimaryDead } from './failover.js';
+import { type Clock, iso } from '../lib/clock.js';
 import type { DocRepo, Operation, Repos, Store, Tx } from '../store/store.js';
 import { backupHandler, backupQueued, queueBackupIfDue } from './backups.js';
 import type { NetworkProvisioner } from './network-provisioner.js';
@@ -74,8 +81,9 @@ async function loadNetwork(repos: Repos, vpcId: string | null) {
 /** Drives a service to its stored desired state, then settles its status. */
 async function convergeService(
   op: Operation<'service.converge'>,
-  { store, driver, clock, backups }: HandlerDeps,
+  deps: HandlerDeps,
 ): Promise<Progress> {
+  const { store, driver, clock, backups } = deps;
   let svc = await store.services.get(op.resourceId);
   if (!svc || svc.status === 'DELETING') return DONE; // deletion superseded this work
   if (op.payload.provision) {
@@ -84,18 +92,54 @@ async function convergeService(
     );
     if (!svc) return DONE;
   }
-  const progress = await driver.applyService(
-    serviceSpec(svc, ...(await loadNetwork(store, svc.vpcId))),
-  );
+  const network = await loadNetwork(store, svc.vpcId);
+  let spec = serviceSpec(svc, ...network);
+  // A dead primary is replaced first (failover.ts); then this converge goes on.
+  if (await failoverIfPrimaryDead(deps, svc, spec)) {
+    svc = await store.services.get(op.resourceId);
+    if (!svc) return DONE;
+    spec = serviceSpec(svc, ...network);
+  }
+  const wasUnstable = svc.status === 'UNSTABLE';
+  const progress = await driver.applyService(spec);
   if (!progress.done) return progress;
+  const seen = await observe(driver, spec, clock);
   const queued = await backupQueued(store, op.resourceId);
   await store.transaction(async (tx) => {
+    if (seen) await moveStored(tx.services, op.resourceId, (s) => observeNodes(s, seen));
     const settled = await moveStored(tx.services, op.resourceId, (s) => converged(s, op.payload));
+    if (settled && wasUnstable && settled.status === 'READY' && spec.nodes.length > 1) {
+      const primary = primaryOf(settled);
+      await tx.events.add({
+        resourceKind: 'service',
+        resourceId: settled.id,
+        node: null,
+        at: clock(),
+        severity: 'LOG',
+        message: `basin: READY again: ${nodeName(primary.index)} is the primary, the endpoint routes to it, the other nodes follow it`,
+      });
+    }
     // A service's first backup is taken as soon as it is READY: from then
     // on it can be forked from its backups (engine/backups.ts).
     if (settled) await queueBackupIfDue(tx, settled, backups, clock(), () => queued);
   });
   return DONE;
+}
+
+/**
+ * What the driver sees of each node of a service with standbys (a single
+ * node is not asked: that would cost every create a connection), keyed by
+ * index, for observeNodes to record.
+ */
+export async function observe(
+  driver: Driver,
+  spec: ServiceSpec,
+  clock: Clock,
+): Promise<Map<number, NodeObservation> | undefined> {
+  if (spec.nodes.length < 2 || !driver.observeService) return undefined;
+  const at = iso(clock());
+  const seen = await driver.observeService(spec);
+  return new Map(seen.map(({ index, ...o }) => [index, { ...o, at }]));
 }
 
 /** Tears a service's databases down, then forgets the service, its ports and its events. */
@@ -123,7 +167,7 @@ async function convergeReplicaSet(
   const primary = await store.services.get(rs.serviceId);
   if (!primary || primary.status === 'DELETING') return DONE;
   const progress = await driver.applyReplicaSet(
-    replicaSetSpec(rs, ...(await loadNetwork(store, primary.vpcId))),
+    replicaSetSpec(rs, primary, ...(await loadNetwork(store, primary.vpcId))),
   );
   if (!progress.done) return progress;
   await store.transaction((tx) =>

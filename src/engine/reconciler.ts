@@ -18,7 +18,8 @@ import {
 import { markUnstable } from '../domain/service-transitions.js';
 import type { FailedOperation, Tx } from '../store/store.js';
 import { queueBackupIfDue } from './backups.js';
-import { failResource, type HandlerDeps } from './handlers.js';
+import { failResource, type HandlerDeps, observe } from './handlers.js';
+import { observeNodes } from '../domain/service-nodes.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
 
 type Versioned = { id: string; version: number };
@@ -85,7 +86,8 @@ export async function reconcile({ store, driver, clock, backups }: HandlerDeps):
       continue;
     }
     const vpc = svc.vpcId ? await store.vpcs.get(svc.vpcId) : undefined;
-    const health = await driver.inspectService(serviceSpec(svc, vpc));
+    const spec = serviceSpec(svc, vpc);
+    const health = await driver.inspectService(spec);
     if (svc.status === 'READY' && health !== 'running') {
       // A database that should run does not: say so, and bring it back.
       await unchanged(read, svc, async (tx, current) => {
@@ -96,6 +98,15 @@ export async function reconcile({ store, driver, clock, backups }: HandlerDeps):
       await unchanged(read, svc, async (_tx, current) => serviceConverge(current));
     } else if (svc.status === 'READY' && health === 'running') {
       // Backups on their schedule, in a lane of their own (engine/backups.ts).
+      // What its nodes are now: role, timeline, WAL position, lag.
+      const seen = await observe(driver, spec, clock).catch(() => undefined);
+      if (seen) {
+        await unchanged(read, svc, async (tx, current) => {
+          const next = observeNodes(current, seen);
+          if (next) await tx.services.update(next);
+          return undefined;
+        });
+      }
       const queuedBackup = pending.has(key('serviceBackups', svc.id));
       await store.transaction(async (tx) => {
         if (await queueBackupIfDue(tx, svc, backups, clock(), () => queuedBackup)) queued++;
@@ -118,8 +129,9 @@ export async function reconcile({ store, driver, clock, backups }: HandlerDeps):
     }
     if (rs.status !== 'active') continue;
     const primary = await store.services.get(rs.serviceId);
-    const vpc = primary?.vpcId ? await store.vpcs.get(primary.vpcId) : undefined;
-    if ((await driver.inspectReplicaSet(replicaSetSpec(rs, vpc))) !== 'running') {
+    if (!primary) continue;
+    const vpc = primary.vpcId ? await store.vpcs.get(primary.vpcId) : undefined;
+    if ((await driver.inspectReplicaSet(replicaSetSpec(rs, primary, vpc))) !== 'running') {
       await unchanged(read, rs, async (_tx, current) => replicaSetConverge(current));
     }
   }

@@ -1,6 +1,7 @@
 // Pure builders: the driver's view of a resource, derived from stored state.
 // Nothing here is stored, so there is nothing to get out of step.
 
+import { nodesOf } from '../domain/service-nodes.js';
 import { shouldRun } from '../domain/service-status.js';
 import type { Peering, ReplicaSet, Service, Vpc } from '../domain/types.js';
 import { vpcNetwork } from '../domain/vpc-network.js';
@@ -25,6 +26,7 @@ export function serviceSpec(
     pooler: svc.pooler,
     allowedCidrs: vpc ? vpcNetwork(vpc, peerings) : [],
     ha: svc.ha,
+    nodes: nodesOf(svc).map((n) => ({ index: n.index, role: n.role, port: n.port })),
     source: svc.forkedFrom
       ? {
           kind: 'fork',
@@ -40,12 +42,15 @@ export function serviceSpec(
 
 export function replicaSetSpec(
   rs: ReplicaSet,
+  primary: Service,
   vpc: Vpc | undefined,
   peerings: readonly Peering[] = [],
 ): ReplicaSetSpec {
   return {
     replicaSetId: rs.id,
     serviceId: rs.serviceId,
+    primary: serviceSpec(primary, vpc, peerings),
+    nodePorts: rs.nodePorts ?? [],
     projectId: rs.projectId,
     nodes: rs.nodes,
     size: rs.size,

@@ -26,7 +26,13 @@ function fakeDriver(entries: () => LogEntry[]) {
   return {
     calls,
     name: 'fake',
-    capabilities: { forks: false, haReplicas: false, replicaSets: false, pooler: false },
+    capabilities: {
+      forks: false,
+      haReplicas: false,
+      replicaSets: false,
+      pooler: false,
+      replicaSetPooler: false,
+    },
     metrics: () => undefined,
     async readLogs(_target: Target, q: LogQuery): Promise<LogPage> {
       calls.push(q);

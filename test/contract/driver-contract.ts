@@ -78,8 +78,10 @@ async function replicaSetSpec(parent: ServiceSpec): Promise<ReplicaSetSpec> {
   return {
     replicaSetId: resourceId(),
     serviceId: parent.serviceId,
+    primary: parent,
+    nodePorts: [await freePort(), await freePort()],
     projectId: parent.projectId,
-    nodes: 1,
+    nodes: 2,
     size: parent.size,
     environment: parent.environment,
     port: await freePort(),
@@ -104,8 +106,18 @@ async function logsPage(driver: Driver, target: Target, node = 0) {
   return page;
 }
 
+/** What a contract test can do to a driver's databases from outside, as a crash would. */
+export interface ContractHooks {
+  /** Kills the recorded primary of `spec` (kill -9 of its postmaster, or the sim's hook). */
+  killPrimary(spec: ServiceSpec): Promise<void>;
+}
+
 /** Runs the whole contract against `driver`, started; its cases follow driver.capabilities. */
-export async function driverContract(t: TestContext, driver: Driver): Promise<void> {
+export async function driverContract(
+  t: TestContext,
+  driver: Driver,
+  hooks?: ContractHooks,
+): Promise<void> {
   const spec = await makeSpec('POSTGRES', PASSWORD);
   const target: Target = { kind: 'service', id: spec.serviceId };
 
@@ -204,6 +216,13 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
     );
   }
 
+  if (hooks && driver.capabilities.haReplicas) {
+    await t.test(
+      'switchover and failover: the recorded primary changes, the old one follows; a killed primary is reported and fenced',
+      () => failover(driver, spec, hooks),
+    );
+  }
+
   await t.test(
     'delete removes the service; deleting it again, or an unknown one, is done',
     async () => {
@@ -213,6 +232,81 @@ export async function driverContract(t: TestContext, driver: Driver): Promise<vo
       assert.deepEqual(await driver.deleteService(resourceId()), DONE);
     },
   );
+}
+
+/** The moves of a failover, as the engine makes them (engine/failover.ts). */
+async function failover(driver: Driver, running: ServiceSpec, hooks: ContractHooks) {
+  const [a, b] = [await freePort(), await freePort()];
+  const ha: ServiceSpec = {
+    ...running,
+    ha: { replicaCount: 1, syncReplicaCount: 1 },
+    nodes: [
+      { index: 0, role: 'primary', port: a },
+      { index: 1, role: 'standby', port: b },
+    ],
+  };
+  await converge(() => driver.applyService(ha));
+  const promoted: ServiceSpec = {
+    ...ha,
+    nodes: [
+      { index: 0, role: 'standby', port: a },
+      { index: 1, role: 'primary', port: b },
+    ],
+  };
+  const roles = async (s: ServiceSpec) =>
+    (await driver.observeService?.(s))?.map((n) => [n.index, n.ready, n.actsAs]);
+  // A switchover (engine/failover.ts, switchover): node 1 recorded as the
+  // primary while node 0 still runs; and back.
+  await converge(() => driver.applyService(promoted));
+  assert.equal(await driver.inspectService(promoted), 'running');
+  if (driver.observeService) {
+    assert.deepEqual(await roles(promoted), [
+      [0, true, 'standby'],
+      [1, true, 'primary'],
+    ]);
+  }
+  await converge(() => driver.applyService(ha));
+  if (driver.observeService) {
+    assert.deepEqual(await roles(ha), [
+      [0, true, 'primary'],
+      [1, true, 'standby'],
+    ]);
+  }
+  const downs: string[] = [];
+  driver.watchPrimaries?.((id) => downs.push(id));
+  await sleep(600); // the watch has seen the primary run
+  assert.deepEqual(await driver.prepareFailover?.(ha), { dead: false });
+  await hooks.killPrimary(ha);
+  if (driver.watchPrimaries) {
+    await eventually(
+      () => (downs.includes(running.serviceId) ? true : undefined),
+      'the watch to report the dead primary',
+      10_000,
+    );
+  }
+  assert.equal(await driver.inspectService(ha), 'failed');
+  const view = await driver.prepareFailover?.(ha);
+  assert.ok(view?.dead, 'the primary is reported dead');
+  assert.deepEqual(
+    view.standbys.map((s) => [s.index, typeof s.lsn]),
+    [[1, 'string']],
+  );
+  await converge(() => driver.applyService(promoted));
+  assert.equal(await driver.inspectService(promoted), 'running');
+  assert.deepEqual(await driver.prepareFailover?.(promoted), { dead: false });
+  if (driver.observeService) {
+    assert.deepEqual(await roles(promoted), [
+      [0, true, 'standby'],
+      [1, true, 'primary'],
+    ]);
+  }
+  // Back to one node: the new primary, on the service's port.
+  const single: ServiceSpec = {
+    ...running,
+    nodes: [{ index: 1, role: 'primary', port: running.port }],
+  };
+  await converge(() => driver.applyService(single));
+  assert.equal(await driver.inspectService(single), 'running');
 }
 
 type Case = (driver: Driver, running: ServiceSpec) => Promise<void>;
@@ -315,11 +409,30 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     }
   },
   async haReplicas(driver, running) {
-    const ha = { ...running, ha: { replicaCount: 1, syncReplicaCount: 0 } };
+    const ha: ServiceSpec = {
+      ...running,
+      ha: { replicaCount: 1, syncReplicaCount: 1 },
+      nodes: [
+        { index: 0, role: 'primary', port: await freePort() },
+        { index: 1, role: 'standby', port: await freePort() },
+      ],
+    };
     await converge(() => driver.applyService(ha));
     assert.equal(await driver.inspectService(ha), 'running');
+    if (driver.observeService) {
+      const seen = await driver.observeService(ha);
+      assert.deepEqual(
+        seen.map((n) => [n.index, n.ready, n.actsAs]),
+        [
+          [0, true, 'primary'],
+          [1, true, 'standby'],
+        ],
+      );
+    }
     await logsPage(driver, { kind: 'service', id: running.serviceId }, 1);
+    // Back to one node, on the service's port: the standby goes.
     await converge(() => driver.applyService(running));
+    assert.equal(await driver.inspectService(running), 'running');
   },
   async pooler(driver, running) {
     const pooled = { ...running, pooler: { enabled: true, port: await freePort() } };
@@ -350,6 +463,16 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     await converge(() => driver.applyReplicaSet(rs));
     assert.equal(await driver.inspectReplicaSet(rs), 'running');
     await logsPage(driver, { kind: 'replicaSet', id: rs.replicaSetId });
+    await converge(() => driver.deleteReplicaSet(rs.replicaSetId));
+    assert.equal(await driver.inspectReplicaSet(rs), 'missing');
+  },
+  async replicaSetPooler(driver, running) {
+    const rs = {
+      ...(await replicaSetSpec(running)),
+      pooler: { enabled: true, port: await freePort() },
+    };
+    await converge(() => driver.applyReplicaSet(rs));
+    assert.equal(await driver.inspectReplicaSet(rs), 'running');
     await converge(() => driver.deleteReplicaSet(rs.replicaSetId));
     assert.equal(await driver.inspectReplicaSet(rs), 'missing');
   },
@@ -390,6 +513,18 @@ const REFUSED: Record<keyof Capabilities, Case> = {
   },
   async replicaSets(driver, running) {
     const rs = await replicaSetSpec(running);
+    await assert.rejects(driver.applyReplicaSet(rs), permanent);
+    assert.deepEqual(
+      await driver.deleteReplicaSet(rs.replicaSetId),
+      DONE,
+      'there is nothing to remove',
+    );
+  },
+  async replicaSetPooler(driver, running) {
+    const rs = {
+      ...(await replicaSetSpec(running)),
+      pooler: { enabled: true, port: await freePort() },
+    };
     await assert.rejects(driver.applyReplicaSet(rs), permanent);
     assert.deepEqual(
       await driver.deleteReplicaSet(rs.replicaSetId),

@@ -221,31 +221,6 @@ test(
       await b.waitGone(vec.service_id);
     });
 
-    await t.test(
-      'what the local driver does not run yet is refused with a 400 that says so',
-      async () => {
-        const refusals: [string, string, object | undefined][] = [
-          ['POST', `${b.servicePath(id)}/setHA`, { replica_count: 1 }],
-          [
-            'POST',
-            `${b.servicePath(id)}/replicaSets`,
-            { name: 'r', nodes: 1, cpu_millis: 500, memory_gbs: 2 },
-          ],
-          ['POST', b.servicePath(), { name: 'ha', replica_count: 1 }],
-        ];
-        for (const [method, path, body] of refusals) {
-          const res = await b.call(method, path, body);
-          assert.equal(res.status, 400, `${method} ${path}: ${res.text}`);
-          assert.equal(res.body.code, 'INVALID_REQUEST');
-          assert.match(res.body.message, /local driver, which does not support/);
-        }
-        const after = await b.call('GET', b.servicePath(id));
-        assert.equal(after.body.status, 'READY');
-        assert.equal(after.body.connection_pooler, undefined);
-        assert.deepEqual((await b.call('GET', b.servicePath())).body.length, 1);
-      },
-    );
-
     await t.test('delete stops every process, removes every file and the OS user', async () => {
       const user = `basin-${id}`;
       const uid = uidOf(user);

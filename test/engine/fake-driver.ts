@@ -17,7 +17,13 @@ export type Behaviour =
 
 export class FakeDriver implements Driver {
   readonly name = 'fake';
-  readonly capabilities = { forks: true, haReplicas: true, replicaSets: true, pooler: true };
+  readonly capabilities = {
+    forks: true,
+    haReplicas: true,
+    replicaSets: true,
+    pooler: true,
+    replicaSetPooler: true,
+  };
   /** applyService calls per service id. */
   readonly applied = new Map<string, number>();
   readonly deleted = new Map<string, number>();

@@ -53,6 +53,7 @@ export async function makeSpec(
   password: string,
   overrides: Partial<ServiceSpec> = {},
 ): Promise<ServiceSpec> {
+  const port = overrides.port ?? (await freePort());
   return {
     serviceId: serviceId(),
     projectId: 'p000000000',
@@ -61,11 +62,12 @@ export async function makeSpec(
     size: SHARED,
     environment: 'DEV',
     running: true,
-    port: await freePort(),
+    port,
     passwordVerifier: scramVerifier(password),
     pooler: { enabled: false, port: null },
     allowedCidrs: [],
     ha: { replicaCount: 0, syncReplicaCount: 0 },
+    nodes: [{ index: 0, role: 'primary', port }],
     source: { kind: 'empty' },
     createdAt: new Date().toISOString(),
     ...overrides,

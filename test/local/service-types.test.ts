@@ -153,27 +153,4 @@ describe('local driver: service types, TLS verification, unsupported features', 
       await deleteUntilDone(driver, spec.serviceId);
     }
   });
-
-  test('HA replicas and replica sets are refused permanently', async () => {
-    const permanent = (err: unknown) =>
-      err instanceof DriverError && !err.retryable && /not supported/.test(err.message);
-    const ha = await makeSpec('POSTGRES', password, {
-      ha: { replicaCount: 1, syncReplicaCount: 0 },
-    });
-    await assert.rejects(driver.applyService(ha), permanent);
-    const rs = {
-      replicaSetId: 'r000000000',
-      serviceId: plain.serviceId,
-      projectId: plain.projectId,
-      nodes: 1,
-      size: plain.size,
-      environment: plain.environment,
-      port: 1,
-      pooler: { enabled: false, port: null },
-      allowedCidrs: [],
-    };
-    await assert.rejects(driver.applyReplicaSet(rs), permanent);
-    assert.deepEqual(await driver.deleteReplicaSet(rs.replicaSetId), { done: true });
-    assert.equal(await driver.inspectReplicaSet(rs), 'missing');
-  });
 });

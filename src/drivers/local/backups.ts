@@ -21,6 +21,7 @@ import {
   type RepoBackup,
 } from './pgbackrest.js';
 import { postmasterStatus } from './postmaster.js';
+import { primaryNode } from './converge-nodes.js';
 import { readSmallFile } from './safe-fs.js';
 
 const backingUp = (): BackupProgress => ({ done: false, retryAfterMs: 500, reason: 'backing up' });
@@ -70,12 +71,14 @@ export class LocalBackups {
     await mkdirIn(layout.backupDir(id), 0o711);
     const dirs = layout.backupDirs(id);
     for (const dir of Object.values(dirs)) await ensureOwnedDir(dir, user);
+    // The recorded primary's (after a failover, another node's).
+    const primary = primaryNode(spec);
     const conf = renderStanzaConf({
       stanza: id,
       ...dirs,
-      pgdata: layout.pgdata({ id, node: 0 }),
-      socketDir: layout.socketDir({ id, node: 0 }),
-      port: spec.port,
+      pgdata: layout.pgdata({ id, node: primary.index }),
+      socketDir: layout.socketDir({ id, node: primary.index }),
+      port: primary.port,
       processMax: backupProcesses(spec.size),
     });
     await writeRootFile(layout.backupConf(id), conf, user);
@@ -121,7 +124,9 @@ export class LocalBackups {
     }
     // The attempt that started the last backup failed: said once, then a new one.
     if (run?.error && run.since === since) throw run.error;
-    const pm = await postmasterStatus(this.ctx.layout.pgdata({ id, node: 0 }));
+    const pm = await postmasterStatus(
+      this.ctx.layout.pgdata({ id, node: primaryNode(spec).index }),
+    );
     if (!pm.up || pm.state !== 'ready') {
       throw new DriverError(`Service ${id} is not running: it cannot be backed up now.`, true);
     }

@@ -26,6 +26,7 @@ const spec = (over: Partial<ServiceSpec> = {}): ServiceSpec => ({
   pooler: { enabled: false, port: null },
   allowedCidrs: [],
   ha: { replicaCount: 0, syncReplicaCount: 0 },
+  nodes: [{ index: 0, role: 'primary', port: 40001 }],
   source: { kind: 'empty' },
   createdAt: '2025-01-01T00:00:00Z',
   ...over,
@@ -258,4 +259,42 @@ test('wantedExtensions follows the type and the vector flag', () => {
   ]);
   assert.deepEqual(wantedExtensions({ type: 'VECTOR', vector: false }), ['vector']);
   assert.deepEqual(wantedExtensions({ type: 'POSTGRES', vector: false }), []);
+});
+
+describe('replication settings', () => {
+  test('a standby streams from its primary, follows the newest timeline; node 0 keeps the service id as cluster_name', () => {
+    const s = postgresqlSettings(spec(), paths, options, undefined, {
+      index: 2,
+      port: 40003,
+      standby: { conninfo: "host='127.0.0.1'", slot: 'node2' },
+    });
+    assert.equal(s.port, '40003');
+    assert.equal(s.cluster_name, 'abcdefghij-node2');
+    assert.equal(s.primary_conninfo, "host='127.0.0.1'");
+    assert.equal(s.primary_slot_name, 'node2');
+    assert.equal(s.recovery_target_timeline, 'latest');
+    const p = postgresqlSettings(spec(), paths, options, undefined, {
+      index: 0,
+      port: 40002,
+      synchronousStandbys: 'ANY 1 ("node1")',
+    });
+    assert.equal(p.cluster_name, 'abcdefghij');
+    assert.equal(p.synchronous_standby_names, 'ANY 1 ("node1")');
+    assert.equal(p.primary_conninfo, undefined);
+  });
+
+  test('the replication role streams from loopback only when the service has standbys, never while locked', () => {
+    const rows = (replication: boolean, locked = false) =>
+      pgHba(spec(), ['0.0.0.0/0'], locked, replication)
+        .split('\n')
+        .filter((l) => l.includes('replication'));
+    assert.equal(rows(false).length, 0);
+    assert.equal(rows(true).length, 2);
+    assert.ok(
+      rows(true).every((l) =>
+        /basin_replication\s+(127\.0\.0\.1\/32|::1\/128)\s+scram-sha-256/.test(l),
+      ),
+    );
+    assert.equal(rows(true, true).length, 0);
+  });
 });

@@ -26,6 +26,20 @@ export interface NodePaths {
   forkSourceConf: string;
 }
 
+/**
+ * Which node the settings are for, and its part in replication
+ * (replication.ts): a primary names its synchronous standbys, a standby
+ * where it streams from.
+ */
+export interface NodeSettings {
+  index: number;
+  port: number;
+  /** A primary with synchronous standbys: synchronous_standby_names. */
+  synchronousStandbys?: string;
+  /** A standby: its primary_conninfo and slot. */
+  standby?: { conninfo: string; slot: string };
+}
+
 export interface ConfOptions {
   /** PostgreSQL's listen_addresses: '*' (all interfaces) unless configured. */
   listenAddresses: string;
@@ -150,6 +164,7 @@ export function postgresqlSettings(
   paths: NodePaths,
   options: ConfOptions,
   recovery?: Recovery,
+  node: NodeSettings = { index: 0, port: spec.port },
 ): Settings {
   const p = sizeProfile(spec.size, options.hostMemoryMb);
   const tsdb = hasTimescale(spec.type);
@@ -157,10 +172,11 @@ export function postgresqlSettings(
     // Connections. The Unix socket lives in a directory only root and the
     // service's OS user can enter: it is Basin's administrative door.
     listen_addresses: options.listenAddresses,
-    port: String(spec.port),
+    port: String(node.port),
     unix_socket_directories: paths.socketDir,
-    // Names the cluster in process titles ("postgres: <id>: checkpointer").
-    cluster_name: spec.serviceId,
+    // Names the cluster in process titles ("postgres: <id>: checkpointer");
+    // node 0 keeps the service's id, as before services had several nodes.
+    cluster_name: node.index === 0 ? spec.serviceId : `${spec.serviceId}-node${node.index}`,
     max_connections: String(p.maxConnections),
     password_encryption: 'scram-sha-256',
     // TLS; pg_hba.conf makes it mandatory for TCP. The files are relative to
@@ -216,11 +232,24 @@ export function postgresqlSettings(
     // No internet here; and a managed service does not phone home by default.
     s['timescaledb.telemetry_level'] = 'off';
   }
-  if (spec.source.kind === 'fork') {
+  if (node.synchronousStandbys) s.synchronous_standby_names = node.synchronousStandbys;
+  if (node.standby) {
+    // A streaming standby (https://www.postgresql.org/docs/15/warm-standby.html):
+    // it follows the newest timeline, so it keeps following after a failover
+    // promoted another standby; its slot keeps the WAL it still needs on
+    // the primary; its feedback keeps the primary from removing rows its
+    // queries still read.
+    s.primary_conninfo = node.standby.conninfo;
+    s.primary_slot_name = node.standby.slot;
+    s.recovery_target_timeline = 'latest';
+    s.hot_standby_feedback = 'on';
+  }
+  if (spec.source.kind === 'fork' && node.index === 0 && !node.standby) {
     // A fork recovers its parent's WAL before it opens. With hot standby,
     // PostgreSQL would refuse to recover with fewer connections or workers
     // than its parent had (a fork may be smaller); nobody connects before
-    // it opens anyway. A primary never runs as a standby, so this changes
+    // it opens anyway. Its node 0 runs as a standby only after a failover
+    // (rewound, then restarted anyway), so this changes
     // nothing afterwards, and it never changes: no restart.
     s.hot_standby = 'off';
   }
@@ -274,6 +303,9 @@ export function renderConf(settings: Settings): string {
   return `# Written by Basin from the service's spec; edits are overwritten.\n${lines.join('\n')}\n`;
 }
 
+/** The role the standbys of a service stream as (replication.ts). */
+export const REPLICATION_ROLE = 'basin_replication';
+
 /** The ident map name used for Basin's administrative (peer) connections. */
 export const ADMIN_MAP = 'basin';
 
@@ -292,13 +324,26 @@ export const ADMIN_MAP = 'basin';
  *   the socket with SCRAM-SHA-256: that is PgBouncer (pooler.ts), replaying
  *   its client's SCRAM proof. The socket's directory is the service's user's
  *   alone, so nothing else gets there that could not already.
+ * - with `replication` (a service with standbys), the replication role
+ *   streams from loopback.
  */
 export function pgHba(
-  spec: Pick<ServiceSpec, 'allowedCidrs'> & { pooler?: { enabled: boolean } },
+  spec: Pick<ServiceSpec, 'allowedCidrs'> & {
+    pooler?: { enabled: boolean };
+    port?: number;
+    nodes?: readonly { port: number }[];
+  },
   publicCidrs: readonly string[],
   locked = false,
+  replication = false,
 ) {
   const cidrs = locked ? [] : admittedCidrs(spec, publicCidrs);
+  // A node behind HAProxy (its port is not the endpoint's) sees every
+  // client as loopback; the proxy enforces the access rules (haproxy.ts).
+  const proxied = spec.nodes?.some((n) => n.port !== spec.port) ?? false;
+  if (proxied && !locked) {
+    for (const a of ['127.0.0.1/32', '::1/128']) if (!cidrs.includes(a)) cidrs.push(a);
+  }
   const any = ['0.0.0.0/0', '::/0'];
   const row = (...cols: string[]) => cols.map((c, i) => (i < 4 ? `${c.padEnd(13)} ` : c)).join('');
   return [
@@ -312,6 +357,12 @@ export function pgHba(
     ...any.map((a) => row('hostnossl', 'all', 'all', a, 'reject')),
     ...any.map((a) => row('hostssl', 'all', 'postgres', a, 'reject')),
     ...cidrs.map((c) => row('hostssl', 'all', 'all', c, 'scram-sha-256')),
+    // The service's standbys (when it has some) stream from loopback, over
+    // TLS, as Basin's replication role (replication.ts); `all` above never
+    // matches a replication connection.
+    ...(replication && !locked ? ['127.0.0.1/32', '::1/128'] : []).map((a) =>
+      row('hostssl', 'replication', REPLICATION_ROLE, a, 'scram-sha-256'),
+    ),
     '',
   ].join('\n');
 }

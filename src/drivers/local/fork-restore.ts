@@ -47,6 +47,8 @@ import { postmasterPort, postmasterStatus } from './postmaster.js';
 import { clusterProcesses } from './processes.js';
 import { writeFileAs } from './safe-fs.js';
 import { archived, markWal } from './wal-mark.js';
+import { isStandbyData } from './standby.js';
+import type { Layout, NodeRef } from './layout.js';
 
 type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
 
@@ -135,7 +137,8 @@ async function copyFromParent(
 ): Promise<Copied> {
   const { layout } = ctx;
   const parent = source.parentServiceId;
-  const parentRef = { id: parent, node: 0 };
+  // A parent with standbys: its primary's data (after a failover, not node 0's).
+  const parentRef = await primaryDataOf(layout, parent);
   const parentPgdata = layout.pgdata(parentRef);
   const hasData = await nodeExists(layout, parentRef);
   const hasRepo = await exists(layout.backupInfo(parent));
@@ -269,3 +272,25 @@ async function finishData(
 }
 
 const tag = () => randomBytes(4).toString('hex');
+
+/**
+ * The node of service `id` whose data is a primary's (no standby.signal),
+ * the lowest such; node 0 when none is (no data, or only standbys).
+ */
+async function primaryDataOf(layout: Layout, id: string): Promise<NodeRef> {
+  let names: string[] = [];
+  try {
+    names = await readdir(layout.instanceDir(id));
+  } catch {
+    // no nodes
+  }
+  const indices = names
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .sort((a, b) => a - b);
+  for (const node of indices) {
+    const ref = { id, node };
+    if ((await nodeExists(layout, ref)) && !(await isStandbyData(layout.pgdata(ref)))) return ref;
+  }
+  return { id, node: 0 };
+}

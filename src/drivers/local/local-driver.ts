@@ -16,7 +16,9 @@ import {
   type BackupProgress,
   DriverError,
   type Driver,
+  type FailoverView,
   type Health,
+  type ObservedNode,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
@@ -38,8 +40,11 @@ import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
-import { ServiceNode } from './service-node.js';
 import { ServicePooler } from './pooler.js';
+import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
+import { Haproxy } from './haproxy.js';
+import { PrimaryWatch, prepareFailover } from './failover.js';
+import { convergeReplicaSet, dropReplicaSetSlots, inspectReplicaSet } from './replica-set.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
@@ -116,6 +121,8 @@ export interface DriverContext {
   locks: KeyedLock;
   /** Work in the background, such as a fork's restore (tasks.ts). */
   tasks: Tasks;
+  /** The installation's proxy: the endpoints of services with HA replicas (haproxy.ts). */
+  haproxy: Haproxy;
   log: Logger;
 }
 
@@ -123,14 +130,24 @@ export class LocalDriver implements Driver {
   readonly name = 'local';
   readonly capabilities: Capabilities = {
     forks: true,
-    haReplicas: false,
-    replicaSets: false,
+    haReplicas: true,
+    replicaSets: true,
     pooler: true,
+    // A read replica set's pooler: not yet (refused with a 400 up front).
+    replicaSetPooler: false,
   };
   private readonly log: Logger;
   private readonly locks = new KeyedLock();
   private readonly sampler: MetricsSampler;
   private ctx: DriverContext | undefined;
+  private readonly downListeners: ((serviceId: string) => void)[] = [];
+  /** The primaries of running services with standbys (failover.ts). */
+  private readonly watch = new PrimaryWatch(
+    () => this.context(),
+    (id) => {
+      for (const l of this.downListeners) l(id);
+    },
+  );
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
@@ -195,6 +212,11 @@ export class LocalDriver implements Driver {
       log: this.log,
     });
     const ctx: Omit<DriverContext, 'backups'> = {
+      haproxy: new Haproxy({
+        layout,
+        listenAddresses: this.options.listenAddresses ?? '*',
+        log: this.log,
+      }),
       locks: this.locks,
       tasks: new Tasks(),
       layout,
@@ -219,6 +241,10 @@ export class LocalDriver implements Driver {
       if (ID.test(id)) await this.track(id);
     }
     this.sampler.start();
+    this.watch.start();
+    await ctx.haproxy.supervise().catch((err: Error) => {
+      this.log.error({ err: err.message }, 'could not start HAProxy');
+    });
     if (!perService) {
       this.log.warn(
         { osUser: templateUser.name },
@@ -246,6 +272,18 @@ export class LocalDriver implements Driver {
   /** Stops sampling. Databases keep running: they outlive the API server, and the next start adopts them. */
   async close(): Promise<void> {
     this.sampler.stop();
+    this.watch.stop();
+  }
+
+  watchPrimaries(onDown: (serviceId: string) => void): void {
+    this.downListeners.push(onDown);
+  }
+
+  /** See failover.ts: a dead primary fenced, and how far each standby got. */
+  async prepareFailover(spec: ServiceSpec): Promise<FailoverView> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    return this.locks.run(spec.serviceId, () => prepareFailover(ctx, spec));
   }
 
   /** The CA certificate clients trust for sslmode=verify-full. */
@@ -256,17 +294,18 @@ export class LocalDriver implements Driver {
   async applyService(spec: ServiceSpec): Promise<Progress> {
     checkId(spec.serviceId);
     if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
-    refuseUnsupported(spec);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
-      // The pooler stops before its server and starts after it (pooler.ts).
+      // The pooler stops before its server and starts after it (pooler.ts);
+      // it follows the recorded primary, so a failover re-points it here.
       const pooler = new ServicePooler(ctx, spec);
       if (!spec.running || !spec.pooler.enabled) {
         const stopping = await pooler.stop(!spec.pooler.enabled);
         if (!stopping.done) return stopping;
       }
-      const progress = await new ServiceNode(ctx, spec).converge();
-      await this.track(spec.serviceId);
+      this.watch.track(spec);
+      const progress = await convergeNodes(ctx, spec);
+      await this.track(spec.serviceId, primaryNode(spec).index);
       if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
       return pooler.converge(await ctx.users.ensure(spec.serviceId));
     });
@@ -284,6 +323,7 @@ export class LocalDriver implements Driver {
     checkId(serviceId);
     const ctx = this.context();
     await ctx.tasks.abort(forkTask(serviceId));
+    this.watch.forget(serviceId);
     return this.locks.run(serviceId, async () => {
       const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
@@ -304,6 +344,10 @@ export class LocalDriver implements Driver {
         }
       }
       if (waitMs > 0) return wait(waitMs, 'stopping PostgreSQL');
+      // A read replica set's slots on its service's primary go before its files.
+      const dropping = await dropReplicaSetSlots(ctx, serviceId);
+      if (dropping) return dropping;
+      await ctx.haproxy.removeService(serviceId);
       const user = users.lookup(serviceId);
       if (user && (await users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
@@ -333,6 +377,7 @@ export class LocalDriver implements Driver {
         await users.remove(serviceId);
       }
       this.sampler.untrack(metricsKey(serviceId));
+      this.sampler.untrack(replicaSetKey(serviceId));
       if (refs.length > 0) this.log.info({ serviceId }, 'deleted service databases');
       return DONE;
     });
@@ -345,8 +390,11 @@ export class LocalDriver implements Driver {
    */
   async inspectService(spec: ServiceSpec): Promise<Health> {
     checkId(spec.serviceId);
-    const { layout, privateTmp } = this.context();
-    const ref = { id: spec.serviceId, node: 0 };
+    const ctx = this.context();
+    const { layout, privateTmp } = ctx;
+    const primary = primaryNode(spec);
+    const ref = { id: spec.serviceId, node: primary.index };
+    this.watch.track(spec);
     if (!(await nodeExists(layout, ref))) return 'missing';
     const pm = await postmasterStatus(layout.pgdata(ref));
     this.sampler.track(metricsKey(spec.serviceId), {
@@ -361,13 +409,27 @@ export class LocalDriver implements Driver {
       return 'failed';
     }
     if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
+    // Every standby runs too, and the endpoint routes to the primary.
+    if (spec.running && spec.nodes.length > 1) {
+      for (const n of spec.nodes) {
+        const st = await postmasterStatus(layout.pgdata({ id: spec.serviceId, node: n.index }));
+        if (!st.up) return 'failed';
+      }
+      if (!(await ctx.haproxy.hasService(spec.serviceId))) return 'failed';
+    }
     // A pooler that died is started again by the apply that 'failed' brings.
     if (spec.running && spec.pooler.enabled) {
-      const pooler = new ServicePooler(this.context(), spec);
+      const pooler = new ServicePooler(ctx, spec);
       await pooler.trimLog();
       if (!(await pooler.pid())) return 'failed';
     }
     return 'running';
+  }
+
+  /** Role, timeline, WAL position and lag of each node (converge-nodes.ts). */
+  async observeService(spec: ServiceSpec): Promise<ObservedNode[]> {
+    checkId(spec.serviceId);
+    return observeNodes(this.context(), spec);
   }
 
   /** A full backup with pgBackRest, in the background (backups.ts). */
@@ -391,17 +453,38 @@ export class LocalDriver implements Driver {
     });
   }
 
-  async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {
-    throw new DriverError('Read replica sets are not supported by the local driver yet.', false);
+  /** Hot standbys of the service behind one endpoint (replica-set.ts). */
+  async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
+    checkId(spec.replicaSetId);
+    checkId(spec.serviceId);
+    // Refused up front, permanently, rather than half done (capabilities).
+    if (spec.pooler.enabled) {
+      throw new DriverError(
+        "A read replica set's connection pooler is not supported by the local driver yet.",
+        false,
+      );
+    }
+    const ctx = this.context();
+    return this.locks.run(spec.replicaSetId, async () => {
+      const progress = await convergeReplicaSet(ctx, spec);
+      const pgdata = ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 });
+      const pm = await postmasterStatus(pgdata);
+      this.sampler.track(replicaSetKey(spec.replicaSetId), {
+        pgdata,
+        pid: pm.up ? pm.pid : undefined,
+      });
+      return progress;
+    });
   }
 
-  /** Nothing can have been created: DONE. */
-  async deleteReplicaSet(_replicaSetId: string): Promise<Progress> {
-    return DONE;
+  /** Its nodes stop, its slots on the primary are dropped, then everything of it goes, as a service's. */
+  async deleteReplicaSet(replicaSetId: string): Promise<Progress> {
+    return this.deleteService(replicaSetId);
   }
 
-  async inspectReplicaSet(_spec: ReplicaSetSpec): Promise<Health> {
-    return 'missing';
+  async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
+    checkId(spec.replicaSetId);
+    return inspectReplicaSet(this.context(), spec);
   }
 
   /**
@@ -423,13 +506,15 @@ export class LocalDriver implements Driver {
 
   /** The latest background sample of the service's primary (see metrics/metrics-sampler.ts). */
   metrics(target: Target): Metrics | undefined {
-    return target.kind === 'service' ? this.sampler.latest(metricsKey(target.id)) : undefined;
+    return this.sampler.latest(
+      target.kind === 'service' ? metricsKey(target.id) : replicaSetKey(target.id),
+    );
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */
-  private async track(id: string): Promise<void> {
+  private async track(id: string, primary = 0): Promise<void> {
     const { layout } = this.context();
-    const ref = { id, node: 0 };
+    const ref = { id, node: primary };
     if (!(await nodeExists(layout, ref))) return;
     const pm = await postmasterStatus(layout.pgdata(ref));
     this.sampler.track(metricsKey(id), {
@@ -454,19 +539,12 @@ export class LocalDriver implements Driver {
 }
 
 const metricsKey = (serviceId: string) => `service:${serviceId}`;
+const replicaSetKey = (id: string) => `replicaSet:${id}`;
 
 /** Ids become path components: only the store's lowercase alphanumerics are accepted. */
 const ID = /^[a-z0-9]{1,32}$/;
 function checkId(id: string): void {
   if (!ID.test(id)) throw new DriverError(`Invalid service id ${JSON.stringify(id)}.`, false);
-}
-
-/** Features of later issues: refused up front, permanently, rather than half done. */
-function refuseUnsupported(spec: ServiceSpec): void {
-  const no = (what: string) => {
-    throw new DriverError(`${what} are not supported by the local driver yet.`, false);
-  };
-  if (spec.ha.replicaCount > 0) no('HA replicas');
 }
 
 export function createLocalDriver(options: LocalDriverOptions): LocalDriver {

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { postmasterCommand } from './confine.js';
+import { primaryNode } from './converge-nodes.js';
 import { childEnv, lastLines } from './exec.js';
 import type { DriverContext } from './local-driver.js';
 import { hash } from './node-state.js';
@@ -109,7 +110,7 @@ export class ServicePooler {
     await writeRootFile(files.ini, ini, user);
     await writeRootFile(files.authFile, auth, user);
     await writeRootFile(files.hbaFile, hba, user);
-    const pgdata = ctx.layout.pgdata({ id: spec.serviceId, node: 0 });
+    const pgdata = ctx.layout.pgdata(this.primary().ref);
     const cert = await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 });
     const restartHash = hash(restartPart(ini), cert);
     const loadedHash = hash(ini, auth, hba);
@@ -152,15 +153,26 @@ export class ServicePooler {
     return DONE;
   }
 
+  /**
+   * The node the pooler reaches: the recorded primary (node 0 until a
+   * failover), on its own socket and port, so that the apply after a
+   * failover re-points the pooler (a reload) at the new primary.
+   */
+  private primary(): { ref: { id: string; node: number }; port: number } {
+    const node = primaryNode(this.spec);
+    return { ref: { id: this.spec.serviceId, node: node.index }, port: node.port };
+  }
+
   private configFiles(): { ini: string; auth: string; hba: string } {
     const { ctx, spec } = this;
-    const pgdata = ctx.layout.pgdata({ id: spec.serviceId, node: 0 });
+    const { ref, port } = this.primary();
+    const pgdata = ctx.layout.pgdata(ref);
     try {
       return {
         ini: pgbouncerIni(
-          spec,
+          { ...spec, port },
           {
-            socketDir: ctx.layout.socketDir({ id: spec.serviceId, node: 0 }),
+            socketDir: ctx.layout.socketDir(ref),
             authFile: this.files.authFile,
             hbaFile: this.files.hbaFile,
             certFile: join(pgdata, 'server.crt'),

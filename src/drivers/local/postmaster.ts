@@ -252,6 +252,11 @@ export class Stopper {
     return this.stops.get(pgdata)?.pid === pid;
   }
 
+  /** Whether the driver is stopping (or has stopped, to start again) the server of `pgdata`. */
+  busy(pgdata: string): boolean {
+    return this.stops.has(pgdata);
+  }
+
   forget(pgdata: string): void {
     this.stops.delete(pgdata);
   }

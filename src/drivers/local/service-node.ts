@@ -14,7 +14,7 @@
 import { createServer } from 'node:net';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
-import { DriverError, type ServiceSpec } from '../driver.js';
+import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { createExtensions, reloadConfig, setTsdbadminPassword, type AdminTarget } from './admin.js';
 import { isConfined } from './confine.js';
@@ -23,6 +23,7 @@ import {
   pgIdent,
   postgresqlSettings,
   renderConf,
+  type Settings,
   splitSettings,
   wantedExtensions,
 } from './conf.js';
@@ -37,6 +38,8 @@ import {
   writeNodeConfig,
   type NodeConfigFiles,
 } from './node-files.js';
+import { nodeName } from '../../domain/service-nodes.js';
+import { promote, standbyConninfo } from './replication.js';
 import { hash, readNodeState, writeNodeState, type NodeState } from './node-state.js';
 import { isRoot, type OsUser } from './os-user.js';
 import { postmasterStatus, prepareStart, spawnPostmaster, startFailure } from './postmaster.js';
@@ -45,6 +48,7 @@ import { forkData, openFork, recoveryFailed } from './fork-open.js';
 import { archiveBeforeStop } from './wal-mark.js';
 import { readSmallFile } from './safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
+import { buildStandby, isStandbyData, rewindToStandby } from './standby.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
 /**
@@ -59,16 +63,46 @@ const RECOVERY_POLL_MS = 100;
 
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
+/**
+ * A node's part in replication, from the driver (local-driver.ts): a
+ * standby streams from the primary's port with the service's secret; a
+ * primary names its synchronous standbys.
+ */
+export interface NodeReplication {
+  /** Where a standby streams from (a read replica set's node: the service's endpoint). */
+  primary: SpecNode;
+  secret: string;
+  synchronousStandbys: string;
+  /** A standby's application_name and slot (default nodeName: `node<i>`). */
+  nameOf?: (index: number) => string;
+  /**
+   * Settings a hot standby needs at least as high as its primary's
+   * (max_connections…): a smaller read replica than its primary would not start.
+   */
+  floor?: Settings;
+}
+
 export class ServiceNode {
   private readonly ref: NodeRef;
   private readonly pgdata: string;
+  private readonly isStandby: boolean;
 
   constructor(
     private readonly ctx: DriverContext,
     private readonly spec: ServiceSpec,
+    private readonly node: SpecNode = spec.nodes.find((n) => n.role === 'primary') ?? {
+      index: 0,
+      role: 'primary',
+      port: spec.port,
+    },
+    private readonly replication?: NodeReplication,
   ) {
-    this.ref = { id: spec.serviceId, node: 0 };
+    this.ref = { id: spec.serviceId, node: node.index };
     this.pgdata = ctx.layout.pgdata(this.ref);
+    this.isStandby = node.role === 'standby';
+    if (this.isStandby && !replication) {
+      throw new DriverError('A standby needs its primary (a bug in the local driver).', false);
+    }
   }
 
   async converge(): Promise<Progress> {
@@ -85,7 +119,10 @@ export class ServiceNode {
         await userMade;
         return wait(250, 'preparing the PostgreSQL template (once per host)');
       }
-      if (spec.source.kind === 'fork') {
+      if (this.isStandby) {
+        // Copied from the running primary (pg_basebackup): it is not stopped.
+        await buildStandby(ctx, spec, this.node, this.replicationOf(), await userMade);
+      } else if (spec.source.kind === 'fork') {
         const restoring = await forkData(ctx, spec, await userMade, () =>
           nodeExists(ctx.layout, ref),
         );
@@ -97,6 +134,13 @@ export class ServiceNode {
     const user = await userMade;
     const handing = await this.handOver(user);
     if (handing) return handing;
+    // A former primary that is to follow another (after a failover): fenced
+    // (stopped at once), then rewound onto the new primary's timeline, or
+    // rebuilt from it when it cannot be.
+    if (this.isStandby && !(await isStandbyData(pgdata))) {
+      const demoting = await this.demote(user);
+      if (demoting) return demoting;
+    }
     await ensureNodeDirs(ctx.layout, ref, user);
     const state = await readNodeState(ctx.layout.stateFile(ref));
     const files = this.configFiles(user, state);
@@ -117,7 +161,7 @@ export class ServiceNode {
     if (!spec.running) {
       if (pm.up) {
         const marking =
-          pm.state === 'ready' && !ctx.stopper.stopping(pgdata, pm.pid)
+          !this.isStandby && pm.state === 'ready' && !ctx.stopper.stopping(pgdata, pm.pid)
             ? await archiveBeforeStop(this.admin(), state, () => this.save(state), ctx.log)
             : undefined;
         if (marking) return marking;
@@ -126,21 +170,25 @@ export class ServiceNode {
       if (starting && !starting.proc.exit) {
         return wait(100, 'waiting for PostgreSQL to finish starting before stopping it');
       }
-      // Nothing of the tenant's runs while its server does not (see start).
-      if ((await ctx.users.killAll(user)) > 0) {
+      // Nothing of the tenant's runs while its server does not (see start);
+      // its primary stops last (local-driver.ts), and sweeps.
+      if (!this.isStandby && (await ctx.users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
       }
       ctx.stopper.forget(pgdata);
       ctx.spawned.delete(pgdata);
       return DONE;
     }
+    const ready = pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
     if (!pm.up) {
       // Archiving works from the server's first segment on: its stanza is there first.
-      await ctx.backups.ensureConfig(spec, user);
-      await ctx.backups.ensureStanza(spec.serviceId, user);
+      if (!this.isStandby) {
+        await ctx.backups.ensureConfig(spec, user);
+        await ctx.backups.ensureStanza(spec.serviceId, user);
+      }
       return this.start(user, state, restartHash, loadedHash);
     }
-    if (starting?.proc.pid === pm.pid && pm.state === 'ready') starting.sawReady = true;
+    if (starting?.proc.pid === pm.pid && ready) starting.sawReady = true;
     // A server an older Basin started runs without no_new_privs or a
     // private /tmp: restarted once, confined (confine.ts).
     const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined));
@@ -155,7 +203,17 @@ export class ServiceNode {
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
       return wait(ms, why);
     }
-    if (pm.state !== 'ready') {
+    // The recorded primary still a standby: a failover chose it (promoteNode).
+    if (!this.isStandby && ready && (await isStandbyData(pgdata))) {
+      ctx.log.info({ serviceId: spec.serviceId, node: ref.node }, 'promoting the standby');
+      try {
+        await promote(this.admin());
+      } catch (err) {
+        throw new DriverError(`Could not promote the standby: ${(err as Error).message}`, true);
+      }
+      return wait(STARTUP_POLL_MS, 'promoting the standby');
+    }
+    if (!ready) {
       if (state.fork === 'recovering') return wait(RECOVERY_POLL_MS, "recovering the parent's WAL");
       return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
     }
@@ -172,6 +230,7 @@ export class ServiceNode {
       state.loaded = loadedHash;
       await this.save(state);
     }
+    if (this.isStandby) return DONE; // read-only: it has the primary's roles and extensions
     if (state.fork === 'recovering') {
       return openFork(
         ctx,
@@ -259,7 +318,6 @@ export class ServiceNode {
    */
   private async start(user: OsUser, state: NodeState, restartHash: string, loadedHash: string) {
     const { ctx, spec, ref, pgdata } = this;
-    ctx.stopper.forget(pgdata);
     const last = ctx.spawned.get(pgdata);
     if (last && !last.proc.exit) return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
     ctx.spawned.delete(pgdata);
@@ -279,15 +337,15 @@ export class ServiceNode {
     // What the service's tsdbadmin started under the previous server (COPY
     // … TO PROGRAM, detached) ends with it: a tenant's processes live and
     // die with its server, in its namespace, with no_new_privs, and none
-    // an older Basin left unconfined outlives this start. (A service has
-    // one node; when it has more, their servers must be spared here.)
-    if ((await ctx.users.killAll(user)) > 0) {
+    // an older Basin left unconfined outlives this start. A service with
+    // several nodes spares them: its other servers run as the same user.
+    if (spec.nodes.length <= 1 && (await ctx.users.killAll(user)) > 0) {
       return wait(100, "stopping the processes of the service's OS user");
     }
     // PostgreSQL starts as long as it can bind one address, so a port taken
     // on IPv4 alone would leave a server clients cannot reach: check first.
-    if (ctx.listenAddresses !== '' && !(await portIsFree(spec.port))) {
-      throw new DriverError(`Port ${spec.port} is in use by another process.`, true);
+    if (ctx.listenAddresses !== '' && !(await portIsFree(this.node.port))) {
+      throw new DriverError(`Port ${this.node.port} is in use by another process.`, true);
     }
     const proc = await spawnPostmaster({
       pgBin: ctx.pg.bin,
@@ -297,12 +355,15 @@ export class ServiceNode {
       privateTmp: ctx.privateTmp,
     });
     ctx.spawned.set(pgdata, { proc, sawReady: false });
+    // Only now: until the new postmaster is known, the stop stays recorded,
+    // so the failover watch never takes a restart for a death (failover.ts).
+    ctx.stopper.forget(pgdata);
     state.startedWith = restartHash;
     state.loaded = loadedHash;
     delete state.walMarkedAt; // it runs again: its WAL goes on
     await this.save(state);
     ctx.log.info(
-      { serviceId: spec.serviceId, pid: proc.pid, osUser: user.name },
+      { serviceId: spec.serviceId, node: ref.node, pid: proc.pid, osUser: user.name },
       'starting PostgreSQL',
     );
     return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
@@ -318,8 +379,9 @@ export class ServiceNode {
 
   /** The node's settings; a recovering fork's recovery settings with them. */
   private settings(state: NodeState) {
-    const { ctx, spec, ref } = this;
-    return postgresqlSettings(
+    const { ctx, spec, ref, node, replication } = this;
+    const standby = this.isStandby ? this.replicationOf() : undefined;
+    const settings = postgresqlSettings(
       spec,
       {
         socketDir: ctx.layout.socketDir(ref),
@@ -333,7 +395,62 @@ export class ServiceNode {
         hostMemoryMb: Math.floor(totalmem() / 1024 / 1024),
       },
       state.fork === 'recovering' ? state.recovery : undefined,
+      {
+        index: node.index,
+        port: node.port,
+        ...(replication?.synchronousStandbys && !this.isStandby
+          ? { synchronousStandbys: replication.synchronousStandbys }
+          : {}),
+        ...(standby
+          ? {
+              standby: {
+                conninfo: standbyConninfo({
+                  primaryPort: standby.primary.port,
+                  secret: standby.secret,
+                  name: (standby.nameOf ?? nodeName)(node.index),
+                  pgdata: this.pgdata,
+                }),
+                slot: (standby.nameOf ?? nodeName)(node.index),
+              },
+            }
+          : {}),
+      },
     );
+    return replication?.floor ? raiseTo(settings, replication.floor) : settings;
+  }
+
+  private replicationOf(): NodeReplication {
+    if (!this.replication) throw new DriverError('A standby needs its primary.', false);
+    return this.replication;
+  }
+
+  /**
+   * A node recorded as a standby whose data is a primary's (a failover or
+   * a switchover promoted another node): stopped if it runs (it must never
+   * accept another write; converge-nodes.ts stops it before the new
+   * primary is promoted), then rewound from the new primary.
+   */
+  private async demote(user: OsUser): Promise<Progress | undefined> {
+    const { ctx, spec, pgdata } = this;
+    const why = 'fencing the former primary';
+    const pm = await postmasterStatus(pgdata);
+    if (pm.up) {
+      if (!ctx.stopper.stopping(pgdata, pm.pid)) {
+        ctx.log.info({ serviceId: spec.serviceId, node: this.ref.node }, why);
+      }
+      return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), why);
+    }
+    const starting = ctx.spawned.get(pgdata);
+    if (starting && !starting.proc.exit) return wait(50, why);
+    const left = await clusterProcesses(pgdata);
+    if (left.length > 0) {
+      signalAll(left, 'SIGKILL');
+      return wait(50, why);
+    }
+    ctx.stopper.forget(pgdata);
+    ctx.spawned.delete(pgdata);
+    await rewindToStandby(ctx, spec, this.node, this.replicationOf(), user);
+    return undefined;
   }
 
   private configFiles(user: OsUser, state: NodeState): NodeConfigFiles {
@@ -341,7 +458,7 @@ export class ServiceNode {
       return {
         conf: renderConf(this.settings(state)),
         // A fork admits nobody but Basin until it is open (fork-open.ts).
-        hba: pgHba(this.spec, this.ctx.publicCidrs, state.fork === 'recovering'),
+        hba: pgHba(this.spec, this.ctx.publicCidrs, state.fork === 'recovering', true),
         ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {
@@ -352,7 +469,7 @@ export class ServiceNode {
   private admin(): AdminTarget {
     return {
       socketDir: this.ctx.layout.socketDir(this.ref),
-      port: this.spec.port,
+      port: this.node.port,
       pgdata: this.pgdata,
       bounds: this.ctx.adminBounds,
     };
@@ -361,6 +478,15 @@ export class ServiceNode {
   private save(state: NodeState): Promise<void> {
     return writeNodeState(this.ctx.layout.stateFile(this.ref), state);
   }
+}
+
+/** `settings` with each number of `floor` taken where it is higher. */
+function raiseTo(settings: Settings, floor: Settings): Settings {
+  const out = { ...settings };
+  for (const [k, v] of Object.entries(floor)) {
+    if (Number(v) > Number(out[k] ?? 0)) out[k] = v;
+  }
+  return out;
 }
 
 /** Whether nothing listens on `port` on any IPv4 address. */

@@ -27,6 +27,7 @@ function serviceSpec(over: Partial<ServiceSpec> = {}): ServiceSpec {
     pooler: { enabled: false, port: null },
     allowedCidrs: [],
     ha: { replicaCount: 0, syncReplicaCount: 0 },
+    nodes: [{ index: 0, role: 'primary', port: 15432 }],
     source: { kind: 'empty' },
     createdAt: new Date(START).toISOString(),
     ...over,
@@ -37,6 +38,8 @@ function replicaSetSpec(over: Partial<ReplicaSetSpec> = {}): ReplicaSetSpec {
   return {
     replicaSetId: 'rs00000001',
     serviceId: 'svc0000001',
+    primary: serviceSpec(),
+    nodePorts: [15434, 15435],
     projectId: 'prj0000001',
     nodes: 2,
     size: DEDICATED,

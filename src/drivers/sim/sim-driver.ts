@@ -9,7 +9,9 @@ import {
   type BackupProgress,
   DriverError,
   type Driver,
+  type FailoverView,
   type Health,
+  type ObservedNode,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
@@ -38,13 +40,22 @@ export interface SimDriverOptions {
  */
 export class SimDriver implements Driver {
   readonly name = 'sim';
-  readonly capabilities = { forks: true, haReplicas: true, replicaSets: true, pooler: true };
+  readonly capabilities = {
+    forks: true,
+    haReplicas: true,
+    replicaSets: true,
+    pooler: true,
+    replicaSetPooler: true,
+  };
   private readonly clock: () => number;
   private readonly services: SimResources<ServiceSpec>;
   private readonly replicaSets: SimResources<ReplicaSetSpec>;
   private readonly backups: SimBackups;
   /** When the sim first saw each target (`kind:id`): the anchor of its log history. */
   private readonly firstSeen = new Map<string, number>();
+  /** Services whose primary died (killPrimary), with that primary's index, until an apply completes. */
+  private readonly deadPrimaries = new Map<string, number>();
+  private readonly downListeners: ((serviceId: string) => void)[] = [];
 
   constructor(options: SimDriverOptions) {
     if (!Number.isFinite(options.delayMs) || options.delayMs < 0) {
@@ -82,7 +93,7 @@ export class SimDriver implements Driver {
       if (why) refuse(why);
     }
     this.see({ kind: 'service', id: spec.serviceId });
-    return this.services.apply(spec.serviceId, spec, (previous, crashed) => {
+    const progress = this.services.apply(spec.serviceId, spec, (previous, crashed) => {
       if (previous === undefined) {
         return source.kind === 'fork' ? `forking from ${source.parentServiceId}` : 'creating';
       }
@@ -90,6 +101,29 @@ export class SimDriver implements Driver {
       if (previous.running !== spec.running) return spec.running ? 'starting' : 'stopping';
       return 'reconfiguring';
     });
+    // Applied: its primary runs (the promoted one, or the dead one restarted).
+    if (progress.done) this.deadPrimaries.delete(spec.serviceId);
+    return progress;
+  }
+
+  watchPrimaries(onDown: (serviceId: string) => void): void {
+    this.downListeners.push(onDown);
+  }
+
+  /**
+   * After killPrimary, until an apply completes: dead, with every standby
+   * caught up (the sim loses nothing). Otherwise not dead.
+   */
+  async prepareFailover(spec: ServiceSpec): Promise<FailoverView> {
+    const dead = this.deadPrimaries.get(spec.serviceId);
+    const primary = spec.nodes.find((n) => n.role === 'primary');
+    if (dead === undefined || primary?.index !== dead) return { dead: false };
+    return {
+      dead: true,
+      standbys: spec.nodes
+        .filter((n) => n.role === 'standby')
+        .map((n) => ({ index: n.index, lsn: '0/3000000' })),
+    };
   }
 
   /** Deletes a service (timed like apply); then it and its backups are forgotten. Unknown ids are DONE. */
@@ -122,6 +156,26 @@ export class SimDriver implements Driver {
   async inspectService(spec: ServiceSpec): Promise<Health> {
     this.see({ kind: 'service', id: spec.serviceId });
     return this.services.health(spec.serviceId, spec, (s) => s.running);
+  }
+
+  /**
+   * Every node of a service that runs as last applied is ready, in the
+   * role its spec records, on timeline 1 and caught up; otherwise none is.
+   */
+  async observeService(spec: ServiceSpec): Promise<ObservedNode[]> {
+    const running = this.services.get(spec.serviceId)?.running === true && spec.running;
+    const dead = this.deadPrimaries.get(spec.serviceId);
+    return spec.nodes.map((n) => {
+      const up = running && n.index !== dead;
+      return {
+        index: n.index,
+        ready: up,
+        actsAs: up ? n.role : null,
+        timeline: up ? 1 : null,
+        lsn: up ? '0/3000000' : null,
+        lagBytes: up && n.role === 'standby' ? 0 : null,
+      };
+    });
   }
 
   /** Converges a replica set to `spec`, timed like applyService. */
@@ -184,6 +238,24 @@ export class SimDriver implements Driver {
     return this.services.crash(serviceId);
   }
 
+  /**
+   * Test hook: the primary of a service with standbys dies, as `kill -9`
+   * of its postmaster on the local driver: the watch reports it at once,
+   * inspectService answers 'failed', prepareFailover reports it dead.
+   * Returns false for an unknown service or one without standbys.
+   */
+  killPrimary(serviceId: string): boolean {
+    const spec = this.services.get(serviceId);
+    const primary = spec?.nodes.find((n) => n.role === 'primary');
+    if (!spec || !primary || spec.nodes.length < 2) return false;
+    this.deadPrimaries.set(serviceId, primary.index);
+    this.services.crash(serviceId);
+    queueMicrotask(() => {
+      for (const l of this.downListeners) l(serviceId);
+    });
+    return true;
+  }
+
   /** Test hook: like crash, for a replica set. */
   crashReplicaSet(replicaSetId: string): boolean {
     return this.replicaSets.crash(replicaSetId);
@@ -217,6 +289,7 @@ function serviceKey(spec: ServiceSpec): string {
     spec.running,
     [spec.size.shared, spec.size.cpuMillis, spec.size.memoryGbs],
     [spec.ha.replicaCount, spec.ha.syncReplicaCount],
+    spec.nodes.map((n) => [n.index, n.role, n.port]),
     [spec.pooler.enabled, spec.pooler.port],
     [...spec.allowedCidrs].sort(),
     spec.passwordVerifier,

@@ -1,0 +1,168 @@
+// Making a node a standby of its service's primary, without stopping the
+// primary:
+// - a new standby is a base backup of the running primary (pg_basebackup,
+//   streamed over a replication connection with TLS, through the standby's
+//   own slot), run as the service's OS user, into a directory beside its
+//   final place, renamed once complete (a crash leaves a stray directory,
+//   never half a node);
+// - a former primary (a failover promoted another node) is rewound onto
+//   the new primary's timeline with pg_rewind (data checksums are on in the
+//   template, which pg_rewind needs), or rebuilt from a base backup when it
+//   cannot be.
+// Either way the node gets standby.signal, and its configuration
+// (conf.ts, NodeSettings.standby) names where it streams from.
+// https://www.postgresql.org/docs/15/app-pgbasebackup.html
+// https://www.postgresql.org/docs/15/app-pgrewind.html
+
+import { readdir, readFile, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import { nodeName } from '../../domain/service-nodes.js';
+import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
+import { withAdmin } from './admin.js';
+import { CommandError, run } from './exec.js';
+import type { DriverContext } from './local-driver.js';
+import { ensureOwnedDir, exists, mkdirIn, removeTrees, writeOwned } from './node-files.js';
+import type { OsUser } from './os-user.js';
+import { REPLICATION_CA, standbyConninfo } from './replication.js';
+import type { NodeReplication } from './service-node.js';
+
+/** Whether the data directory is a standby's (it has standby.signal). */
+export const isStandbyData = (pgdata: string) => exists(join(pgdata, 'standby.signal'));
+
+/**
+ * A new standby `node` of the service, copied from its running primary.
+ * Throws a retryable DriverError when the copy fails (the primary not
+ * ready yet, its slot not made yet): the next apply tries again.
+ */
+export async function buildStandby(
+  ctx: DriverContext,
+  spec: ServiceSpec,
+  node: SpecNode,
+  replication: NodeReplication,
+  user: OsUser,
+): Promise<void> {
+  const { layout } = ctx;
+  const ref = { id: spec.serviceId, node: node.index };
+  const nodeDir = layout.nodeDir(ref);
+  await mkdirIn(layout.instanceDir(spec.serviceId), 0o711);
+  await mkdirIn(nodeDir, 0o711);
+  // What an interrupted copy left.
+  const staging = join(nodeDir, '.basebackup');
+  await removeTrees([staging]);
+  await ensureOwnedDir(staging, user);
+  const target = join(staging, 'pgdata');
+  try {
+    await ownedCopy(layout.caCert, join(staging, REPLICATION_CA), user);
+    const pass = join(staging, 'pgpass');
+    await writeOwned(pass, `*:*:*:*:${replication.secret}\n`, user);
+    const name = (replication.nameOf ?? nodeName)(node.index);
+    const conninfo = standbyConninfo({
+      primaryPort: replication.primary.port,
+      secret: '',
+      name,
+      pgdata: staging,
+    }).replace(/password='' ?/, '');
+    await run(
+      join(ctx.pg.bin, 'pg_basebackup'),
+      [
+        '-D',
+        target,
+        '-d',
+        `${conninfo} passfile='${pass}'`,
+        '-X',
+        'stream',
+        '-S',
+        name,
+        '-c',
+        'fast',
+        '--no-password',
+      ],
+      { as: user, timeoutMs: 3_600_000 },
+    );
+    await finishStandbyData(ctx, target, user);
+    await removeTrees([layout.pgdata(ref)]);
+    await rename(target, layout.pgdata(ref));
+  } catch (err) {
+    throw new DriverError(
+      `Could not copy the primary for standby ${nodeName(node.index)}: ${(err as Error).message}`,
+      true,
+    );
+  } finally {
+    await removeTrees([staging]);
+  }
+  ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'built a standby');
+}
+
+/**
+ * A stopped former primary, rewound onto the new primary's timeline; when
+ * pg_rewind cannot do it, its data is removed, and the next apply builds
+ * it again from a base backup.
+ */
+export async function rewindToStandby(
+  ctx: DriverContext,
+  spec: ServiceSpec,
+  node: SpecNode,
+  replication: NodeReplication,
+  user: OsUser,
+): Promise<void> {
+  const { layout } = ctx;
+  const ref = { id: spec.serviceId, node: node.index };
+  const pgdata = layout.pgdata(ref);
+  const primaryRef = { id: spec.serviceId, node: replication.primary.index };
+  // Basin's administrative door, which the service's user may use too
+  // (pg_ident): the new primary's socket, as its superuser, by peer.
+  const source = `host='${layout.socketDir(primaryRef)}' port=${replication.primary.port} user=postgres dbname=postgres`;
+  try {
+    // A just promoted primary writes its new timeline into pg_control at
+    // its next checkpoint: until then pg_rewind would see both on the same
+    // timeline and rewind nothing.
+    await withAdmin(
+      {
+        socketDir: layout.socketDir(primaryRef),
+        port: replication.primary.port,
+        pgdata: layout.pgdata(primaryRef),
+        bounds: ctx.adminBounds,
+      },
+      'postgres',
+      (c) => c.query('CHECKPOINT'),
+    );
+    await run(
+      join(ctx.pg.bin, 'pg_rewind'),
+      ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],
+      { as: user, timeoutMs: 3_600_000 },
+    );
+    await finishStandbyData(ctx, pgdata, user);
+    ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'rewound the former primary');
+  } catch (err) {
+    const why = err instanceof CommandError ? err.message : String(err);
+    ctx.log.warn(
+      { serviceId: spec.serviceId, node: node.index, err: why },
+      'pg_rewind failed; the former primary is rebuilt from a base backup',
+    );
+    await removeTrees([pgdata]);
+  }
+}
+
+/**
+ * What turns a copy of a primary into a standby's data directory: the
+ * signal, the CA its conninfo trusts, and none of the primary's logs or
+ * run files.
+ */
+async function finishStandbyData(ctx: DriverContext, pgdata: string, user: OsUser): Promise<void> {
+  await writeOwned(join(pgdata, 'standby.signal'), '', user);
+  await ownedCopy(ctx.layout.caCert, join(pgdata, REPLICATION_CA), user);
+  const log = join(pgdata, 'log');
+  if (await exists(log)) {
+    const files = (await readdir(log)).map((f) => join(log, f));
+    await removeTrees(files);
+  }
+  await removeTrees([join(pgdata, 'postmaster.opts'), join(pgdata, 'postmaster.pid')]);
+}
+
+/**
+ * A copy of root's file into a directory of the user's, the user's, 0600:
+ * written as the user would (writeOwned), never through a link they put there.
+ */
+async function ownedCopy(from: string, to: string, user: OsUser): Promise<void> {
+  await writeOwned(to, await readFile(from, 'utf8'), user);
+}
