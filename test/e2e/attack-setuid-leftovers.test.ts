@@ -15,13 +15,14 @@
 // test/local/takeover.test.ts proves each defence at the driver.
 
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { readPasswd } from '../../src/drivers/local/os-user.js';
 import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { filesOwnedBy } from '../local/helpers.js';
 import { installation } from './basin-process.js';
 import { bootstrapTenant, newTenant, TenantApi, tenantShell } from './tenants.js';
 
@@ -105,21 +106,11 @@ for (const privateTmp of ['off', 'on'] as const) {
           "A's OS user is gone",
         );
         for (const d of PLACES) assert.equal(existsSync(join(d, hide)), false, d);
-        const left = execFileSync(
-          'find',
-          [
-            '-P',
-            ...PLACES,
-            inst.dataDir,
-            '-ignore_readdir_race',
-            '-xdev',
-            '-uid',
-            String(aUid),
-            '-print',
-          ],
-          { encoding: 'utf8' },
+        assert.deepEqual(
+          filesOwnedBy(aUid, [...PLACES, inst.dataDir]),
+          [],
+          `files of uid ${aUid} are left`,
         );
-        assert.equal(left, '', `files of uid ${aUid} are left`);
       });
 
       // The next service: in the old days it got A's uid, and A's files with it.

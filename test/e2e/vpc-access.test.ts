@@ -43,12 +43,13 @@ async function from(source: string, port: number, password: string, database = '
   }
 }
 
-/** The rules of an hba file that admit someone (no comments, no rejects). */
+/** The rules of an hba file that admit clients (no comments, no rejects, no replication). */
 function admitting(path: string): string[] {
   return readFileSync(path, 'utf8')
     .split('\n')
     .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter((l) => l.startsWith('host') && /scram-sha-256$/.test(l));
+    .filter((l) => l.startsWith('host') && / all all | all tsdbadmin /.test(l))
+    .filter((l) => /scram-sha-256$/.test(l));
 }
 
 test(

@@ -1,6 +1,6 @@
 // Helpers for the local driver's tests: real PostgreSQL clusters on this host.
 
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -286,4 +286,26 @@ const TEST_UIDS = {
 let nextTestUid = TEST_UIDS.min;
 export function testUids(): { serviceUidRange: UidRange; allocateUid: () => Promise<number> } {
   return { serviceUidRange: TEST_UIDS, allocateUid: async () => nextTestUid++ };
+}
+
+/**
+ * The files under `dirs` (symbolic links not followed, one file system
+ * each) that belong to `uid`, as root sees them. Other tests run at the same
+ * time and remove their own files: entries that vanish mid-walk are not an
+ * error (find's -ignore_readdir_race misses a directory removed before find
+ * opens it), any other complaint of find's is.
+ */
+export function filesOwnedBy(uid: number, dirs: string[]): string[] {
+  const r = spawnSync(
+    'find',
+    ['-P', ...dirs, '-ignore_readdir_race', '-xdev', '-uid', String(uid), '-print'],
+    { encoding: 'utf8' },
+  );
+  const complaints = r.stderr
+    .split('\n')
+    .filter((l) => l !== '' && !/: No such file or directory$/.test(l));
+  if (r.error || (r.status !== 0 && complaints.length > 0)) {
+    throw new Error(`find failed: ${r.error?.message ?? complaints.join('; ')}`);
+  }
+  return r.stdout.split('\n').filter(Boolean);
 }

@@ -38,6 +38,7 @@ import {
   applyUntilDone,
   cleanUpDataDir,
   deleteUntilDone,
+  filesOwnedBy,
   fromProgram,
   makeDataDir,
   makeSpec,
@@ -150,21 +151,7 @@ for (const privateTmp of ['off', 'on'] as const) {
         specs.shift();
         assert.equal(osUser(a.serviceId), undefined, 'the user is gone');
         for (const d of PLACES) assert.equal(existsSync(join(d, hide)), false, d);
-        const left = execFileSync(
-          'find',
-          [
-            '-P',
-            ...PLACES,
-            dataDir,
-            '-ignore_readdir_race',
-            '-xdev',
-            '-uid',
-            String(aUser.uid),
-            '-print',
-          ],
-          { encoding: 'utf8' },
-        );
-        assert.equal(left, '');
+        assert.deepEqual(filesOwnedBy(aUser.uid, [...PLACES, dataDir]), []);
       });
 
       const c = await makeSpec('POSTGRES', password);
