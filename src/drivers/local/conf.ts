@@ -197,6 +197,13 @@ export function postgresqlSettings(
     // switch segments, so this costs nothing when nothing happens. (A fork
     // of a running service switches its parent's segment first.)
     archive_timeout: '5min',
+    // Full-page images compressed (lz4, cheap in CPU): after every
+    // checkpoint, a backup's included, the first change to each page writes
+    // it whole into the WAL, which the commits fsync and the archiver
+    // compresses and stores. Compressed, a busy service kept more of its
+    // write throughput during a backup (bench/README.md, backup-write), and
+    // its archive is smaller.
+    wal_compression: 'lz4',
     // JSON logs, collected into pgdata/log, rotated daily or at 10 MB. Names
     // sort chronologically (logs/read-node-logs.ts relies on it); PostgreSQL
     // turns the .log suffix into .json for jsonlog.
