@@ -15,6 +15,7 @@ import type { DriverContext } from './local-driver.js';
 import { ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
 import type { OsUser } from './os-user.js';
 import {
+  backupCheckpoint,
   backupProcesses,
   parseBackupInfo,
   renderStanzaConf,
@@ -112,9 +113,8 @@ export class LocalBackups {
     const run = this.running.get(id);
     if (run && !run.finished) return backingUp();
     this.running.delete(id);
-    const found = (await this.list(id, user)).find(
-      (b) => Date.parse(b.startedAt) >= Math.floor(since / 1000) * 1000,
-    );
+    const existing = await this.list(id, user);
+    const found = existing.find((b) => Date.parse(b.startedAt) >= Math.floor(since / 1000) * 1000);
     if (found) {
       const { walStart: _s, walStop: _e, ...backup } = found;
       return { done: true, backup };
@@ -129,7 +129,8 @@ export class LocalBackups {
     await this.ensureStanza(id, user);
     const started: Running = { since, finished: false, done: Promise.resolve() };
     // nice and ionice: the database comes first (a backup must not stall it).
-    started.done = this.pgbackrest(user, id, ['--type=full', 'backup'], {
+    const checkpoint = backupCheckpoint(spec.size, existing.length === 0);
+    started.done = this.pgbackrest(user, id, [checkpoint, '--type=full', 'backup'], {
       timeoutMs: BACKUP_TIMEOUT_MS,
       nice: true,
     })
