@@ -223,7 +223,6 @@ export interface ServiceView {
   endpoint?: { host: string; port: number };
   initial_password?: string;
   metrics?: { memory_mb?: number; milli_cpu?: number; storage_mb?: number };
-  endpoint?: { host: string; port: number };
   connection_pooler?: { endpoint: { host: string; port: number } };
 }
 
