@@ -204,6 +204,15 @@ export function postgresqlSettings(
     // write throughput during a backup (bench/README.md, backup-write), and
     // its archive is smaller.
     wal_compression: 'lz4',
+    // Pages a backend writes out (a shared service's 32 MB of buffers
+    // evict constantly under writes) are handed to the disk every 256 kB,
+    // rather than left in the kernel's cache for up to 30 s: otherwise the
+    // next checkpoint's fsyncs, a backup's immediate one included, wrote
+    // hundreds of MB at once and the commits' WAL fsyncs queued behind them
+    // (0.5 s with 200-900 MB dirty; with this, 0.01 s and ~30 MB dirty at
+    // most: bench/README.md, backup-write). PostgreSQL's own knob for such
+    // stalls; checkpoints and the background writer already do so by default.
+    backend_flush_after: '256kB',
     // JSON logs, collected into pgdata/log, rotated daily or at 10 MB. Names
     // sort chronologically (logs/read-node-logs.ts relies on it); PostgreSQL
     // turns the .log suffix into .json for jsonlog.
