@@ -2,22 +2,25 @@
 // controller (as this project's development VM does). Nice values and the
 // niced autogroup (backups.ts) only rank a backup below the database when
 // both want a CPU; in the gaps between a busy service's commits (each
-// waits for its WAL fsync) the backup still ran flat out, compressing and
-// checksumming, and writing its repository, which its service paid for in
-// CPU and in the disk its commits fsync to: a busy shared service kept
-// 0.64-0.71 of its write throughput during a full backup. Capped at a
-// quarter of a CPU per backup process, it kept 0.8+ (bench/README.md,
-// backup-write); the backup takes longer instead.
+// waits for its WAL fsync) the backup still runs flat out, compressing,
+// checksumming and writing its repository, which its service pays for in
+// CPU and in the disk its commits fsync to. Capped at a quarter of a CPU
+// per backup process, that cost is bounded whatever the host's load; the
+// backup takes longer instead. (In the backup-write benchmark the cap alone
+// was lost in the noise: the larger cost was the checkpoint's fsyncs,
+// which conf.ts's backend_flush_after removed. bench/README.md.)
 //
 // Every backup runs in a cgroup of its own, <cpu>/basin-backups/<service
 // id>, with that quota; their parent has the smallest CPU weight (shares 2:
-// a backup takes a CPU from nobody who wants it). Basin, as root, puts the
-// backup's first process there before it becomes the service's user, so
-// everything the backup starts inherits it; the service's user cannot
-// leave it (cgroup files are root's). The cgroup is removed once the backup
-// has ended. Elsewhere (cgroup v2, no cpu controller, not root) backups run
-// with their priority alone: bounding them under cgroup v2 (cpu.max) is
-// left to a host that has it.
+// a backup takes a CPU from nobody who wants it; inside a cgroup the
+// kernel's autogroup no longer applies, so this weight takes the place of
+// the niced autogroup). Basin, as root, puts the backup's first process
+// there before it becomes the service's user, so everything the backup
+// starts inherits it; the service's user cannot leave it (cgroup files are
+// root's). The cgroup is removed once the backup has ended. Elsewhere
+// (cgroup v2, no cpu controller, not root) backups run with their priority
+// alone: bounding them under cgroup v2 (cpu.max) is left to a host that
+// has it.
 
 import { mkdir, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -2,9 +2,9 @@
 // set up). The stanza is made before the service's server first starts, so
 // that archiving works from its first segment; backups run in the
 // background, as the service's user, confined, niced and limited in CPU
-// (backup-cgroup.ts), and are polled by
-// the engine's backup operation; expiry keeps what the recovery window
-// needs (engine/backups.ts decides which). Basin learns what backups exist
+// (backup-cgroup.ts), and are polled by the engine's backup operation;
+// expiry keeps what the recovery window needs (engine/backups.ts decides
+// which). Basin learns what backups exist
 // from the stanza's backup.info, read as root from a file of the service's
 // user: a regular file owned by that user, or nothing.
 
@@ -135,7 +135,8 @@ export class LocalBackups {
     await this.ensureConfig(spec, user);
     await this.ensureStanza(id, user);
     const started: Running = { since, finished: false, done: Promise.resolve() };
-    // nice and ionice: the database comes first (a backup must not stall it).
+    // Niced, ioniced and capped in CPU: the database comes first (a backup
+    // must not stall it).
     const checkpoint = backupCheckpoint(spec.size, existing.length === 0);
     const cgroup = await this.cgroup(id, backupProcesses(spec.size));
     started.done = this.pgbackrest(user, id, [checkpoint, '--type=full', 'backup'], {

@@ -200,9 +200,8 @@ export function postgresqlSettings(
     // Full-page images compressed (lz4, cheap in CPU): after every
     // checkpoint, a backup's included, the first change to each page writes
     // it whole into the WAL, which the commits fsync and the archiver
-    // compresses and stores. Compressed, a busy service kept more of its
-    // write throughput during a backup (bench/README.md, backup-write), and
-    // its archive is smaller.
+    // stores. Fewer bytes for both; its effect on the backup-write
+    // benchmark alone was within that benchmark's noise (bench/README.md).
     wal_compression: 'lz4',
     // Pages a backend writes out (a shared service's 32 MB of buffers
     // evict constantly under writes) are handed to the disk every 256 kB,

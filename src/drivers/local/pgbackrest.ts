@@ -70,8 +70,8 @@ export function backupCheckpoint(
  * background pgBackRest pushes it, so a slow repository never holds back
  * the server's WAL. Whether a full backup starts with an immediate or a
  * spread checkpoint is chosen per backup (backupCheckpoint; the setting
- * here is only the default). Backups are compressed with lz4 (the cheapest of
- * pgBackRest's compressors in CPU), bundled (repo1-bundle: the ~1,000
+ * here is only the default). Backups are compressed with lz4 (the cheapest
+ * of pgBackRest's compressors in CPU), bundled (repo1-bundle: the ~1,000
  * small files of a small cluster go into a few bundle files, so a fork
  * copies a few files out of the repository instead of each of them, which
  * halved a small PITR fork's time: bench/README.md, fork-pitr), and leave
