@@ -182,6 +182,7 @@ describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
   test('deleting the service deletes its stanza and repository', async () => {
     await deleteUntilDone(driver, spec.serviceId);
     assert.equal(existsSync(layout.backupDir(spec.serviceId)), false);
+    assert.equal(existsSync(join(CGROUP_V1_CPU, 'basin-backups', spec.serviceId)), false);
   });
 });
 

@@ -24,7 +24,7 @@
 
 import { mkdir, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, rmdirSync } from 'node:fs';
 import type { Command } from './exec.js';
 
 /** Where cgroup v1 mounts its cpu controller. */
@@ -74,4 +74,28 @@ export function inCgroup(dir: string, cmd: Command): Command {
 /** Removes the backup's cgroup once its processes are gone (it cannot go before; then it stays for the next). */
 export async function removeBackupCgroup(dir: string): Promise<void> {
   await rmdir(dir).catch(() => {});
+}
+
+/**
+ * Removes the backup cgroups left by the services whose pgBackRest
+ * directories lie in `backupsDir` (one per service id), e.g. after Basin was
+ * killed during a backup: only empty ones go, so a backup running now keeps
+ * its own. Synchronous (a directory listing and a few rmdirs), so that the
+ * benchmarks' exit handlers can call it too.
+ */
+export function removeLeftBackupCgroups(backupsDir: string): void {
+  let ids: string[];
+  try {
+    ids = readdirSync(backupsDir);
+  } catch {
+    return;
+  }
+  for (const id of ids) {
+    const dir = backupCgroupPath(id);
+    try {
+      if (dir) rmdirSync(dir);
+    } catch {
+      // Not there, or a backup runs in it.
+    }
+  }
 }

@@ -201,6 +201,9 @@ export class LocalBackups {
   async settle(id: string): Promise<void> {
     await this.running.get(id)?.done;
     this.running.delete(id);
+    // Left by a backup that Basin did not see end (it was killed meanwhile).
+    const cgroup = backupCgroupPath(id);
+    if (cgroup) await removeBackupCgroup(cgroup);
   }
 
   /** The CPU-limited cgroup of the service's backup (backup-cgroup.ts), made; undefined where there is none. */
