@@ -27,6 +27,7 @@ import {
 } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
+import { removeLeftBackupCgroups } from '../src/drivers/local/backup-cgroup.js';
 import { Layout } from '../src/drivers/local/layout.js';
 import { groupExists, readPasswd, type PasswdEntry } from '../src/drivers/local/os-user.js';
 import { installationUsers } from '../src/drivers/local/service-users.js';
@@ -163,6 +164,7 @@ async function cleanUp(root: string, graceMs: number, block = false): Promise<vo
     if (block) Atomics.wait(pause, 0, 0, 20);
     else await sleep(20);
   }
+  removeLeftBackupCgroups(new Layout(root).backupsDir);
   rmSync(root, { recursive: true, force: true });
   deleteUsers(users);
   roots.delete(root);

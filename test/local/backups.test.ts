@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
+import { CGROUP_V1_CPU } from '../../src/drivers/local/backup-cgroup.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
 import { readPasswd } from '../../src/drivers/local/os-user.js';
@@ -116,6 +117,37 @@ describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
     await backupUntilDone(driver, spec, since);
   });
 
+  test(
+    'a backup runs in a cgroup of its own, a quarter of a CPU, removed once it is done',
+    {
+      skip: existsSync(join(CGROUP_V1_CPU, 'cpu.cfs_quota_us'))
+        ? false
+        : 'no cgroup v1 cpu controller',
+    },
+    async () => {
+      const uid = statSync(layout.pgdata({ id: spec.serviceId, node: 0 })).uid;
+      const since = Date.now();
+      assert.equal((await driver.backupService(spec, since)).done, false);
+      let found: ReturnType<typeof backupProcess>;
+      const deadline = Date.now() + 30_000;
+      while (found === undefined && Date.now() < deadline) {
+        found = backupProcess(uid);
+        if (found === undefined) await sleep(5);
+      }
+      assert.ok(found, 'the backup process was seen');
+      const dir = join(CGROUP_V1_CPU, 'basin-backups', spec.serviceId);
+      assert.match(
+        found.cgroup,
+        new RegExp(`^\\d+:[^:]*\\bcpu\\b[^:]*:/basin-backups/${spec.serviceId}$`, 'm'),
+      );
+      assert.equal(readFileSync(join(dir, 'cpu.cfs_quota_us'), 'utf8').trim(), '25000');
+      assert.equal(readFileSync(join(dir, 'cpu.cfs_period_us'), 'utf8').trim(), '100000');
+      assert.equal(readFileSync(join(dir, '..', 'cpu.shares'), 'utf8').trim(), '2');
+      await backupUntilDone(driver, spec, since);
+      assert.equal(existsSync(dir), false, 'its cgroup is gone');
+    },
+  );
+
   test('expiry removes older backups and the WAL only they needed', async () => {
     const older = await backupUntilDone(driver, spec);
     await sleep(1_100); // labels are per second
@@ -150,6 +182,7 @@ describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
   test('deleting the service deletes its stanza and repository', async () => {
     await deleteUntilDone(driver, spec.serviceId);
     assert.equal(existsSync(layout.backupDir(spec.serviceId)), false);
+    assert.equal(existsSync(join(CGROUP_V1_CPU, 'basin-backups', spec.serviceId)), false);
   });
 });
 
@@ -162,7 +195,7 @@ function sessionOf(pid: number | 'self'): number {
 /** The main `pgbackrest … backup` process of `uid`, if one runs: its pid, session and autogroup. */
 function backupProcess(
   uid: number,
-): { pid: number; session: number; autogroup: string } | undefined {
+): { pid: number; session: number; autogroup: string; cgroup: string } | undefined {
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
@@ -176,6 +209,7 @@ function backupProcess(
         pid,
         session: sessionOf(pid),
         autogroup: readFileSync(`/proc/${name}/autogroup`, 'utf8'),
+        cgroup: readFileSync(`/proc/${name}/cgroup`, 'utf8'),
       };
     } catch {
       // Gone meanwhile.

@@ -10,6 +10,7 @@ import type { TestContext } from 'node:test';
 import pg from 'pg';
 import type { Driver, ServiceSpec } from '../../src/drivers/driver.js';
 import type { ServiceType, Size } from '../../src/domain/types.js';
+import { removeLeftBackupCgroups } from '../../src/drivers/local/backup-cgroup.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { groupExists, type PasswdEntry } from '../../src/drivers/local/os-user.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
@@ -250,6 +251,8 @@ export async function cleanUpDataDir(dir: string): Promise<void> {
   // restart a cluster while the tree is removed: kill and retry until gone.
   for (let attempt = 1; ; attempt++) {
     await killAll();
+    // The backups' CPU cgroups (backup-cgroup.ts), empty once their processes are gone.
+    removeLeftBackupCgroups(new Layout(dir).backupsDir);
     try {
       removeDir(dir);
       break;

@@ -1,13 +1,20 @@
 // A service's stanza and its backups (pgbackrest.ts says how pgBackRest is
 // set up). The stanza is made before the service's server first starts, so
 // that archiving works from its first segment; backups run in the
-// background, as the service's user, confined, niced, and are polled by
-// the engine's backup operation; expiry keeps what the recovery window
-// needs (engine/backups.ts decides which). Basin learns what backups exist
+// background, as the service's user, confined, niced and limited in CPU
+// (backup-cgroup.ts), and are polled by the engine's backup operation;
+// expiry keeps what the recovery window needs (engine/backups.ts decides
+// which). Basin learns what backups exist
 // from the stanza's backup.info, read as root from a file of the service's
 // user: a regular file owned by that user, or nothing.
 
 import { lstat } from 'node:fs/promises';
+import {
+  backupCgroupPath,
+  inCgroup,
+  prepareBackupCgroup,
+  removeBackupCgroup,
+} from './backup-cgroup.js';
 import { DriverError, type BackupProgress, type ServiceSpec } from '../driver.js';
 import { helperCommand } from './confine.js';
 import { CommandError, lastLines, run } from './exec.js';
@@ -15,6 +22,7 @@ import type { DriverContext } from './local-driver.js';
 import { ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
 import type { OsUser } from './os-user.js';
 import {
+  backupCheckpoint,
   backupProcesses,
   parseBackupInfo,
   renderStanzaConf,
@@ -115,9 +123,8 @@ export class LocalBackups {
     const run = this.running.get(id);
     if (run && !run.finished) return backingUp();
     this.running.delete(id);
-    const found = (await this.list(id, user)).find(
-      (b) => Date.parse(b.startedAt) >= Math.floor(since / 1000) * 1000,
-    );
+    const existing = await this.list(id, user);
+    const found = existing.find((b) => Date.parse(b.startedAt) >= Math.floor(since / 1000) * 1000);
     if (found) {
       const { walStart: _s, walStop: _e, ...backup } = found;
       return { done: true, backup };
@@ -133,10 +140,14 @@ export class LocalBackups {
     await this.ensureConfig(spec, user);
     await this.ensureStanza(id, user);
     const started: Running = { since, finished: false, done: Promise.resolve() };
-    // nice and ionice: the database comes first (a backup must not stall it).
-    started.done = this.pgbackrest(user, id, ['--type=full', 'backup'], {
+    // Niced, ioniced and capped in CPU: the database comes first (a backup
+    // must not stall it).
+    const checkpoint = backupCheckpoint(spec.size, existing.length === 0);
+    const cgroup = await this.cgroup(id, backupProcesses(spec.size));
+    started.done = this.pgbackrest(user, id, [checkpoint, '--type=full', 'backup'], {
       timeoutMs: BACKUP_TIMEOUT_MS,
       nice: true,
+      cgroup,
     })
       .then(
         () => undefined,
@@ -144,7 +155,10 @@ export class LocalBackups {
           started.error = new DriverError(`The backup failed: ${err.message}`, true);
         },
       )
-      .finally(() => (started.finished = true));
+      .finally(async () => {
+        if (cgroup) await removeBackupCgroup(cgroup);
+        started.finished = true;
+      });
     this.running.set(id, started);
     this.ctx.log.info({ serviceId: id }, 'backing up');
     return backingUp();
@@ -192,6 +206,25 @@ export class LocalBackups {
   async settle(id: string): Promise<void> {
     await this.running.get(id)?.done;
     this.running.delete(id);
+    // Left by a backup that Basin did not see end (it was killed meanwhile).
+    const cgroup = backupCgroupPath(id);
+    if (cgroup) await removeBackupCgroup(cgroup);
+  }
+
+  /** The CPU-limited cgroup of the service's backup (backup-cgroup.ts), made; undefined where there is none. */
+  private async cgroup(id: string, processes: number): Promise<string | undefined> {
+    const dir = backupCgroupPath(id);
+    if (!dir) return undefined;
+    try {
+      await prepareBackupCgroup(dir, processes);
+      return dir;
+    } catch (err) {
+      this.ctx.log.warn(
+        { serviceId: id, err: (err as Error).message },
+        'backing up without a CPU limit: its cgroup could not be made',
+      );
+      return undefined;
+    }
   }
 
   /** Runs pgBackRest on the service's stanza, as its user, confined; rejects with its last lines. */
@@ -199,14 +232,15 @@ export class LocalBackups {
     user: OsUser,
     id: string,
     args: string[],
-    options: { timeoutMs: number; nice?: boolean },
+    options: { timeoutMs: number; nice?: boolean; cgroup?: string },
   ): Promise<void> {
     const { layout, privateTmp, pg } = this.ctx;
     const base = [`--config=${layout.backupConf(id)}`, `--stanza=${id}`, ...args];
     const [file, all] = options.nice
       ? ['setsid', ['sh', '-c', LOW_PRIORITY, 'basin-backup', pg.pgbackrest, ...base]]
       : [pg.pgbackrest, base];
-    const cmd = helperCommand(user, file as string, all as string[], privateTmp);
+    const confined = helperCommand(user, file as string, all as string[], privateTmp);
+    const cmd = options.cgroup ? inCgroup(options.cgroup, confined) : confined;
     try {
       await run(cmd.file, cmd.args, { timeoutMs: options.timeoutMs });
     } catch (err) {

@@ -98,6 +98,8 @@ describe('postgresqlSettings', () => {
     assert.equal(s.unix_socket_directories, paths.socketDir);
     // WAL goes to the service's own stanza, through pgBackRest's queue.
     assert.equal(s.archive_mode, 'on');
+    assert.equal(s.wal_compression, 'lz4');
+    assert.equal(s.backend_flush_after, '256kB');
     assert.equal(
       s.archive_command,
       "'pgbackrest' '--config=/d/local/backup/abcdefghij/pgbackrest.conf' --stanza=abcdefghij archive-push %p",

@@ -213,6 +213,21 @@ export function postgresqlSettings(
     // switch segments, so this costs nothing when nothing happens. (A fork
     // of a running service switches its parent's segment first.)
     archive_timeout: '5min',
+    // Full-page images compressed (lz4, cheap in CPU): after every
+    // checkpoint, a backup's included, the first change to each page writes
+    // it whole into the WAL, which the commits fsync and the archiver
+    // stores. Fewer bytes for both; its effect on the backup-write
+    // benchmark alone was within that benchmark's noise (bench/README.md).
+    wal_compression: 'lz4',
+    // Pages a backend writes out (a shared service's 32 MB of buffers
+    // evict constantly under writes) are handed to the disk every 256 kB,
+    // rather than left in the kernel's cache for up to 30 s: otherwise the
+    // next checkpoint's fsyncs, a backup's immediate one included, wrote
+    // hundreds of MB at once and the commits' WAL fsyncs queued behind them
+    // (0.5 s with 200-900 MB dirty; with this, 0.01 s and ~30 MB dirty at
+    // most: bench/README.md, backup-write). PostgreSQL's own knob for such
+    // stalls; checkpoints and the background writer already do so by default.
+    backend_flush_after: '256kB',
     // JSON logs, collected into pgdata/log, rotated daily or at 10 MB. Names
     // sort chronologically (logs/read-node-logs.ts relies on it); PostgreSQL
     // turns the .log suffix into .json for jsonlog.

@@ -25,6 +25,7 @@ import {
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
+import { removeLeftBackupCgroups } from './backup-cgroup.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
 import { LocalBackups } from './backups.js';
 import {
@@ -185,6 +186,7 @@ export class LocalDriver implements Driver {
     await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
     await ensureCa(layout);
     await removeStaleStaging(layout);
+    removeLeftBackupCgroups(layout.backupsDir);
     const installation = await ensureInstallation(layout);
     await tightenLayout(layout);
     const privateTmp = await detectPrivateTmp(

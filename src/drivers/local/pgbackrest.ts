@@ -42,13 +42,36 @@ export function backupProcesses(size: Size): number {
 }
 
 /**
+ * How a full backup's checkpoint runs: `--start-fast` (immediate: every
+ * dirty buffer written and every file fsynced at once) or
+ * `--no-start-fast` (spread, as PostgreSQL paces its own checkpoints: the
+ * backup first waits checkpoint_completion_target x checkpoint_timeout,
+ * 4.5 minutes, whenever anything is dirty). Immediate for a service's first
+ * backup (until it completes, LAST_SNAPSHOT and PITR forks are refused, and
+ * a user may be waiting for them) and for a shared service (its
+ * shared_buffers are 32 MB, so an immediate checkpoint writes at most that;
+ * what it fsyncs, the kernel's dirty pages, a spread one fsyncs at its end
+ * as well, and both move the redo point, after which every first change to
+ * a page writes it whole into the WAL: bench/README.md, backup-write).
+ * Spread for the later backups of a dedicated size, whose shared_buffers
+ * are a quarter of its memory: writing gigabytes at once would stall its
+ * commits, and nobody waits for a scheduled backup.
+ */
+export function backupCheckpoint(
+  size: Size,
+  firstBackup: boolean,
+): '--start-fast' | '--no-start-fast' {
+  return firstBackup || size.shared ? '--start-fast' : '--no-start-fast';
+}
+
+/**
  * The configuration of a stanza. Archiving is asynchronous: the archiver's
  * archive-push only queues the segment in the spool directory and a
  * background pgBackRest pushes it, so a slow repository never holds back
- * the server's WAL. Full backups start with an immediate checkpoint (a
- * spread one would hold a backup, and the service's first restorable
- * moment, for minutes), are compressed with lz4 (the cheapest of
- * pgBackRest's compressors in CPU), bundled (repo1-bundle: the ~1,000
+ * the server's WAL. Whether a full backup starts with an immediate or a
+ * spread checkpoint is chosen per backup (backupCheckpoint; the setting
+ * here is only the default). Backups are compressed with lz4 (the cheapest
+ * of pgBackRest's compressors in CPU), bundled (repo1-bundle: the ~1,000
  * small files of a small cluster go into a few bundle files, so a fork
  * copies a few files out of the repository instead of each of them, which
  * halved a small PITR fork's time: bench/README.md, fork-pitr), and leave
