@@ -17,8 +17,6 @@
 // its tsdbadmin left running), PgBouncer with them: it is started again
 // after the server, by the next step.
 
-import { spawn } from 'node:child_process';
-import { closeSync, fchmodSync, openSync } from 'node:fs';
 import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -26,7 +24,7 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { postmasterCommand } from './confine.js';
 import { primaryNode } from './converge-nodes.js';
-import { childEnv, lastLines } from './exec.js';
+import { lastLines } from './exec.js';
 import type { DriverContext } from './local-driver.js';
 import { hash } from './node-state.js';
 import { exists, mkdirIn, removeTrees, writeRootFile } from './node-files.js';
@@ -34,7 +32,7 @@ import type { OsUser } from './os-user.js';
 import { authFile, pgbouncerIni, poolerHba, restartPart } from './pooler-conf.js';
 import { isLive, procCmdline, signalAll } from './processes.js';
 import { portIsFree } from './port-free.js';
-import type { Spawned } from './postmaster.js';
+import { spawnTenantDaemon } from './postmaster.js';
 import { readSmallFile } from './safe-fs.js';
 
 /** Debian's pgbouncer. */
@@ -220,27 +218,13 @@ export class ServicePooler {
       );
     }
     await this.trimLog();
-    const fd = openSync(files.log, 'a', 0o600);
-    let pid: number;
-    try {
-      fchmodSync(fd, 0o600);
-      const cmd = postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp);
-      const child = spawn(cmd.file, cmd.args, {
-        cwd: files.dir,
-        detached: true,
-        stdio: ['ignore', fd, fd],
-        env: childEnv(),
-      });
-      const spawned: Spawned = { pid: child.pid ?? -1 };
-      child.on('exit', (code, signal) => (spawned.exit = { code, signal }));
-      child.on('error', () => (spawned.exit ??= { code: null, signal: null }));
-      child.unref();
-      if (child.pid === undefined) spawned.exit = { code: null, signal: null };
-      ctx.spawned.set(files.dir, { proc: spawned, sawReady: false });
-      pid = spawned.pid;
-    } finally {
-      closeSync(fd);
-    }
+    const spawned = spawnTenantDaemon(
+      postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp),
+      files.dir,
+      files.log,
+    );
+    ctx.spawned.set(files.dir, { proc: spawned, sawReady: false });
+    const pid = spawned.pid;
     await this.writeState({ pid, startedWith: restartHash, loaded: loadedHash });
     ctx.log.info(
       { serviceId: spec.serviceId, pid, osUser: user.name, port },

@@ -95,18 +95,30 @@ export async function spawnPostmaster(options: {
   } catch {
     // No log yet.
   }
+  return spawnTenantDaemon(
+    postmasterCommand(user, join(pgBin, 'postgres'), ['-D', pgdata], options.privateTmp),
+    pgdata,
+    logFile,
+  );
+}
+
+/**
+ * Starts a tenant's daemon (a postmaster, a PgBouncer), already wrapped as
+ * the service's OS user and confined (confine.ts), detached from Basin so
+ * that it outlives a restart, with its output appended to `logFile`
+ * (root's record: 0600 whatever an older file had, open's mode applying
+ * only to a new one). The returned record learns the exit while Basin runs.
+ */
+export function spawnTenantDaemon(
+  cmd: { file: string; args: string[] },
+  cwd: string,
+  logFile: string,
+): Spawned {
   const fd = openSync(logFile, 'a', 0o600);
   try {
-    // Root's record: 0600 whatever an older file had (open's mode only applies to a new one).
     fchmodSync(fd, 0o600);
-    const cmd = postmasterCommand(
-      user,
-      join(pgBin, 'postgres'),
-      ['-D', pgdata],
-      options.privateTmp,
-    );
     const child = spawn(cmd.file, cmd.args, {
-      cwd: pgdata,
+      cwd,
       detached: true,
       stdio: ['ignore', fd, fd],
       env: childEnv(),
