@@ -57,17 +57,22 @@ export async function psqlRefused(conn: string, password: string): Promise<strin
   throw new Error(`psql "${conn}" connected, but should have been refused`);
 }
 
-/** A node-postgres client of tsdbadmin@tsdb on 127.0.0.1:`port`, connected; the caller ends it. */
+/**
+ * A node-postgres client of tsdbadmin on `port`, connected; the caller ends
+ * it. `to.host`: the address connected to (and so the client's own, on this
+ * host), 127.0.0.1 by default; `to.database`: tsdb by default.
+ */
 export async function pgClient(
   port: number,
   password: string,
   ssl: pg.ClientConfig['ssl'] = { rejectUnauthorized: false },
+  to: { host?: string; database?: string } = {},
 ): Promise<pg.Client> {
   const client = new pg.Client({
-    host: '127.0.0.1',
+    host: to.host ?? '127.0.0.1',
     port,
     user: 'tsdbadmin',
-    database: 'tsdb',
+    database: to.database ?? 'tsdb',
     password,
     ssl,
     connectionTimeoutMillis: 10_000,

@@ -11,10 +11,9 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
-import { pgRefused } from './clients.js';
+import { pgClient, pgRefused } from './clients.js';
 
 /** A block no host here uses (another than vpc-access.test.ts's, which may run at once). */
 const VPC_CIDR = '10.213.79.0/24';
@@ -28,17 +27,7 @@ async function query(
   sql: string,
   database = 'tsdb',
 ): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({
-    host: source,
-    port,
-    user: 'tsdbadmin',
-    database,
-    password,
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 10_000,
-  });
-  c.on('error', () => {});
-  await c.connect();
+  const c = await pgClient(port, password, undefined, { host: source, database });
   try {
     return (await c.query(sql)).rows;
   } finally {

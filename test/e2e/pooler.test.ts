@@ -6,11 +6,10 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { test } from 'node:test';
-import pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
 import { installation } from './basin-process.js';
-import { conninfo, pgQuery, pgRefused, portOpen, psql, psqlRefused } from './clients.js';
+import { conninfo, pgClient, pgQuery, pgRefused, portOpen, psql, psqlRefused } from './clients.js';
 
 /** Live pgbouncer processes run with `ini`. */
 function pgbouncers(ini: string): number[] {
@@ -32,20 +31,8 @@ function pgbouncers(ini: string): number[] {
 }
 
 /** A node-postgres client through the pooler to `database`. */
-async function pooled(port: number, password: string, database: string): Promise<pg.Client> {
-  const c = new pg.Client({
-    host: '127.0.0.1',
-    port,
-    user: 'tsdbadmin',
-    database,
-    password,
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 10_000,
-  });
-  c.on('error', () => {});
-  await c.connect();
-  return c;
-}
+const pooled = (port: number, password: string, database: string) =>
+  pgClient(port, password, undefined, { database });
 
 test(
   'a connection pooler on the local driver: real PgBouncer in both modes',

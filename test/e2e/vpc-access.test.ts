@@ -9,11 +9,10 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { postmasterPid } from '../local/helpers.js';
 import { installation } from './basin-process.js';
-import { pgQuery, pgRefused } from './clients.js';
+import { pgClient, pgQuery, pgRefused } from './clients.js';
 
 /** A VPC block no host here uses; one address of it goes on `lo` for the test. */
 const VPC_CIDR = '10.213.77.0/24';
@@ -25,17 +24,7 @@ const INSIDE = '10.213.77.1';
  * saw (null through the pooler, which reaches the server over its socket).
  */
 async function from(source: string, port: number, password: string, database = 'tsdb') {
-  const c = new pg.Client({
-    host: source,
-    port,
-    user: 'tsdbadmin',
-    database,
-    password,
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 10_000,
-  });
-  c.on('error', () => {});
-  await c.connect();
+  const c = await pgClient(port, password, undefined, { host: source, database });
   try {
     return (await c.query('SELECT host(inet_client_addr()) AS a')).rows[0].a as string;
   } finally {
