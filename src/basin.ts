@@ -14,6 +14,7 @@ import { Engine, type EngineOptions } from './engine/engine.js';
 import { type NetworkProvisioner, recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { secureDataDir } from './lib/data-dir.js';
+import { lockDataDir } from './lib/data-dir-lock.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { openStore } from './open-store.js';
@@ -56,6 +57,22 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   // Basin's alone, whatever an older Basin left. The local driver's tree
   // keeps its own modes (the driver sets them).
   secureDataDir(config.dataDir, { ownModes: ['local'], log });
+  // Held until close (or the process's end): a second Basin here is refused.
+  const lock = lockDataDir(config.dataDir);
+  try {
+    return await assemble(config, options, { clock, logger, log, release: () => lock.release() });
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+async function assemble(
+  config: Config,
+  options: BasinOptions,
+  parts: { clock: Clock; logger: PinoLogger | undefined; log: Logger; release: () => void },
+): Promise<Basin> {
+  const { clock, logger, log } = parts;
   const { store } = openStore(config);
   const driver = options.driver ?? createDriver(config, clock, log, store);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
@@ -118,6 +135,7 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
       await engine.close();
       await driver.close();
       store.close();
+      parts.release();
     },
   };
 }

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { createBasin } from './basin.js';
 import { ConfigError, helpText, parseConfig } from './config.js';
 import { makeDataDir } from './lib/data-dir.js';
+import { DataDirInUseError } from './lib/data-dir-lock.js';
 import { createServerLog, exitOnFatalErrors, type ServerLog } from './lib/logger.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
 
@@ -98,6 +99,10 @@ main().catch((err: unknown) => {
     process.exit(2);
   }
   serverLog?.flushSync();
+  if (err instanceof DataDirInUseError) {
+    process.stderr.write(`basin: ${err.message}\n`);
+    process.exit(1);
+  }
   process.stderr.write(
     `basin: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
   );

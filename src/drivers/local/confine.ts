@@ -109,8 +109,9 @@ export function postmasterCommand(
   postgres: string,
   args: string[],
   privateTmp: PrivateTmp | undefined,
+  options: { diesWithBasin?: boolean } = {},
 ): Command {
-  const confined = asUser(user, postgres, args);
+  const confined = asUser(user, postgres, args, options);
   return privateTmp && isRoot() ? inPrivateTmp(privateTmp, confined) : confined;
 }
 

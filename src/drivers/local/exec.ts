@@ -18,6 +18,12 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Kills the command (SIGTERM) when it aborts; the promise then rejects. */
   signal?: AbortSignal;
+  /**
+   * Kill the command when Basin dies (see asUser): for work in staging that
+   * the next start removes, which must not go on beside it. Never for
+   * useradd & co.: killed, they would leave the account files locked.
+   */
+  diesWithBasin?: boolean;
 }
 
 export class CommandError extends Error {
@@ -104,7 +110,12 @@ export function onPath(tool: string): boolean {
 /** Runs `file args…` and resolves with its stdout; rejects with a CommandError carrying its output. */
 export function run(file: string, args: string[], options: RunOptions = {}): Promise<string> {
   const command = [file, ...args].join(' ');
-  const exec = options.as ? asUser(options.as, file, args) : { file, args };
+  const dies = options.diesWithBasin === true;
+  const exec = options.as
+    ? asUser(options.as, file, args, { diesWithBasin: dies })
+    : dies
+      ? { file: 'setpriv', args: ['--pdeathsig', 'KILL', '--', file, ...args] }
+      : { file, args };
   return new Promise((resolve, reject) => {
     execFile(
       exec.file,

@@ -7,7 +7,10 @@
 //     installation               this installation's tag (service-users.ts)
 //     template/pgdata            the cluster every new node is copied from
 //     template/template.json     what built it (a version marker)
-//     .staging-<random>/         a template or CA being built (renamed into place)
+//     .staging-<random>/         a template, CA or certificate being made (renamed
+//                                into place; what a dead Basin staged, here and
+//                                in the other staging places, goes at the next
+//                                start: leftovers.ts)
 //     ca/                        the installation's certificate authority (ca.crt, ca.key)
 //     instances/<id>/<node>/     one PostgreSQL cluster (a "node")
 //       pgdata/                  its data directory; pgdata/log/*.json are its logs

@@ -51,8 +51,9 @@ import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
 import { mkdirIn, nodeExists, removeTrees } from './node-files.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
-import { removeStaleStaging, Template } from './template.js';
+import { Template } from './template.js';
 import { tightenLayout } from './tighten.js';
+import { removeLeftovers } from './leftovers.js';
 import { ensureCa } from './tls.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
 
@@ -184,8 +185,9 @@ export class LocalDriver implements Driver {
       await mkdirIn(dir, 0o711);
     }
     await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
+    // createBasin holds the data directory's lock: what is staged here is a dead Basin's.
+    await removeLeftovers(layout, this.log);
     await ensureCa(layout);
-    await removeStaleStaging(layout);
     removeLeftBackupCgroups(layout.backupsDir);
     const installation = await ensureInstallation(layout);
     await tightenLayout(layout);

@@ -88,6 +88,8 @@ export async function spawnPostmaster(options: {
   logFile: string;
   user: OsUser;
   privateTmp?: PrivateTmp;
+  /** Killed when Basin dies (a template's set-up server); a service's outlives Basin. */
+  diesWithBasin?: boolean;
 }): Promise<Spawned> {
   const { pgBin, pgdata, logFile, user } = options;
   try {
@@ -96,7 +98,9 @@ export async function spawnPostmaster(options: {
     // No log yet.
   }
   return spawnTenantDaemon(
-    postmasterCommand(user, join(pgBin, 'postgres'), ['-D', pgdata], options.privateTmp),
+    postmasterCommand(user, join(pgBin, 'postgres'), ['-D', pgdata], options.privateTmp, {
+      diesWithBasin: options.diesWithBasin === true,
+    }),
     pgdata,
     logFile,
   );

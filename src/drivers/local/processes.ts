@@ -65,6 +65,26 @@ export async function clusterProcesses(pgdata: string): Promise<number[]> {
   return pids;
 }
 
+/**
+ * Every live process working in or on one of `dirs`: its working directory
+ * lies inside one, or an argument names a path inside one (`postgres -D
+ * <dir>/pgdata`, `pg_basebackup -D …`).
+ */
+export async function processesUnder(dirs: readonly string[]): Promise<number[]> {
+  if (dirs.length === 0) return [];
+  const inside = (p: string | undefined) =>
+    p !== undefined && dirs.some((d) => p === d || p.startsWith(`${d}/`));
+  const pids: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    if (pid === process.pid) continue;
+    const working = inside(await procCwd(pid)) || (await procCmdline(pid)).some(inside);
+    if (working && (await isLive(pid))) pids.push(pid);
+  }
+  return pids;
+}
+
 /** Sends `signal` to each pid, ignoring the ones that are already gone. */
 export function signalAll(pids: number[], signal: NodeJS.Signals): void {
   for (const pid of pids) {

@@ -77,7 +77,7 @@ export async function buildStandby(
         'fast',
         '--no-password',
       ],
-      { as: user, timeoutMs: 3_600_000 },
+      { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
     );
     await finishStandbyData(ctx, target, user);
     await removeTrees([layout.pgdata(ref)]);
@@ -129,7 +129,7 @@ export async function rewindToStandby(
     await run(
       join(ctx.pg.bin, 'pg_rewind'),
       ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],
-      { as: user, timeoutMs: 3_600_000 },
+      { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
     );
     await finishStandbyData(ctx, pgdata, user);
     ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'rewound the former primary');

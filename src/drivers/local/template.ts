@@ -10,7 +10,7 @@
 // template where a clone could copy it.
 
 import { randomBytes } from 'node:crypto';
-import { appendFile, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { appendFile, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
@@ -23,7 +23,7 @@ import type { Layout } from './layout.js';
 import { ensureOwnedDir, exists, mkdirIn, writeOwned } from './node-files.js';
 import type { OsUser } from './os-user.js';
 import { postmasterStatus, spawnPostmaster, startFailure, type Spawned } from './postmaster.js';
-import { clusterProcesses, signalAll } from './processes.js';
+import { signalAll } from './processes.js';
 
 /** Bump when what the template contains changes; older templates are rebuilt. */
 export const TEMPLATE_VERSION = 1;
@@ -123,7 +123,7 @@ async function buildTemplate(ctx: TemplateContext): Promise<void> {
       join(pg.bin, 'initdb'),
       ['-D', pgdata, '-U', 'postgres', '--auth-local=peer', '--auth-host=scram-sha-256',
         '-E', 'UTF8', '--locale=C.UTF-8', '--data-checksums', '--no-sync'], // prettier-ignore
-      { as: user, cwd: pgdata, timeoutMs: 180_000 },
+      { as: user, cwd: pgdata, timeoutMs: 180_000, diesWithBasin: true },
     );
     await appendFile(
       join(pgdata, 'postgresql.conf'),
@@ -146,6 +146,8 @@ async function buildTemplate(ctx: TemplateContext): Promise<void> {
       logFile,
       user,
       privateTmp: ctx.privateTmp,
+      // Unlike a service's, it must not outlive Basin: its staging goes at the next start.
+      diesWithBasin: true,
     });
     await waitReady(pgdata, spawned, logFile, user);
     await withAdmin({ socketDir, port, pgdata }, 'postgres', async (c) => {
@@ -219,29 +221,5 @@ async function stopAndWait(spawned: Spawned): Promise<void> {
     throw new Error(
       `the template's PostgreSQL exited with ${spawned.exit.code ?? spawned.exit.signal}`,
     );
-  }
-}
-
-/**
- * Removes what crashed builds and clones left: staging directories older
- * than ten minutes (younger ones may be another process's build in progress),
- * after killing any server still running in them.
- */
-export async function removeStaleStaging(layout: Layout, now = Date.now()): Promise<void> {
-  let names: string[];
-  try {
-    names = await readdir(layout.root);
-  } catch {
-    return;
-  }
-  for (const name of names.filter((n) => n.startsWith('.staging-'))) {
-    const dir = join(layout.root, name);
-    try {
-      if (now - (await stat(dir)).mtimeMs < 10 * 60_000) continue;
-      signalAll(await clusterProcesses(join(dir, 'pgdata')), 'SIGKILL');
-      await rm(dir, { recursive: true, force: true });
-    } catch {
-      // Raced with its owner or already gone.
-    }
   }
 }
