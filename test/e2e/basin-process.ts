@@ -67,6 +67,8 @@ export interface Installation {
   readonly apiPort: number;
   /** The ports Basin gives databases (--port-range). */
   readonly portRange: { min: number; max: number };
+  /** The uids Basin gives services' OS users (--service-uid-range). */
+  readonly serviceUids: { min: number; max: number };
   /** Starts `node dist/main.js` on this installation; resolves once the API answers. */
   start(options?: StartOptions): Promise<BasinProcess>;
   /** Starts it and returns at once (for runs whose API never answers, or not over plain HTTP). */
@@ -146,6 +148,9 @@ export async function installation(
     dataDir,
     apiPort: ports.apiPort,
     portRange: { min, max },
+    serviceUids: (([lo, hi]) => ({ min: lo!, max: hi! }))(
+      uidRange(ports.claimed).split('-').map(Number),
+    ),
     launch,
     async start(options = {}) {
       const key =

@@ -110,15 +110,31 @@ async function assertServes(svc: Ready): Promise<void> {
   assert.equal(await psql(conninfo(svc.port), svc.password, sql), 't');
 }
 
+/** The OS users of this installation's uid range whose service is not among `services`. */
+function orphanUsers(inst: Installation, services: string[]): string[] {
+  return readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .map((line) => line.split(':'))
+    .filter(([name, , uid]) => {
+      const n = Number(uid);
+      return name?.startsWith('basin-') && n >= inst.serviceUids.min && n <= inst.serviceUids.max;
+    })
+    .map(([name]) => name!)
+    .filter((name) => !services.includes(name.slice('basin-'.length)));
+}
+
 /** Settled (every service READY, no build running): nothing staged, no stray process. */
 async function assertClean(inst: Installation, b: BasinProcess, services: string[]): Promise<void> {
   const root = join(inst.dataDir, 'local');
   await b.waitFor(
     async () =>
-      ownerless(root, services).length === 0 && strayProcesses(root, services).length === 0,
+      ownerless(root, services).length === 0 &&
+      strayProcesses(root, services).length === 0 &&
+      orphanUsers(inst, services).length === 0,
     () =>
       `no leftovers; still: ${JSON.stringify(ownerless(root, services))}, processes ` +
-      JSON.stringify(strayProcesses(root, services).map((p) => p.argv.join(' '))),
+      JSON.stringify(strayProcesses(root, services).map((p) => p.argv.join(' '))) +
+      `, OS users ${JSON.stringify(orphanUsers(inst, services))}`,
     20_000,
   );
 }
@@ -218,6 +234,50 @@ test(
         inst,
         b,
         services.map((s) => s.id),
+      );
+      await b.stop();
+    });
+
+    await t.test('killed at moments spread over mixed operations', async () => {
+      // Each round asks for a create, a delete and a password change, then
+      // kills Basin after a delay that moves through the operations' steps
+      // (useradd, the clone, certificates, the server's start, rm, userdel).
+      const base = services[0]!;
+      const gone: string[] = [];
+      for (const [round, delayMs] of [100, 300, 600, 900, 1300, 1800].entries()) {
+        const b = await inst.start();
+        const created = await b.call('POST', b.servicePath(), { name: `mixed-${round}` });
+        assert.equal(created.status, 202, created.text);
+        const victim = services.find((s) => s !== base && !gone.includes(s.id));
+        if (victim) {
+          assert.equal((await b.call('DELETE', b.servicePath(victim.id))).status, 202);
+          gone.push(victim.id);
+        }
+        base.password = `password-of-round-${round}`;
+        const pw = await b.call('POST', `${b.servicePath(base.id)}/updatePassword`, {
+          password: base.password,
+        });
+        assert.ok(pw.status < 300, pw.text);
+        services.push({
+          id: created.body.service_id,
+          password: created.body.initial_password,
+          port: 0,
+        });
+        await sleep(delayMs);
+        await b.kill();
+      }
+      const b = await inst.start();
+      for (const id of gone) await b.waitGone(id, 120_000);
+      const live = services.filter((s) => !gone.includes(s.id));
+      for (const svc of live) {
+        svc.port = (await b.waitForStatus(svc.id, 'READY', 120_000)).endpoint.port;
+      }
+      services.splice(0, services.length, ...live);
+      for (const svc of live) await assertServes(svc);
+      await assertClean(
+        inst,
+        b,
+        live.map((s) => s.id),
       );
       await b.stop();
     });
