@@ -90,8 +90,3 @@ async function list(dir: string): Promise<string[]> {
     return [];
   }
 }
-
-/** For tests: the same list, without removing anything. */
-export async function leftoverPaths(layout: Layout): Promise<string[]> {
-  return [...(await stagedPaths(layout)), ...(await ownerlessSockets(layout))];
-}
