@@ -119,7 +119,7 @@ export function pgbouncerIni(
   if (pooler.port === null) throw new Error('the pooler has no port');
   const { sizes } = pooler;
   const tcp = 'host' in pooler.server ? pooler.server : undefined;
-  const host = tcp ? tcp.host : (pooler.server as { socketDir: string }).socketDir;
+  const host = 'host' in pooler.server ? pooler.server.host : pooler.server.socketDir;
   if (!/^[A-Za-z0-9_.:/-]+$/.test(host)) throw new Error(`unusable server host ${host}`);
   const server = `host=${host} port=${pooler.server.port} dbname=tsdb`;
   const settings: [string, string | number][] = [
