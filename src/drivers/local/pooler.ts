@@ -20,6 +20,7 @@
 
 import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { setPriority } from 'node:os';
 import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../driver.js';
@@ -49,6 +50,15 @@ export const PGBOUNCER = '/usr/sbin/pgbouncer';
 
 /** How long PgBouncer gets to exit on SIGTERM before it is killed. */
 const STOP_TIMEOUT_MS = 5_000;
+
+/**
+ * PgBouncer's scheduling priority, a little above its clients' servers':
+ * it is one process that every pooled client's every transaction goes
+ * through, so each moment it waits for a CPU behind the backends it feeds
+ * (or anything else) stalls all of them. bench/README.md (local-pooler) has
+ * what it changed; docs/security.md what it gives a tenant.
+ */
+export const POOLER_NICE = -5;
 
 /** pooler.log is emptied beyond this (trimLog), so it never grows without bound. */
 const LOG_MAX = 1024 * 1024;
@@ -93,7 +103,7 @@ export class Pooler {
     this.files = ctx.layout.pooler(target.id);
   }
 
-  /** The pid of the service's running PgBouncer, if one runs. */
+  /** The pid of the running PgBouncer, if one runs. */
   async pid(): Promise<number | undefined> {
     const { pid } = await this.readState();
     return pid !== undefined && (await this.isOurs(pid)) ? pid : undefined;
@@ -248,6 +258,7 @@ export class Pooler {
     ctx.spawned.set(files.dir, { proc: spawned, sawReady: false });
     const pid = spawned.pid;
     await this.writeState({ pid, startedWith: restartHash, loaded: loadedHash });
+    await favour(pid);
     ctx.log.info(
       { [target.kind]: target.id, pid, osUser: user.name, port },
       'starting the connection pooler',
@@ -311,6 +322,23 @@ export class Pooler {
     const tmp = `${this.files.state}.tmp`;
     await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
     await rename(tmp, this.files.state);
+  }
+}
+
+/**
+ * Gives the just spawned PgBouncer POOLER_NICE: its session's autogroup
+ * (it was spawned detached, so the session is its alone), which is what
+ * the kernel weighs against other sessions where autogroups are on, and
+ * the process itself, which is what counts where they are off or inside a
+ * CPU cgroup. Only root may raise a priority; without it, or without
+ * autogroups, PgBouncer runs at the default one.
+ */
+async function favour(pid: number): Promise<void> {
+  await writeFile(`/proc/${pid}/autogroup`, String(POOLER_NICE)).catch(() => {});
+  try {
+    setPriority(pid, POOLER_NICE);
+  } catch {
+    // Not root: the default priority.
   }
 }
 
