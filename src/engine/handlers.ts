@@ -131,6 +131,10 @@ async function convergeService(
     // (their pooler's), its network (their access rules), its size (what
     // their nodes must have at least as high). One already queued is
     // replaced (converges coalesce); a creating or resizing one has its own.
+    // One in error too: its pooler may run, and until it has the new
+    // verifier, its clients with the old password get the server
+    // connections it opened before (PgBouncer checks a client against its
+    // own file, and replays to the server only to open a connection).
     if (settled?.status === 'READY') {
       for (const rs of await tx.replicaSets.listByService(settled.id)) {
         if (rs.status === 'active' || rs.status === 'error') {
