@@ -26,6 +26,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
@@ -216,6 +217,7 @@ async function main(): Promise<void> {
   } finally {
     await basin.stop();
     await releaseDataDir(dataDir);
+    rmSync(tmp, { recursive: true, force: true });
   }
 }
 
