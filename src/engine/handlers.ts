@@ -4,7 +4,12 @@
 // transitions of domain/.
 
 import type { BackupPolicy } from '../domain/backups.js';
-import { type OperationKind, type ResourceKind, serviceConverge } from '../domain/operations.js';
+import {
+  type OperationKind,
+  type ResourceKind,
+  replicaSetConverge,
+  serviceConverge,
+} from '../domain/operations.js';
 import { failPeering, settlePeering } from '../domain/peering-transitions.js';
 import { markReplicaSetFailed, replicaSetConverged } from '../domain/replica-set-transitions.js';
 import { converged, markFailed, startProvisioning } from '../domain/service-transitions.js';
@@ -122,6 +127,21 @@ async function convergeService(
     // A service's first backup is taken as soon as it is READY: from then
     // on it can be forked from its backups (engine/backups.ts).
     if (settled) await queueBackupIfDue(tx, settled, backups, clock(), () => queued);
+    // Its read replica sets follow what may have changed: its password
+    // (their pooler's), its network (their access rules), its size (what
+    // their nodes must have at least as high). One already queued is
+    // replaced (converges coalesce); a creating or resizing one has its own.
+    // One in error too: its pooler may run, and until it has the new
+    // verifier, its clients with the old password get the server
+    // connections it opened before (PgBouncer checks a client against its
+    // own file, and replays to the server only to open a connection).
+    if (settled?.status === 'READY') {
+      for (const rs of await tx.replicaSets.listByService(settled.id)) {
+        if (rs.status === 'active' || rs.status === 'error') {
+          await tx.operations.enqueue(replicaSetConverge(rs), clock());
+        }
+      }
+    }
   });
   return DONE;
 }

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ReplicaSetSpec } from '../../src/drivers/driver.js';
+import { SimDriver } from '../../src/drivers/sim/sim-driver.js';
+import type { Progress } from '../../src/domain/progress.js';
 import { eventually, startBasin, type TestBasin } from '../helpers.js';
 import {
   assertError,
@@ -354,4 +357,58 @@ test('deleting a service removes its replica sets', async (t) => {
     (await listSets(b, keep.id)).map((r) => [r.id, r.status]),
     [[kept.id, 'active']],
   );
+});
+
+/** The sim, remembering the last spec each replica set was applied with. */
+class RecordingSim extends SimDriver {
+  readonly lastSpec = new Map<string, ReplicaSetSpec>();
+
+  constructor() {
+    super({ delayMs: 0 });
+  }
+
+  override async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
+    this.lastSpec.set(spec.replicaSetId, spec);
+    return super.applyReplicaSet(spec);
+  }
+}
+
+test("a replica set follows its service's password and network: it converges after the service", async (t) => {
+  const driver = new RecordingSim();
+  const b = await startBasin(t, { options: { driver } });
+  const svc = await readyService(b);
+  const rs = await createSet(b, svc.id);
+  await waitForSet(b, svc.id, rs.id, 'active');
+  const before = driver.lastSpec.get(rs.id)?.primary.passwordVerifier;
+  assert.ok(before);
+
+  // Its pooler takes the service's password: the new one reaches the set.
+  const pw = await b.call('POST', `${serviceUrl(b, svc.id)}/updatePassword`, {
+    password: 'the set follows this',
+  });
+  assert.equal(pw.status, 204);
+  const verifier = (await b.basin.store.services.get(svc.id))?.passwordVerifier;
+  assert.notEqual(verifier, before);
+  await eventually(
+    async () => driver.lastSpec.get(rs.id)?.primary.passwordVerifier === verifier,
+    "the set applied with the service's new verifier",
+  );
+
+  // Its access rules follow the service's VPC.
+  const vpc = await b.call('POST', `/v1/projects/${b.projectId}/vpcs`, {
+    name: 'net',
+    cidr: '10.77.0.0/16',
+    region_code: 'us-east-1',
+  });
+  assert.equal(vpc.status, 201);
+  const attach = await b.call('POST', `${serviceUrl(b, svc.id)}/attachToVPC`, {
+    vpc_id: vpc.body.id,
+  });
+  assert.equal(attach.status, 202);
+  await eventually(
+    async () => driver.lastSpec.get(rs.id)?.allowedCidrs.includes('10.77.0.0/16'),
+    "the set applied with the service's VPC",
+  );
+  await b.basin.engine.idle();
+  assert.equal((await listSets(b, svc.id))[0].status, 'active', 'its status is untouched');
 });

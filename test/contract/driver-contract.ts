@@ -473,6 +473,24 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     };
     await converge(() => driver.applyReplicaSet(rs));
     assert.equal(await driver.inspectReplicaSet(rs), 'running');
+    assert.deepEqual(await driver.applyReplicaSet(rs), DONE);
+    // Its access rules and its service's password follow the spec.
+    const changed = {
+      ...rs,
+      allowedCidrs: ['10.0.0.0/16'],
+      primary: {
+        ...rs.primary,
+        passwordVerifier: (await makeSpec('POSTGRES', 'pooled-password-0123')).passwordVerifier,
+      },
+    };
+    await converge(() => driver.applyReplicaSet(changed));
+    assert.equal(await driver.inspectReplicaSet(changed), 'running');
+    // Disabled (its port kept), then enabled again.
+    const disabled = { ...changed, pooler: { enabled: false, port: rs.pooler.port } };
+    await converge(() => driver.applyReplicaSet(disabled));
+    assert.equal(await driver.inspectReplicaSet(disabled), 'running');
+    await converge(() => driver.applyReplicaSet(changed));
+    assert.equal(await driver.inspectReplicaSet(changed), 'running');
     await converge(() => driver.deleteReplicaSet(rs.replicaSetId));
     assert.equal(await driver.inspectReplicaSet(rs), 'missing');
   },

@@ -4,31 +4,13 @@
 // pooling modes. The test knows Basin by its API and its data directory.
 
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, pgQuery, pgRefused, portOpen, psql, psqlRefused } from './clients.js';
-
-/** Live pgbouncer processes run with `ini`. */
-function pgbouncers(ini: string): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
-      if (/pgbouncer$/.test(argv[0] ?? '') && argv.includes(ini) && state !== 'Z') {
-        pids.push(Number(name));
-      }
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return pids;
-}
+import { pgbouncers } from './pgbouncer-processes.js';
 
 /** A node-postgres client through the pooler to `database`. */
 const pooled = (port: number, password: string, database: string) =>

@@ -5,13 +5,14 @@
 
 import assert from 'node:assert/strict';
 import { appendFileSync, existsSync, readFileSync, statSync } from 'node:fs';
+import os from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
 import { isConfined } from '../../src/drivers/local/confine.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
-import { ServicePooler } from '../../src/drivers/local/pooler.js';
+import { POOLER_NICE, ServicePooler } from '../../src/drivers/local/pooler.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 import {
@@ -100,6 +101,25 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
     assert.match(status, /^NoNewPrivs:\s+1$/m);
     assert.match(status, /^CapBnd:\s+0+$/m);
     assert.equal(await isConfined(pid, true), true, 'in a mount namespace of its own');
+  });
+
+  test('PgBouncer runs above the default priority, in its session and as a process', async () => {
+    const pid = await new ServicePooler(driverContext(driver), spec).pid();
+    assert.ok(pid);
+    assert.equal(os.getPriority(pid), POOLER_NICE);
+    assert.ok(POOLER_NICE < 0);
+    // Where the kernel groups by session (it does here), the group's nice.
+    if (existsSync(`/proc/${pid}/autogroup`)) {
+      assert.match(
+        readFileSync(`/proc/${pid}/autogroup`, 'utf8'),
+        new RegExp(`nice ${POOLER_NICE}$`, 'm'),
+      );
+      assert.notEqual(
+        readFileSync(`/proc/${pid}/autogroup`, 'utf8'),
+        readFileSync('/proc/self/autogroup', 'utf8'),
+        "a session of its own, not Basin's",
+      );
+    }
   });
 
   test('TLS is required, and the password is checked', async () => {

@@ -23,8 +23,9 @@
 //       source/, source.conf     while a fork is made: the part of its parent's
 //                                repository it restores (backups.ts, fork-restore.ts)
 //     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
-//     instances/<id>/pooler/     the service's PgBouncer (pooler.ts), root 0711:
+//     instances/<id>/pooler/     the service's (or set's) PgBouncer (pooler.ts), root 0711:
 //       pgbouncer.ini users.txt hba.conf   its configuration (root, 0640 to the service's group)
+//       ca.crt                   a set's: the CA its nodes' certificates are checked against (same)
 //       pooler.json pooler.log   what Basin started, and its output (root 0600)
 //     s/<id>-<node>/             its Unix socket directory (kept short: socket
 //                                paths are limited to 107 bytes)
@@ -135,12 +136,13 @@ export class Layout {
   backupInfo(id: string): string {
     return join(this.backupDirs(id).repo, 'backup', id, 'backup.info');
   }
-  /** A service's PgBouncer: its configuration, Basin's record of it and its output (pooler.ts). */
+  /** A service's or read replica set's PgBouncer: its configuration, Basin's record of it and its output (pooler.ts). */
   pooler(id: string): {
     dir: string;
     ini: string;
     authFile: string;
     hbaFile: string;
+    caFile: string;
     state: string;
     log: string;
   } {
@@ -150,6 +152,7 @@ export class Layout {
       ini: join(dir, 'pgbouncer.ini'),
       authFile: join(dir, 'users.txt'),
       hbaFile: join(dir, 'hba.conf'),
+      caFile: join(dir, 'ca.crt'),
       state: join(dir, 'pooler.json'),
       log: join(dir, 'pooler.log'),
     };

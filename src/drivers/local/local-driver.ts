@@ -46,6 +46,7 @@ import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
 import { convergeReplicaSet, dropReplicaSetSlots, inspectReplicaSet } from './replica-set.js';
+import { ReplicaSetPooler } from './replica-set-pooler.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
@@ -135,8 +136,7 @@ export class LocalDriver implements Driver {
     haReplicas: true,
     replicaSets: true,
     pooler: true,
-    // A read replica set's pooler: not yet (refused with a 400 up front).
-    replicaSetPooler: false,
+    replicaSetPooler: true,
   };
   private readonly log: Logger;
   private readonly locks = new KeyedLock();
@@ -457,19 +457,21 @@ export class LocalDriver implements Driver {
     });
   }
 
-  /** Hot standbys of the service behind one endpoint (replica-set.ts). */
+  /**
+   * Hot standbys of the service behind one endpoint (replica-set.ts), and
+   * the set's pooler (replica-set-pooler.ts): stopped before the nodes are
+   * converged when it is disabled, started or updated after them otherwise.
+   */
   async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
     checkId(spec.replicaSetId);
     checkId(spec.serviceId);
-    // Refused up front, permanently, rather than half done (capabilities).
-    if (spec.pooler.enabled) {
-      throw new DriverError(
-        "A read replica set's connection pooler is not supported by the local driver yet.",
-        false,
-      );
-    }
     const ctx = this.context();
     return this.locks.run(spec.replicaSetId, async () => {
+      const pooler = new ReplicaSetPooler(ctx, spec);
+      if (!spec.pooler.enabled) {
+        const stopping = await pooler.stop(true);
+        if (!stopping.done) return stopping;
+      }
       const progress = await convergeReplicaSet(ctx, spec);
       const pgdata = ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 });
       const pm = await postmasterStatus(pgdata);
@@ -477,7 +479,8 @@ export class LocalDriver implements Driver {
         pgdata,
         pid: pm.up ? pm.pid : undefined,
       });
-      return progress;
+      if (!progress.done || !spec.pooler.enabled) return progress;
+      return pooler.converge(await ctx.users.ensure(spec.replicaSetId));
     });
   }
 
@@ -488,7 +491,15 @@ export class LocalDriver implements Driver {
 
   async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
     checkId(spec.replicaSetId);
-    return inspectReplicaSet(this.context(), spec);
+    const ctx = this.context();
+    const health = await inspectReplicaSet(ctx, spec);
+    // A pooler that died is started again by the converge that 'failed' brings.
+    if (health === 'running' && spec.pooler.enabled) {
+      const pooler = new ReplicaSetPooler(ctx, spec);
+      await pooler.trimLog();
+      if (!(await pooler.pid())) return 'failed';
+    }
+    return health;
   }
 
   /**

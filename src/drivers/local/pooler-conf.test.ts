@@ -8,12 +8,12 @@ import {
   pgbouncerIni,
   poolerHba,
   poolSizes,
+  replicaSetPoolSizes,
   restartPart,
 } from './pooler-conf.js';
 
 const SHARED = { shared: true, cpuMillis: 0, memoryGbs: 0 };
 const paths = {
-  socketDir: '/d/s/abc-0',
   authFile: '/d/p/users.txt',
   hbaFile: '/d/p/hba.conf',
   certFile: '/d/pgdata/server.crt',
@@ -26,12 +26,26 @@ test('pool sizes: a quarter of max_connections each, five times as many clients'
   assert.deepEqual(poolSizes({ size: big }), { session: 100, transaction: 100, maxClients: 2000 });
 });
 
+test("a replica set's pools: its nodes' max_connections (at least the primary's), times its nodes", () => {
+  const big = { shared: false, cpuMillis: 4000, memoryGbs: 16 };
+  assert.deepEqual(replicaSetPoolSizes({ size: SHARED, primary: { size: SHARED }, nodes: 2 }), {
+    session: 24,
+    transaction: 24,
+    maxClients: 500,
+  });
+  // Nodes smaller than their primary run with its max_connections (400 here).
+  assert.deepEqual(replicaSetPoolSizes({ size: SHARED, primary: { size: big }, nodes: 3 }), {
+    session: 300,
+    transaction: 300,
+    maxClients: 6000,
+  });
+});
+
+const sharedPools = poolSizes({ size: SHARED });
+const socket = { socketDir: '/d/s/abc-0', port: 5500 };
+
 test('pgbouncer.ini: two pools on the same database, TLS required, hba auth', () => {
-  const ini = pgbouncerIni(
-    { serviceId: 'abc', port: 5500, size: SHARED, pooler: { enabled: true, port: 6600 } },
-    paths,
-    '*',
-  );
+  const ini = pgbouncerIni({ port: 6600, sizes: sharedPools, server: socket }, paths, '*');
   assert.match(
     ini,
     /^tsdb = host=\/d\/s\/abc-0 port=5500 dbname=tsdb pool_mode=session pool_size=12$/m,
@@ -44,19 +58,38 @@ test('pgbouncer.ini: two pools on the same database, TLS required, hba auth', ()
   assert.match(ini, /^client_tls_sslmode = require$/m);
   assert.match(ini, /^auth_type = hba$/m);
   assert.match(ini, /^client_tls_key_file = \/d\/pgdata\/server.key$/m);
+  assert.match(ini, /^server_tls_sslmode = disable$/m);
   assert.equal(
     restartPart(ini).split('\n').length,
-    7,
-    'listen_addr, listen_port, unix_socket_dir and four TLS settings',
+    8,
+    'listen_addr, listen_port, unix_socket_dir, four client TLS settings and the server one',
   );
+  assert.throws(() => pgbouncerIni({ port: null, sizes: sharedPools, server: socket }, paths, '*'));
   assert.throws(() =>
     pgbouncerIni(
-      { serviceId: 'abc', port: 5500, size: SHARED, pooler: { enabled: true, port: null } },
+      { port: 6600, sizes: sharedPools, server: { ...socket, socketDir: '/d s' } },
       paths,
       '*',
     ),
   );
   assert.equal(listenAddr(' 127.0.0.1, ::1 '), '127.0.0.1,::1');
+});
+
+test("pgbouncer.ini of a replica set: its endpoint over TCP, the node's certificate checked against the CA", () => {
+  const server = { host: '127.0.0.1', port: 5700, caFile: '/d/p/ca.crt' };
+  const ini = pgbouncerIni({ port: 6600, sizes: sharedPools, server }, paths, '*');
+  assert.match(
+    ini,
+    /^tsdb = host=127\.0\.0\.1 port=5700 dbname=tsdb pool_mode=session pool_size=12$/m,
+  );
+  assert.match(
+    ini,
+    /^tsdb_transaction = host=127\.0\.0\.1 port=5700 dbname=tsdb pool_mode=transaction pool_size=12$/m,
+  );
+  assert.match(ini, /^server_tls_sslmode = verify-ca$/m);
+  assert.match(ini, /^server_tls_ca_file = \/d\/p\/ca.crt$/m);
+  assert.match(ini, /^client_tls_sslmode = require$/m);
+  assert.match(restartPart(ini), /^server_tls_ca_file = /m);
 });
 
 test('auth_file: the SCRAM verifier, never anything else', () => {

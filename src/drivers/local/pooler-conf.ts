@@ -1,12 +1,18 @@
-// Pure builders for a service's PgBouncer (pooler.ts runs it): its
-// pgbouncer.ini, its auth_file and its hba file. No I/O here, so the rules
-// are unit-tested (pooler-conf.test.ts) and the driver compares text.
+// Pure builders for a service's or a read replica set's PgBouncer
+// (pooler.ts runs it): its pgbouncer.ini, its auth_file and its hba file.
+// No I/O here, so the rules are unit-tested (pooler-conf.test.ts) and the
+// driver compares text.
 //
 // PgBouncer 1.18 (Debian bookworm), https://www.pgbouncer.org/config.html:
 // - `tsdb` pools per session and `tsdb_transaction` per transaction; both
-//   reach the service's `tsdb` over its Unix socket (no TLS to pay for, and
-//   no TCP rule of pg_hba.conf involved: pgHba admits tsdbadmin on the
-//   socket to `tsdb` while the pooler is enabled).
+//   reach the same `tsdb`. A service's pooler reaches its primary over its
+//   Unix socket (no TLS to pay for, and no TCP rule of pg_hba.conf
+//   involved: pgHba admits tsdbadmin on the socket to `tsdb` while the
+//   pooler is enabled). A read replica set's pooler reaches the set's
+//   endpoint (HAProxy, which spreads connections over the set's nodes) over
+//   TCP, so with TLS, verified against the installation's CA: PgBouncer
+//   speaks TLS to servers over TCP only, and behind HAProxy the node is
+//   reached over TCP whatever the pooler's side of the proxy is.
 // - Clients must use TLS (client_tls_sslmode=require) with the service's own
 //   certificate, so verify-full against the installation's CA works on the
 //   pooler's port as on the server's.
@@ -21,10 +27,8 @@
 import type { ServiceSpec } from '../driver.js';
 import { admittedCidrs, sizeProfile } from './conf.js';
 
-/** Where the pooler's files are and which server it reaches. */
+/** Where the pooler's files are. */
 export interface PoolerPaths {
-  /** The server's Unix socket directory. */
-  socketDir: string;
   authFile: string;
   hbaFile: string;
   /** The service's certificate and key (in its data directory, the service's user's). */
@@ -43,6 +47,22 @@ export interface PoolSizes {
 }
 
 /**
+ * The server the pools reach: a service's primary over its Unix socket, or
+ * a read replica set's endpoint over TCP with TLS (`caFile`: the
+ * installation's CA, which signed every node's certificate).
+ */
+export type PoolerServer =
+  { socketDir: string; port: number } | { host: string; port: number; caFile: string };
+
+/** What a pgbouncer.ini is made of, beside its paths. */
+export interface PoolerIni {
+  /** The pooler's own port (null: none allocated, refused). */
+  port: number | null;
+  sizes: PoolSizes;
+  server: PoolerServer;
+}
+
+/**
  * The pools take half of the server's max_connections, a quarter each, so
  * that direct connections (and Basin's own) keep the other half; clients may
  * be five times max_connections. A session client holds its server
@@ -57,6 +77,28 @@ export function poolSizes(spec: Pick<ServiceSpec, 'size'>): PoolSizes {
 }
 
 /**
+ * A read replica set's pools, from the size of its nodes (each has the
+ * max_connections of the set's size, raised to its primary's: a hot standby
+ * needs at least as many), times its nodes: the endpoint spreads the server
+ * connections over them, so each node gives the pools half its
+ * max_connections, as a service's primary does; five times as many clients
+ * as the nodes' connections together.
+ */
+export function replicaSetPoolSizes(spec: {
+  size: ServiceSpec['size'];
+  primary: Pick<ServiceSpec, 'size'>;
+  nodes: number;
+}): PoolSizes {
+  const max = Math.max(
+    sizeProfile(spec.size).maxConnections,
+    sizeProfile(spec.primary.size).maxConnections,
+  );
+  const nodes = Math.max(1, spec.nodes);
+  const quarter = Math.max(2, Math.floor(max / 4)) * nodes;
+  return { session: quarter, transaction: quarter, maxClients: max * 5 * nodes };
+}
+
+/**
  * PgBouncer's listen_addr from PostgreSQL's listen_addresses: the same
  * comma-separated list, `*` for every address.
  */
@@ -68,18 +110,21 @@ export function listenAddr(listenAddresses: string): string {
     .join(',');
 }
 
-/** The whole pgbouncer.ini of a service. */
+/** The whole pgbouncer.ini of a pooler. */
 export function pgbouncerIni(
-  spec: Pick<ServiceSpec, 'serviceId' | 'port' | 'pooler' | 'size'>,
+  pooler: PoolerIni,
   paths: PoolerPaths,
   listenAddresses: string,
 ): string {
-  if (spec.pooler.port === null) throw new Error('the pooler has no port');
-  const sizes = poolSizes(spec);
-  const server = `host=${paths.socketDir} port=${spec.port} dbname=tsdb`;
+  if (pooler.port === null) throw new Error('the pooler has no port');
+  const { sizes } = pooler;
+  const tcp = 'host' in pooler.server ? pooler.server : undefined;
+  const host = 'host' in pooler.server ? pooler.server.host : pooler.server.socketDir;
+  if (!/^[A-Za-z0-9_.:/-]+$/.test(host)) throw new Error(`unusable server host ${host}`);
+  const server = `host=${host} port=${pooler.server.port} dbname=tsdb`;
   const settings: [string, string | number][] = [
     ['listen_addr', listenAddr(listenAddresses)],
-    ['listen_port', spec.pooler.port],
+    ['listen_port', pooler.port],
     // No Unix socket: the pooler is for clients over the network only.
     ['unix_socket_dir', ''],
     ['auth_type', 'hba'],
@@ -89,8 +134,17 @@ export function pgbouncerIni(
     ['client_tls_cert_file', paths.certFile],
     ['client_tls_key_file', paths.keyFile],
     ['client_tls_protocols', 'tlsv1.2,tlsv1.3'],
-    // The server is reached over its socket.
-    ['server_tls_sslmode', 'disable'],
+    // A socket needs no TLS; over TCP (a replica set's endpoint) the
+    // server's certificate must be signed by the installation's CA. Not
+    // verify-full: the endpoint is reached at a listen address, which the
+    // certificate (issued for the public host and loopback) may not name.
+    ...(tcp
+      ? ([
+          ['server_tls_sslmode', 'verify-ca'],
+          ['server_tls_ca_file', tcp.caFile],
+          ['server_tls_protocols', 'tlsv1.2,tlsv1.3'],
+        ] as [string, string][])
+      : ([['server_tls_sslmode', 'disable']] as [string, string][])),
     ['max_client_conn', sizes.maxClients],
     ['default_pool_size', sizes.session],
     ['reserve_pool_size', 0],
@@ -113,7 +167,7 @@ export function pgbouncerIni(
     ['log_stats', 0],
   ];
   return [
-    "; Written by Basin from the service's spec; edits are overwritten.",
+    '; Written by Basin from the spec; edits are overwritten.',
     '[databases]',
     `tsdb = ${server} pool_mode=session pool_size=${sizes.session}`,
     `tsdb_transaction = ${server} pool_mode=transaction pool_size=${sizes.transaction}`,
@@ -128,7 +182,9 @@ export function pgbouncerIni(
 export function restartPart(ini: string): string {
   return ini
     .split('\n')
-    .filter((l) => /^(listen_addr|listen_port|unix_socket_dir|client_tls_[a-z_]+) =/.test(l))
+    .filter((l) =>
+      /^(listen_addr|listen_port|unix_socket_dir|(client|server)_tls_[a-z_]+) =/.test(l),
+    )
     .join('\n');
 }
 

@@ -1,6 +1,7 @@
-// A service's connection pooler: one PgBouncer (Debian's, 1.18), supervised
-// as the service's postmaster is (postmaster.ts, DESIGN.md §4):
-// - it runs as the service's own OS user, confined like the postmaster
+// A connection pooler: one PgBouncer (Debian's, 1.18) per service, and per
+// read replica set whose pooler is enabled (replica-set-pooler.ts),
+// supervised as the service's postmaster is (postmaster.ts, DESIGN.md §4):
+// - it runs as the service's (or set's) own OS user, confined like the postmaster
 //   (no_new_privs, an empty bounding set, private /tmp & co.: confine.ts),
 //   detached, so it outlives Basin;
 // - Basin keeps its pid in pooler.json (root's): a restarted Basin adopts the
@@ -19,6 +20,7 @@
 
 import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { setPriority } from 'node:os';
 import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../driver.js';
@@ -29,7 +31,15 @@ import type { DriverContext } from './local-driver.js';
 import { hash } from './node-state.js';
 import { exists, mkdirIn, removeTrees, writeRootFile } from './node-files.js';
 import type { OsUser } from './os-user.js';
-import { authFile, pgbouncerIni, poolerHba, restartPart } from './pooler-conf.js';
+import {
+  authFile,
+  pgbouncerIni,
+  poolerHba,
+  poolSizes,
+  restartPart,
+  type PoolerServer,
+  type PoolSizes,
+} from './pooler-conf.js';
 import { isLive, procCmdline, signalAll } from './processes.js';
 import { portIsFree } from './port-free.js';
 import { spawnTenantDaemon } from './postmaster.js';
@@ -40,6 +50,15 @@ export const PGBOUNCER = '/usr/sbin/pgbouncer';
 
 /** How long PgBouncer gets to exit on SIGTERM before it is killed. */
 const STOP_TIMEOUT_MS = 5_000;
+
+/**
+ * PgBouncer's scheduling priority, a little above its clients' servers':
+ * it is one process that every pooled client's every transaction goes
+ * through, so each moment it waits for a CPU behind the backends it feeds
+ * (or anything else) stalls all of them. bench/README.md (local-pooler) has
+ * what it changed; docs/security.md what it gives a tenant.
+ */
+export const POOLER_NICE = -5;
 
 /** pooler.log is emptied beyond this (trimLog), so it never grows without bound. */
 const LOG_MAX = 1024 * 1024;
@@ -56,17 +75,35 @@ interface PoolerState {
 /** Stops under way, by pid: when SIGTERM was sent. */
 const stopping = new Map<number, number>();
 
-export class ServicePooler {
+/** What a pooler serves, whoever's it is. */
+export interface PoolerTarget {
+  /** The service's or read replica set's id: its files are layout.pooler(id). */
+  id: string;
+  /** How its log lines name it. */
+  kind: 'serviceId' | 'replicaSetId';
+  /** The pooler's own port (null: none allocated). */
+  port: number | null;
+  sizes: PoolSizes;
+  server: PoolerServer;
+  /** The data directory whose server.crt and server.key clients are shown. */
+  certPgdata: string;
+  /** tsdbadmin's SCRAM verifier (the service's, for a set too). */
+  passwordVerifier: string;
+  /** The VPC's blocks ([]: the public CIDRs), as the server admits them. */
+  allowedCidrs: string[];
+}
+
+export class Pooler {
   private readonly files;
 
   constructor(
     private readonly ctx: DriverContext,
-    private readonly spec: ServiceSpec,
+    private readonly target: PoolerTarget,
   ) {
-    this.files = ctx.layout.pooler(spec.serviceId);
+    this.files = ctx.layout.pooler(target.id);
   }
 
-  /** The pid of the service's running PgBouncer, if one runs. */
+  /** The pid of the running PgBouncer, if one runs. */
   async pid(): Promise<number | undefined> {
     const { pid } = await this.readState();
     return pid !== undefined && (await this.isOurs(pid)) ? pid : undefined;
@@ -92,8 +129,8 @@ export class ServicePooler {
    * run and accept connections already (applyService calls it after).
    */
   async converge(user: OsUser): Promise<Progress> {
-    const { ctx, spec, files } = this;
-    if (spec.pooler.port === null) {
+    const { ctx, target, files } = this;
+    if (target.port === null) {
       throw new DriverError('The connection pooler has no port.', false);
     }
     if (ctx.listenAddresses.trim() === '') {
@@ -108,9 +145,17 @@ export class ServicePooler {
     await writeRootFile(files.ini, ini, user);
     await writeRootFile(files.authFile, auth, user);
     await writeRootFile(files.hbaFile, hba, user);
-    const pgdata = ctx.layout.pgdata(this.primary().ref);
-    const cert = await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 });
-    const restartHash = hash(restartPart(ini), cert);
+    // The CA that signed the server's certificate, where PgBouncer's user
+    // can read it (ca/ is root's alone); a public certificate.
+    let ca = '';
+    if ('caFile' in target.server) {
+      ca = await readSmallFile(ctx.layout.caCert, { maxBytes: 64 * 1024 });
+      await writeRootFile(files.caFile, ca, user);
+    }
+    const cert = await readSmallFile(join(target.certPgdata, 'server.crt'), {
+      maxBytes: 64 * 1024,
+    });
+    const restartHash = hash(restartPart(ini), cert, ca);
     const loadedHash = hash(ini, auth, hba);
     const state = await this.readState();
     const pid = await this.pid();
@@ -123,7 +168,7 @@ export class ServicePooler {
     }
     const spawned = ctx.spawned.get(files.dir);
     if (spawned?.proc.pid === pid && !spawned.sawReady) {
-      if (!(await this.accepts(spec.pooler.port))) {
+      if (!(await this.accepts(target.port))) {
         return wait(20, 'waiting for the connection pooler to accept connections');
       }
       spawned.sawReady = true;
@@ -151,35 +196,22 @@ export class ServicePooler {
     return DONE;
   }
 
-  /**
-   * The node the pooler reaches: the recorded primary (node 0 until a
-   * failover), on its own socket and port, so that the apply after a
-   * failover re-points the pooler (a reload) at the new primary.
-   */
-  private primary(): { ref: { id: string; node: number }; port: number } {
-    const node = primaryNode(this.spec);
-    return { ref: { id: this.spec.serviceId, node: node.index }, port: node.port };
-  }
-
   private configFiles(): { ini: string; auth: string; hba: string } {
-    const { ctx, spec } = this;
-    const { ref, port } = this.primary();
-    const pgdata = ctx.layout.pgdata(ref);
+    const { ctx, target } = this;
     try {
       return {
         ini: pgbouncerIni(
-          { ...spec, port },
+          { port: target.port, sizes: target.sizes, server: target.server },
           {
-            socketDir: ctx.layout.socketDir(ref),
             authFile: this.files.authFile,
             hbaFile: this.files.hbaFile,
-            certFile: join(pgdata, 'server.crt'),
-            keyFile: join(pgdata, 'server.key'),
+            certFile: join(target.certPgdata, 'server.crt'),
+            keyFile: join(target.certPgdata, 'server.key'),
           },
           ctx.listenAddresses,
         ),
-        auth: authFile(spec.passwordVerifier),
-        hba: poolerHba(spec, ctx.publicCidrs),
+        auth: authFile(target.passwordVerifier),
+        hba: poolerHba(target, ctx.publicCidrs),
       };
     } catch (err) {
       throw new DriverError(`Invalid pooler configuration: ${(err as Error).message}`, false);
@@ -191,7 +223,7 @@ export class ServicePooler {
    * accepted connections failed: its output says why, as a retryable error.
    */
   private async start(user: OsUser, restartHash: string, loadedHash: string): Promise<Progress> {
-    const { ctx, spec, files } = this;
+    const { ctx, target, files } = this;
     const last = ctx.spawned.get(files.dir);
     if (last && !last.proc.exit) return wait(20, 'starting the connection pooler');
     ctx.spawned.delete(files.dir);
@@ -210,7 +242,7 @@ export class ServicePooler {
         true,
       );
     }
-    const port = spec.pooler.port as number;
+    const port = target.port as number;
     if (!(await portIsFree(port))) {
       throw new DriverError(
         `Port ${port} of the connection pooler is in use by another process.`,
@@ -226,8 +258,9 @@ export class ServicePooler {
     ctx.spawned.set(files.dir, { proc: spawned, sawReady: false });
     const pid = spawned.pid;
     await this.writeState({ pid, startedWith: restartHash, loaded: loadedHash });
+    await favour(pid);
     ctx.log.info(
-      { serviceId: spec.serviceId, pid, osUser: user.name, port },
+      { [target.kind]: target.id, pid, osUser: user.name, port },
       'starting the connection pooler',
     );
     return wait(20, 'starting the connection pooler');
@@ -239,7 +272,7 @@ export class ServicePooler {
     if (since === undefined) {
       signalAll([pid], 'SIGTERM');
       stopping.set(pid, now);
-      this.ctx.log.info({ serviceId: this.spec.serviceId, pid }, why);
+      this.ctx.log.info({ [this.target.kind]: this.target.id, pid }, why);
     } else if (now - since > STOP_TIMEOUT_MS) {
       signalAll([pid], 'SIGKILL');
     }
@@ -247,7 +280,7 @@ export class ServicePooler {
     return wait(50, why);
   }
 
-  /** Whether `pid` is a live PgBouncer run with this service's pgbouncer.ini. */
+  /** Whether `pid` is a live PgBouncer run with this pooler's pgbouncer.ini. */
   private async isOurs(pid: number): Promise<boolean> {
     if (!(await isLive(pid))) {
       stopping.delete(pid);
@@ -289,5 +322,45 @@ export class ServicePooler {
     const tmp = `${this.files.state}.tmp`;
     await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
     await rename(tmp, this.files.state);
+  }
+}
+
+/**
+ * Gives the just spawned PgBouncer POOLER_NICE: its session's autogroup
+ * (it was spawned detached, so the session is its alone), which is what
+ * the kernel weighs against other sessions where autogroups are on, and
+ * the process itself, which is what counts where they are off or inside a
+ * CPU cgroup. Only root may raise a priority; without it, or without
+ * autogroups, PgBouncer runs at the default one.
+ */
+async function favour(pid: number): Promise<void> {
+  await writeFile(`/proc/${pid}/autogroup`, String(POOLER_NICE)).catch(() => {});
+  try {
+    setPriority(pid, POOLER_NICE);
+  } catch {
+    // Not root: the default priority.
+  }
+}
+
+/**
+ * A service's pooler. It reaches the recorded primary (node 0 until a
+ * failover) on its own socket and port, so that the apply after a failover
+ * re-points the pooler (a reload) at the new primary; it shows the
+ * primary's certificate.
+ */
+export class ServicePooler extends Pooler {
+  constructor(ctx: DriverContext, spec: ServiceSpec) {
+    const node = primaryNode(spec);
+    const ref = { id: spec.serviceId, node: node.index };
+    super(ctx, {
+      id: spec.serviceId,
+      kind: 'serviceId',
+      port: spec.pooler.port,
+      sizes: poolSizes(spec),
+      server: { socketDir: ctx.layout.socketDir(ref), port: node.port },
+      certPgdata: ctx.layout.pgdata(ref),
+      passwordVerifier: spec.passwordVerifier,
+      allowedCidrs: spec.allowedCidrs,
+    });
   }
 }

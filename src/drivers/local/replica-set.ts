@@ -27,6 +27,7 @@ import { nodeIndices, primaryNode } from './converge-nodes.js';
 import type { DriverContext } from './local-driver.js';
 import { mkdirIn, nodeExists, writeRootFile } from './node-files.js';
 import { postmasterStatus } from './postmaster.js';
+import { poolerSourceCidr } from './replica-set-pooler.js';
 import { ensureSlots, replicationSecret } from './replication.js';
 import { ServiceNode, type NodeReplication } from './service-node.js';
 
@@ -44,7 +45,9 @@ function nodesSpec(spec: ReplicaSetSpec): ServiceSpec {
     size: spec.size,
     environment: spec.environment,
     port: spec.port,
-    pooler: spec.pooler,
+    // The set's pooler does not use the nodes' sockets: it comes through the
+    // endpoint (replica-set-pooler.ts), so their pg_hba.conf never changes for it.
+    pooler: { enabled: false, port: null },
     allowedCidrs: spec.allowedCidrs,
     ha: { replicaCount: 0, syncReplicaCount: 0 },
     nodes: spec.nodePorts.map((port, index) => ({ index, role: 'standby' as const, port })),
@@ -123,7 +126,11 @@ export async function convergeReplicaSet(
     id,
     spec.port,
     nodes.nodes.map((n: SpecNode) => ({ index: n.index, port: n.port, enabled: true })),
-    admittedCidrs(nodes, ctx.publicCidrs),
+    [
+      ...admittedCidrs(nodes, ctx.publicCidrs),
+      // The set's pooler is a client of the endpoint (replica-set-pooler.ts).
+      ...(spec.pooler.enabled ? [poolerSourceCidr(ctx.listenAddresses)] : []),
+    ],
     'leastconn',
   );
   return DONE;
