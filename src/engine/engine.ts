@@ -278,14 +278,17 @@ export class Engine {
       this.log.info({ op: op.id, kind: op.kind, resource: op.resourceId }, 'operation done');
       return;
     }
-    await this.deps.store.transaction((tx) =>
-      tx.operations.release(op.id, this.worker, {
+    const { note } = progress;
+    await this.deps.store.transaction(async (tx) => {
+      const released = await tx.operations.release(op.id, this.worker, {
         now,
         runAfter: now + progress.retryAfterMs,
         error: null,
         attempts: op.attempts,
-      }),
-    );
+      });
+      // What the step did, in the resource's own logs (a failover's steps…).
+      if (released && note) await this.record(tx, op, note);
+    });
   }
 
   /** One attempt, given up (as a retryable failure) if it does not settle in time. */

@@ -178,6 +178,7 @@ async function replicationFor(
 ): Promise<NodeReplication> {
   return {
     primary: primaryNode(spec),
+    primaryAdmin: adminOf(ctx, spec.serviceId, primaryNode(spec)),
     secret: await replicationSecret(ctx.layout, spec.serviceId),
     synchronousStandbys: synchronousStandbyNames(spec.ha.syncReplicaCount, syncCandidates),
   };

@@ -18,6 +18,12 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Kills the command (SIGTERM) when it aborts; the promise then rejects. */
   signal?: AbortSignal;
+  /**
+   * With `as`: the command is killed when Basin dies (see asUser), for
+   * work on files that a restarted Basin takes up again (pg_basebackup,
+   * pg_rewind), which must never run beside its successor.
+   */
+  diesWithBasin?: boolean;
 }
 
 export class CommandError extends Error {
@@ -104,7 +110,9 @@ export function onPath(tool: string): boolean {
 /** Runs `file args…` and resolves with its stdout; rejects with a CommandError carrying its output. */
 export function run(file: string, args: string[], options: RunOptions = {}): Promise<string> {
   const command = [file, ...args].join(' ');
-  const exec = options.as ? asUser(options.as, file, args) : { file, args };
+  const exec = options.as
+    ? asUser(options.as, file, args, { diesWithBasin: options.diesWithBasin ?? false })
+    : { file, args };
   return new Promise((resolve, reject) => {
     execFile(
       exec.file,
