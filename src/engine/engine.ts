@@ -21,7 +21,7 @@ import type { OperationKind } from '../domain/operations.js';
 import type { Progress } from '../domain/progress.js';
 import type { Logger } from '../lib/logger.js';
 import type { Operation, Tx } from '../store/store.js';
-import { primaryDown } from './failover.js';
+import { primaryEvent } from './failover.js';
 import { failResource, type HandlerDeps, runHandler } from './handlers.js';
 import { reconcile } from './reconciler.js';
 import {
@@ -126,12 +126,12 @@ export class Engine {
     // A primary that dies is failed over at once, not at the next reconcile (failover.ts).
     if (!this.watching) {
       this.watching = true;
-      this.deps.driver.watchPrimaries?.((id) => {
+      this.deps.driver.watchPrimaries?.((id, event) => {
         if (this.stopped) return;
-        primaryDown(this.deps, id).then(
+        primaryEvent(this.deps, id, event).then(
           (queued) => queued && this.kick(),
           (err: unknown) =>
-            this.log.error({ err, serviceId: id }, 'recording a dead primary failed'),
+            this.log.error({ err, serviceId: id, event }, "recording a primary's trouble failed"),
         );
       });
     }
