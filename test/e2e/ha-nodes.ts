@@ -74,13 +74,16 @@ export function clusterPids(pgdata: string): number[] {
     });
 }
 
-/** Commits numbered rows into `w (i)` through `port` until stopped; remembers the acknowledged ones. */
-export function writer(port: number, password: string) {
+/**
+ * Commits rows numbered from `from` into `w (i)` through `port` until
+ * stopped; remembers the acknowledged ones.
+ */
+export function writer(port: number, password: string, from = 1) {
   const acked: number[] = [];
   let stop = false;
   let client: pg.Client | undefined;
   const done = (async () => {
-    for (let i = 1; !stop; i++) {
+    for (let i = from; !stop; i++) {
       try {
         if (!client) {
           client = new pg.Client({

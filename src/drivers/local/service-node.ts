@@ -123,8 +123,14 @@ export class ServiceNode {
     // template is copied, which does not need the user until its chown.
     const userMade = ctx.users.ensure(spec.serviceId);
     userMade.catch(() => {}); // awaited below, whatever happens first
-    // Half-rewound files (Basin died while pg_rewind ran) go: rebuilt below.
-    if (this.isStandby) await dropInterruptedRewind(ctx, ref);
+    // Half-rewound files (Basin died while pg_rewind ran) go: rebuilt next.
+    if (this.isStandby && (await dropInterruptedRewind(ctx, ref))) {
+      await userMade;
+      return wait(0, 'rebuilding a standby', {
+        severity: 'WARNING',
+        message: `basin: the rewind of ${nodeName(ref.node)} was interrupted (Basin stopped meanwhile); it is rebuilt from a base backup of the primary`,
+      });
+    }
     if (!(await nodeExists(ctx.layout, ref))) {
       if ((await ctx.template.poll()) !== 'ready') {
         await userMade;
