@@ -116,7 +116,7 @@ export async function convergeReplicaSet(
     // The service's endpoint: its primary, wherever a failover put it.
     primary: { index: primaryNode(spec.primary).index, role: 'primary', port: spec.primary.port },
     primaryAdmin: primary,
-    viaEndpoint: true,
+    separateUser: true,
     secret,
     synchronousStandbys: '',
     nameOf: names,

@@ -75,11 +75,11 @@ export interface NodeReplication {
   /** Basin's administrative door to the primary node itself (follow.ts, standby.ts). */
   primaryAdmin: AdminTarget;
   /**
-   * A read replica set's node: it runs as an OS user of its own, and
-   * reaches its primary through the service's endpoint only, as the
-   * replication role (standby.ts, rewindSource).
+   * A read replica set's node: it runs as an OS user of its own, which the
+   * primary's socket does not admit, so it is rewound as the replication
+   * role over loopback TLS (standby.ts, rewindSource).
    */
-  viaEndpoint?: boolean;
+  separateUser?: boolean;
   secret: string;
   synchronousStandbys: string;
   /** A standby's application_name and slot (default nodeName: `node<i>`). */

@@ -118,25 +118,31 @@ export async function rewindToStandby(
   const { layout } = ctx;
   const ref = { id: spec.serviceId, node: node.index };
   const pgdata = layout.pgdata(ref);
-  state.rewind = 'running';
-  delete state.follows;
-  await save();
   const staging = join(layout.nodeDir(ref), '.rewind');
-  let rewound = false;
+  // Nothing of the node is touched until pg_rewind runs: a primary that
+  // does not answer yet is a retry, not a rebuild.
+  let source: string;
   try {
     // A just promoted primary writes its new timeline into pg_control at
     // its next checkpoint: until then pg_rewind would see both on the same
     // timeline and rewind nothing.
     await withAdmin(replication.primaryAdmin, 'postgres', (c) => c.query('CHECKPOINT'));
+    source = await rewindSource(ctx, node, replication, user, staging);
+  } catch (err) {
+    await removeTrees([staging]);
+    throw new DriverError(
+      `Could not prepare the rewind of ${nodeName(node.index)}: ${(err as Error).message}`,
+      true,
+    );
+  }
+  state.rewind = 'running';
+  delete state.follows;
+  await save();
+  let rewound = false;
+  try {
     await run(
       join(ctx.pg.bin, 'pg_rewind'),
-      [
-        '--target-pgdata',
-        pgdata,
-        '--source-server',
-        await rewindSource(ctx, node, replication, user, staging),
-        '--no-sync',
-      ],
+      ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],
       { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
     );
     await finishStandbyData(ctx, pgdata, user);
@@ -175,7 +181,7 @@ async function rewindSource(
   staging: string,
 ): Promise<string> {
   const primary = replication.primaryAdmin;
-  if (!replication.viaEndpoint) {
+  if (!replication.separateUser) {
     return `host='${primary.socketDir}' port=${primary.port} user=postgres dbname=postgres`;
   }
   await removeTrees([staging]);
