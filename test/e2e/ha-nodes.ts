@@ -7,6 +7,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Layout } from '../../src/drivers/local/layout.js';
+import type { BasinProcess } from './basin-api.js';
 import { psql } from './clients.js';
 
 export interface RunningNode {
@@ -116,4 +117,27 @@ export function writer(port: number, password: string, from = 1) {
       await done;
     },
   };
+}
+
+/**
+ * What a failed HA test prints: Basin's own lines but its access log (the
+ * polls drown everything else in its tail), and the `basin: …` entries of
+ * the logs of each of `ids` (services or replica sets).
+ */
+export async function explain(b: BasinProcess, ids: string[]): Promise<string> {
+  const own = b
+    .output()
+    .split('\n')
+    .filter((l) => l.trim() !== '' && !l.includes('"msg":"request"'))
+    .slice(-80)
+    .join('\n');
+  const parts = [`Basin (pid ${b.pid}), its lines but requests:\n${own}`];
+  for (const id of ids) {
+    const res = await b
+      .call('GET', `${b.servicePath(id)}/logs?search=basin`)
+      .catch(() => undefined);
+    const lines = (res?.body?.logs as string[] | undefined) ?? [];
+    parts.push(`basin's entries in the logs of ${id}, newest first:\n${lines.join('\n')}`);
+  }
+  return parts.join('\n\n');
 }

@@ -94,6 +94,12 @@ export async function withAdmin<T>(
     application_name: 'basin',
     statement_timeout: bounds.statementMs,
     lock_timeout: bounds.lockMs,
+    // Basin's own commits (roles, slots, extensions…) never wait for a
+    // synchronous standby: one being rewound or rebuilt would hold every
+    // step of the converge that brings it back. Each is applied again
+    // whenever it is not found (node-state.ts), so none needs a standby's
+    // copy to survive a failover.
+    options: '-c synchronous_commit=local',
     ...(options.replication ? { replication: 'database' } : {}),
   });
   // A server going away mid-call surfaces as an error event; without a
