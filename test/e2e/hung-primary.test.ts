@@ -14,7 +14,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, psql } from './clients.js';
-import { clusterPids, isLive, runningNodes, superuser, writer, explain } from './ha-nodes.js';
+import { clusterPids, explain, isLive, runningNodes, superuser, writer } from './ha-nodes.js';
 
 async function basinLogs(b: BasinProcess, id: string): Promise<string[]> {
   const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);

@@ -18,7 +18,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, psql } from './clients.js';
-import { isLive, runningNodes, superuser, superuserTsdb, explain } from './ha-nodes.js';
+import { explain, isLive, runningNodes, superuser, superuserTsdb } from './ha-nodes.js';
 
 async function replicaSet(b: BasinProcess, serviceId: string, rsId: string) {
   const res = await b.call('GET', `${b.servicePath(serviceId)}/replicaSets`);
