@@ -10,9 +10,11 @@
 // Basin stopped: what no supervisor can beat on this host.
 //
 // Also: replication lag under a pgbench write load through the endpoint
-// (replay lag in bytes on the primary, sampled every 200 ms), and the read
-// throughput (pgbench -S) of a 2-node read replica set's endpoint against
-// one of its nodes' own port (target >= 1.6x: the spreading works).
+// (replay lag in bytes on the primary, sampled every 200 ms), how many of
+// Basin's health checks of the primaries went unanswered (false alarms:
+// none hangs here), and the read throughput (pgbench -S) of a 2-node read
+// replica set's endpoint against one of its nodes' own port (target >=
+// 1.6x: the spreading works; replica-set-reads.ts).
 
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -216,6 +218,13 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
       );
     });
 
+    // False alarms of the hung-primary checks: no primary here ever hangs
+    // (they are killed), so every unanswered check is one, under pgbench.
+    const logs = await basin.request('GET', `/${svc.id}/logs?search=health%20check`);
+    const unanswered = (JSON.parse(logs.text) as { logs: string[] }).logs.filter((l) =>
+      /did not answer a health check/.test(l),
+    ).length;
+
     // The floor: a caught-up standby promoted by hand, Basin stopped.
     await sleep(1_000);
     const before = nodesOf(layout, svc.id);
@@ -243,6 +252,9 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
       `replication lag under pgbench (4 clients, 10 s, through the endpoint): replay lag ` +
         `median ${fixed(lag.medianKb, 0)} kB, max ${fixed(lag.maxKb, 0)} kB over ${lag.samples} samples; ` +
         `pgbench ${fixed(lag.tps, 0)} tps`,
+    );
+    console.log(
+      `health checks of the primaries left unanswered (1.5 s each; 3 in a row fail over) over the run: ${unanswered}`,
     );
     const pct = (x: number) => `${fixed(x * 100, 0)} %`;
     console.log(
