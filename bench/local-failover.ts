@@ -10,9 +10,11 @@
 // Basin stopped: what no supervisor can beat on this host.
 //
 // Also: replication lag under a pgbench write load through the endpoint
-// (replay lag in bytes on the primary, sampled every 200 ms), and the read
-// throughput (pgbench -S) of a 2-node read replica set's endpoint against
-// one of its nodes' own port (target >= 1.6x: the spreading works).
+// (replay lag in bytes on the primary, sampled every 200 ms), how many of
+// Basin's health checks of the primaries went unanswered (false alarms:
+// none hangs here), and the read throughput (pgbench -S) of a 2-node read
+// replica set's endpoint against one of its nodes' own port (target >=
+// 1.6x: the spreading works; replica-set-reads.ts).
 
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -24,6 +26,7 @@ import { Layout } from '../src/drivers/local/layout.js';
 import { claimDataDir, LocalBasin, postmasterPid, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './run.js';
+import { READ_CLIENTS, READ_SECONDS, READ_TARGET, replicaSetReads } from './replica-set-reads.js';
 
 const run = promisify(execFile);
 const TARGET_MS = 5_000;
@@ -206,7 +209,21 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
     const lag = await pgbenchLag(layout, svc);
 
     // Read throughput: a 2-node replica set's endpoint against one node's own port.
-    const reads = await replicaSetReads(basin, layout, svc);
+    const rsBasin = basin;
+    const reads = await replicaSetReads(rsBasin, layout, svc, async (rsId) => {
+      await waitFor(
+        async () =>
+          (await rsBasin.replicaSetStatus(svc.id, rsId)) === 'active' ? true : undefined,
+        180_000,
+      );
+    });
+
+    // False alarms of the hung-primary checks: no primary here ever hangs
+    // (they are killed), so every unanswered check is one, under pgbench.
+    const logs = await basin.request('GET', `/${svc.id}/logs?search=health%20check`);
+    const unanswered = (JSON.parse(logs.text) as { logs: string[] }).logs.filter((l) =>
+      /did not answer a health check/.test(l),
+    ).length;
 
     // The floor: a caught-up standby promoted by hand, Basin stopped.
     await sleep(1_000);
@@ -237,14 +254,21 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
         `pgbench ${fixed(lag.tps, 0)} tps`,
     );
     console.log(
+      `health checks of the primaries left unanswered (1.5 s each; 3 in a row fail over) over the run: ${unanswered}`,
+    );
+    const pct = (x: number) => `${fixed(x * 100, 0)} %`;
+    console.log(
       `read replica set (2 nodes, pgbench -S, ${READ_CLIENTS} clients, ${READ_SECONDS} s each): ` +
         `endpoint ${fixed(reads.endpointTps, 0)} tps, one node's own port ${fixed(reads.nodeTps, 0)} tps, ` +
-        `ratio ${fixed(reads.endpointTps / reads.nodeTps, 2)} (target >= ${READ_TARGET})`,
+        `ratio ${fixed(reads.endpointTps / reads.nodeTps, 2)} (target >= ${READ_TARGET}); ` +
+        `the endpoint's transactions served by node0/node1: ${reads.shares.map(pct).join(' / ')}; ` +
+        `host CPUs (${reads.cores}) busy: ${pct(reads.cpuBusy.node)} on one node, ${pct(reads.cpuBusy.endpoint)} through the endpoint`,
     );
     if (reads.endpointTps / reads.nodeTps < READ_TARGET) {
       warn(
         `the replica set's endpoint served less than ${READ_TARGET}x one node's reads ` +
-          '(on one host, both nodes share its cores: spreading only pays where a node alone cannot use them)',
+          `(one node alone kept the host's ${reads.cores} CPUs ${pct(reads.cpuBusy.node)} busy, and both nodes ` +
+          'share them: spreading only pays where a node alone cannot use all the cores)',
       );
     }
     const mid = median(rounds.map((x) => x.ms));
@@ -261,41 +285,6 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
     await basin?.stop().catch(() => {});
     await releaseDataDir(dataDir);
   }
-}
-
-const READ_CLIENTS = 16;
-const READ_SECONDS = 8;
-const READ_TARGET = 1.6;
-
-/** pgbench -S through a new 2-node replica set's endpoint, and on one of its nodes' own port. */
-async function replicaSetReads(
-  basin: LocalBasin,
-  layout: Layout,
-  svc: { id: string; password: string; port: number },
-): Promise<{ endpointTps: number; nodeTps: number }> {
-  const rs = await basin.createReplicaSet(svc.id, {
-    name: 'bench-reads',
-    nodes: 2,
-    cpu_millis: 1000,
-    memory_gbs: 4,
-  });
-  await waitFor(
-    async () => ((await basin.replicaSetStatus(svc.id, rs.id)) === 'active' ? true : undefined),
-    180_000,
-  );
-  const env = { ...process.env, PGPASSWORD: svc.password };
-  const tps = async (port: number) => {
-    const conn = `host=127.0.0.1 port=${port} user=tsdbadmin dbname=tsdb sslmode=require`;
-    const args = ['-S', '-n', '-c', String(READ_CLIENTS), '-j', '2', '-T', String(READ_SECONDS)];
-    const { stdout } = await run('pgbench', [...args, conn], { env });
-    return Number(/tps = ([\d.]+)/.exec(stdout)?.[1] ?? Number.NaN);
-  };
-  const node0 = Number(
-    readFileLines(join(layout.pgdata({ id: rs.id, node: 0 }), 'postmaster.pid'))[3],
-  );
-  const nodeTps = await tps(node0);
-  const endpointTps = await tps(rs.port);
-  return { endpointTps, nodeTps };
 }
 
 async function pgbenchLag(

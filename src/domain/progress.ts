@@ -2,13 +2,24 @@
 // return it; the engine either finishes the operation or runs it again after
 // `retryAfterMs`. Failures are thrown, not returned.
 
+/**
+ * Something a step did that the resource's own logs should tell (a
+ * `basin: …` entry): the engine writes it when it records the step.
+ */
+export interface ProgressNote {
+  severity: 'LOG' | 'WARNING' | 'ERROR';
+  message: string;
+}
+
 /** Finished, or worth calling again after a while (and why, for logs and tests). */
-export type Progress = { done: true } | { done: false; retryAfterMs: number; reason: string };
+export type Progress =
+  { done: true } | { done: false; retryAfterMs: number; reason: string; note?: ProgressNote };
 
 export const DONE: Progress = { done: true };
 
-export const wait = (retryAfterMs: number, reason: string): Progress => ({
+export const wait = (retryAfterMs: number, reason: string, note?: ProgressNote): Progress => ({
   done: false,
   retryAfterMs,
   reason,
+  ...(note ? { note } : {}),
 });

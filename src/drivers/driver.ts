@@ -80,6 +80,17 @@ export interface SpecNode {
   port: number;
 }
 
+/** What a driver's watch saw of a service's primary (see watchPrimaries). */
+export type PrimaryEvent =
+  /** Its server is gone (killed, crashed). */
+  | { kind: 'dead' }
+  /** It did not answer a check within `timeoutMs`: the `count`th in a row; at `limit` it is hung. */
+  | { kind: 'unanswered'; count: number; limit: number; timeoutMs: number }
+  /** It runs but did not answer `count` checks in a row: taken for dead, to be fenced and failed over. */
+  | { kind: 'hung'; count: number; timeoutMs: number }
+  /** It answers again after `after` unanswered checks. */
+  | { kind: 'answering'; after: number };
+
 /** Whether a service's primary is dead, and if so where its standbys stand (see prepareFailover). */
 export type FailoverView =
   { dead: false } | { dead: true; standbys: { index: number; lsn: string | null }[] };
@@ -136,10 +147,13 @@ export interface Driver {
    */
   observeService?(spec: ServiceSpec): Promise<ObservedNode[]>;
   /**
-   * Calls `onDown(serviceId)` soon (well within a second) after the primary
-   * of a running service with standbys dies without the driver stopping it.
+   * Calls `on(serviceId, event)` soon (well within a second) after the
+   * primary of a running service with standbys dies without the driver
+   * stopping it (`dead`), and when it stops answering the driver's
+   * periodic checks (`unanswered` at each, `hung` once too many came in a
+   * row: prepareFailover then takes it for dead) or answers again.
    */
-  watchPrimaries?(onDown: (serviceId: string) => void): void;
+  watchPrimaries?(on: (serviceId: string, event: PrimaryEvent) => void): void;
   /**
    * When the recorded primary of `spec` is dead (and the driver is not
    * restarting it): fences it, so that nothing of it runs or accepts a

@@ -21,7 +21,7 @@ import type { OperationKind } from '../domain/operations.js';
 import type { Progress } from '../domain/progress.js';
 import type { Logger } from '../lib/logger.js';
 import type { Operation, Tx } from '../store/store.js';
-import { primaryDown } from './failover.js';
+import { primaryEvent } from './failover.js';
 import { failResource, type HandlerDeps, runHandler } from './handlers.js';
 import { reconcile } from './reconciler.js';
 import {
@@ -126,12 +126,12 @@ export class Engine {
     // A primary that dies is failed over at once, not at the next reconcile (failover.ts).
     if (!this.watching) {
       this.watching = true;
-      this.deps.driver.watchPrimaries?.((id) => {
+      this.deps.driver.watchPrimaries?.((id, event) => {
         if (this.stopped) return;
-        primaryDown(this.deps, id).then(
+        primaryEvent(this.deps, id, event).then(
           (queued) => queued && this.kick(),
           (err: unknown) =>
-            this.log.error({ err, serviceId: id }, 'recording a dead primary failed'),
+            this.log.error({ err, serviceId: id, event }, "recording a primary's trouble failed"),
         );
       });
     }
@@ -278,14 +278,17 @@ export class Engine {
       this.log.info({ op: op.id, kind: op.kind, resource: op.resourceId }, 'operation done');
       return;
     }
-    await this.deps.store.transaction((tx) =>
-      tx.operations.release(op.id, this.worker, {
+    const { note } = progress;
+    await this.deps.store.transaction(async (tx) => {
+      const released = await tx.operations.release(op.id, this.worker, {
         now,
         runAfter: now + progress.retryAfterMs,
         error: null,
         attempts: op.attempts,
-      }),
-    );
+      });
+      // What the step did, in the resource's own logs (a failover's steps…).
+      if (released && note) await this.record(tx, op, note);
+    });
   }
 
   /** One attempt, given up (as a retryable failure) if it does not settle in time. */

@@ -2,9 +2,9 @@
 // Basin spawned every postmaster and owns the service's recorded state, so
 // it is Basin's own supervisor, not a second one, that fails over.
 //
-//   1. the driver's watch sees a primary die (or the reconciler finds it
-//      down): the service goes UNSTABLE and a converge is queued
-//      (primaryDown);
+//   1. the driver's watch sees a primary die or hang (or the reconciler
+//      finds it down): the service goes UNSTABLE and a converge is queued
+//      (primaryEvent);
 //   2. every step of a converge of a service with standbys first asks the
 //      driver whether its recorded primary is dead; if so the driver fences
 //      it and says how far each standby received WAL, and the most advanced
@@ -24,7 +24,7 @@ import { replicaSetConverge, serviceConverge } from '../domain/operations.js';
 import { shouldRun } from '../domain/service-status.js';
 import { markUnstable } from '../domain/service-transitions.js';
 import type { Service } from '../domain/types.js';
-import type { ServiceSpec } from '../drivers/driver.js';
+import type { PrimaryEvent, ServiceSpec } from '../drivers/driver.js';
 import type { Tx } from '../store/store.js';
 import type { HandlerDeps } from './handlers.js';
 
@@ -131,24 +131,56 @@ export async function switchover(
 }
 
 /**
- * Step 1: the driver saw the primary of `serviceId` die. A service that
- * should run goes UNSTABLE (READY ones) and gets a converge, which fails
- * over first thing.
+ * Step 1: the driver saw the primary of `serviceId` die, or stop answering
+ * (hung). A service that should run goes UNSTABLE (READY ones) and gets a
+ * converge, which fails over first thing. A check it left unanswered, or
+ * its answer after some, only goes into the service's logs. Returns
+ * whether a converge was queued.
  */
-export async function primaryDown(deps: HandlerDeps, serviceId: string): Promise<boolean> {
+export async function primaryEvent(
+  deps: HandlerDeps,
+  serviceId: string,
+  event: PrimaryEvent,
+): Promise<boolean> {
   return deps.store.transaction(async (tx: Tx) => {
     const svc = await tx.services.get(serviceId);
     if (!svc || svc.status === 'DELETING' || !shouldRun(svc.status)) return false;
+    const name = nodeName(primaryOf(svc).index);
+    const note = (severity: string, message: string) =>
+      tx.events.add({
+        resourceKind: 'service',
+        resourceId: serviceId,
+        node: null,
+        at: deps.clock(),
+        severity,
+        message,
+      });
+    const within = (ms: number) => `${ms / 1000} s`;
+    switch (event.kind) {
+      case 'unanswered':
+        await note(
+          'WARNING',
+          `basin: the primary ${name} did not answer a health check within ${within(event.timeoutMs)} (${event.count} in a row; at ${event.limit} it is taken for hung and failed over)`,
+        );
+        return false;
+      case 'answering':
+        await note(
+          'LOG',
+          `basin: the primary ${name} answers health checks again (after ${event.after} unanswered)`,
+        );
+        return false;
+      case 'hung':
+        await note(
+          'WARNING',
+          `basin: the primary ${name} runs but did not answer ${event.count} health checks in a row (${within(event.timeoutMs)} each); it is taken for hung: fenced (every process of it killed) and failed over`,
+        );
+        break;
+      case 'dead':
+        await note('WARNING', `basin: the primary ${name} stopped; failing over`);
+        break;
+    }
     const moved = markUnstable(svc);
     const current = moved ? await tx.services.update(moved) : svc;
-    await tx.events.add({
-      resourceKind: 'service',
-      resourceId: serviceId,
-      node: null,
-      at: deps.clock(),
-      severity: 'WARNING',
-      message: `basin: the primary ${nodeName(primaryOf(svc).index)} stopped; failing over`,
-    });
     await tx.operations.enqueue(serviceConverge(current), deps.clock());
     return true;
   });

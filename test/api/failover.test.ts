@@ -79,3 +79,41 @@ test('a dead primary fails over to its synchronous standby; a switchover moves i
     ],
   );
 });
+
+test('a hung primary: each unanswered check is logged, then it is fenced and failed over', async (t) => {
+  const b = await startBasin(t, {
+    env: { BASIN_SIM_DELAY_MS: '50', BASIN_RECONCILE_INTERVAL_MS: '100' },
+  });
+  const created = await b.call('POST', servicesUrl(b), { name: 'ha', replica_count: 1 });
+  assert.equal(created.status, 202);
+  const id: string = created.body.service_id;
+  await waitForStatus(b, id, 'READY');
+  await b.basin.engine.idle();
+
+  assert.ok((b.basin.driver as SimDriver).hangPrimary(id));
+  await eventually(async () => {
+    const svc = await b.basin.store.services.get(id);
+    return svc && primaryOf(svc).index === 1 && svc.status === 'READY';
+  }, 'node1 recorded as the primary, READY again');
+  const logs = (await b.call('GET', `${serviceUrl(b, id)}/logs?search=basin`)).body
+    .logs as string[];
+  // Newest first: the steps in the order they happened, read backwards.
+  const steps = [
+    /basin: the primary node0 did not answer a health check within 1\.5 s \(1 in a row; at 3 it is taken for hung/,
+    /basin: the primary node0 did not answer a health check within 1\.5 s \(2 in a row/,
+    /basin: the primary node0 runs but did not answer 3 health checks in a row \(1\.5 s each\); it is taken for hung: fenced/,
+    /basin: the primary node0 is down; it is fenced/,
+    /basin: promoting node1, an asynchronous standby/,
+    /basin: READY again: node1 is the primary/,
+  ];
+  const at = steps.map((step) => logs.findIndex((l) => step.test(l)));
+  assert.ok(
+    at.every((i) => i >= 0),
+    `${JSON.stringify(at)}: ${logs.join('\n')}`,
+  );
+  assert.deepEqual(
+    [...at].sort((x, y) => y - x),
+    at,
+    `in order: ${logs.join('\n')}`,
+  );
+});

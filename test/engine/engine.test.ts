@@ -173,6 +173,17 @@ test('a permanent failure: one attempt, UNSTABLE with the reason in its logs, an
   assert.equal(w.driver.calls('s1'), 2);
 });
 
+test("a step's note goes into its resource's logs, once, and the operation goes on", async (t) => {
+  const w = await world(t);
+  const note = { severity: 'WARNING' as const, message: 'basin: node1 cannot follow the primary' };
+  w.driver.set('s1', { do: 'note', note });
+  await w.create('s1');
+  await w.engine();
+  await statusOf(w, 's1', 'READY');
+  assert.equal(w.driver.calls('s1'), 2);
+  assert.deepEqual(await w.events('s1'), [note]);
+});
+
 test('retryable failures back off exponentially up to the cap; the service is UNSTABLE after 5; attempts are never reset', async (t) => {
   const w = await world(t);
   w.driver.set('s1', { do: 'fail', retryable: true, message: 'port 5432 busy' });

@@ -10,10 +10,14 @@ import {
   type Health,
   type ServiceSpec,
 } from '../../src/drivers/driver.js';
-import { DONE, type Progress } from '../../src/domain/progress.js';
+import { DONE, type Progress, type ProgressNote, wait } from '../../src/domain/progress.js';
 
 export type Behaviour =
-  { do: 'succeed' } | { do: 'fail'; retryable: boolean; message: string } | { do: 'hang' };
+  | { do: 'succeed' }
+  | { do: 'fail'; retryable: boolean; message: string }
+  | { do: 'hang' }
+  /** One step that is not done yet, with a note for the logs; then `succeed`. */
+  | { do: 'note'; note: ProgressNote };
 
 export class FakeDriver implements Driver {
   readonly name = 'fake';
@@ -52,6 +56,11 @@ export class FakeDriver implements Driver {
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
     this.applied.set(spec.serviceId, this.calls(spec.serviceId) + 1);
+    const b = this.behaviour.get(spec.serviceId);
+    if (b?.do === 'note') {
+      this.behaviour.set(spec.serviceId, { do: 'succeed' });
+      return wait(0, 'a step with a note', b.note);
+    }
     await this.act(spec.serviceId, spec.projectId);
     if (spec.running) this.running.add(spec.serviceId);
     else this.running.delete(spec.serviceId);

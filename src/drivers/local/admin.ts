@@ -77,6 +77,13 @@ export async function withAdmin<T>(
   target: AdminTarget,
   database: string,
   fn: (session: AdminSession) => Promise<T>,
+  options: {
+    /**
+     * A replication connection (`replication=database`): replication
+     * commands such as IDENTIFY_SYSTEM besides SQL (timeline.ts).
+     */
+    replication?: boolean;
+  } = {},
 ): Promise<T> {
   const bounds = target.bounds ?? ADMIN_BOUNDS;
   const client = new pg.Client({
@@ -87,6 +94,13 @@ export async function withAdmin<T>(
     application_name: 'basin',
     statement_timeout: bounds.statementMs,
     lock_timeout: bounds.lockMs,
+    // Basin's own commits (roles, slots, extensions…) never wait for a
+    // synchronous standby: one being rewound or rebuilt would hold every
+    // step of the converge that brings it back. Each is applied again
+    // whenever it is not found (node-state.ts), so none needs a standby's
+    // copy to survive a failover.
+    options: '-c synchronous_commit=local',
+    ...(options.replication ? { replication: 'database' } : {}),
   });
   // A server going away mid-call surfaces as an error event; without a
   // listener it would crash the process instead of failing this call.
@@ -119,8 +133,20 @@ export async function withAdmin<T>(
 }
 
 /**
- * `promise`, or a retryable DriverError once `ms` have passed without it
- * settling; `kill` is called first, so that whatever waits on the
+ * A bound of an administrative call expired: the server did not answer in
+ * time (as opposed to answering with an error, or refusing the connection).
+ * The failover watch counts these (primary-health.ts).
+ */
+export class AdminTimeoutError extends DriverError {
+  constructor(message: string) {
+    super(message, true);
+    this.name = 'AdminTimeoutError';
+  }
+}
+
+/**
+ * `promise`, or a retryable AdminTimeoutError once `ms` have passed without
+ * it settling; `kill` is called first, so that whatever waits on the
  * connection fails too instead of lingering.
  */
 function within<T>(promise: Promise<T>, ms: number, waitingFor: string, kill: () => void) {
@@ -128,7 +154,7 @@ function within<T>(promise: Promise<T>, ms: number, waitingFor: string, kill: ()
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       kill();
-      reject(new DriverError(`timed out after ${seconds(ms)} waiting for ${waitingFor}`, true));
+      reject(new AdminTimeoutError(`timed out after ${seconds(ms)} waiting for ${waitingFor}`));
     }, ms);
   });
   // race subscribes to `promise`: its rejection after a kill is handled, not lost.

@@ -378,6 +378,11 @@ export function pgHba(
     ...(replication && !locked ? ['127.0.0.1/32', '::1/128'] : []).map((a) =>
       row('hostssl', 'replication', REPLICATION_ROLE, a, 'scram-sha-256'),
     ),
+    // …and a read replica's pg_rewind reads the primary's files through
+    // the `postgres` database, as the same role (standby.ts, rewindSource).
+    ...(replication && !locked ? ['127.0.0.1/32', '::1/128'] : []).map((a) =>
+      row('hostssl', 'postgres', REPLICATION_ROLE, a, 'scram-sha-256'),
+    ),
     '',
   ].join('\n');
 }

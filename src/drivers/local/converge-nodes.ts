@@ -20,6 +20,7 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { ObservedNode, ServiceSpec, SpecNode } from '../driver.js';
 import type { DriverContext } from './local-driver.js';
 import { nodeExists, removeTrees } from './node-files.js';
+import { readNodeState } from './node-state.js';
 import { postmasterStatus } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
 import {
@@ -143,12 +144,13 @@ async function fenceFormerPrimaries(
 
 /**
  * The standbys that can acknowledge commits now: built, standbys (not a
- * former primary waiting to be rewound), running. Only these are named in
- * synchronous_standby_names, so that a standby being built, rewound or
- * restarted never holds every commit (Basin's own included) until it is
- * back: as Patroni's (non-strict) synchronous mode does, availability
- * first, and the standby counts again as soon as it streams
- * (docs/decisions.md, HA replicas).
+ * former primary waiting to be rewound, nor one marked to be rewound),
+ * running. Only these are named in synchronous_standby_names, so that a
+ * standby being built, rewound or restarted never holds every commit
+ * until it is back: as Patroni's (non-strict) synchronous mode does,
+ * availability first, and the standby counts again as soon as it streams
+ * (docs/decisions.md, HA replicas). Basin's own commits never wait for a
+ * standby (admin.ts).
  */
 async function streamingStandbys(ctx: DriverContext, spec: ServiceSpec): Promise<number[]> {
   const out: number[] = [];
@@ -156,6 +158,8 @@ async function streamingStandbys(ctx: DriverContext, spec: ServiceSpec): Promise
     const ref = { id: spec.serviceId, node: s.index };
     const pgdata = ctx.layout.pgdata(ref);
     if (!(await nodeExists(ctx.layout, ref)) || !(await isStandbyData(pgdata))) continue;
+    // One found unable to follow is about to stop for its rewind (follow.ts).
+    if ((await readNodeState(ctx.layout.stateFile(ref))).rewind) continue;
     if ((await postmasterStatus(pgdata)).up) out.push(s.index);
   }
   return out;
@@ -178,6 +182,7 @@ async function replicationFor(
 ): Promise<NodeReplication> {
   return {
     primary: primaryNode(spec),
+    primaryAdmin: adminOf(ctx, spec.serviceId, primaryNode(spec)),
     secret: await replicationSecret(ctx.layout, spec.serviceId),
     synchronousStandbys: synchronousStandbyNames(spec.ha.syncReplicaCount, syncCandidates),
   };

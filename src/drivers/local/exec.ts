@@ -19,9 +19,11 @@ export interface RunOptions {
   /** Kills the command (SIGTERM) when it aborts; the promise then rejects. */
   signal?: AbortSignal;
   /**
-   * Kill the command when Basin dies (see asUser): for work in staging that
-   * the next start removes, which must not go on beside it. Never for
-   * useradd & co.: killed, they would leave the account files locked.
+   * Kill the command when Basin dies (see asUser): for work in staging
+   * that the next start removes, or on files a restarted Basin takes up
+   * again (pg_basebackup, pg_rewind), which must never go on beside its
+   * successor. Never for useradd & co.: killed, they would leave the
+   * account files locked.
    */
   diesWithBasin?: boolean;
 }

@@ -1,19 +1,21 @@
 // What the local driver does for a failover (the engine decides it:
-// engine/failover.ts): it notices a dead primary, fences it, and reports
-// how far each standby got. Basin spawned every postmaster, so a primary
-// killed or crashed is seen at once: its postmaster is gone from
+// engine/failover.ts): it notices a dead or hung primary, fences it, and
+// reports how far each standby got. Basin spawned every postmaster, so a
+// primary killed or crashed is seen at once: its postmaster is gone from
 // postmaster.pid and /proc. A watch looks every WATCH_MS at the primaries
 // of the running services with standbys; a primary the driver is itself
-// stopping or starting (a restart for new settings) is not dead. The same
-// watch starts the installation's HAProxy again if it died.
+// stopping or starting (a restart for new settings) is not dead. One that
+// runs but stops answering is found by periodic checks (primary-health.ts).
+// The same watch starts the installation's HAProxy again if it died.
 
 import { nodeName } from '../../domain/service-nodes.js';
-import type { FailoverView, ServiceSpec } from '../driver.js';
+import type { FailoverView, PrimaryEvent, ServiceSpec } from '../driver.js';
 import { primaryNode } from './converge-nodes.js';
 import type { DriverContext } from './local-driver.js';
 import { nodeExists } from './node-files.js';
 import { readNodeState } from './node-state.js';
 import { postmasterStatus } from './postmaster.js';
+import { CHECK_TIMEOUT_MS, PrimaryHealth } from './primary-health.js';
 import { clusterProcesses, signalAll } from './processes.js';
 import { nodeStatus } from './replication.js';
 
@@ -22,7 +24,11 @@ export const WATCH_MS = 200;
 /** …and every how many looks at HAProxy. */
 const SUPERVISE_EVERY = 5;
 
-/** Whether the recorded primary of `spec` is dead: not running, and not stopped or started by the driver. */
+/**
+ * Whether the recorded primary of `spec` is dead: not running, and not
+ * stopped or started by the driver; or running but hung (it left too many
+ * checks in a row unanswered: primary-health.ts).
+ */
 export async function primaryIsDead(ctx: DriverContext, spec: ServiceSpec): Promise<boolean> {
   if (!spec.running || spec.nodes.length < 2) return false;
   const primary = primaryNode(spec);
@@ -32,21 +38,22 @@ export async function primaryIsDead(ctx: DriverContext, spec: ServiceSpec): Prom
   // A node that never ran (a service being made) is not dead.
   if ((await readNodeState(ctx.layout.stateFile(ref))).startedWith === undefined) return false;
   const pm = await postmasterStatus(pgdata);
-  if (pm.up) return false;
+  if (pm.up) return ctx.unresponsive.get(pgdata) === pm.pid;
   if (ctx.stopper.busy(pgdata)) return false;
   const spawned = ctx.spawned.get(pgdata);
   return !(spawned && !spawned.proc.exit);
 }
 
-/** Whether the recorded primary's postmaster runs. */
-async function primaryRuns(ctx: DriverContext, spec: ServiceSpec): Promise<boolean> {
+/** What postmaster.pid and /proc say of the recorded primary. */
+function primaryStatus(ctx: DriverContext, spec: ServiceSpec) {
   const ref = { id: spec.serviceId, node: primaryNode(spec).index };
-  return (await postmasterStatus(ctx.layout.pgdata(ref))).up;
+  return postmasterStatus(ctx.layout.pgdata(ref));
 }
 
 /**
  * A dead primary is fenced (what is left of it, backends of a killed
- * postmaster, is killed: none may finish a commit any more), and every
+ * postmaster, is killed: none may finish a commit any more; a hung one is
+ * killed whole, SIGKILL reaching even stopped processes), and every
  * standby that answers says how far it received WAL.
  */
 export async function prepareFailover(
@@ -62,6 +69,7 @@ export async function prepareFailover(
     signalAll(left, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 20));
   }
+  ctx.unresponsive.delete(pgdata);
   const standbys: { index: number; lsn: string | null }[] = [];
   for (const n of spec.nodes) {
     if (n.role !== 'standby') continue;
@@ -86,23 +94,26 @@ export async function prepareFailover(
 }
 
 /**
- * Looks at the primaries of the services it was told about (track) and
- * reports each death once (until that service's primary runs again or
- * changes).
+ * Looks at the primaries of the services it was told about (track),
+ * checks that they answer (primary-health.ts), and reports each death or
+ * hang once (until that service's primary runs again or changes).
  */
 export class PrimaryWatch {
   private readonly specs = new Map<string, ServiceSpec>();
   private readonly reported = new Set<string>();
   /** Services whose primary this watch saw running: only those can die (the reconciler sees the rest). */
   private readonly seenUp = new Set<string>();
+  private readonly health: PrimaryHealth;
   private timer: NodeJS.Timeout | undefined;
   private looking = false;
   private ticks = 0;
 
   constructor(
     private readonly ctx: () => DriverContext,
-    private readonly onDown: (serviceId: string) => void,
-  ) {}
+    private readonly report: (serviceId: string, event: PrimaryEvent) => void,
+  ) {
+    this.health = new PrimaryHealth(ctx, report);
+  }
 
   /** The latest spec of a service; one without standbys, or not running, is not watched. */
   track(spec: ServiceSpec): void {
@@ -120,6 +131,7 @@ export class PrimaryWatch {
     this.specs.delete(serviceId);
     this.reported.delete(serviceId);
     this.seenUp.delete(serviceId);
+    this.health.forget(serviceId);
   }
 
   start(): void {
@@ -143,12 +155,19 @@ export class PrimaryWatch {
       }
       for (const [id, spec] of this.specs) {
         const dead = await primaryIsDead(this.ctx(), spec).catch(() => false);
+        const pm = await primaryStatus(this.ctx(), spec);
         if (!dead) {
           this.reported.delete(id);
-          if (await primaryRuns(this.ctx(), spec)) this.seenUp.add(id);
+          if (pm.up) this.seenUp.add(id);
+          if (pm.up && pm.state === 'ready') this.health.look(spec, pm.pid);
         } else if (this.seenUp.has(id) && !this.reported.has(id)) {
           this.reported.add(id);
-          this.onDown(id);
+          this.report(
+            id,
+            pm.up
+              ? { kind: 'hung', count: this.health.silences(id), timeoutMs: CHECK_TIMEOUT_MS }
+              : { kind: 'dead' },
+          );
         }
       }
     } finally {

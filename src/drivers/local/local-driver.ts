@@ -19,6 +19,7 @@ import {
   type FailoverView,
   type Health,
   type ObservedNode,
+  type PrimaryEvent,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
@@ -126,6 +127,8 @@ export interface DriverContext {
   tasks: Tasks;
   /** The installation's proxy: the endpoints of services with HA replicas (haproxy.ts). */
   haproxy: Haproxy;
+  /** Primaries found hung (primary-health.ts): data directory → postmaster pid. */
+  unresponsive: Map<string, number>;
   log: Logger;
 }
 
@@ -142,12 +145,12 @@ export class LocalDriver implements Driver {
   private readonly locks = new KeyedLock();
   private readonly sampler: MetricsSampler;
   private ctx: DriverContext | undefined;
-  private readonly downListeners: ((serviceId: string) => void)[] = [];
+  private readonly downListeners: ((serviceId: string, event: PrimaryEvent) => void)[] = [];
   /** The primaries of running services with standbys (failover.ts). */
   private readonly watch = new PrimaryWatch(
     () => this.context(),
-    (id) => {
-      for (const l of this.downListeners) l(id);
+    (id, event) => {
+      for (const l of this.downListeners) l(id, event);
     },
   );
 
@@ -230,6 +233,7 @@ export class LocalDriver implements Driver {
       privateTmp,
       stopper: new Stopper(),
       spawned: new Map(),
+      unresponsive: new Map(),
       publicHost: this.options.publicHost,
       listenAddresses: this.options.listenAddresses ?? '*',
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
@@ -279,8 +283,8 @@ export class LocalDriver implements Driver {
     this.watch.stop();
   }
 
-  watchPrimaries(onDown: (serviceId: string) => void): void {
-    this.downListeners.push(onDown);
+  watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {
+    this.downListeners.push(on);
   }
 
   /** See failover.ts: a dead primary fenced, and how far each standby got. */

@@ -47,6 +47,22 @@ export interface NodeState {
   walMarkedAt?: number;
   /** A stop in progress: the WAL segment that must be archived before the server stops, and since when. */
   walMark?: { at: number; segment: string };
+  /**
+   * A standby: the primary's timeline it was last found able to follow
+   * (follow.ts); it is looked at again when the primary's timeline changes.
+   */
+  follows?: number;
+  /**
+   * A standby that must be rewound onto its primary's timeline before it
+   * runs again: 'wanted' once decided (it is stopped first; 'rebuild' when
+   * a rewind onto that timeline did not help), 'running' while
+   * pg_rewind changes its files. Found 'running' by a later call, pg_rewind
+   * was interrupted (Basin died): the files are half rewound, and running
+   * pg_rewind again on them could miss blocks, so the node is rebuilt.
+   */
+  rewind?: 'wanted' | 'running' | 'rebuild';
+  /** The primary's timeline this node was last rewound onto: one still behind it afterwards is rebuilt. */
+  rewoundFor?: number;
 }
 
 export const hash = (...parts: string[]): string => {
@@ -70,6 +86,11 @@ export async function readNodeState(file: string): Promise<NodeState> {
       ...(raw.recovery ? { recovery: raw.recovery } : {}),
       ...(typeof raw.walMarkedAt === 'number' ? { walMarkedAt: raw.walMarkedAt } : {}),
       ...(raw.walMark ? { walMark: raw.walMark } : {}),
+      ...(typeof raw.follows === 'number' ? { follows: raw.follows } : {}),
+      ...(raw.rewind === 'wanted' || raw.rewind === 'running' || raw.rewind === 'rebuild'
+        ? { rewind: raw.rewind }
+        : {}),
+      ...(typeof raw.rewoundFor === 'number' ? { rewoundFor: raw.rewoundFor } : {}),
     };
   } catch {
     // Missing or torn: everything is re-applied, which is always safe.

@@ -8,12 +8,16 @@
 //   as the service's replication role, through a slot of its own on the
 //   primary (`rs_<set>_<i>`). Through a failover it follows the new
 //   primary without being told: the endpoint leads there, and it follows
-//   the newest timeline.
+//   the newest timeline (unless it went past where that timeline began:
+//   below).
 // - A set runs as an OS user of its own (the set's id), sized by its own
 //   cpu/memory, with what a hot standby needs at least as high as its
 //   primary's (max_connections…) raised to the primary's.
 // - A resize restarts one node at a time (the next only once the previous
 //   accepts connections again), so the set stays readable.
+// - A node that cannot follow the primary after a failover (it got WAL
+//   past the point where the new primary's timeline began) is rewound or
+//   rebuilt, one node at a time, while the others serve (follow.ts).
 // - Its application_name is never `node<i>`: a read replica must never
 //   count as one of the service's synchronous standbys.
 
@@ -29,7 +33,9 @@ import { mkdirIn, nodeExists, writeRootFile } from './node-files.js';
 import { postmasterStatus } from './postmaster.js';
 import { poolerSourceCidr } from './replica-set-pooler.js';
 import { ensureSlots, replicationSecret } from './replication.js';
+import { readNodeState } from './node-state.js';
 import { ServiceNode, type NodeReplication } from './service-node.js';
+import { latestTimeline } from './timeline.js';
 
 /** A read replica node's application_name and slot on the primary. */
 export const replicaName = (setId: string) => (index: number) => `rs_${setId}_${index}`;
@@ -112,6 +118,8 @@ export async function convergeReplicaSet(
   const replication: NodeReplication = {
     // The service's endpoint: its primary, wherever a failover put it.
     primary: { index: primaryNode(spec.primary).index, role: 'primary', port: spec.primary.port },
+    primaryAdmin: primary,
+    separateUser: true,
     secret,
     synchronousStandbys: '',
     nameOf: names,
@@ -136,7 +144,11 @@ export async function convergeReplicaSet(
   return DONE;
 }
 
-/** 'running' when every node and the endpoint are up; 'missing' without nodes. */
+/**
+ * 'running' when every node and the endpoint are up, and every node was
+ * found to follow the primary's current timeline (follow.ts: a node that
+ * was not is looked at by the apply this brings); 'missing' without nodes.
+ */
 export async function inspectReplicaSet(
   ctx: DriverContext,
   spec: ReplicaSetSpec,
@@ -144,10 +156,12 @@ export async function inspectReplicaSet(
   const id = spec.replicaSetId;
   const indices = await nodeIndices(ctx, id);
   if (indices.length === 0) return 'missing';
+  const timeline = await latestTimeline(primaryAdmin(ctx, spec.primary).pgdata);
   for (let i = 0; i < spec.nodes; i++) {
     const ref = { id, node: i };
     if (!(await nodeExists(ctx.layout, ref))) return 'failed';
     if (!(await postmasterStatus(ctx.layout.pgdata(ref))).up) return 'failed';
+    if ((await readNodeState(ctx.layout.stateFile(ref))).follows !== timeline) return 'failed';
   }
   return (await ctx.haproxy.hasService(id)) ? 'running' : 'failed';
 }

@@ -17,7 +17,7 @@ import { readFile, writeFile, rename, chmod } from 'node:fs/promises';
 import { join } from 'node:path';
 import { nodeName } from '../../domain/service-nodes.js';
 import { scramVerifier } from '../../lib/secrets.js';
-import { type AdminTarget, withAdmin } from './admin.js';
+import { type AdminSession, type AdminTarget, withAdmin } from './admin.js';
 import { REPLICATION_ROLE } from './conf.js';
 import type { Layout } from './layout.js';
 import { mkdirIn } from './node-files.js';
@@ -166,7 +166,32 @@ export async function ensureSlots(
         await c.query(`SELECT pg_create_physical_replication_slot(${c.escapeLiteral(name)}, true)`);
       }
     }
+    await grantRewind(c, ident);
   });
+}
+
+/**
+ * What pg_rewind calls on its source, for a read replica (which runs as
+ * another OS user than the service's, so it cannot use Basin's door) to be
+ * rewound as the replication role (standby.ts, rewindSource;
+ * https://www.postgresql.org/docs/15/app-pgrewind.html). They read files of
+ * the data directory only, which the role could already copy whole with a
+ * base backup: it gains nothing it did not have.
+ */
+const REWIND_FUNCTIONS = [
+  'pg_catalog.pg_ls_dir(text, boolean, boolean)',
+  'pg_catalog.pg_stat_file(text, boolean)',
+  'pg_catalog.pg_read_binary_file(text)',
+  'pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean)',
+];
+
+async function grantRewind(c: AdminSession, ident: string): Promise<void> {
+  const { rows } = await c.query<{ ok: boolean }>(
+    `SELECT bool_and(has_function_privilege(${c.escapeLiteral(REPLICATION_ROLE)}, f, 'EXECUTE')) AS ok
+       FROM unnest(ARRAY[${REWIND_FUNCTIONS.map((f) => c.escapeLiteral(f)).join(', ')}]) AS f`,
+  );
+  if (rows[0]?.ok) return;
+  await c.query(`GRANT EXECUTE ON FUNCTION ${REWIND_FUNCTIONS.join(', ')} TO ${ident}`);
 }
 
 /** What a node says of itself: its role, timeline and WAL position. */

@@ -48,7 +48,8 @@ import { forkData, openFork, recoveryFailed } from './fork-open.js';
 import { archiveBeforeStop } from './wal-mark.js';
 import { readSmallFile } from './safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
-import { buildStandby, isStandbyData, rewindToStandby } from './standby.js';
+import { buildStandby, dropInterruptedRewind, isStandbyData } from './standby.js';
+import { checkFollows, rewindStandby } from './follow.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
 /**
@@ -71,6 +72,14 @@ const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-
 export interface NodeReplication {
   /** Where a standby streams from (a read replica set's node: the service's endpoint). */
   primary: SpecNode;
+  /** Basin's administrative door to the primary node itself (follow.ts, standby.ts). */
+  primaryAdmin: AdminTarget;
+  /**
+   * A read replica set's node: it runs as an OS user of its own, which the
+   * primary's socket does not admit, so it is rewound as the replication
+   * role over loopback TLS (standby.ts, rewindSource).
+   */
+  separateUser?: boolean;
   secret: string;
   synchronousStandbys: string;
   /** A standby's application_name and slot (default nodeName: `node<i>`). */
@@ -114,6 +123,14 @@ export class ServiceNode {
     // template is copied, which does not need the user until its chown.
     const userMade = ctx.users.ensure(spec.serviceId);
     userMade.catch(() => {}); // awaited below, whatever happens first
+    // Half-rewound files (Basin died while pg_rewind ran) go: rebuilt next.
+    if (this.isStandby && (await dropInterruptedRewind(ctx, ref))) {
+      await userMade;
+      return wait(0, 'rebuilding a standby', {
+        severity: 'WARNING',
+        message: `basin: the rewind of ${nodeName(ref.node)} was interrupted (Basin stopped meanwhile); it is rebuilt from a base backup of the primary`,
+      });
+    }
     if (!(await nodeExists(ctx.layout, ref))) {
       if ((await ctx.template.poll()) !== 'ready') {
         await userMade;
@@ -134,15 +151,18 @@ export class ServiceNode {
     const user = await userMade;
     const handing = await this.handOver(user);
     if (handing) return handing;
-    // A former primary that is to follow another (after a failover): fenced
-    // (stopped at once), then rewound onto the new primary's timeline, or
-    // rebuilt from it when it cannot be.
-    if (this.isStandby && !(await isStandbyData(pgdata))) {
-      const demoting = await this.demote(user);
-      if (demoting) return demoting;
+    const state = await readNodeState(ctx.layout.stateFile(ref));
+    // A former primary that is to follow another (after a failover), or a
+    // standby that went past where its new primary's timeline began:
+    // stopped, then rewound onto the primary's timeline, or rebuilt from it
+    // when it cannot be (follow.ts).
+    if (this.isStandby && (state.rewind || !(await isStandbyData(pgdata)))) {
+      const replication = this.replicationOf();
+      const save = () => this.save(state);
+      const rewinding = await rewindStandby(ctx, spec, this.node, replication, user, state, save);
+      if (rewinding) return rewinding;
     }
     await ensureNodeDirs(ctx.layout, ref, user);
-    const state = await readNodeState(ctx.layout.stateFile(ref));
     const files = this.configFiles(user, state);
     await writeNodeConfig(pgdata, files, user);
     const hosts = certHosts(ctx.publicHost);
@@ -216,6 +236,13 @@ export class ServiceNode {
     if (!ready) {
       if (state.fork === 'recovering') return wait(RECOVERY_POLL_MS, "recovering the parent's WAL");
       return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
+    }
+    if (this.isStandby) {
+      const replication = this.replicationOf();
+      const save = () => this.save(state);
+      const admin = this.admin();
+      const diverged = await checkFollows(ctx, spec, this.node, replication, admin, state, save);
+      if (diverged) return diverged;
     }
 
     if (state.loaded !== loadedHash) {
@@ -422,35 +449,6 @@ export class ServiceNode {
   private replicationOf(): NodeReplication {
     if (!this.replication) throw new DriverError('A standby needs its primary.', false);
     return this.replication;
-  }
-
-  /**
-   * A node recorded as a standby whose data is a primary's (a failover or
-   * a switchover promoted another node): stopped if it runs (it must never
-   * accept another write; converge-nodes.ts stops it before the new
-   * primary is promoted), then rewound from the new primary.
-   */
-  private async demote(user: OsUser): Promise<Progress | undefined> {
-    const { ctx, spec, pgdata } = this;
-    const why = 'fencing the former primary';
-    const pm = await postmasterStatus(pgdata);
-    if (pm.up) {
-      if (!ctx.stopper.stopping(pgdata, pm.pid)) {
-        ctx.log.info({ serviceId: spec.serviceId, node: this.ref.node }, why);
-      }
-      return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), why);
-    }
-    const starting = ctx.spawned.get(pgdata);
-    if (starting && !starting.proc.exit) return wait(50, why);
-    const left = await clusterProcesses(pgdata);
-    if (left.length > 0) {
-      signalAll(left, 'SIGKILL');
-      return wait(50, why);
-    }
-    ctx.stopper.forget(pgdata);
-    ctx.spawned.delete(pgdata);
-    await rewindToStandby(ctx, spec, this.node, this.replicationOf(), user);
-    return undefined;
   }
 
   private configFiles(user: OsUser, state: NodeState): NodeConfigFiles {

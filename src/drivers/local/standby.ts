@@ -5,8 +5,9 @@
 //   own slot), run as the service's OS user, into a directory beside its
 //   final place, renamed once complete (a crash leaves a stray directory,
 //   never half a node);
-// - a former primary (a failover promoted another node) is rewound onto
-//   the new primary's timeline with pg_rewind (data checksums are on in the
+// - a former primary (a failover promoted another node), or a standby that
+//   cannot follow the new primary (follow.ts), is rewound onto the new
+//   primary's timeline with pg_rewind (data checksums are on in the
 //   template, which pg_rewind needs), or rebuilt from a base backup when it
 //   cannot be.
 // Either way the node gets standby.signal, and its configuration
@@ -20,8 +21,10 @@ import { nodeName } from '../../domain/service-nodes.js';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { withAdmin } from './admin.js';
 import { CommandError, run } from './exec.js';
+import type { NodeRef } from './layout.js';
 import type { DriverContext } from './local-driver.js';
 import { ensureOwnedDir, exists, mkdirIn, removeTrees, writeOwned } from './node-files.js';
+import { type NodeState, readNodeState, writeNodeState } from './node-state.js';
 import type { OsUser } from './os-user.js';
 import { REPLICATION_CA, standbyConninfo } from './replication.js';
 import type { NodeReplication } from './service-node.js';
@@ -94,9 +97,14 @@ export async function buildStandby(
 }
 
 /**
- * A stopped former primary, rewound onto the new primary's timeline; when
- * pg_rewind cannot do it, its data is removed, and the next apply builds
- * it again from a base backup.
+ * A stopped node whose files are not on its primary's timeline (a former
+ * primary, or a standby that went past the point where a failover's new
+ * primary forked off: follow.ts), rewound onto that timeline with
+ * pg_rewind; when pg_rewind cannot do it, its data is removed, and the
+ * next apply builds it again from a base backup. While pg_rewind changes
+ * the files the node's state says so (`rewind: 'running'`): found so by a
+ * later call, they are half rewound and are removed (dropInterruptedRewind).
+ * Returns whether it was rewound (false: removed, to be rebuilt).
  */
 export async function rewindToStandby(
   ctx: DriverContext,
@@ -104,43 +112,112 @@ export async function rewindToStandby(
   node: SpecNode,
   replication: NodeReplication,
   user: OsUser,
-): Promise<void> {
+  state: NodeState,
+  save: () => Promise<void>,
+): Promise<boolean> {
   const { layout } = ctx;
   const ref = { id: spec.serviceId, node: node.index };
   const pgdata = layout.pgdata(ref);
-  const primaryRef = { id: spec.serviceId, node: replication.primary.index };
-  // Basin's administrative door, which the service's user may use too
-  // (pg_ident): the new primary's socket, as its superuser, by peer.
-  const source = `host='${layout.socketDir(primaryRef)}' port=${replication.primary.port} user=postgres dbname=postgres`;
+  const staging = join(layout.nodeDir(ref), '.rewind');
+  // Nothing of the node is touched until pg_rewind runs: a primary that
+  // does not answer yet is a retry, not a rebuild.
+  let source: string;
   try {
     // A just promoted primary writes its new timeline into pg_control at
     // its next checkpoint: until then pg_rewind would see both on the same
     // timeline and rewind nothing.
-    await withAdmin(
-      {
-        socketDir: layout.socketDir(primaryRef),
-        port: replication.primary.port,
-        pgdata: layout.pgdata(primaryRef),
-        bounds: ctx.adminBounds,
-      },
-      'postgres',
-      (c) => c.query('CHECKPOINT'),
+    await withAdmin(replication.primaryAdmin, 'postgres', (c) => c.query('CHECKPOINT'));
+    source = await rewindSource(ctx, node, replication, user, staging);
+  } catch (err) {
+    await removeTrees([staging]);
+    throw new DriverError(
+      `Could not prepare the rewind of ${nodeName(node.index)}: ${(err as Error).message}`,
+      true,
     );
+  }
+  state.rewind = 'running';
+  delete state.follows;
+  await save();
+  let rewound = false;
+  try {
     await run(
       join(ctx.pg.bin, 'pg_rewind'),
       ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],
       { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
     );
     await finishStandbyData(ctx, pgdata, user);
-    ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'rewound the former primary');
+    rewound = true;
+    ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'rewound onto the primary');
   } catch (err) {
     const why = err instanceof CommandError ? err.message : String(err);
     ctx.log.warn(
       { serviceId: spec.serviceId, node: node.index, err: why },
-      'pg_rewind failed; the former primary is rebuilt from a base backup',
+      'pg_rewind failed; the node is rebuilt from a base backup',
     );
     await removeTrees([pgdata]);
+  } finally {
+    await removeTrees([staging]);
   }
+  delete state.rewind;
+  await save();
+  return rewound;
+}
+
+/**
+ * Where pg_rewind reads the primary's files from. A node of the service
+ * itself runs as the service's OS user, which the primary's socket admits
+ * as its superuser (pg_ident): Basin's administrative door. A read replica
+ * runs as an OS user of its own, which that door does not admit: it
+ * connects as its service's replication role, over loopback TCP to the
+ * primary node, with TLS verified and its password in a passfile, as
+ * pg_basebackup does; the role may call what pg_rewind needs
+ * (replication.ts, ensureSlots).
+ */
+async function rewindSource(
+  ctx: DriverContext,
+  node: SpecNode,
+  replication: NodeReplication,
+  user: OsUser,
+  staging: string,
+): Promise<string> {
+  const primary = replication.primaryAdmin;
+  if (!replication.separateUser) {
+    return `host='${primary.socketDir}' port=${primary.port} user=postgres dbname=postgres`;
+  }
+  await removeTrees([staging]);
+  await ensureOwnedDir(staging, user);
+  await ownedCopy(ctx.layout.caCert, join(staging, REPLICATION_CA), user);
+  const pass = join(staging, 'pgpass');
+  await writeOwned(pass, `*:*:*:*:${replication.secret}\n`, user);
+  // The primary node's own port, not the endpoint: HAProxy may not route
+  // to a just promoted primary yet (replication.ts admits the role there).
+  const conninfo = standbyConninfo({
+    primaryPort: primary.port,
+    secret: '',
+    name: (replication.nameOf ?? nodeName)(node.index),
+    pgdata: staging,
+  }).replace(/password='' ?/, '');
+  return `${conninfo} dbname=postgres passfile='${pass}'`;
+}
+
+/**
+ * A rewind that a previous Basin started and did not finish (it died while
+ * pg_rewind ran): the node's files are half rewound and are removed, so
+ * that the next apply rebuilds the node from a base backup.
+ */
+export async function dropInterruptedRewind(ctx: DriverContext, ref: NodeRef): Promise<boolean> {
+  const stateFile = ctx.layout.stateFile(ref);
+  const state = await readNodeState(stateFile);
+  if (state.rewind !== 'running') return false;
+  await removeTrees([ctx.layout.pgdata(ref), join(ctx.layout.nodeDir(ref), '.rewind')]);
+  delete state.rewind;
+  delete state.follows;
+  await writeNodeState(stateFile, state);
+  ctx.log.warn(
+    { serviceId: ref.id, node: ref.node },
+    'a rewind was interrupted; the node is rebuilt from a base backup',
+  );
+  return true;
 }
 
 /**

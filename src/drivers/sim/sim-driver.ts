@@ -10,6 +10,7 @@ import {
   DriverError,
   type Driver,
   type FailoverView,
+  type PrimaryEvent,
   type Health,
   type ObservedNode,
   type ReplicaSetSpec,
@@ -55,7 +56,7 @@ export class SimDriver implements Driver {
   private readonly firstSeen = new Map<string, number>();
   /** Services whose primary died (killPrimary), with that primary's index, until an apply completes. */
   private readonly deadPrimaries = new Map<string, number>();
-  private readonly downListeners: ((serviceId: string) => void)[] = [];
+  private readonly downListeners: ((serviceId: string, event: PrimaryEvent) => void)[] = [];
 
   constructor(options: SimDriverOptions) {
     if (!Number.isFinite(options.delayMs) || options.delayMs < 0) {
@@ -106,8 +107,8 @@ export class SimDriver implements Driver {
     return progress;
   }
 
-  watchPrimaries(onDown: (serviceId: string) => void): void {
-    this.downListeners.push(onDown);
+  watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {
+    this.downListeners.push(on);
   }
 
   /**
@@ -251,7 +252,31 @@ export class SimDriver implements Driver {
     this.deadPrimaries.set(serviceId, primary.index);
     this.services.crash(serviceId);
     queueMicrotask(() => {
-      for (const l of this.downListeners) l(serviceId);
+      for (const l of this.downListeners) l(serviceId, { kind: 'dead' });
+    });
+    return true;
+  }
+
+  /**
+   * Test hook: the primary of a service with standbys hangs (it runs, and
+   * answers nothing), as a stopped postmaster on the local driver: its
+   * watch reports two unanswered checks, then the hang, after which it is
+   * dead for prepareFailover (it fences it). False as killPrimary.
+   */
+  hangPrimary(serviceId: string): boolean {
+    const spec = this.services.get(serviceId);
+    const primary = spec?.nodes.find((n) => n.role === 'primary');
+    if (!spec || !primary || spec.nodes.length < 2) return false;
+    const report = (event: PrimaryEvent) => {
+      for (const l of this.downListeners) l(serviceId, event);
+    };
+    const timeoutMs = 1_500;
+    queueMicrotask(() => {
+      report({ kind: 'unanswered', count: 1, limit: 3, timeoutMs });
+      report({ kind: 'unanswered', count: 2, limit: 3, timeoutMs });
+      this.deadPrimaries.set(serviceId, primary.index);
+      this.services.crash(serviceId);
+      report({ kind: 'hung', count: 3, timeoutMs });
     });
     return true;
   }
