@@ -44,7 +44,7 @@ export interface ServerLogOptions {
   level: string;
   /** File descriptor to write to; 1 (stdout) by default. */
   fd?: number;
-  /** Bytes held before a write (fewer, larger writes). */
+  /** Bytes written at once (a chunk, log-destination.ts): fewer, larger writes. */
   minLength?: number;
   /** Longest time a line waits in the buffer when traffic is low. */
   flushIntervalMs?: number;
@@ -62,7 +62,7 @@ export interface ServerLog {
 export function createServerLog(options: ServerLogOptions): ServerLog {
   const destination = new LogDestination({
     fd: options.fd ?? 1,
-    minLength: options.minLength ?? 16 * 1024,
+    minLength: options.minLength ?? 64 * 1024,
     flushIntervalMs: options.flushIntervalMs ?? 1000,
   });
   const logger = pino({ level: options.level, redact: REDACTED_PATHS }, destination);
