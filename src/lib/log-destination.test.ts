@@ -124,3 +124,22 @@ test('a line longer than a chunk is written whole and in order', async (t) => {
   await dest.flush();
   assert.equal(readFileSync(path, 'utf8'), want.join(''));
 });
+
+test('flushSync() while a write is under way leaves the lines after it for flush(), in order', async (t) => {
+  const { path, fd } = file(t);
+  const dest = new LogDestination({ fd, minLength: 4096, flushIntervalMs: 60_000 });
+  const want: string[] = [];
+  const write = (l: string) => {
+    want.push(l);
+    dest.write(l);
+  };
+  // Chunks fill (~10 kB of lines): a write is handed to the threadpool, and
+  // is under way until this synchronous code returns to the event loop.
+  for (let i = 0; i < 200; i++) write(line(i));
+  const tail = `{"tail":true}\n`;
+  write(tail);
+  dest.flushSync(); // as pino does after a fatal line
+  assert.ok(!readFileSync(path, 'utf8').includes(tail), 'not written ahead of the chunk');
+  await dest.flush();
+  assert.equal(readFileSync(path, 'utf8'), want.join(''));
+});

@@ -118,12 +118,15 @@ export class LogDestination {
 
   /**
    * Writes what is held, synchronously: for the process's last moments,
-   * when the event loop will not run again. A write already under way in the
-   * threadpool cannot be waited for here; flush() can, and is used wherever
-   * the loop still runs (shutdown, fatal errors).
+   * when the event loop will not run again (and pino calls it after every
+   * `fatal` line). Only when no write is under way: one in the threadpool
+   * cannot be waited for here, and may have written part of its chunk, so
+   * writing what follows it now would put lines out of order (the rest of the
+   * chunk after them). Then the lines stay held for flush(), which waits for
+   * it and is used wherever the loop still runs (shutdown, fatal errors).
    */
   flushSync(): void {
-    if (this.failed || this.held === 0) return;
+    if (this.failed || this.held === 0 || this.inFlight !== null) return;
     let bufs = this.take(true);
     // A full non-blocking pipe: wait for its reader, but not for ever.
     const deadline = Date.now() + SYNC_PATIENCE_MS;

@@ -81,7 +81,9 @@ export function createServerLog(options: ServerLogOptions): ServerLog {
  * buffered before it is written out first. The event loop still runs in these
  * handlers, so the flush waits for a write already under way (a synchronous
  * flush cannot: it would leave that write behind); if the flush has not
- * finished within `graceMs`, what is left is written synchronously.
+ * finished within `graceMs`, what is left is written synchronously, unless
+ * that write is still under way (a reader that stopped reading): then what
+ * follows it is lost rather than written out of order (log-destination.ts).
  */
 export function exitOnFatalErrors(log: ServerLog, graceMs = 2000): void {
   let exiting = false;
