@@ -62,7 +62,7 @@ export interface ServerLog {
 export function createServerLog(options: ServerLogOptions): ServerLog {
   const destination = new LogDestination({
     fd: options.fd ?? 1,
-    minLength: options.minLength ?? 64 * 1024,
+    minLength: options.minLength ?? 256 * 1024,
     flushIntervalMs: options.flushIntervalMs ?? 1000,
   });
   const logger = pino({ level: options.level, redact: REDACTED_PATHS }, destination);
