@@ -35,6 +35,8 @@ interface PinoLine {
 export class AccessLog extends LogController {
   /** JSON of each route pattern seen (a few dozen): encoded once, not per request. */
   private readonly routes = new Map<string, string>();
+  /** JSON of addresses and credential ids seen lately (see quoted()). */
+  private readonly strings = new Map<string, string>();
 
   constructor(private readonly log: PinoLogger) {
     super({ disableRequestLogging: false });
@@ -98,11 +100,27 @@ export class AccessLog extends LogController {
       `{"level":${INFO_LEVEL},"time":${Date.now()}${pinoLine[symbols.chindingsSym]}` +
       `,"reqId":${json(reqId)},"method":${json(method)}` +
       `,"route":${route === undefined ? 'null' : this.routeJson(route)},"status":${status}` +
-      `,"ms":${hundredths(ms)},"ip":${ip === undefined ? 'null' : json(ip)}` +
-      (credentialId !== undefined ? `,"credential":${json(credentialId)}` : '') +
+      `,"ms":${hundredths(ms)},"ip":${ip === undefined ? 'null' : this.quoted(ip)}` +
+      (credentialId !== undefined ? `,"credential":${this.quoted(credentialId)}` : '') +
       (route === undefined ? `,"path":${json(pathOf(url ?? ''))}` : '') +
       `,"msg":"request"}\n`;
     pinoLine[symbols.streamSym].write(line);
+  }
+
+  /**
+   * JSON of an address or a credential id, kept: each is the same string
+   * object request after request (a socket's address, a cached credential's
+   * id), so a lookup costs less than checking it again. Bounded: emptied
+   * when full.
+   */
+  private quoted(s: string): string {
+    let q = this.strings.get(s);
+    if (q === undefined) {
+      q = json(s);
+      if (this.strings.size >= QUOTED) this.strings.clear();
+      this.strings.set(s, q);
+    }
+    return q;
   }
 
   private routeJson(url: string): string {
@@ -114,6 +132,9 @@ export class AccessLog extends LogController {
     return json;
   }
 }
+
+/** Addresses and credential ids whose JSON is kept at most. */
+const QUOTED = 2000;
 
 /** Characters that need no escaping in JSON: what ids, methods and addresses are made of. */
 const PLAIN = /^[\w.:%-]*$/;

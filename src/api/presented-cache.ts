@@ -61,7 +61,8 @@ export class PresentedServices {
     ) {
       return entry.body;
     }
-    const kept = metrics && { ...metrics };
+    // A copy, unless frozen (the sim's answers are): a driver may change its own object later.
+    const kept = metrics && (Object.isFrozen(metrics) ? metrics : { ...metrics });
     const body = immutableBody(
       presentService(svc, replicaSets, { ...this.options, metrics: kept }),
     );
@@ -79,7 +80,8 @@ const METRIC_FIELDS = Object.keys({
 } satisfies Record<keyof Metrics, 0>) as (keyof Metrics)[];
 
 function sameMetrics(a: Metrics | undefined, b: Metrics | undefined): boolean {
-  if (a === undefined || b === undefined) return a === b;
+  if (a === b) return true;
+  if (a === undefined || b === undefined) return false;
   for (const k of METRIC_FIELDS) if (a[k] !== b[k]) return false;
   return true;
 }

@@ -93,3 +93,53 @@ test('lines beyond maxLength are dropped and counted while writes cannot keep up
   assert.equal(note.msg, 'log lines dropped: writes could not keep up');
   assert.equal(note.dropped + lines.length - 1, 20);
 });
+
+test('chunks are reused once written, without a byte of a line lost or changed', async (t) => {
+  const { path, fd } = file(t);
+  const dest = new LogDestination({ fd, minLength: 1024, flushIntervalMs: 60_000 });
+  const want: string[] = [];
+  // ~200 chunks' worth, with multi-byte characters, written while writes are under way.
+  for (let i = 0; i < 6000; i++) {
+    const l = line(i);
+    want.push(l);
+    dest.write(l);
+    if (i % 500 === 0) await new Promise((r) => setImmediate(r));
+  }
+  await dest.flush();
+  assert.equal(readFileSync(path, 'utf8'), want.join(''));
+});
+
+test('a line longer than a chunk is written whole and in order', async (t) => {
+  const { path, fd } = file(t);
+  // 8 KiB chunks: a 3000-byte line may need 9000 (3 bytes a unit at most).
+  const dest = new LogDestination({ fd, minLength: 8192, flushIntervalMs: 60_000 });
+  const long = (c: string) => `{"msg":"${c.repeat(3000)}"}\n`;
+  const want: string[] = [];
+  for (let i = 0; i < 300; i++) {
+    const l = i % 3 === 0 ? long(String.fromCharCode(97 + (i % 26))) : line(i);
+    want.push(l);
+    dest.write(l);
+    if (i % 50 === 0) await new Promise((r) => setImmediate(r));
+  }
+  await dest.flush();
+  assert.equal(readFileSync(path, 'utf8'), want.join(''));
+});
+
+test('flushSync() while a write is under way leaves the lines after it for flush(), in order', async (t) => {
+  const { path, fd } = file(t);
+  const dest = new LogDestination({ fd, minLength: 4096, flushIntervalMs: 60_000 });
+  const want: string[] = [];
+  const write = (l: string) => {
+    want.push(l);
+    dest.write(l);
+  };
+  // Chunks fill (~10 kB of lines): a write is handed to the threadpool, and
+  // is under way until this synchronous code returns to the event loop.
+  for (let i = 0; i < 200; i++) write(line(i));
+  const tail = `{"tail":true}\n`;
+  write(tail);
+  dest.flushSync(); // as pino does after a fatal line
+  assert.ok(!readFileSync(path, 'utf8').includes(tail), 'not written ahead of the chunk');
+  await dest.flush();
+  assert.equal(readFileSync(path, 'utf8'), want.join(''));
+});

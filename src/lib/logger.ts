@@ -44,7 +44,7 @@ export interface ServerLogOptions {
   level: string;
   /** File descriptor to write to; 1 (stdout) by default. */
   fd?: number;
-  /** Bytes held before a write (fewer, larger writes). */
+  /** Bytes written at once (a chunk, log-destination.ts): fewer, larger writes. */
   minLength?: number;
   /** Longest time a line waits in the buffer when traffic is low. */
   flushIntervalMs?: number;
@@ -62,7 +62,7 @@ export interface ServerLog {
 export function createServerLog(options: ServerLogOptions): ServerLog {
   const destination = new LogDestination({
     fd: options.fd ?? 1,
-    minLength: options.minLength ?? 16 * 1024,
+    minLength: options.minLength ?? 256 * 1024,
     flushIntervalMs: options.flushIntervalMs ?? 1000,
   });
   const logger = pino({ level: options.level, redact: REDACTED_PATHS }, destination);
@@ -81,7 +81,9 @@ export function createServerLog(options: ServerLogOptions): ServerLog {
  * buffered before it is written out first. The event loop still runs in these
  * handlers, so the flush waits for a write already under way (a synchronous
  * flush cannot: it would leave that write behind); if the flush has not
- * finished within `graceMs`, what is left is written synchronously.
+ * finished within `graceMs`, what is left is written synchronously, unless
+ * that write is still under way (a reader that stopped reading): then what
+ * follows it is lost rather than written out of order (log-destination.ts).
  */
 export function exitOnFatalErrors(log: ServerLog, graceMs = 2000): void {
   let exiting = false;

@@ -261,6 +261,26 @@ test('metrics are plausible, deterministic and slowly varying', async () => {
   assert.deepEqual(paused, { memoryMb: 0, milliCpu: 0, storageMb: b.storageMb });
 });
 
+test('metrics asked again at the same moment are the same answer, and a change at that moment is seen', async () => {
+  const clock = fakeClock();
+  const sim = createSimDriver({ delayMs: 0, clock: clock.read });
+  const shared = serviceSpec({ serviceId: 'svc0000009' });
+  await sim.applyService(shared);
+  const target = { kind: 'service', id: shared.serviceId } as const;
+  const first = sim.metrics(target);
+  assert.ok(first);
+  assert.equal(sim.metrics(target), first, 'the same object: not worked out again');
+  // Resized within the same millisecond: worked out for the new size.
+  await sim.applyService({ ...shared, size: DEDICATED });
+  const resized = sim.metrics(target);
+  assert.ok(resized && resized.memoryMb > 256, `dedicated memory ${resized?.memoryMb}`);
+  // A millisecond later: worked out again (the same values, or nearly).
+  clock.now += 1;
+  const later = sim.metrics(target);
+  assert.notEqual(later, resized);
+  assert.ok(later && Math.abs(later.memoryMb - resized.memoryMb) <= 1);
+});
+
 test('delayMs must be a non-negative number', () => {
   assert.throws(() => createSimDriver({ delayMs: -1 }), RangeError);
   assert.throws(() => createSimDriver({ delayMs: Number.NaN }), RangeError);
