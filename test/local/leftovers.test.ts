@@ -38,6 +38,7 @@ test('every staged directory and ownerless socket directory goes at start, with 
     mk('instances', 'svc1', '.clone-2-aabbccdd', 'pgdata'),
     mk('instances', 'svc2', '.restore-0-aabbccdd', 'pgdata'),
     mk('instances', 'svc1', '1', '.basebackup', 'pgdata'),
+    mk('instances', 'svc1', '0', '.rewind'),
     mk('backup', 'svc1', '.source-11223344'),
     mk('s', 'tpl-0a0b0c0d'),
     mk('s', 'svc1-2'), // its node directory is gone

@@ -15,8 +15,7 @@ import type { AdminTarget } from './admin.js';
 import type { DriverContext } from './local-driver.js';
 import { type NodeState } from './node-state.js';
 import type { OsUser } from './os-user.js';
-import { postmasterStatus } from './postmaster.js';
-import { clusterProcesses, signalAll } from './processes.js';
+import { postmasterStatus, prepareStart } from './postmaster.js';
 import type { NodeReplication } from './service-node.js';
 import { removeTrees } from './node-files.js';
 import { rewindToStandby } from './standby.js';
@@ -96,11 +95,10 @@ export async function rewindStandby(
   }
   const starting = ctx.spawned.get(pgdata);
   if (starting && !starting.proc.exit) return wait(50, why);
-  const left = await clusterProcesses(pgdata);
-  if (left.length > 0) {
-    signalAll(left, 'SIGKILL');
-    return wait(50, why);
-  }
+  // What a killed postmaster left: its children, and its postmaster.pid,
+  // whose pid a zombie may still answer for (postmaster.ts): pg_rewind's
+  // single-user recovery of an unclean node would take it for a running server.
+  if (!(await prepareStart(pgdata, ctx.layout.socketDir(ref)))) return wait(50, why);
   ctx.stopper.forget(pgdata);
   ctx.spawned.delete(pgdata);
   const timeline = await latestTimeline(replication.primaryAdmin.pgdata);

@@ -1,7 +1,7 @@
 // What a Basin killed in the middle of its work leaves in the driver's tree,
 // removed at the next start. Everything Basin stages lives in directories
 // named as staging (a template or CA being built, a certificate being
-// issued, a clone, a base backup, a fork's restore and the part of its
+// issued, a clone, a base backup, a rewind's passfile, a fork's restore and the part of its
 // parent's repository it restores from), published by a rename only once
 // complete. Basin holds its data directory's lock (lib/data-dir-lock.ts), so
 // at start no other Basin can be staging anything here: whatever is staged
@@ -26,7 +26,7 @@ import { processesUnder, signalAll } from './processes.js';
 /** Staging names: `<directory>/<prefix>…` for each place Basin stages in. */
 const ROOT_STAGING = '.staging-';
 const INSTANCE_STAGING = ['.clone-', '.restore-'];
-const NODE_STAGING = ['.basebackup'];
+const NODE_STAGING = ['.basebackup', '.rewind'];
 const BACKUP_STAGING = ['.source-'];
 const TEMPLATE_SOCKETS = 'tpl-';
 
