@@ -55,7 +55,7 @@ export class LogDestination {
   /** The chunk lines are copied into, and how much of it is used. */
   private chunk: Buffer;
   private used = 0;
-  /** Bytes full chunks (or parts) waiting for the write under way to finish. */
+  /** Filled chunks (the used part of each) waiting for the write under way to finish. */
   private ready: Buffer[] = [];
   /** Bytes held: in `ready` and in `chunk`. */
   private held = 0;
