@@ -2,7 +2,8 @@
 // README tells users to run) and node-postgres (for what psql cannot show,
 // such as a client's refused TLS settings).
 
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import type { TestContext } from 'node:test';
 import { connect as tcpConnect } from 'node:net';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -82,9 +83,14 @@ export async function pgClient(
   return client;
 }
 
-/** One query over a fresh TLS connection. */
-export async function pgQuery(port: number, password: string, sql: string): Promise<any[]> {
-  const client = await pgClient(port, password);
+/** One query over a fresh TLS connection (`to`: as pgClient's). */
+export async function pgQuery(
+  port: number,
+  password: string,
+  sql: string,
+  to: { host?: string; database?: string } = {},
+): Promise<any[]> {
+  const client = await pgClient(port, password, undefined, to);
   try {
     return (await client.query(sql)).rows;
   } finally {
@@ -117,4 +123,28 @@ export function portOpen(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/** One query as tsdbadmin from the address `source` to `port`, in `database`. */
+export function queryFrom(
+  source: string,
+  port: number,
+  password: string,
+  sql: string,
+  database = 'tsdb',
+): Promise<Record<string, unknown>[]> {
+  return pgQuery(port, password, sql, { host: source, database });
+}
+
+/**
+ * Puts `addresses` on this host's loopback interface until the test ends, so
+ * clients can connect from inside or outside a VPC's block. `replace` rather
+ * than `add`: a run killed before its clean-up leaves its address behind, and
+ * the next run (or CI on a copy of the machine) must not fail on it.
+ */
+export function loopbackAddresses(t: TestContext, ...addresses: string[]): void {
+  for (const a of addresses) {
+    execFileSync('ip', ['addr', 'replace', `${a}/32`, 'dev', 'lo']);
+    t.after(() => execFileSync('ip', ['addr', 'del', `${a}/32`, 'dev', 'lo']));
+  }
 }

@@ -18,7 +18,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, psql } from './clients.js';
-import { explain, isLive, runningNodes, superuser, writer } from './ha-nodes.js';
+import { explain, isLive, runningNodes, superuser, syncHaService, writer } from './ha-nodes.js';
 
 /** The pid of a pg_rewind whose target is under `dir`, if one runs. */
 function pgRewindOf(dir: string): number | undefined {
@@ -45,22 +45,7 @@ test(
     const layout = new Layout(inst.dataDir);
     const ids: string[] = [];
     try {
-      const created = await b.call('POST', b.servicePath(), {
-        name: 'ha',
-        addons: [],
-        cpu_millis: 'shared',
-        memory_gbs: 'shared',
-        replica_count: 1,
-      });
-      assert.equal(created.status, 202, created.text);
-      const id: string = created.body.service_id;
-      ids.push(id);
-      const password: string = created.body.initial_password;
-      const port: number = (await b.waitForStatus(id, 'READY', 180_000)).endpoint.port;
-      const sync = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
-      assert.equal(sync.status, 202, sync.text);
-      await b.waitForStatus(id, 'READY', 120_000);
-      await psql(conninfo(port), password, 'CREATE TABLE w (i int PRIMARY KEY)');
+      const { id, password, port } = await syncHaService(b, 'ha', ids);
 
       let rounds = 0;
       /** READY, one primary, every acknowledged row, a write, the old primary a standby again. */

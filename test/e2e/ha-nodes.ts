@@ -3,12 +3,13 @@
 // as a node's superuser over its socket, the processes of a node, and a
 // writer that remembers which of its commits were acknowledged.
 
+import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
-import { psql } from './clients.js';
+import { conninfo, psql } from './clients.js';
 
 export interface RunningNode {
   index: number;
@@ -140,4 +141,47 @@ export async function explain(b: BasinProcess, ids: string[]): Promise<string> {
     parts.push(`basin's entries in the logs of ${id}, newest first:\n${lines.join('\n')}`);
   }
   return parts.join('\n\n');
+}
+
+/**
+ * A shared POSTGRES service with one HA replica, made synchronous, READY,
+ * with an empty table `w (i int PRIMARY KEY)` for writer(); its id goes
+ * into `ids` (for explain()).
+ */
+export async function syncHaService(
+  b: BasinProcess,
+  name: string,
+  ids: string[],
+): Promise<{ id: string; password: string; port: number }> {
+  const created = await b.call('POST', b.servicePath(), {
+    name,
+    addons: [],
+    cpu_millis: 'shared',
+    memory_gbs: 'shared',
+    replica_count: 1,
+  });
+  assert.equal(created.status, 202, created.text);
+  const id: string = created.body.service_id;
+  ids.push(id);
+  const password: string = created.body.initial_password;
+  const port: number = (await b.waitForStatus(id, 'READY', 180_000)).endpoint.port;
+  const sync = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
+  assert.equal(sync.status, 202, sync.text);
+  await b.waitForStatus(id, 'READY', 120_000);
+  await psql(conninfo(port), password, 'CREATE TABLE w (i int PRIMARY KEY)');
+  return { id, password, port };
+}
+
+/** Basin's own entries of a service's (or a set's) logs, newest first. */
+export async function basinLogs(b: BasinProcess, id: string): Promise<string[]> {
+  const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);
+  assert.equal(res.status, 200, res.text);
+  return res.body.logs as string[];
+}
+
+/** The service's read replica set `rsId` as listed, undefined once gone. */
+export async function replicaSet(b: BasinProcess, serviceId: string, rsId: string): Promise<any> {
+  const res = await b.call('GET', `${b.servicePath(serviceId)}/replicaSets`);
+  assert.equal(res.status, 200, res.text);
+  return (res.body as { id: string }[]).find((r) => r.id === rsId);
 }

@@ -8,32 +8,15 @@
 // on this host's loopback interface, removed after the test.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
-import { pgClient, pgRefused } from './clients.js';
+import { loopbackAddresses, pgRefused, queryFrom } from './clients.js';
 
 /** A block no host here uses (another than vpc-access.test.ts's, which may run at once). */
 const VPC_CIDR = '10.213.79.0/24';
 const INSIDE = '10.213.79.1';
-
-/** One query as tsdbadmin, from `source` to `port`, in `database`. */
-async function query(
-  source: string,
-  port: number,
-  password: string,
-  sql: string,
-  database = 'tsdb',
-): Promise<Record<string, unknown>[]> {
-  const c = await pgClient(port, password, undefined, { host: source, database });
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 /** The postmaster pid of the service's node that is not in recovery, from the files. */
 function primaryPid(layout: Layout, id: string, nodes: number[]): number {
@@ -53,8 +36,7 @@ test(
   'HA with the pooler and a VPC: the pooler follows a failover; behind HAProxy the VPC rules hold',
   { timeout: 600_000 },
   async (t) => {
-    execFileSync('ip', ['addr', 'add', `${INSIDE}/32`, 'dev', 'lo']);
-    t.after(() => execFileSync('ip', ['addr', 'del', `${INSIDE}/32`, 'dev', 'lo']));
+    loopbackAddresses(t, INSIDE);
     const inst = await installation(t, { env: { BASIN_RECONCILE_INTERVAL_MS: '1000' } });
     const b = await inst.start();
     const layout = new Layout(inst.dataDir);
@@ -76,8 +58,8 @@ test(
     const poolerPort: number = svc.connection_pooler.endpoint.port;
 
     await t.test('the pooler reaches the primary, and follows it through a failover', async () => {
-      await query('127.0.0.1', poolerPort, password, 'CREATE TABLE t (i int)');
-      await query(
+      await queryFrom('127.0.0.1', poolerPort, password, 'CREATE TABLE t (i int)');
+      await queryFrom(
         '127.0.0.1',
         poolerPort,
         password,
@@ -93,8 +75,8 @@ test(
       await b.waitForStatus(id, 'READY', 180_000);
       const rows = await b.waitFor(async () => {
         try {
-          await query('127.0.0.1', poolerPort, password, 'INSERT INTO t VALUES (2)');
-          return await query('127.0.0.1', poolerPort, password, 'SELECT i FROM t ORDER BY i');
+          await queryFrom('127.0.0.1', poolerPort, password, 'INSERT INTO t VALUES (2)');
+          return await queryFrom('127.0.0.1', poolerPort, password, 'SELECT i FROM t ORDER BY i');
         } catch {
           return undefined;
         }
@@ -103,7 +85,7 @@ test(
         rows.map((r) => r.i),
         [1, 2],
       );
-      const recovery = await query(
+      const recovery = await queryFrom(
         '127.0.0.1',
         poolerPort,
         password,
@@ -126,16 +108,16 @@ test(
       assert.match(await pgRefused(port, password), /terminated|closed|ECONNRESET|reset/i);
       assert.match(await pgRefused(poolerPort, password), /pg_hba|not allowed|rejected/i);
       // From inside the block, through the same endpoint and the pooler: the data.
-      const rows = await query(INSIDE, port, password, 'SELECT count(*)::int AS n FROM t');
+      const rows = await queryFrom(INSIDE, port, password, 'SELECT count(*)::int AS n FROM t');
       assert.equal(rows[0]?.n, 2);
-      await query(INSIDE, poolerPort, password, 'SELECT 1', 'tsdb_transaction');
+      await queryFrom(INSIDE, poolerPort, password, 'SELECT 1', 'tsdb_transaction');
 
       const out = await b.call('POST', `${b.servicePath(id)}/detachFromVPC`, {
         vpc_id: vpc.body.id,
       });
       assert.equal(out.status, 202, out.text);
       await b.waitForStatus(id, 'READY', 120_000);
-      const back = await query('127.0.0.1', port, password, 'SELECT count(*)::int AS n FROM t');
+      const back = await queryFrom('127.0.0.1', port, password, 'SELECT count(*)::int AS n FROM t');
       assert.equal(back[0]?.n, 2, 'public again');
     });
 

@@ -14,83 +14,13 @@
 // the proxy, and the endpoint keeps working.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOf } from '../local/helpers.js';
-import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, psql } from './clients.js';
-
-/** The index, port and postmaster pid of each running node of a service, from its files. */
-function nodes(layout: Layout, id: string) {
-  return readdirSync(layout.instanceDir(id))
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .flatMap((index) => {
-      const ref = { id, node: index };
-      const pidFile = `${layout.pgdata(ref)}/postmaster.pid`;
-      if (!existsSync(pidFile)) return [];
-      const lines = readFileSync(pidFile, 'utf8').split('\n');
-      return [
-        { index, pid: Number(lines[0]), port: Number(lines[3]), socket: layout.socketDir(ref) },
-      ];
-    });
-}
-
-/** A query as the node's superuser over its socket (root maps to postgres by peer). */
-function superuser(node: { port: number; socket: string }, sql: string): Promise<string> {
-  return psql(`host=${node.socket} port=${node.port} user=postgres dbname=postgres`, '', sql);
-}
-
-/** Commits numbered rows through `port` until stopped; remembers which commits were acknowledged. */
-function writer(port: number, password: string) {
-  const acked: number[] = [];
-  let stop = false;
-  let client: pg.Client | undefined;
-  const done = (async () => {
-    for (let i = 1; !stop; i++) {
-      try {
-        if (!client) {
-          client = new pg.Client({
-            host: '127.0.0.1',
-            port,
-            user: 'tsdbadmin',
-            database: 'tsdb',
-            password,
-            ssl: { rejectUnauthorized: false },
-            connectionTimeoutMillis: 2_000,
-            query_timeout: 5_000,
-          });
-          client.on('error', () => {});
-          await client.connect();
-        }
-        await client.query('INSERT INTO w (i) VALUES ($1)', [i]);
-        acked.push(i);
-      } catch {
-        void client?.end().catch(() => {});
-        client = undefined;
-        await sleep(50);
-      }
-    }
-    await client?.end().catch(() => {});
-  })();
-  return {
-    acked,
-    async stop() {
-      stop = true;
-      await done;
-    },
-  };
-}
-
-async function logs(b: BasinProcess, id: string): Promise<string[]> {
-  const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);
-  assert.equal(res.status, 200, res.text);
-  return res.body.logs as string[];
-}
+import { basinLogs, runningNodes, superuser, writer } from './ha-nodes.js';
 
 test(
   'HA replicas through dist/main.js: a streaming standby behind a stable endpoint, sync, kill -9 failover, removal',
@@ -121,7 +51,7 @@ test(
       sslrootcert: layout.caCert,
     });
     await psql(verified, password, 'CREATE TABLE w (i int PRIMARY KEY); INSERT INTO w VALUES (0)');
-    let running = nodes(layout, id);
+    let running = runningNodes(layout, id);
     assert.deepEqual(
       running.map((n) => n.index),
       [0, 1],
@@ -172,7 +102,7 @@ test(
 
     // node1 is the primary; node0 follows it and never accepts a write again.
     running = await b.waitFor(async () => {
-      const now = nodes(layout, id);
+      const now = runningNodes(layout, id);
       return now.length === 2 ? now : undefined;
     }, 'the old primary to rejoin');
     const [oldPrimary, newPrimary] = running as [(typeof running)[0], (typeof running)[0]];
@@ -182,7 +112,7 @@ test(
       psql(conninfo(oldPrimary.port), password, 'INSERT INTO w VALUES (-1)'),
       /read-only transaction/,
     );
-    const entries = await logs(b, id);
+    const entries = await basinLogs(b, id);
     assert.ok(
       entries.some((l) => /basin: the primary node0 is down; it is fenced/.test(l)),
       entries.join('\n'),
@@ -203,7 +133,7 @@ test(
     process.kill(newPrimary.pid, 'SIGKILL');
     b = await inst.start();
     await b.waitFor(
-      async () => (await logs(b, id)).some((l) => /basin: promoting node0/.test(l)),
+      async () => (await basinLogs(b, id)).some((l) => /basin: promoting node0/.test(l)),
       'a failover to node0 by the restarted Basin',
       60_000,
     );
@@ -214,7 +144,7 @@ test(
       'the restarted Basin adopted the running HAProxy',
     );
     await psql(verified, password, 'INSERT INTO w VALUES (-2)');
-    const back = nodes(layout, id);
+    const back = runningNodes(layout, id);
     assert.equal(await superuser(back[0]!, 'SELECT pg_is_in_recovery()'), 'f');
 
     // No replica: the standby's processes, slot and files go, and the proxy;
@@ -224,7 +154,7 @@ test(
     await b.waitForStatus(id, 'READY', 120_000);
     assert.equal(processesOf(layout.pgdata({ id, node: 1 })).length, 0);
     assert.ok(!existsSync(layout.nodeDir({ id, node: 1 })), 'the standby files are removed');
-    const only = nodes(layout, id);
+    const only = runningNodes(layout, id);
     assert.deepEqual(
       only.map((n) => [n.index, n.port]),
       [[0, port]],

@@ -11,16 +11,18 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
-import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, psql } from './clients.js';
-import { clusterPids, explain, isLive, runningNodes, superuser, writer } from './ha-nodes.js';
-
-async function basinLogs(b: BasinProcess, id: string): Promise<string[]> {
-  const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);
-  assert.equal(res.status, 200, res.text);
-  return res.body.logs as string[];
-}
+import {
+  basinLogs,
+  clusterPids,
+  explain,
+  isLive,
+  runningNodes,
+  superuser,
+  syncHaService,
+  writer,
+} from './ha-nodes.js';
 
 test(
   'a hung primary (every process stopped) is found by health checks, fenced and failed over',
@@ -31,22 +33,7 @@ test(
     const layout = new Layout(inst.dataDir);
     const ids: string[] = [];
     try {
-      const created = await b.call('POST', b.servicePath(), {
-        name: 'hung',
-        addons: [],
-        cpu_millis: 'shared',
-        memory_gbs: 'shared',
-        replica_count: 1,
-      });
-      assert.equal(created.status, 202, created.text);
-      const id: string = created.body.service_id;
-      ids.push(id);
-      const password: string = created.body.initial_password;
-      const port: number = (await b.waitForStatus(id, 'READY', 180_000)).endpoint.port;
-      const sync = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
-      assert.equal(sync.status, 202, sync.text);
-      await b.waitForStatus(id, 'READY', 120_000);
-      await psql(conninfo(port), password, 'CREATE TABLE w (i int PRIMARY KEY)');
+      const { id, password, port } = await syncHaService(b, 'hung', ids);
 
       const [old] = runningNodes(layout, id);
       assert.ok(old && old.index === 0);

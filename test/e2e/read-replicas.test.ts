@@ -17,9 +17,9 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { readPasswd } from '../../src/drivers/local/os-user.js';
 import { serviceUserName } from '../../src/drivers/local/service-users.js';
 import { processesOf } from '../local/helpers.js';
-import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, psql } from './clients.js';
+import { replicaSet } from './ha-nodes.js';
 
 /** The port and postmaster pid of a node, from its postmaster.pid. */
 function node(layout: Layout, id: string, index: number) {
@@ -50,12 +50,6 @@ function primaryOf(layout: Layout, id: string) {
     .find((i) => !existsSync(`${layout.pgdata({ id, node: i })}/standby.signal`));
   assert.ok(index !== undefined, 'the service has a primary');
   return node(layout, id, index);
-}
-
-async function replicaSet(b: BasinProcess, serviceId: string, rsId: string) {
-  const res = await b.call('GET', `${b.servicePath(serviceId)}/replicaSets`);
-  assert.equal(res.status, 200, res.text);
-  return (res.body as { id: string; status: string }[]).find((r) => r.id === rsId);
 }
 
 /** Inserts rows into `w` through `port` until stopped, reconnecting on errors. */

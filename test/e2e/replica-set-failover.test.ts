@@ -15,23 +15,17 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Layout } from '../../src/drivers/local/layout.js';
-import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, psql } from './clients.js';
-import { explain, isLive, runningNodes, superuser, superuserTsdb } from './ha-nodes.js';
-
-async function replicaSet(b: BasinProcess, serviceId: string, rsId: string) {
-  const res = await b.call('GET', `${b.servicePath(serviceId)}/replicaSets`);
-  assert.equal(res.status, 200, res.text);
-  return (res.body as { id: string; status: string }[]).find((r) => r.id === rsId);
-}
-
-/** Basin's own entries of a service's (or a set's) logs, newest first. */
-async function basinLogs(b: BasinProcess, id: string): Promise<string[]> {
-  const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);
-  assert.equal(res.status, 200, res.text);
-  return res.body.logs as string[];
-}
+import {
+  basinLogs,
+  explain,
+  isLive,
+  replicaSet,
+  runningNodes,
+  superuser,
+  superuserTsdb,
+} from './ha-nodes.js';
 
 /** Samples whether some node of the set runs, until stopped: was there a moment when none did? */
 function watchSomeNodeRuns(layout: Layout, rsId: string, nodes: number) {

@@ -11,35 +11,18 @@
 // made with addresses on this host's loopback interface, removed after.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
-import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
-import { conninfo, pgClient, portOpen, psql } from './clients.js';
+import { conninfo, loopbackAddresses, pgClient, portOpen, psql, queryFrom } from './clients.js';
+import { replicaSet } from './ha-nodes.js';
 import { pgbouncers } from './pgbouncer-processes.js';
 
 /** Blocks no other test uses (ha-pooler-vpc and vpc-access have 10.213.79 and .77). */
 const VPC_CIDR = '10.213.81.0/24';
 const INSIDE = '10.213.81.1';
 const OUTSIDE = '10.213.82.1';
-
-/** One query as tsdbadmin, from `source` to `port`, in `database`. */
-async function query(
-  source: string,
-  port: number,
-  password: string,
-  sql: string,
-  database = 'tsdb',
-): Promise<Record<string, unknown>[]> {
-  const c = await pgClient(port, password, undefined, { host: source, database });
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 /** The error a connection from `source` ends with; throws if it is accepted. */
 async function refusedFrom(
@@ -49,17 +32,11 @@ async function refusedFrom(
   database = 'tsdb',
 ): Promise<string> {
   try {
-    await query(source, port, password, 'SELECT 1', database);
+    await queryFrom(source, port, password, 'SELECT 1', database);
   } catch (err) {
     return (err as Error).message;
   }
   throw new Error(`a connection from ${source} to port ${port} was accepted`);
-}
-
-async function replicaSet(b: BasinProcess, serviceId: string, rsId: string) {
-  const res = await b.call('GET', `${b.servicePath(serviceId)}/replicaSets`);
-  assert.equal(res.status, 200, res.text);
-  return (res.body as any[]).find((r) => r.id === rsId);
 }
 
 /** The port a node listens on, from its postmaster.pid. */
@@ -70,10 +47,7 @@ test(
   "a read replica set's pooler on the local driver: reads in both modes, no writes, its VPC and password, adoption, disable",
   { timeout: 900_000 },
   async (t) => {
-    for (const a of [INSIDE, OUTSIDE]) {
-      execFileSync('ip', ['addr', 'add', `${a}/32`, 'dev', 'lo']);
-      t.after(() => execFileSync('ip', ['addr', 'del', `${a}/32`, 'dev', 'lo']));
-    }
+    loopbackAddresses(t, INSIDE, OUTSIDE);
     const inst = await installation(t, { env: { BASIN_RECONCILE_INTERVAL_MS: '1000' } });
     let b = await inst.start();
     const layout = new Layout(inst.dataDir);
@@ -215,7 +189,7 @@ test(
       // From inside, through the set's pooler (which itself reaches the
       // endpoint from loopback) in both modes, and through its endpoint.
       for (const database of ['tsdb', 'tsdb_transaction']) {
-        const rows = await query(
+        const rows = await queryFrom(
           INSIDE,
           poolerPort,
           password,
@@ -224,7 +198,7 @@ test(
         );
         assert.equal(rows[0]?.n, 2, database);
       }
-      await query(INSIDE, shown.endpoint.port, password, 'SELECT 1');
+      await queryFrom(INSIDE, shown.endpoint.port, password, 'SELECT 1');
 
       const out = await b.call('POST', `${b.servicePath(id)}/detachFromVPC`, {
         vpc_id: vpc.body.id,
@@ -233,7 +207,7 @@ test(
       await b.waitForStatus(id, 'READY', 120_000);
       await b.waitFor(
         () =>
-          query(OUTSIDE, poolerPort, password, 'SELECT 1').then(
+          queryFrom(OUTSIDE, poolerPort, password, 'SELECT 1').then(
             () => true,
             () => false,
           ),
@@ -260,7 +234,7 @@ test(
         // The new one, once the set's nodes have replayed it.
         await b.waitFor(
           () =>
-            query('127.0.0.1', poolerPort, password, 'SELECT 1', database).then(
+            queryFrom('127.0.0.1', poolerPort, password, 'SELECT 1', database).then(
               () => true,
               () => false,
             ),
@@ -274,7 +248,10 @@ test(
       assert.ok(pid);
       assert.deepEqual(await b.stop(), { code: 0, signal: null });
       // Basin is gone; the set's pooler is not.
-      assert.equal((await query('127.0.0.1', poolerPort, password, 'SELECT 1 AS one'))[0]?.one, 1);
+      assert.equal(
+        (await queryFrom('127.0.0.1', poolerPort, password, 'SELECT 1 AS one'))[0]?.one,
+        1,
+      );
       b = await inst.start();
       const after = await replicaSet(b, id, rsId);
       assert.equal(after.status, 'active');
@@ -287,7 +264,7 @@ test(
       password = 'after-the-restart-too';
       await b.waitFor(
         () =>
-          query('127.0.0.1', poolerPort, password, 'SELECT 1').then(
+          queryFrom('127.0.0.1', poolerPort, password, 'SELECT 1').then(
             () => true,
             () => false,
           ),
@@ -306,7 +283,7 @@ test(
       }, 'a new pooler for the set');
       await b.waitFor(
         () =>
-          query('127.0.0.1', poolerPort, password, 'SELECT 1').then(
+          queryFrom('127.0.0.1', poolerPort, password, 'SELECT 1').then(
             () => true,
             () => false,
           ),
@@ -322,7 +299,7 @@ test(
       assert.equal(await portOpen(poolerPort), false);
       assert.equal(
         (
-          await query(
+          await queryFrom(
             '127.0.0.1',
             shown.endpoint.port,
             password,
@@ -337,7 +314,7 @@ test(
       assert.equal((await b.call('POST', `${rsPath}/enablePooler`)).status, 200);
       await b.waitFor(
         () =>
-          query('127.0.0.1', poolerPort, password, 'SELECT 1').then(
+          queryFrom('127.0.0.1', poolerPort, password, 'SELECT 1').then(
             () => true,
             () => false,
           ),

@@ -6,13 +6,12 @@
 // loopback interface, removed after the test.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { postmasterPid } from '../local/helpers.js';
 import { installation } from './basin-process.js';
-import { pgClient, pgQuery, pgRefused } from './clients.js';
+import { loopbackAddresses, pgClient, pgQuery, pgRefused } from './clients.js';
 
 /** A VPC block no host here uses; one address of it goes on `lo` for the test. */
 const VPC_CIDR = '10.213.77.0/24';
@@ -45,8 +44,7 @@ test(
   'attach and detach change who may connect to a service and its pooler',
   { timeout: 300_000 },
   async (t) => {
-    execFileSync('ip', ['addr', 'add', `${INSIDE}/32`, 'dev', 'lo']);
-    t.after(() => execFileSync('ip', ['addr', 'del', `${INSIDE}/32`, 'dev', 'lo']));
+    loopbackAddresses(t, INSIDE);
     const inst = await installation(t);
     const b = await inst.start();
     const layout = new Layout(inst.dataDir);
