@@ -47,10 +47,15 @@ test('integers on the wire: metrics are whole megabytes, every number an integer
   let now = Date.now();
   const b = await startBasin(t, { options: { clock: () => now } });
   const { id } = await readyService(b, { name: 'm', cpu_millis: '1000', memory_gbs: '4' });
-  // The sim's storage grows by fractions of a megabyte: an hour later it is
-  // a fraction for sure (30.1 MB is what broke Go clients).
+  // The sim's storage grows by tenths of a megabyte (30.1 MB is what broke
+  // Go clients). A sample is whole one time in ten, so the clock moves on a
+  // minute at a time until the raw sample is a fraction.
   now += 61 * 60_000;
-  const raw = b.basin.driver.metrics({ kind: 'service', id });
+  let raw = b.basin.driver.metrics({ kind: 'service', id });
+  for (let i = 0; i < 60 && raw && Number.isInteger(raw.storageMb); i++) {
+    now += 60_000;
+    raw = b.basin.driver.metrics({ kind: 'service', id });
+  }
   assert.ok(raw && !Number.isInteger(raw.storageMb), `a fractional sample: ${raw?.storageMb}`);
   const body = await getService(b, id);
   assert.equal(body.metrics.storage_mb, Math.round(raw.storageMb));
