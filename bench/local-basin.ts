@@ -28,6 +28,7 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { removeLeftBackupCgroups } from '../src/drivers/local/backup-cgroup.js';
+import { removeInstallationCgroups } from '../src/drivers/local/cpu-hierarchy.js';
 import { Layout } from '../src/drivers/local/layout.js';
 import { groupExists, readPasswd, type PasswdEntry } from '../src/drivers/local/os-user.js';
 import { installationUsers } from '../src/drivers/local/service-users.js';
@@ -40,11 +41,16 @@ let handlersInstalled = false;
 
 /** The OS users the local driver made for the services of `dataDir` (none when not root). */
 function serviceUsersOf(dataDir: string): PasswdEntry[] {
+  const tag = installationOf(dataDir);
+  return tag === undefined ? [] : installationUsers(tag);
+}
+
+function installationOf(dataDir: string): string | undefined {
   try {
     const tag = readFileSync(new Layout(dataDir).installationFile, 'utf8').trim();
-    return tag === '' ? [] : installationUsers(tag);
+    return tag === '' ? undefined : tag;
   } catch {
-    return [];
+    return undefined;
   }
 }
 
@@ -157,6 +163,7 @@ function deleteUsers(users: readonly PasswdEntry[]): void {
  */
 async function cleanUp(root: string, graceMs: number, block = false): Promise<void> {
   const users = serviceUsersOf(root);
+  const tag = installationOf(root);
   rmSync(new Layout(root).installationFile, { force: true });
   const stopper = new Stopper(root, new Set(users.map((u) => u.uid)), graceMs);
   const pause = new Int32Array(new SharedArrayBuffer(4));
@@ -165,6 +172,7 @@ async function cleanUp(root: string, graceMs: number, block = false): Promise<vo
     else await sleep(20);
   }
   removeLeftBackupCgroups(new Layout(root).backupsDir);
+  if (tag !== undefined) removeInstallationCgroups(tag);
   rmSync(root, { recursive: true, force: true });
   deleteUsers(users);
   roots.delete(root);

@@ -237,6 +237,7 @@ async function removeSurplusNodes(
       signalAll(left, 'SIGKILL');
       return wait(100, why);
     }
+    if (!(await ctx.cpu.remove(ref))) return wait(100, why);
     ctx.stopper.forget(pgdata);
     ctx.spawned.delete(pgdata);
     await removeTrees([ctx.layout.socketDir(ref), ctx.layout.nodeDir(ref)]);

@@ -14,11 +14,16 @@
 // Never removed here: what an unfinished operation resumes from (a node's
 // data, a fork's restored data awaiting promotion). The engine resumes those
 // operations and their own steps start over cleanly.
+//
+// The CPU cgroups of this installation's nodes (cpu-budgets.ts) whose node
+// directory is gone (Basin killed between a node's removal and its
+// cgroup's) go too, once empty: a cgroup that still holds processes stays.
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
+import type { CpuBudgets } from './cpu-budgets.js';
 import type { Layout } from './layout.js';
 import { exists, removeTrees } from './node-files.js';
 import { processesUnder, signalAll } from './processes.js';
@@ -48,6 +53,17 @@ export async function removeLeftovers(layout: Layout, log: Logger): Promise<stri
   await removeTrees(paths);
   log.info({ removed: paths }, 'removed what a stopped Basin left staged');
   return paths;
+}
+
+/** Removes the empty CPU cgroups of this installation's nodes that no longer exist; returns their directories. */
+export async function removeLeftCgroups(
+  layout: Layout,
+  cpu: CpuBudgets,
+  log: Logger,
+): Promise<string[]> {
+  const removed = await cpu.removeLeft((ref) => exists(layout.nodeDir(ref)));
+  if (removed.length > 0) log.info({ removed }, 'removed the CPU cgroups of nodes that are gone');
+  return removed;
 }
 
 async function stagedPaths(layout: Layout): Promise<string[]> {

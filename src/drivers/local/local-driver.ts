@@ -55,7 +55,8 @@ import { mkdirIn, nodeExists, removeTrees } from './node-files.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
 import { Template } from './template.js';
 import { tightenLayout } from './tighten.js';
-import { removeLeftovers } from './leftovers.js';
+import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
+import { type CpuBudgets, keepBudgets, startCpuBudgets } from './cpu-budgets.js';
 import { ensureCa } from './tls.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
 
@@ -129,6 +130,8 @@ export interface DriverContext {
   haproxy: Haproxy;
   /** Primaries found hung (primary-health.ts): data directory → postmaster pid. */
   unresponsive: Map<string, number>;
+  /** Each node's CPU cgroup, with its size's quota (cpu-budgets.ts). */
+  cpu: CpuBudgets;
   log: Logger;
 }
 
@@ -193,6 +196,8 @@ export class LocalDriver implements Driver {
     await ensureCa(layout);
     removeLeftBackupCgroups(layout.backupsDir);
     const installation = await ensureInstallation(layout);
+    const cpu = await startCpuBudgets(installation, this.log);
+    await removeLeftCgroups(layout, cpu, this.log);
     await tightenLayout(layout);
     const privateTmp = await detectPrivateTmp(
       this.options.privateTmp ?? 'auto',
@@ -234,6 +239,7 @@ export class LocalDriver implements Driver {
       stopper: new Stopper(),
       spawned: new Map(),
       unresponsive: new Map(),
+      cpu,
       publicHost: this.options.publicHost,
       listenAddresses: this.options.listenAddresses ?? '*',
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
@@ -271,6 +277,7 @@ export class LocalDriver implements Driver {
           : templateUser.name,
         templateUser: templateUser.name,
         privateTmp: privateTmp ? privateTmp.dirs : 'no',
+        cpuBudgets: cpu.describe(),
         root: layout.root,
       },
       'local driver ready',
@@ -322,10 +329,11 @@ export class LocalDriver implements Driver {
   /**
    * Stops a fork's restore, if one runs, and every process of the service
    * at once (immediate shutdown: the data is going away), then every other
-   * process of its OS user (what its tsdbadmin started), removes its nodes,
-   * stanza and sockets, then every other file its OS user owns on the host
-   * (service-users.ts), and finally the OS user. Each step is repeated
-   * safely by the next call after a crash anywhere.
+   * process of its OS user (what its tsdbadmin started), removes its
+   * nodes' CPU cgroups, its nodes, stanza and sockets, then every other
+   * file its OS user owns on the host (service-users.ts), and finally the
+   * OS user. Each step is repeated safely by the next call after a crash
+   * anywhere.
    */
   async deleteService(serviceId: string): Promise<Progress> {
     checkId(serviceId);
@@ -361,6 +369,10 @@ export class LocalDriver implements Driver {
         return wait(100, "stopping the processes of the service's OS user");
       }
       await ctx.backups.settle(serviceId);
+      // Its nodes' CPU cgroups, by name (also of nodes whose files a crash already took).
+      if (!(await ctx.cpu.removeAll(serviceId))) {
+        return wait(100, 'waiting for the processes of its CPU cgroups to exit');
+      }
       for (const ref of refs) {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
@@ -415,6 +427,12 @@ export class LocalDriver implements Driver {
     // restarts it confined (service-node.ts).
     if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
       return 'failed';
+    }
+    // A budget is not its health: a node outside its cgroup is moved in,
+    // and the service stays READY (cpu-budgets.ts).
+    if (spec.running) {
+      const indices = spec.nodes.length > 0 ? spec.nodes.map((n) => n.index) : [primary.index];
+      await keepBudgets(ctx, spec.serviceId, spec.size, indices);
     }
     if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
     // Every standby runs too, and the endpoint routes to the primary.
@@ -497,6 +515,12 @@ export class LocalDriver implements Driver {
     checkId(spec.replicaSetId);
     const ctx = this.context();
     const health = await inspectReplicaSet(ctx, spec);
+    await keepBudgets(
+      ctx,
+      spec.replicaSetId,
+      spec.size,
+      spec.nodePorts.map((_, i) => i),
+    );
     // A pooler that died is started again by the converge that 'failed' brings.
     if (health === 'running' && spec.pooler.enabled) {
       const pooler = new ReplicaSetPooler(ctx, spec);

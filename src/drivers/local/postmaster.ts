@@ -17,6 +17,7 @@ import { closeSync, fchmodSync, openSync } from 'node:fs';
 import { readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { postmasterCommand, type PrivateTmp } from './confine.js';
+import { joiningCgroup } from './cpu-hierarchy.js';
 import { childEnv } from './exec.js';
 import type { OsUser } from './os-user.js';
 import { clusterProcesses, isPostmasterOf, signalAll } from './processes.js';
@@ -79,8 +80,9 @@ const STARTUP_LOG_MAX = 1024 * 1024;
  * `logFile`: with no_new_privs, and in namespaces of its own with private
  * /tmp & co. when `privateTmp` is given (confine.ts). The spawned process
  * becomes the postmaster itself (each step execs the next), so its pid is
- * the one postmaster.pid holds. The caller must have made sure no server or
- * leftover process of this data directory runs (see prepareStart).
+ * the one postmaster.pid holds; with `cgroup`, it starts in that cgroup
+ * (its CPU budget: cpu-budgets.ts). The caller must have made sure no
+ * server or leftover process of this data directory runs (see prepareStart).
  */
 export async function spawnPostmaster(options: {
   pgBin: string;
@@ -90,6 +92,8 @@ export async function spawnPostmaster(options: {
   privateTmp?: PrivateTmp;
   /** Killed when Basin dies (a template's set-up server); a service's outlives Basin. */
   diesWithBasin?: boolean;
+  /** The directory of the node's CPU cgroup, which it joins first (as root). */
+  cgroup?: string;
 }): Promise<Spawned> {
   const { pgBin, pgdata, logFile, user } = options;
   try {
@@ -97,10 +101,11 @@ export async function spawnPostmaster(options: {
   } catch {
     // No log yet.
   }
+  const cmd = postmasterCommand(user, join(pgBin, 'postgres'), ['-D', pgdata], options.privateTmp, {
+    diesWithBasin: options.diesWithBasin === true,
+  });
   return spawnTenantDaemon(
-    postmasterCommand(user, join(pgBin, 'postgres'), ['-D', pgdata], options.privateTmp, {
-      diesWithBasin: options.diesWithBasin === true,
-    }),
+    options.cgroup ? joiningCgroup(options.cgroup, cmd) : cmd,
     pgdata,
     logFile,
   );

@@ -5,9 +5,10 @@
 //   1. the node exists (cloned from the template, or a fork's restored from
 //      its parent: fork-restore.ts) and belongs to that user;
 //   2. its configuration files and certificate are what the spec says;
-//   3. the server runs or not, as `spec.running` says; a restart when a
-//      setting that needs one changed, a reload when only others did; its
-//      WAL archived up to the stop before it stops (wal-mark.ts);
+//   3. the server runs or not, as `spec.running` says, in the CPU cgroup
+//      of its size (cpu-budgets.ts); a restart when a setting that needs
+//      one changed, a reload when only others did; its WAL archived up to
+//      the stop before it stops (wal-mark.ts);
 //   4. a fork, once recovered, is opened (fork-open.ts);
 //   5. tsdbadmin's password and the type's extensions are applied.
 
@@ -163,6 +164,9 @@ export class ServiceNode {
       if (rewinding) return rewinding;
     }
     await ensureNodeDirs(ctx.layout, ref, user);
+    // Its CPU budget (cpu-budgets.ts), made before it starts so that it
+    // starts in it; a resize changes the running server's quota here.
+    const cgroup = spec.running ? await ctx.cpu.ensure(ref, spec.size) : undefined;
     const files = this.configFiles(user, state);
     await writeNodeConfig(pgdata, files, user);
     const hosts = certHosts(ctx.publicHost);
@@ -206,9 +210,15 @@ export class ServiceNode {
         await ctx.backups.ensureConfig(spec, user);
         await ctx.backups.ensureStanza(spec.serviceId, user);
       }
-      return this.start(user, state, restartHash, loadedHash);
+      return this.start(user, state, restartHash, loadedHash, cgroup);
     }
     if (starting?.proc.pid === pm.pid && ready) starting.sawReady = true;
+    if (await ctx.cpu.place(ref, pm.pid, pgdata)) {
+      ctx.log.info(
+        { serviceId: spec.serviceId, node: ref.node },
+        'moved PostgreSQL into its CPU cgroup',
+      );
+    }
     // A server an older Basin started runs without no_new_privs or a
     // private /tmp: restarted once, confined (confine.ts).
     const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined));
@@ -343,7 +353,13 @@ export class ServiceNode {
    * retryable error (a port still held by someone else frees up; a broken
    * setting does not, and the operation fails after its retries).
    */
-  private async start(user: OsUser, state: NodeState, restartHash: string, loadedHash: string) {
+  private async start(
+    user: OsUser,
+    state: NodeState,
+    restartHash: string,
+    loadedHash: string,
+    cgroup: string | undefined,
+  ) {
     const { ctx, spec, ref, pgdata } = this;
     const last = ctx.spawned.get(pgdata);
     if (last && !last.proc.exit) return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
@@ -380,6 +396,7 @@ export class ServiceNode {
       logFile: ctx.layout.startupLog(ref),
       user,
       privateTmp: ctx.privateTmp,
+      ...(cgroup ? { cgroup } : {}),
     });
     ctx.spawned.set(pgdata, { proc, sawReady: false });
     // Only now: until the new postmaster is known, the stop stays recorded,
