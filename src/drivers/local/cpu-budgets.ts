@@ -42,9 +42,11 @@ import { clusterProcesses, signalAll } from './processes.js';
  * without a budget.
  */
 export async function startCpuBudgets(installation: string, log: Logger): Promise<CpuBudgets> {
-  const found = isRoot()
+  const detected = isRoot()
     ? await detectCpuHierarchy()
     : { none: 'Basin does not run as root, and only root can make cgroups' };
+  const unusable = 'none' in detected ? undefined : await probeCgroups(detected, installation);
+  const found = unusable === undefined ? detected : { none: unusable };
   if ('none' in found) {
     log.warn(
       { reason: found.none },
@@ -55,6 +57,29 @@ export async function startCpuBudgets(installation: string, log: Logger): Promis
     return new CpuBudgets(undefined, installation);
   }
   return new CpuBudgets(found, installation);
+}
+
+/**
+ * Whether a cgroup can be made in `hierarchy`: a controller that can be
+ * read is not one that can be written (a container's cgroup file system
+ * mounted read-only), and then every node's start would fail. A probe,
+ * named like a node's cgroup, made and removed at once (a leftover of a
+ * kill in between is swept at the next start, its node being absent).
+ */
+export async function probeCgroups(
+  hierarchy: CpuHierarchy,
+  installation: string,
+): Promise<string | undefined> {
+  const dir = join(hierarchy.dir, nodeCgroupName(installation, { id: 'probe', node: 0 }));
+  try {
+    await mkdir(dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    await rmdir(dir);
+    return undefined;
+  } catch (err) {
+    return `no cgroup can be made in ${hierarchy.dir} (${(err as Error).message})`;
+  }
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -23,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Size } from '../../domain/types.js';
-import { CpuBudgets } from './cpu-budgets.js';
+import { CpuBudgets, probeCgroups } from './cpu-budgets.js';
 import {
   cgroupOfProcess,
   cpuQuotaUs,
@@ -222,4 +223,17 @@ test('without a hierarchy every budget is a no-op', async () => {
   assert.equal(await budgets.remove(ref), true);
   assert.deepEqual(await budgets.list(), []);
   assert.equal(budgets.describe(), 'none');
+});
+
+test('a hierarchy where no cgroup can be made (read-only in a container) is found unusable before any node needs it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'basin-cg-probe-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // Writable: the probe is made and removed again, and nothing is left.
+  assert.equal(await probeCgroups({ version: 2, dir }, INST), undefined);
+  assert.deepEqual(readdirSync(dir), []);
+  // Not writable. Root ignores modes, so the hierarchy is a file: mkdir fails as on a read-only mount.
+  const file = join(dir, 'not-a-directory');
+  writeFileSync(file, '');
+  const reason = await probeCgroups({ version: 2, dir: file }, INST);
+  assert.match(reason ?? '', /no cgroup can be made in .*not-a-directory/);
 });
