@@ -25,7 +25,6 @@
 import { mkdir, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { existsSync, readdirSync, rmdirSync } from 'node:fs';
-import type { Command } from './exec.js';
 
 /** Where cgroup v1 mounts its cpu controller. */
 export const CGROUP_V1_CPU = '/sys/fs/cgroup/cpu';
@@ -57,18 +56,6 @@ export async function prepareBackupCgroup(dir: string, processes: number): Promi
     join(dir, 'cpu.cfs_quota_us'),
     String(BACKUP_CPU_QUOTA_US * Math.max(1, processes)),
   );
-}
-
-/**
- * `cmd`, started by a root shell that first moves itself into `dir` (then
- * execs it: no extra process stays). If the move fails the backup still
- * runs, with its priority alone.
- */
-export function inCgroup(dir: string, cmd: Command): Command {
-  return {
-    file: 'sh',
-    args: ['-c', 'echo $$ 2>/dev/null >"$0/cgroup.procs"; exec "$@"', dir, cmd.file, ...cmd.args],
-  };
 }
 
 /** Removes the backup's cgroup once its processes are gone (it cannot go before; then it stays for the next). */

@@ -9,12 +9,8 @@
 // user: a regular file owned by that user, or nothing.
 
 import { lstat } from 'node:fs/promises';
-import {
-  backupCgroupPath,
-  inCgroup,
-  prepareBackupCgroup,
-  removeBackupCgroup,
-} from './backup-cgroup.js';
+import { backupCgroupPath, prepareBackupCgroup, removeBackupCgroup } from './backup-cgroup.js';
+import { joiningCgroup } from './cpu-hierarchy.js';
 import { DriverError, type BackupProgress, type ServiceSpec } from '../driver.js';
 import { helperCommand } from './confine.js';
 import { CommandError, lastLines, run } from './exec.js';
@@ -240,7 +236,8 @@ export class LocalBackups {
       ? ['setsid', ['sh', '-c', LOW_PRIORITY, 'basin-backup', pg.pgbackrest, ...base]]
       : [pg.pgbackrest, base];
     const confined = helperCommand(user, file as string, all as string[], privateTmp);
-    const cmd = options.cgroup ? inCgroup(options.cgroup, confined) : confined;
+    // If the move fails the backup still runs, with its priority alone.
+    const cmd = options.cgroup ? joiningCgroup(options.cgroup, confined, 'run anyway') : confined;
     try {
       await run(cmd.file, cmd.args, { timeoutMs: options.timeoutMs });
     } catch (err) {

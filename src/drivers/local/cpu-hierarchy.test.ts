@@ -9,6 +9,7 @@
 // cgroup v2 is exercised against no real kernel here.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -112,6 +113,21 @@ test('the start joins the cgroup, then execs the command; the path is an argumen
   assert.equal(cmd.args[0], '-c');
   assert.match(cmd.args[1]!, /echo \$\$ >"\$0\/cgroup\.procs" \|\| \{.*exit 70; \}; exec "\$@"$/);
   assert.deepEqual(cmd.args.slice(2), ['/sys/fs/cgroup/cpu/basin-x', 'unshare', '--mount', 'sh']);
+});
+
+test('a move that fails: the start fails with a FATAL line, or the command runs anyway (backups)', () => {
+  const nowhere = join(tmpdir(), 'basin-no-such-cgroup', 'x');
+  const echo = { file: 'echo', args: ['ran'] };
+  const strict = joiningCgroup(nowhere, echo);
+  const failed = spawnSync(strict.file, strict.args, { encoding: 'utf8' });
+  assert.equal(failed.status, 70);
+  assert.match(failed.stderr, /FATAL: basin: could not join the CPU cgroup .*basin-no-such-cgroup/);
+  assert.equal(failed.stdout, '');
+  const lenient = joiningCgroup(nowhere, echo, 'run anyway');
+  const ran = spawnSync(lenient.file, lenient.args, { encoding: 'utf8' });
+  assert.equal(ran.status, 0);
+  assert.equal(ran.stdout, 'ran\n');
+  assert.equal(ran.stderr, '');
 });
 
 test('detection: v2 with cpu enabled for the children; v2 asks for +cpu; v1; neither', async (t) => {

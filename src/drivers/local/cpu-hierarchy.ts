@@ -133,20 +133,28 @@ export function cgroupOfProcess(procCgroup: string, version: 1 | 2): string | un
 /**
  * `cmd`, started by a root shell that first moves itself into the cgroup
  * `dir`, then execs it: the process keeps its pid (a postmaster stays the
- * one spawned), and everything it starts inherits the cgroup. A move that
- * fails fails the start, with a FATAL line in its output that the start's
- * error quotes (postmaster.ts, startFailure): a node never runs outside
- * its budget unnoticed. The path reaches the shell only as an argument.
+ * one spawned), and everything it starts inherits the cgroup. The path
+ * reaches the shell only as an argument. When the move fails:
+ * - 'fail': the start fails, with a FATAL line in its output that the
+ *   start's error quotes (postmaster.ts, startFailure): a node never runs
+ *   outside its budget unnoticed;
+ * - 'run anyway': it runs where it is (a backup, bounded by its priority
+ *   alone then: backup-cgroup.ts).
  */
-export function joiningCgroup(dir: string, cmd: Command): Command {
+export function joiningCgroup(
+  dir: string,
+  cmd: Command,
+  onFailure: 'fail' | 'run anyway' = 'fail',
+): Command {
   return {
     file: 'sh',
-    args: ['-c', JOIN, dir, cmd.file, ...cmd.args],
+    args: ['-c', onFailure === 'fail' ? JOIN : TRY_JOIN, dir, cmd.file, ...cmd.args],
   };
 }
 
 const JOIN =
   'echo $$ >"$0/cgroup.procs" || { echo "FATAL: basin: could not join the CPU cgroup $0" >&2; exit 70; }; exec "$@"';
+const TRY_JOIN = 'echo $$ 2>/dev/null >"$0/cgroup.procs"; exec "$@"';
 
 /**
  * Removes every cgroup of `installation` that holds no process, in either
