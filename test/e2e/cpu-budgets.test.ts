@@ -27,7 +27,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { pgClient } from './clients.js';
-import { replicaSet, runningNodes } from './ha-nodes.js';
+import { replicaSetActive, runningNodes } from './ha-nodes.js';
 import { tenantShell } from './tenants.js';
 
 /** The name of the cpu cgroup `pid` runs in. */
@@ -158,11 +158,7 @@ test(
     });
     assert.equal(made.status, 202, made.text);
     const rsId: string = made.body.id;
-    await b.waitFor(
-      async () => (await replicaSet(b, s.id, rsId))?.status === 'active',
-      'the replica set to be active',
-      180_000,
-    );
+    await replicaSetActive(b, s.id, rsId);
     assert.deepEqual(budgets(rsId), ['50000/100000', '50000/100000']);
 
     // Resize: the new quota, on the very same postmasters (same memory: no restart).

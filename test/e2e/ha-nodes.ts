@@ -143,15 +143,19 @@ export async function explain(b: BasinProcess, ids: string[]): Promise<string> {
   return parts.join('\n\n');
 }
 
+/** The SQL syncHaService runs by default: the table writer() writes to. */
+const WRITER_TABLE = 'CREATE TABLE w (i int PRIMARY KEY)';
+
 /**
  * A shared POSTGRES service with one HA replica, made synchronous, READY,
- * with an empty table `w (i int PRIMARY KEY)` for writer(); its id goes
- * into `ids` (for explain()).
+ * with `setup` run on it (by default an empty table `w (i int PRIMARY KEY)`
+ * for writer()); its id goes into `ids` (for explain()).
  */
 export async function syncHaService(
   b: BasinProcess,
   name: string,
-  ids: string[],
+  ids: string[] = [],
+  setup = WRITER_TABLE,
 ): Promise<{ id: string; password: string; port: number }> {
   const created = await b.call('POST', b.servicePath(), {
     name,
@@ -168,7 +172,7 @@ export async function syncHaService(
   const sync = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
   assert.equal(sync.status, 202, sync.text);
   await b.waitForStatus(id, 'READY', 120_000);
-  await psql(conninfo(port), password, 'CREATE TABLE w (i int PRIMARY KEY)');
+  await psql(conninfo(port), password, setup);
   return { id, password, port };
 }
 
@@ -184,4 +188,17 @@ export async function replicaSet(b: BasinProcess, serviceId: string, rsId: strin
   const res = await b.call('GET', `${b.servicePath(serviceId)}/replicaSets`);
   assert.equal(res.status, 200, res.text);
   return (res.body as { id: string }[]).find((r) => r.id === rsId);
+}
+
+/** Waits until the service's read replica set `rsId` is listed as active. */
+export async function replicaSetActive(
+  b: BasinProcess,
+  serviceId: string,
+  rsId: string,
+): Promise<void> {
+  await b.waitFor(
+    async () => (await replicaSet(b, serviceId, rsId))?.status === 'active',
+    'the replica set to be active',
+    180_000,
+  );
 }

@@ -19,7 +19,7 @@ import { serviceUserName } from '../../src/drivers/local/service-users.js';
 import { processesOf } from '../local/helpers.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, psql } from './clients.js';
-import { replicaSet } from './ha-nodes.js';
+import { replicaSet, replicaSetActive, syncHaService } from './ha-nodes.js';
 
 /** The port and postmaster pid of a node, from its postmaster.pid. */
 function node(layout: Layout, id: string, index: number) {
@@ -120,25 +120,10 @@ test(
     const b = await inst.start();
     const layout = new Layout(inst.dataDir);
 
-    const created = await b.call('POST', b.servicePath(), {
-      name: 'primary',
-      addons: [],
-      cpu_millis: 'shared',
-      memory_gbs: 'shared',
-      replica_count: 1,
-    });
-    assert.equal(created.status, 202, created.text);
-    const id: string = created.body.service_id;
-    const password: string = created.body.initial_password;
-    const port: number = (await b.waitForStatus(id, 'READY', 180_000)).endpoint.port;
-    assert.equal(
-      (await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 })).status,
-      202,
-    );
-    await b.waitForStatus(id, 'READY', 120_000);
-    await psql(
-      conninfo(port),
-      password,
+    const { id, password, port } = await syncHaService(
+      b,
+      'primary',
+      [],
       'CREATE TABLE r (v text); INSERT INTO r VALUES ($$a$$); CREATE TABLE w (at timestamptz DEFAULT now(), pad text DEFAULT repeat($$x$$, 500))',
     );
 
@@ -152,11 +137,7 @@ test(
     assert.equal(made.body.status, 'creating');
     const rsId: string = made.body.id;
     const rsPort: number = made.body.endpoint.port;
-    await b.waitFor(
-      async () => (await replicaSet(b, id, rsId))?.status === 'active',
-      'the replica set to be active',
-      180_000,
-    );
+    await replicaSetActive(b, id, rsId);
 
     // Reads of what the primary committed a moment earlier, through the set's endpoint.
     const verified = conninfo(rsPort, {

@@ -22,9 +22,11 @@ import {
   explain,
   isLive,
   replicaSet,
+  replicaSetActive,
   runningNodes,
   superuser,
   superuserTsdb,
+  syncHaService,
 } from './ha-nodes.js';
 
 /** Samples whether some node of the set runs, until stopped: was there a moment when none did? */
@@ -58,22 +60,12 @@ test(
     const layout = new Layout(inst.dataDir);
     const ids: string[] = [];
     try {
-      const created = await b.call('POST', b.servicePath(), {
-        name: 'primary',
-        addons: [],
-        cpu_millis: 'shared',
-        memory_gbs: 'shared',
-        replica_count: 1,
-      });
-      assert.equal(created.status, 202, created.text);
-      const id: string = created.body.service_id;
-      ids.push(id);
-      const password: string = created.body.initial_password;
-      const port: number = (await b.waitForStatus(id, 'READY', 180_000)).endpoint.port;
-      const sync = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
-      assert.equal(sync.status, 202, sync.text);
-      await b.waitForStatus(id, 'READY', 120_000);
-      await psql(conninfo(port), password, "CREATE TABLE r (v text); INSERT INTO r VALUES ('a')");
+      const { id, password, port } = await syncHaService(
+        b,
+        'primary',
+        ids,
+        "CREATE TABLE r (v text); INSERT INTO r VALUES ('a')",
+      );
 
       const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
         name: 'reporting',
@@ -85,11 +77,7 @@ test(
       const rsId: string = made.body.id;
       ids.push(rsId);
       const rsPort: number = made.body.endpoint.port;
-      await b.waitFor(
-        async () => (await replicaSet(b, id, rsId))?.status === 'active',
-        'the replica set to be active',
-        180_000,
-      );
+      await replicaSetActive(b, id, rsId);
       const members = runningNodes(layout, rsId);
       assert.equal(members.length, 2);
       for (const n of members) {

@@ -16,7 +16,7 @@ import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
 import { conninfo, loopbackAddresses, pgClient, portOpen, psql, queryFrom } from './clients.js';
-import { replicaSet } from './ha-nodes.js';
+import { replicaSet, replicaSetActive } from './ha-nodes.js';
 import { pgbouncers } from './pgbouncer-processes.js';
 
 /** Blocks no other test uses (ha-pooler-vpc and vpc-access have 10.213.79 and .77). */
@@ -73,11 +73,7 @@ test(
     assert.equal(made.status, 202, made.text);
     const rsId: string = made.body.id;
     const rsPath = `${b.servicePath(id)}/replicaSets/${rsId}`;
-    await b.waitFor(
-      async () => (await replicaSet(b, id, rsId))?.status === 'active',
-      'the replica set to be active',
-      180_000,
-    );
+    await replicaSetActive(b, id, rsId);
     const ini = layout.pooler(rsId).ini;
 
     const on = await b.call('POST', `${rsPath}/enablePooler`);
