@@ -27,7 +27,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
 import { pgClient } from './clients.js';
-import { replicaSetActive, runningNodes } from './ha-nodes.js';
+import { activeReplicaSet, runningNodes } from './ha-nodes.js';
 import { tenantShell } from './tenants.js';
 
 /** The name of the cpu cgroup `pid` runs in. */
@@ -150,15 +150,7 @@ test(
     }
 
     // A read replica set's nodes: a budget each.
-    const made = await b.call('POST', `${b.servicePath(s.id)}/replicaSets`, {
-      name: 'reads',
-      nodes: 2,
-      cpu_millis: 500,
-      memory_gbs: 2,
-    });
-    assert.equal(made.status, 202, made.text);
-    const rsId: string = made.body.id;
-    await replicaSetActive(b, s.id, rsId);
+    const { id: rsId } = await activeReplicaSet(b, s.id, 'reads');
     assert.deepEqual(budgets(rsId), ['50000/100000', '50000/100000']);
 
     // Resize: the new quota, on the very same postmasters (same memory: no restart).

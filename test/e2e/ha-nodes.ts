@@ -41,6 +41,15 @@ export function runningNodes(layout: Layout, id: string): RunningNode[] {
     });
 }
 
+/** The running node of service `id` whose data is a primary's (no standby.signal). */
+export function primaryNode(layout: Layout, id: string): RunningNode {
+  const primary = runningNodes(layout, id).find(
+    (n) => !existsSync(`${layout.pgdata({ id, node: n.index })}/standby.signal`),
+  );
+  assert.ok(primary, `service ${id} has a running primary`);
+  return primary;
+}
+
 /** A query as the node's superuser over its socket (root maps to postgres by peer). */
 export function superuser(node: { port: number; socket: string }, sql: string): Promise<string> {
   return psql(`host=${node.socket} port=${node.port} user=postgres dbname=postgres`, '', sql);
@@ -188,6 +197,30 @@ export async function replicaSet(b: BasinProcess, serviceId: string, rsId: strin
   const res = await b.call('GET', `${b.servicePath(serviceId)}/replicaSets`);
   assert.equal(res.status, 200, res.text);
   return (res.body as { id: string }[]).find((r) => r.id === rsId);
+}
+
+/**
+ * A read replica set `name` of two 500-millis nodes on the service: answered
+ * 202 `creating`, then listed as active. Its id goes into `ids` (for explain()).
+ */
+export async function activeReplicaSet(
+  b: BasinProcess,
+  serviceId: string,
+  name: string,
+  ids: string[] = [],
+): Promise<{ id: string; port: number }> {
+  const made = await b.call('POST', `${b.servicePath(serviceId)}/replicaSets`, {
+    name,
+    nodes: 2,
+    cpu_millis: 500,
+    memory_gbs: 2,
+  });
+  assert.equal(made.status, 202, made.text);
+  assert.equal(made.body.status, 'creating');
+  const id: string = made.body.id;
+  ids.push(id);
+  await replicaSetActive(b, serviceId, id);
+  return { id, port: made.body.endpoint.port };
 }
 
 /** Waits until the service's read replica set `rsId` is listed as active. */

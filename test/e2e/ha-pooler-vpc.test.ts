@@ -1,4 +1,4 @@
-// HA replicas together with the pooler and a VPC, through Basin as shipped
+// An HA service (one synchronous replica) with the pooler and a VPC, through Basin as shipped
 // (`node dist/main.js`, the local driver, real PostgreSQL, PgBouncer and
 // HAProxy): the pooler follows the primary through a kill -9 failover (it
 // reaches the recorded primary, re-pointed by the apply after the
@@ -8,29 +8,15 @@
 // on this host's loopback interface, removed after the test.
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
 import { loopbackAddresses, pgRefused, queryFrom } from './clients.js';
+import { primaryNode, syncHaService } from './ha-nodes.js';
 
 /** A block no host here uses (another than vpc-access.test.ts's, which may run at once). */
 const VPC_CIDR = '10.213.79.0/24';
 const INSIDE = '10.213.79.1';
-
-/** The postmaster pid of the service's node that is not in recovery, from the files. */
-function primaryPid(layout: Layout, id: string, nodes: number[]): number {
-  for (const node of nodes) {
-    const pgdata = layout.pgdata({ id, node });
-    const pid = Number(readFileSync(`${pgdata}/postmaster.pid`, 'utf8').split('\n')[0]);
-    try {
-      readFileSync(`${pgdata}/standby.signal`);
-    } catch {
-      return pid;
-    }
-  }
-  throw new Error('no primary among the nodes');
-}
 
 test(
   'HA with the pooler and a VPC: the pooler follows a failover; behind HAProxy the VPC rules hold',
@@ -41,24 +27,20 @@ test(
     const b = await inst.start();
     const layout = new Layout(inst.dataDir);
 
-    const created = await b.call('POST', b.servicePath(), {
-      name: 'ha-pooled',
-      addons: [],
-      cpu_millis: 'shared',
-      memory_gbs: 'shared',
-      replica_count: 1,
-    });
-    assert.equal(created.status, 202, created.text);
-    const id: string = created.body.service_id;
-    const password: string = created.body.initial_password;
-    await b.waitForStatus(id, 'READY', 180_000);
+    const { id, password } = await syncHaService(b, 'ha-pooled', [], 'CREATE TABLE t (i int)');
     assert.equal((await b.call('POST', `${b.servicePath(id)}/enablePooler`)).status, 200);
     const svc = await b.waitForStatus(id, 'READY', 120_000);
     const port: number = svc.endpoint.port;
     const poolerPort: number = svc.connection_pooler.endpoint.port;
 
     await t.test('the pooler reaches the primary, and follows it through a failover', async () => {
-      await queryFrom('127.0.0.1', poolerPort, password, 'CREATE TABLE t (i int)');
+      const before = await queryFrom(
+        '127.0.0.1',
+        poolerPort,
+        password,
+        'SELECT count(*)::int AS n FROM t',
+      );
+      assert.equal(before[0]?.n, 0);
       await queryFrom(
         '127.0.0.1',
         poolerPort,
@@ -66,7 +48,7 @@ test(
         'INSERT INTO t VALUES (1)',
         'tsdb_transaction',
       );
-      process.kill(primaryPid(layout, id, [0, 1]), 'SIGKILL');
+      process.kill(primaryNode(layout, id).pid, 'SIGKILL');
       // The failover, as the service's logs tell it, then READY.
       await b.waitFor(async () => {
         const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);

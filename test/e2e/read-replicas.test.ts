@@ -19,14 +19,15 @@ import { serviceUserName } from '../../src/drivers/local/service-users.js';
 import { processesOf } from '../local/helpers.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, psql } from './clients.js';
-import { replicaSet, replicaSetActive, syncHaService } from './ha-nodes.js';
-
-/** The port and postmaster pid of a node, from its postmaster.pid. */
-function node(layout: Layout, id: string, index: number) {
-  const ref = { id, node: index };
-  const lines = readFileSync(`${layout.pgdata(ref)}/postmaster.pid`, 'utf8').split('\n');
-  return { pid: Number(lines[0]), port: Number(lines[3]), socket: layout.socketDir(ref) };
-}
+import {
+  activeReplicaSet,
+  primaryNode,
+  replicaSet,
+  replicaSetActive,
+  runningNodes,
+  superuser,
+  syncHaService,
+} from './ha-nodes.js';
 
 /** The last lines of a node's newest JSON log, for failure messages. */
 function logTail(layout: Layout, id: string): string {
@@ -40,16 +41,6 @@ function logTail(layout: Layout, id: string): string {
   } catch (err) {
     return String(err);
   }
-}
-
-/** The service's node whose data is a primary's. */
-function primaryOf(layout: Layout, id: string) {
-  const index = readdirSync(layout.instanceDir(id))
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .find((i) => !existsSync(`${layout.pgdata({ id, node: i })}/standby.signal`));
-  assert.ok(index !== undefined, 'the service has a primary');
-  return node(layout, id, index);
 }
 
 /** Inserts rows into `w` through `port` until stopped, reconnecting on errors. */
@@ -127,17 +118,7 @@ test(
       'CREATE TABLE r (v text); INSERT INTO r VALUES ($$a$$); CREATE TABLE w (at timestamptz DEFAULT now(), pad text DEFAULT repeat($$x$$, 500))',
     );
 
-    const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
-      name: 'reporting',
-      nodes: 2,
-      cpu_millis: 500,
-      memory_gbs: 2,
-    });
-    assert.equal(made.status, 202, made.text);
-    assert.equal(made.body.status, 'creating');
-    const rsId: string = made.body.id;
-    const rsPort: number = made.body.endpoint.port;
-    await replicaSetActive(b, id, rsId);
+    const { id: rsId, port: rsPort } = await activeReplicaSet(b, id, 'reporting');
 
     // Reads of what the primary committed a moment earlier, through the set's endpoint.
     const verified = conninfo(rsPort, {
@@ -168,7 +149,9 @@ test(
     await Promise.all([one.end(), two.end()]);
     assert.deepEqual(
       [...ports].sort(),
-      [node(layout, rsId, 0).port, node(layout, rsId, 1).port].sort(),
+      runningNodes(layout, rsId)
+        .map((n) => n.port)
+        .sort(),
     );
 
     // The set as a Service view, and its own logs.
@@ -191,7 +174,7 @@ test(
     // A failover of the service under writes: the set follows the new primary.
     const writing = writer(port, password);
     await b.waitFor(async () => writing.count() > 20, 'writes before the kill');
-    process.kill(primaryOf(layout, id).pid, 'SIGKILL');
+    process.kill(primaryNode(layout, id).pid, 'SIGKILL');
     await b.waitFor(
       async () => {
         try {
@@ -223,25 +206,13 @@ test(
       memory_gbs: '4',
     });
     assert.equal(resized.status, 202, resized.text);
-    await b.waitFor(
-      async () => (await replicaSet(b, id, rsId))?.status === 'active',
-      'the resize to finish',
-      180_000,
-    );
+    await replicaSetActive(b, id, rsId);
     const during = r.counts();
     await r.stop();
     assert.ok(during.ok > 0, `reads were answered during the resize (${JSON.stringify(during)})`);
-    for (const i of [0, 1]) {
-      const n = node(layout, rsId, i);
-      assert.equal(
-        await psql(
-          `host=${n.socket} port=${n.port} user=postgres dbname=postgres`,
-          '',
-          'SHOW shared_buffers',
-        ),
-        '1GB',
-      );
-    }
+    const resizedNodes = runningNodes(layout, rsId);
+    assert.equal(resizedNodes.length, 2);
+    for (const n of resizedNodes) assert.equal(await superuser(n, 'SHOW shared_buffers'), '1GB');
 
     // Delete: processes, slots, files and OS user go; the service is untouched.
     const rsUser = serviceUserName(rsId);
@@ -259,11 +230,9 @@ test(
     assert.equal(processesOf(layout.instanceDir(rsId)).length, 0);
     assert.ok(!existsSync(layout.instanceDir(rsId)), 'its files are removed');
     assert.ok(!readPasswd().some((u) => u.name === rsUser), 'its OS user is removed');
-    const p = primaryOf(layout, id);
     assert.equal(
-      await psql(
-        `host=${p.socket} port=${p.port} user=postgres dbname=postgres`,
-        '',
+      await superuser(
+        primaryNode(layout, id),
         "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'rs%'",
       ),
       '0',

@@ -18,10 +18,10 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, psql } from './clients.js';
 import {
+  activeReplicaSet,
   basinLogs,
   explain,
   isLive,
-  replicaSet,
   replicaSetActive,
   runningNodes,
   superuser,
@@ -67,17 +67,7 @@ test(
         "CREATE TABLE r (v text); INSERT INTO r VALUES ('a')",
       );
 
-      const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
-        name: 'reporting',
-        nodes: 2,
-        cpu_millis: 500,
-        memory_gbs: 2,
-      });
-      assert.equal(made.status, 202, made.text);
-      const rsId: string = made.body.id;
-      ids.push(rsId);
-      const rsPort: number = made.body.endpoint.port;
-      await replicaSetActive(b, id, rsId);
+      const { id: rsId, port: rsPort } = await activeReplicaSet(b, id, 'reporting', ids);
       const members = runningNodes(layout, rsId);
       assert.equal(members.length, 2);
       for (const n of members) {
@@ -163,10 +153,7 @@ test(
         () => `every node of the set to read 'a,after' (they read ${seen})`,
         180_000,
       );
-      await b.waitFor(
-        async () => (await replicaSet(b, id, rsId))?.status === 'active',
-        'the set to be active',
-      );
+      await replicaSetActive(b, id, rsId);
       const { samples, noneRan } = await serving.stop();
       assert.ok(samples > 10, `the set's nodes were sampled (${samples})`);
       assert.equal(noneRan, 0, 'one node of the set ran at every moment of the repair');

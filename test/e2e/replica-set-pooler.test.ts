@@ -16,7 +16,7 @@ import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
 import { conninfo, loopbackAddresses, pgClient, portOpen, psql, queryFrom } from './clients.js';
-import { replicaSet, replicaSetActive } from './ha-nodes.js';
+import { activeReplicaSet, replicaSet } from './ha-nodes.js';
 import { pgbouncers } from './pgbouncer-processes.js';
 
 /** Blocks no other test uses (ha-pooler-vpc and vpc-access have 10.213.79 and .77). */
@@ -64,16 +64,8 @@ test(
     const port: number = (await b.waitForStatus(id, 'READY', 180_000)).endpoint.port;
     await psql(conninfo(port), password, 'CREATE TABLE r (v text); INSERT INTO r VALUES ($$a$$)');
 
-    const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
-      name: 'reporting',
-      nodes: 2,
-      cpu_millis: 500,
-      memory_gbs: 2,
-    });
-    assert.equal(made.status, 202, made.text);
-    const rsId: string = made.body.id;
+    const { id: rsId } = await activeReplicaSet(b, id, 'reporting');
     const rsPath = `${b.servicePath(id)}/replicaSets/${rsId}`;
-    await replicaSetActive(b, id, rsId);
     const ini = layout.pooler(rsId).ini;
 
     const on = await b.call('POST', `${rsPath}/enablePooler`);
