@@ -35,6 +35,7 @@ import { type NodeReplication, ServiceNode } from './service-node.js';
 import { exists } from './node-files.js';
 import { isStandbyData } from './standby.js';
 import { join } from 'node:path';
+import { inStorageRecovery } from './storage/node-storage.js';
 
 /** The recorded primary of a spec. */
 export function primaryNode(spec: ServiceSpec): SpecNode {
@@ -69,7 +70,10 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
     if (!p.done) return p;
     const removing = await removeSurplusNodes(ctx, spec);
     if (removing) return removing;
-    if (await exists(join(ctx.layout.instanceDir(id), 'replication.secret'))) {
+    if (
+      !inStorageRecovery(ctx.storage, id) &&
+      (await exists(join(ctx.layout.instanceDir(id), 'replication.secret')))
+    ) {
       // Drops the slots of the standbys it had.
       await ensureReplicationOnPrimary(
         adminOf(ctx, id, primary),
@@ -98,11 +102,15 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
   const removing = await removeSurplusNodes(ctx, spec);
   if (removing) return removing;
   const secret = await replicationSecret(ctx.layout, id);
-  const slotsDone = await ensureReplicationOnPrimary(
-    adminOf(ctx, id, primary),
-    secret,
-    standbys.map((s) => s.index),
-  );
+  // A primary in recovery for its storage (storage/node-storage.ts) writes
+  // nothing, roles and slots included: its standbys use the slots it has.
+  const slotsDone =
+    inStorageRecovery(ctx.storage, id) ||
+    (await ensureReplicationOnPrimary(
+      adminOf(ctx, id, primary),
+      secret,
+      standbys.map((s) => s.index),
+    ));
   const all = await replicationFor(ctx, spec, built);
   let pending: Progress | undefined;
   for (const s of standbys) {

@@ -17,6 +17,7 @@
 // PgBouncer and HAProxy stay outside: they are Basin's infrastructure, at
 // their own priority (docs/security.md).
 
+import { readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Size } from '../../domain/types.js';
@@ -196,6 +197,30 @@ export class CpuBudgets {
   }
 
   /**
+   * SIGKILL to every process in the node's cgroup: the node's and whatever
+   * its tenant started, none of which can leave it. The storage stop's
+   * first move, and synchronous on purpose: one read of a small kernel
+   * file, no scan of /proc, nothing queued behind the disk walks that
+   * keep libuv's threads busy meanwhile.
+   */
+  killAllNow(ref: NodeRef): void {
+    const dir = this.dir(ref);
+    if (!dir) return;
+    let text = '';
+    try {
+      text = readFileSync(join(dir, 'cgroup.procs'), 'utf8');
+    } catch {
+      return; // no cgroup (a node that never ran)
+    }
+    signalAll(pidsOf(text), 'SIGKILL');
+  }
+
+  /** The processes in a cgroup (none when it is not there). */
+  private async procs(dir: string): Promise<number[]> {
+    return pidsOf(await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => ''));
+  }
+
+  /**
    * Removes the node's cgroup. Returns false when processes still run in it:
    * they are sent SIGKILL (a node's cgroup holds only the node's processes,
    * and it is removed only once its node is stopped), and the caller
@@ -212,11 +237,7 @@ export class CpuBudgets {
       if (code === 'ENOENT') return true;
       if (code !== 'EBUSY') throw err;
     }
-    const pids = (await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => ''))
-      .split('\n')
-      .filter((l) => /^\d+$/.test(l))
-      .map(Number);
-    signalAll(pids, 'SIGKILL');
+    signalAll(await this.procs(dir), 'SIGKILL');
     return false;
   }
 
@@ -269,3 +290,10 @@ export class CpuBudgets {
       : 'none';
   }
 }
+
+/** The pids of a cgroup.procs file's text. */
+const pidsOf = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => /^\d+$/.test(l))
+    .map(Number);

@@ -63,6 +63,13 @@ export interface NodeState {
   rewind?: 'wanted' | 'running' | 'rebuild';
   /** The primary's timeline this node was last rewound onto: one still behind it afterwards is rebuilt. */
   rewoundFor?: number;
+  /**
+   * Basin started this primary in recovery (standby.signal) because its
+   * service is past its storage ceiling (storage/node-storage.ts): the
+   * signal file is Basin's to take away, and the node is not a standby to
+   * promote.
+   */
+  storageRecovery?: boolean;
 }
 
 export const hash = (...parts: string[]): string => {
@@ -91,6 +98,7 @@ export async function readNodeState(file: string): Promise<NodeState> {
         ? { rewind: raw.rewind }
         : {}),
       ...(typeof raw.rewoundFor === 'number' ? { rewoundFor: raw.rewoundFor } : {}),
+      ...(raw.storageRecovery === true ? { storageRecovery: true } : {}),
     };
   } catch {
     // Missing or torn: everything is re-applied, which is always safe.
