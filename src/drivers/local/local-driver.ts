@@ -401,7 +401,11 @@ export class LocalDriver implements Driver {
       const level = ctx.storage.state(spec.serviceId).level;
       const progress = await convergeNodes(ctx, spec);
       await this.track(spec.serviceId, primaryNode(spec).index);
-      if (progress.done && spec.running) await ctx.storage.applied(spec.serviceId, level);
+      if (progress.done) {
+        // Its nodes may have been made, restored or rebuilt: measured afresh.
+        ctx.storage.due(spec.serviceId);
+        if (spec.running) await ctx.storage.applied(spec.serviceId, level);
+      }
       if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
       return pooler.converge(await ctx.users.ensure(spec.serviceId));
     });
@@ -589,6 +593,7 @@ export class LocalDriver implements Driver {
         if (!stopping.done) return stopping;
       }
       const progress = await convergeReplicaSet(ctx, spec);
+      if (progress.done) ctx.storage.due(spec.replicaSetId);
       const pgdata = ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 });
       const pm = await postmasterStatus(pgdata);
       this.sampler.track(replicaSetKey(spec.replicaSetId), {

@@ -188,6 +188,7 @@ export class StorageWatch {
       record.grows === t.grows &&
       sameNodes(record.nodes, t.nodes);
     if (same) return;
+    if (!sameNodes(record.nodes, t.nodes)) this.due(id);
     record.grows = t.grows;
     record.allowance = t.allowance;
     record.nodes = [...t.nodes];
@@ -210,6 +211,15 @@ export class StorageWatch {
         grows: r.grows ?? true,
       });
     }
+  }
+
+  /**
+   * Measures the target again at the next tick: its nodes changed (made,
+   * restored, rebuilt), and what the last measurement found is stale.
+   */
+  due(id: string): void {
+    const w = this.watched.get(id);
+    if (w && !w.measuring) w.measured = undefined;
   }
 
   forget(id: string): void {
