@@ -315,7 +315,13 @@ test('the engine is asked to converge a service until its nodes are at its level
 });
 
 test('walks are bounded per tick, and a partial count already raises the level', async () => {
-  const t = setUp({ walk: { entriesPerTick: 100, msPerTick: 10_000 } });
+  const t = setUp({
+    walk: {
+      entriesPerTick: 100,
+      msPerTick: 10_000,
+      urgent: { entriesPerTick: 100, msPerTick: 10_000 },
+    },
+  });
   try {
     const pgdata = t.node('s1', 0);
     for (let d = 0; d < 5; d++) {
@@ -344,7 +350,13 @@ test('walks are bounded per tick, and a partial count already raises the level',
 });
 
 test('a target of many entries slows its own measurement only; one forgotten half way leaves nothing open', async () => {
-  const t = setUp({ walk: { entriesPerTick: 600, msPerTick: 10_000 } });
+  const t = setUp({
+    walk: {
+      entriesPerTick: 600,
+      msPerTick: 10_000,
+      urgent: { entriesPerTick: 600, msPerTick: 10_000 },
+    },
+  });
   try {
     const big = t.node('big', 0);
     for (let d = 0; d < 10; d++) {

@@ -85,20 +85,37 @@ export interface StorageWatchOptions {
   log: Logger;
   tickMs?: number;
   periodMs?: number;
-  walk?: { entriesPerTick: number; msPerTick: number };
+  /** Bounds of the walks per tick: urgent measurements' apart. */
+  walk?: WalkBounds;
   /** The file system of `path`: its size and the bytes a tenant may still take (tests fake it). */
   statfs?: (path: string) => Promise<{ size: number; free: number; used: number }>;
   clock?: () => number;
 }
 
+export interface WalkBounds {
+  entriesPerTick: number;
+  msPerTick: number;
+  urgent: { entriesPerTick: number; msPerTick: number };
+}
+
 export const STORAGE_WATCH = Object.freeze({
-  tickMs: 100,
+  tickMs: 50,
   periodMs: 30_000,
-  walk: Object.freeze({ entriesPerTick: 2_000, msPerTick: 50 }),
+  walk: Object.freeze({
+    entriesPerTick: 1_000,
+    msPerTick: 25,
+    urgent: Object.freeze({ entriesPerTick: 10_000, msPerTick: 200 }),
+  }),
 });
 
-/** Entries counted between two looks at what a measurement found so far. */
+/**
+ * Entries counted between two looks at what a measurement found so far:
+ * fewer when it is urgent, so that a big file is acted on soon after it is
+ * counted (a look costs next to nothing; a slice of a loaded host's walk,
+ * tens of milliseconds).
+ */
 const SLICE = 500;
+const URGENT_SLICE = 64;
 
 /** How soon the engine is asked again to converge a target whose level is not applied. */
 const ASK_AGAIN_MS = 5_000;
@@ -112,6 +129,8 @@ interface Watched {
   measuring?: { m: Measurement; at: number; moved: Movement; urgent: boolean; exclusive?: boolean };
   askedAt?: number;
   stoppedAt?: number;
+  /** Measured again at the next tick (due). */
+  stale?: boolean;
 }
 
 const rank = (level: StorageLevel) => STORAGE_LEVELS.indexOf(level);
@@ -133,7 +152,7 @@ export class StorageWatch {
   private readonly listeners: ((notice: StorageNotice) => void)[] = [];
   private readonly tickMs: number;
   private readonly periodMs: number;
-  private readonly walk: { entriesPerTick: number; msPerTick: number };
+  private readonly walk: WalkBounds;
   private readonly clock: () => number;
   private readonly statfs: NonNullable<StorageWatchOptions['statfs']>;
   private disk: DiskState | undefined;
@@ -219,7 +238,7 @@ export class StorageWatch {
    */
   due(id: string): void {
     const w = this.watched.get(id);
-    if (w && !w.measuring) w.measured = undefined;
+    if (w) w.stale = true;
   }
 
   forget(id: string): void {
@@ -295,9 +314,15 @@ export class StorageWatch {
       if (fs) await this.see(fs);
       const now = this.clock();
       for (const w of this.watched.values()) {
-        if (w.measuring) continue;
         const urgent = this.moved(w);
-        if (urgent || !w.measured || now - w.measured.at >= this.periodMs) this.begin(w, urgent);
+        if (w.measuring) {
+          // One under way when the disk moves past its threshold: hurried.
+          if (urgent) w.measuring.urgent = true;
+          continue;
+        }
+        if (urgent || w.stale || !w.measured || now - w.measured.at >= this.periodMs) {
+          this.begin(w, urgent);
+        }
       }
       await this.walkSlices();
       await this.enforce();
@@ -328,29 +353,44 @@ export class StorageWatch {
       backups: w.record.repo ? [layout.backupDir(id), layout.archiveDir(id)] : [],
     });
     w.measuring = { m, at: this.clock(), moved: { ...this.movement }, urgent };
+    w.stale = false;
   }
 
   /**
-   * Walks the measurements in progress within the tick's bounds, a slice
-   * each in turn (urgent ones first, the others from where the last tick
-   * left off), so that a target with millions of entries slows only its
-   * own measurement.
+   * Walks the measurements in progress, a slice each in turn: first the
+   * urgent ones (the disk grew past their next threshold), within bounds of
+   * their own, since every millisecond there is disk; then the others,
+   * from where the last tick left off, so that a target with millions of
+   * entries slows only its own measurement.
    */
   private async walkSlices(): Promise<void> {
-    const deadline = this.clock() + this.walk.msPerTick;
-    let budget = this.walk.entriesPerTick;
     const waiting = [...this.watched.values()].filter((w) => w.measuring && !w.measuring.exclusive);
-    const urgent = waiting.filter((w) => w.measuring!.urgent);
     const rest = waiting.filter((w) => !w.measuring!.urgent);
     const turn = rest.length > 0 ? this.turn++ % rest.length : 0;
-    let round = [...urgent, ...rest.slice(turn), ...rest.slice(0, turn)];
+    await this.walkRound(
+      waiting.filter((w) => w.measuring!.urgent),
+      this.walk.urgent,
+      URGENT_SLICE,
+    );
+    await this.walkRound([...rest.slice(turn), ...rest.slice(0, turn)], this.walk, SLICE);
+  }
+
+  private async walkRound(
+    targets: Watched[],
+    bounds: { entriesPerTick: number; msPerTick: number },
+    slice: number,
+  ): Promise<void> {
+    const deadline = this.clock() + bounds.msPerTick;
+    let budget = bounds.entriesPerTick;
+    let round = targets;
     while (round.length > 0 && budget > 0 && this.clock() < deadline) {
       const again: Watched[] = [];
       for (const w of round) {
         if (budget <= 0 || this.clock() >= deadline) break;
-        const { m } = w.measuring!;
+        if (!w.measuring) continue; // finished by a round before
+        const { m } = w.measuring;
         const before = m.entries;
-        const done = await m.step(Math.min(budget, SLICE), deadline, this.clock);
+        const done = await m.step(Math.min(budget, slice), deadline, this.clock);
         budget -= m.entries - before;
         if (this.watched.get(w.target.id) !== w) continue; // forgotten meanwhile
         if (done) {
