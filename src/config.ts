@@ -178,7 +178,7 @@ export const OPTIONS = {
     env: 'BASIN_DISK_RESERVE',
     flag: '--disk-reserve',
     default: '5%',
-    help: "free space kept on the data directory's file system: a percentage of it, or a size (20GB)",
+    help: "free space kept on the file system of the services' data (<data dir>/local): a percentage of it, or a size (20GB)",
   },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',

@@ -184,8 +184,13 @@ export class ServiceNode {
       await issueServerCert(ctx.layout, pgdata, hosts, user);
     }
     // A primary past its storage ceiling runs in recovery (node-storage.ts):
-    // entering or leaving it is a restart.
-    const recovery = !this.isStandby && inStorageRecovery(ctx.storage, spec.serviceId);
+    // entering or leaving it is a restart. Not a fork still recovering its
+    // parent's WAL: a standby.signal would keep it from ever opening; it
+    // goes into recovery once it is open.
+    const recovery =
+      !this.isStandby &&
+      state.fork !== 'recovering' &&
+      inStorageRecovery(ctx.storage, spec.serviceId);
     const restartConf = renderConf(splitSettings(this.settings(state)).restart);
     const restartHash = recovery ? hash(restartConf, 'storage recovery') : hash(restartConf);
     const cert = await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 });

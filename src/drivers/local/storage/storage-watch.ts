@@ -126,7 +126,7 @@ interface Watched {
   limits: StorageLimits;
   /** When the last complete measurement began, and the file system's movement then (Movement). */
   measured?: { at: number; moved: Movement };
-  measuring?: { m: Measurement; at: number; moved: Movement; urgent: boolean; exclusive?: boolean };
+  measuring?: { m: Measurement; at: number; moved: Movement; urgent: boolean };
   askedAt?: number;
   stoppedAt?: number;
   /** Measured again at the next tick (due). */
@@ -295,19 +295,6 @@ export class StorageWatch {
     return (this.ticking ??= this.tickOnce().finally(() => (this.ticking = undefined)));
   }
 
-  /** Measures `id` to the end now, whatever the bounds (tests and tools). */
-  async measureNow(id: string): Promise<void> {
-    const w = this.watched.get(id);
-    if (!w) return;
-    await this.ticking;
-    void w.measuring?.m.close();
-    this.begin(w, true);
-    const mine = w.measuring!;
-    mine.exclusive = true; // no tick steps it meanwhile
-    while (!(await mine.m.step(Number.MAX_SAFE_INTEGER)));
-    if (w.measuring === mine && this.watched.get(id) === w) await this.finish(w);
-  }
-
   private async tickOnce(): Promise<void> {
     try {
       const fs = await this.statfs(this.o.layout.root).catch(() => undefined);
@@ -364,7 +351,7 @@ export class StorageWatch {
    * entries slows only its own measurement.
    */
   private async walkSlices(): Promise<void> {
-    const waiting = [...this.watched.values()].filter((w) => w.measuring && !w.measuring.exclusive);
+    const waiting = [...this.watched.values()].filter((w) => w.measuring);
     const rest = waiting.filter((w) => !w.measuring!.urgent);
     const turn = rest.length > 0 ? this.turn++ % rest.length : 0;
     await this.walkRound(
