@@ -58,7 +58,9 @@ function ownerless(root: string, services: string[]): string[] {
   for (const id of readdirSync(join(root, 'instances'))) {
     if (!services.includes(id)) stray.push(`instances/${id}`);
     for (const name of readdirSync(join(root, 'instances', id))) {
-      if (!/^\d+$/.test(name) && name !== 'pooler') stray.push(`instances/${id}/${name}`);
+      // Its nodes, its pooler, and the storage watch's record of it.
+      const own = /^\d+$/.test(name) || name === 'pooler' || name === 'storage.json';
+      if (!own) stray.push(`instances/${id}/${name}`);
     }
   }
   for (const name of readdirSync(join(root, 's'))) {
