@@ -99,6 +99,7 @@ async function assemble(
       ctx,
       present: {
         publicHost: config.publicHost,
+        serviceHostnames: config.serviceHostnames,
         volumeType: driver.name === 'sim' ? 'sim' : 'local',
       },
     },
@@ -159,6 +160,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
           store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
         privateTmp: config.servicePrivateTmp,
         privateTmpMb: config.serviceTmpSizeMb,
+        serviceNetwork: config.serviceNetwork,
         log,
       });
   }

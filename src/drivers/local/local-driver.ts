@@ -43,7 +43,7 @@ import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServicePooler } from './pooler.js';
-import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
+import { convergeNodes, namespacePorts, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
 import { convergeReplicaSet, dropReplicaSetSlots, inspectReplicaSet } from './replica-set.js';
@@ -58,6 +58,7 @@ import { tightenLayout } from './tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
 import { type CpuBudgets, keepBudgets, startCpuBudgets } from './cpu-budgets.js';
 import { ensureCa } from './tls.js';
+import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
 
 export interface LocalDriverOptions {
@@ -96,6 +97,13 @@ export interface LocalDriverOptions {
   privateTmp?: PrivateTmpMode;
   /** The size of each of those private file systems, in MiB (default 1024). */
   privateTmpMb?: number;
+  /**
+   * A network namespace per service and read replica set, with addresses
+   * from this IPv4 block (network/service-networks.ts), or 'off' (the
+   * default here, for tools and driver tests; Basin's configuration gives
+   * 198.18.0.0/15: --service-network).
+   */
+  serviceNetwork?: ServiceNetworkMode;
   log?: Logger;
   /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
   adminBounds?: Partial<AdminBounds>;
@@ -132,6 +140,8 @@ export interface DriverContext {
   unresponsive: Map<string, number>;
   /** Each node's CPU cgroup, with its size's quota (cpu-budgets.ts). */
   cpu: CpuBudgets;
+  /** Each service's and read replica set's network namespace, when they have them. */
+  networks: ServiceNetworks;
   log: Logger;
 }
 
@@ -196,6 +206,12 @@ export class LocalDriver implements Driver {
     await ensureCa(layout);
     removeLeftBackupCgroups(layout.backupsDir);
     const installation = await ensureInstallation(layout);
+    const networks = await ServiceNetworks.start({
+      layout,
+      installation,
+      mode: this.options.serviceNetwork ?? 'off',
+      log: this.log,
+    });
     const cpu = await startCpuBudgets(installation, this.log);
     await removeLeftCgroups(layout, cpu, this.log);
     await tightenLayout(layout);
@@ -212,6 +228,7 @@ export class LocalDriver implements Driver {
       installation,
       uidRange,
       allocateUid: this.options.allocateUid ?? memoryUidAllocator(uidRange),
+      ...(networks.enabled ? { networks } : {}),
       log: this.log,
     });
     const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
@@ -240,6 +257,7 @@ export class LocalDriver implements Driver {
       spawned: new Map(),
       unresponsive: new Map(),
       cpu,
+      networks,
       publicHost: this.options.publicHost,
       listenAddresses: this.options.listenAddresses ?? '*',
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
@@ -278,6 +296,7 @@ export class LocalDriver implements Driver {
         templateUser: templateUser.name,
         privateTmp: privateTmp ? privateTmp.dirs : 'no',
         cpuBudgets: cpu.describe(),
+        serviceNetwork: networks.describe(),
         root: layout.root,
       },
       'local driver ready',
@@ -311,6 +330,11 @@ export class LocalDriver implements Driver {
     if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
+      // Its ports lead into its network namespace, whatever its state: no
+      // other tenant's process can ever take them (network/).
+      if (ctx.networks.enabled) {
+        await ctx.networks.forward(spec.serviceId, { ports: namespacePorts(spec) });
+      }
       // The pooler stops before its server and starts after it (pooler.ts);
       // it follows the recorded primary, so a failover re-points it here.
       const pooler = new ServicePooler(ctx, spec);
@@ -373,6 +397,8 @@ export class LocalDriver implements Driver {
       if (!(await ctx.cpu.removeAll(serviceId))) {
         return wait(100, 'waiting for the processes of its CPU cgroups to exit');
       }
+      // Its network namespace, veth and ports, after its last process.
+      await ctx.networks.remove(serviceId);
       for (const ref of refs) {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
@@ -425,7 +451,8 @@ export class LocalDriver implements Driver {
     // A server started by an older Basin, without no_new_privs or a private
     // /tmp: reported failed, so that the engine applies the spec, which
     // restarts it confined (service-node.ts).
-    if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
+    const inNetwork = (pid: number) => ctx.networks.holds(spec.serviceId, pid);
+    if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined, inNetwork))) {
       return 'failed';
     }
     // A budget is not its health: a node outside its cgroup is moved in,
@@ -475,6 +502,8 @@ export class LocalDriver implements Driver {
       const user = ctx.users.perService
         ? ctx.users.lookup(serviceId)
         : await ctx.users.ensure(serviceId);
+      // pgBackRest runs in the service's network namespace, as all of its user does.
+      if (user && ctx.networks.enabled) await ctx.networks.ensure(serviceId);
       if (user) await ctx.backups.expire(serviceId, user, oldestKept);
     });
   }
@@ -489,9 +518,16 @@ export class LocalDriver implements Driver {
     checkId(spec.serviceId);
     const ctx = this.context();
     return this.locks.run(spec.replicaSetId, async () => {
-      const pooler = new ReplicaSetPooler(ctx, spec);
+      // Its nodes' and pooler's ports lead into its namespace; its
+      // connections to its service's arrive there from that one's gateway.
+      if (ctx.networks.enabled) {
+        await ctx.networks.forward(spec.replicaSetId, {
+          ports: [...spec.nodePorts, ...(spec.pooler.port === null ? [] : [spec.pooler.port])],
+          streamsFrom: spec.serviceId,
+        });
+      }
       if (!spec.pooler.enabled) {
-        const stopping = await pooler.stop(true);
+        const stopping = await new ReplicaSetPooler(ctx, spec).stop(true);
         if (!stopping.done) return stopping;
       }
       const progress = await convergeReplicaSet(ctx, spec);
@@ -502,7 +538,7 @@ export class LocalDriver implements Driver {
         pid: pm.up ? pm.pid : undefined,
       });
       if (!progress.done || !spec.pooler.enabled) return progress;
-      return pooler.converge(await ctx.users.ensure(spec.replicaSetId));
+      return new ReplicaSetPooler(ctx, spec).converge(await ctx.users.ensure(spec.replicaSetId));
     });
   }
 

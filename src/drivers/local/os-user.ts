@@ -17,6 +17,12 @@ export interface OsUser {
   name: string;
   uid: number;
   gid: number;
+  /**
+   * A tenant's user (a service's or a read replica set's) when services
+   * have networks of their own: the namespace every process of it runs in
+   * (its file, /run/netns/…), which confine.ts joins first.
+   */
+  netns?: string;
 }
 
 /** One line of /etc/passwd. */

@@ -41,7 +41,7 @@ import {
   type PoolSizes,
 } from './pooler-conf.js';
 import { isLive, procCmdline, signalAll } from './processes.js';
-import { portIsFree } from './port-free.js';
+import { portFree } from './port-free.js';
 import { spawnTenantDaemon } from './postmaster.js';
 import { readSmallFile } from './safe-fs.js';
 
@@ -208,7 +208,7 @@ export class Pooler {
             certFile: join(target.certPgdata, 'server.crt'),
             keyFile: join(target.certPgdata, 'server.key'),
           },
-          ctx.listenAddresses,
+          ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
         ),
         auth: authFile(target.passwordVerifier),
         hba: poolerHba(target, ctx.publicCidrs),
@@ -243,7 +243,7 @@ export class Pooler {
       );
     }
     const port = target.port as number;
-    if (!(await portIsFree(port))) {
+    if (!(await portFree(ctx.networks, target.id, port))) {
       throw new DriverError(
         `Port ${port} of the connection pooler is in use by another process.`,
         true,
@@ -290,11 +290,12 @@ export class Pooler {
     return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === this.files.ini;
   }
 
-  /** Whether PgBouncer accepts TCP connections on its port. */
+  /** Whether PgBouncer accepts TCP connections on its port (in its namespace, where it has one). */
   private accepts(port: number): Promise<boolean> {
     const first = this.ctx.listenAddresses.split(',')[0]?.trim() ?? '*';
     const host =
-      first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first;
+      this.ctx.networks.get(this.target.id)?.address ??
+      (first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first);
     return new Promise((resolve) => {
       const socket = connect({ host, port });
       socket.once('connect', () => {

@@ -25,8 +25,8 @@ test('HAProxy: one frontend per service, the primary alone enabled; which one is
     'svc1',
     16000,
     [
-      { index: 1, port: 16002, enabled: false },
-      { index: 0, port: 16001, enabled: true },
+      { index: 1, host: '127.0.0.1', port: 16002, enabled: false },
+      { index: 0, host: '127.0.0.1', port: 16001, enabled: true },
     ],
     '*',
     ['0.0.0.0/0', '::/0'],
@@ -40,8 +40,8 @@ test('HAProxy: one frontend per service, the primary alone enabled; which one is
     'svc1',
     16000,
     [
-      { index: 1, port: 16002, enabled: true },
-      { index: 0, port: 16001, enabled: false },
+      { index: 1, host: '127.0.0.1', port: 16002, enabled: true },
+      { index: 0, host: '127.0.0.1', port: 16001, enabled: false },
     ],
     '*',
     ['0.0.0.0/0', '::/0'],
@@ -56,7 +56,7 @@ test('HAProxy: one frontend per service, the primary alone enabled; which one is
 });
 
 test("HAProxy enforces a service's access rules: behind it, every node sees loopback", () => {
-  const servers = [{ index: 0, port: 16001, enabled: true }];
+  const servers = [{ index: 0, host: '127.0.0.1', port: 16001, enabled: true }];
   const inVpc = renderService('s', 16000, servers, '*', ['10.1.0.0/16', '10.9.0.0/24']);
   assert.match(
     inVpc.text,

@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { nodeName } from '../../domain/service-nodes.js';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { withAdmin } from './admin.js';
+import { userCommand } from './confine.js';
 import { CommandError, run } from './exec.js';
 import type { NodeRef } from './layout.js';
 import type { DriverContext } from './local-driver.js';
@@ -64,8 +65,10 @@ export async function buildStandby(
       secret: '',
       name,
       pgdata: staging,
+      via: replication.via,
     }).replace(/password='' ?/, '');
-    await run(
+    const basebackup = userCommand(
+      user,
       join(ctx.pg.bin, 'pg_basebackup'),
       [
         '-D',
@@ -80,8 +83,9 @@ export async function buildStandby(
         'fast',
         '--no-password',
       ],
-      { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
+      { diesWithBasin: true },
     );
+    await run(basebackup.file, basebackup.args, { timeoutMs: 3_600_000 });
     await finishStandbyData(ctx, target, user);
     await removeTrees([layout.pgdata(ref)]);
     await rename(target, layout.pgdata(ref));
@@ -140,11 +144,13 @@ export async function rewindToStandby(
   await save();
   let rewound = false;
   try {
-    await run(
+    const rewind = userCommand(
+      user,
       join(ctx.pg.bin, 'pg_rewind'),
       ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],
-      { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
+      { diesWithBasin: true },
     );
+    await run(rewind.file, rewind.args, { timeoutMs: 3_600_000 });
     await finishStandbyData(ctx, pgdata, user);
     rewound = true;
     ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'rewound onto the primary');
@@ -196,6 +202,7 @@ async function rewindSource(
     secret: '',
     name: (replication.nameOf ?? nodeName)(node.index),
     pgdata: staging,
+    via: replication.via,
   }).replace(/password='' ?/, '');
   return `${conninfo} dbname=postgres passfile='${pass}'`;
 }
