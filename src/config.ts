@@ -167,7 +167,7 @@ export const OPTIONS = {
     env: 'BASIN_SERVICE_HOSTNAMES',
     flag: '--service-hostnames',
     default: 'off',
-    help: 'on: endpoints report <service id>.<public host>, which only that service\'s certificate names (needs wildcard DNS for *.<public host>)',
+    help: "on: endpoints report <service id>.<public host>, which only that service's certificate names (needs wildcard DNS for *.<public host>)",
   },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',

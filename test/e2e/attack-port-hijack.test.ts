@@ -93,7 +93,9 @@ async function startFake(a: TenantShell, log: string, ports: number[]): Promise<
     if (lines.includes('ready')) return lines;
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`the fake server did not start: ${(await a.run(`cat ${log} || true`)).join('\n')}`);
+  throw new Error(
+    `the fake server did not start: ${(await a.run(`cat ${log} || true`)).join('\n')}`,
+  );
 }
 
 test(

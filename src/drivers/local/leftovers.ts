@@ -18,6 +18,9 @@
 // The CPU cgroups of this installation's nodes (cpu-budgets.ts) whose node
 // directory is gone (Basin killed between a node's removal and its
 // cgroup's) go too, once empty: a cgroup that still holds processes stays.
+// The network namespaces and veths of services and sets whose instance
+// directory is gone are swept the same way, by ServiceNetworks.start
+// (network/service-networks.ts), before it checks the host's routes.
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';

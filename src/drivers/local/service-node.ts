@@ -397,7 +397,10 @@ export class ServiceNode {
     // on IPv4 alone would leave a server clients cannot reach: check first
     // (in its network namespace, where only the service's own processes
     // can hold it).
-    if (ctx.listenAddresses !== '' && !(await portFree(ctx.networks, spec.serviceId, this.node.port))) {
+    if (
+      ctx.listenAddresses !== '' &&
+      !(await portFree(ctx.networks, spec.serviceId, this.node.port))
+    ) {
       throw new DriverError(`Port ${this.node.port} is in use by another process.`, true);
     }
     const proc = await spawnPostmaster({

@@ -42,7 +42,9 @@ const FORBIDDEN = ['0.0.0.0/8', '127.0.0.0/8', '169.254.0.0/16', '224.0.0.0/3'];
 export function parseBlock(text: string): Block {
   const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(text.trim());
   if (!m || !isIPv4(m[1] as string)) {
-    throw new Error(`${JSON.stringify(text)} is not an IPv4 block such as ${DEFAULT_SERVICE_NETWORK}`);
+    throw new Error(
+      `${JSON.stringify(text)} is not an IPv4 block such as ${DEFAULT_SERVICE_NETWORK}`,
+    );
   }
   const prefix = Number(m[2]);
   if (prefix < 8 || prefix > 30) {
@@ -111,7 +113,8 @@ export function parseCidr(text: string): Block {
   const [addr = '', len] = text.split('/');
   if (!isIPv4(addr)) throw new Error(`not an IPv4 address or block: ${text}`);
   const prefix = len === undefined ? 32 : Number(len);
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > 32) throw new Error(`bad prefix: ${text}`);
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > 32)
+    throw new Error(`bad prefix: ${text}`);
   return { cidr: text, base: (toNumber(addr) & ~hostMask(prefix)) >>> 0, prefix };
 }
 

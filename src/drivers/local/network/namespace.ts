@@ -46,7 +46,18 @@ export async function ensureNamespace(s: NamespaceSpec): Promise<void> {
     // Half a pair (the namespace was made again): both ends go, one pair is made.
     await run('ip', ['link', 'del', s.veth]).catch(() => {});
     await inside('link', 'del', 'eth0').catch(() => {});
-    await run('ip', ['link', 'add', s.veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', s.name]);
+    await run('ip', [
+      'link',
+      'add',
+      s.veth,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'eth0',
+      'netns',
+      s.name,
+    ]);
   }
   await run('ip', ['link', 'set', 'dev', s.veth, 'alias', s.alias]);
   // A loopback source (psql host=127.0.0.1, DNATed) may leave through it, to be SNATed;

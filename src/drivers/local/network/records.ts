@@ -76,7 +76,10 @@ export function parseRecord(text: string): NetworkRecord | undefined {
   const ports = portList(o.ports);
   const hostPorts = portList(o.hostPorts ?? []);
   if (!ports || !hostPorts) return undefined;
-  if (o.streamsFrom !== undefined && !(typeof o.streamsFrom === 'string' && ID.test(o.streamsFrom))) {
+  if (
+    o.streamsFrom !== undefined &&
+    !(typeof o.streamsFrom === 'string' && ID.test(o.streamsFrom))
+  ) {
     return undefined;
   }
   return {

@@ -75,13 +75,7 @@ import {
   removeNamespace,
 } from './namespace.js';
 import { dropTable, renderTable, tableName } from './nft-table.js';
-import {
-  type NetworkRecord,
-  portList,
-  readRecords,
-  removeRecord,
-  writeRecord,
-} from './records.js';
+import { type NetworkRecord, portList, readRecords, removeRecord, writeRecord } from './records.js';
 
 /** --service-network: a block (e.g. 198.18.0.0/15), or off. */
 export type ServiceNetworkMode = string;
@@ -260,7 +254,10 @@ export class ServiceNetworks {
   /** Removes the namespace of `id`, its veth and its entries; nothing when they are gone. */
   remove(id: string): Promise<void> {
     return this.serially(async () => {
-      await removeNamespace(namespaceName(this.o.installation, id), vethName(this.o.installation, id));
+      await removeNamespace(
+        namespaceName(this.o.installation, id),
+        vethName(this.o.installation, id),
+      );
       this.ready.delete(id);
       const had = this.records.delete(id);
       await removeRecord(this.o.layout, id);
@@ -284,14 +281,18 @@ export class ServiceNetworks {
   private require(id: string): TenantNetwork {
     const net = this.get(id);
     if (!net) {
-      throw new DriverError(`The network namespace of ${id} is not made yet (a bug in the local driver).`, false);
+      throw new DriverError(
+        `The network namespace of ${id} is not made yet (a bug in the local driver).`,
+        false,
+      );
     }
     return net;
   }
 
   private async ensureNow(id: string): Promise<TenantNetwork> {
     const block = this.block;
-    if (!block) throw new DriverError('Service networks are off (a bug in the local driver).', false);
+    if (!block)
+      throw new DriverError('Service networks are off (a bug in the local driver).', false);
     let r = this.records.get(id);
     if (!r) {
       const used = new Set([...this.records.values()].map((x) => x.slot));
@@ -388,7 +389,18 @@ async function whyUnusable(installation: string): Promise<string | undefined> {
   const probe = namespaceName(installation, 'probe');
   try {
     await run('ip', ['netns', 'add', probe], { timeoutMs: 10_000 });
-    await run('ip', ['-n', probe, 'link', 'add', 'probe0', 'type', 'veth', 'peer', 'name', 'probe1']);
+    await run('ip', [
+      '-n',
+      probe,
+      'link',
+      'add',
+      'probe0',
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'probe1',
+    ]);
     await run('nft', ['-c', '-f', '-'], { timeoutMs: 10_000, input: PROBE_TABLE });
     return undefined;
   } catch (err) {
@@ -425,9 +437,11 @@ function dropUnusable(block: Block, records: Map<string, NetworkRecord>): void {
 }
 
 /** Namespaces and veths of this installation whose service or set is gone (its instance directory). */
-async function sweep(o: ServiceNetworksOptions, records: Map<string, NetworkRecord>): Promise<void> {
-  const gone = async (id: string) =>
-    !records.has(id) && !(await exists(o.layout.instanceDir(id)));
+async function sweep(
+  o: ServiceNetworksOptions,
+  records: Map<string, NetworkRecord>,
+): Promise<void> {
+  const gone = async (id: string) => !records.has(id) && !(await exists(o.layout.instanceDir(id)));
   const removed: string[] = [];
   const prefix = namespaceName(o.installation, '');
   for (const name of await namespacesNamed(prefix)) {
