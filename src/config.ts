@@ -29,6 +29,8 @@ export interface Config {
   servicePrivateTmp: 'auto' | 'on' | 'off';
   /** The size of each private tmpfs of a service, in MiB. */
   serviceTmpSizeMb: number;
+  /** The memory every `shared` node shares, in MiB; null: a quarter of the host's (local driver). */
+  sharedMemoryMb: number | null;
   /** Operations the engine runs at once. */
   engineSlots: number;
   /** Of those, the most one project may hold. */
@@ -150,6 +152,11 @@ export const OPTIONS = {
     flag: '--service-tmp-size-mb',
     default: '1024',
     help: 'size of each private /tmp-like file system of a service, in MiB',
+  },
+  sharedMemoryMb: {
+    env: 'BASIN_SHARED_MEMORY_MB',
+    flag: '--shared-memory-mb',
+    help: "memory all `shared` services' nodes share together, in MiB (default a quarter of the host's)",
   },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',
@@ -279,6 +286,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     projectSlots === undefined
       ? Math.max(1, Math.floor(engineSlots / 2))
       : integer('engineProjectSlots', projectSlots, 1, engineSlots);
+  const sharedMemory = get('sharedMemoryMb');
   const adminEmail = need('adminEmail');
   if (!isEmail(adminEmail)) {
     throw new ConfigError(
@@ -313,6 +321,10 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     serviceUidRange,
     servicePrivateTmp,
     serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
+    sharedMemoryMb:
+      sharedMemory === undefined
+        ? null
+        : integer('sharedMemoryMb', sharedMemory, 256, 1024 * 1024 * 1024),
     engineSlots,
     engineProjectSlots,
     drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),

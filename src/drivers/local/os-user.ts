@@ -17,6 +17,11 @@ export interface OsUser {
   name: string;
   uid: number;
   gid: number;
+  /**
+   * A service's (or read replica set's) own user: the RLIMIT_NPROC of
+   * every process Basin starts as it (node-bounds.ts, serviceNproc).
+   */
+  nproc?: number;
 }
 
 /** One line of /etc/passwd. */
