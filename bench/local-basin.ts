@@ -28,7 +28,7 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { removeLeftBackupCgroups } from '../src/drivers/local/backup-cgroup.js';
-import { removeInstallationCgroups } from '../src/drivers/local/cpu-hierarchy.js';
+import { removeInstallationCgroups } from '../src/drivers/local/cgroup-hierarchy.js';
 import { Layout } from '../src/drivers/local/layout.js';
 import {
   removeInstallationNetwork,

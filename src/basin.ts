@@ -160,6 +160,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
           store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
         privateTmp: config.servicePrivateTmp,
         privateTmpMb: config.serviceTmpSizeMb,
+        ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
         serviceNetwork: config.serviceNetwork,
         log,
       });

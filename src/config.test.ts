@@ -31,6 +31,16 @@ test('service OS user options: bad values say what to write', () => {
   assert.throws(() => parseConfig(['--service-tmp-size-mb', '0'], {}), ConfigError);
 });
 
+test("the shared services' memory: a quarter of the host's unless set, at least 256 MiB", () => {
+  assert.equal(parseConfig([], {}).sharedMemoryMb, null);
+  assert.equal(parseConfig(['--shared-memory-mb', '4096'], {}).sharedMemoryMb, 4096);
+  assert.equal(parseConfig([], { BASIN_SHARED_MEMORY_MB: '512' }).sharedMemoryMb, 512);
+  assert.throws(
+    () => parseConfig(['--shared-memory-mb', '100'], {}),
+    /sharedMemoryMb must be a whole number from 256/,
+  );
+});
+
 test('backup options: a schedule and a recovery window, as durations', () => {
   const d = parseConfig([], {});
   assert.equal(d.backupScheduleMs, 86_400_000);

@@ -31,6 +31,8 @@ export interface Config {
   servicePrivateTmp: 'auto' | 'on' | 'off';
   /** The size of each private tmpfs of a service, in MiB. */
   serviceTmpSizeMb: number;
+  /** The memory every `shared` node shares, in MiB; null: a quarter of the host's (local driver). */
+  sharedMemoryMb: number | null;
   /** The IPv4 block of the services' network namespaces (local driver, as root), or 'off'. */
   serviceNetwork: string;
   /** Endpoints report `<id>.<public host>` (the installation has wildcard DNS for it). */
@@ -156,6 +158,11 @@ export const OPTIONS = {
     flag: '--service-tmp-size-mb',
     default: '1024',
     help: 'size of each private /tmp-like file system of a service, in MiB',
+  },
+  sharedMemoryMb: {
+    env: 'BASIN_SHARED_MEMORY_MB',
+    flag: '--shared-memory-mb',
+    help: "memory all `shared` services' nodes share together, in MiB (default a quarter of the host's)",
   },
   serviceNetwork: {
     env: 'BASIN_SERVICE_NETWORK',
@@ -312,6 +319,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     projectSlots === undefined
       ? Math.max(1, Math.floor(engineSlots / 2))
       : integer('engineProjectSlots', projectSlots, 1, engineSlots);
+  const sharedMemory = get('sharedMemoryMb');
   const adminEmail = need('adminEmail');
   if (!isEmail(adminEmail)) {
     throw new ConfigError(
@@ -346,6 +354,10 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     serviceUidRange,
     servicePrivateTmp,
     serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
+    sharedMemoryMb:
+      sharedMemory === undefined
+        ? null
+        : integer('sharedMemoryMb', sharedMemory, 256, 1024 * 1024 * 1024),
     serviceNetwork,
     serviceHostnames,
     engineSlots,

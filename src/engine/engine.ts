@@ -21,6 +21,7 @@ import type { OperationKind } from '../domain/operations.js';
 import type { Progress } from '../domain/progress.js';
 import type { Logger } from '../lib/logger.js';
 import type { Operation, Tx } from '../store/store.js';
+import { recordNote } from './driver-notes.js';
 import { primaryEvent } from './failover.js';
 import { failResource, type HandlerDeps, runHandler } from './handlers.js';
 import { reconcile } from './reconciler.js';
@@ -132,6 +133,12 @@ export class Engine {
           (queued) => queued && this.kick(),
           (err: unknown) =>
             this.log.error({ err, serviceId: id, event }, "recording a primary's trouble failed"),
+        );
+      });
+      this.deps.driver.watchNotes?.((target, note) => {
+        if (this.stopped) return;
+        recordNote(this.deps, target, note).catch((err: unknown) =>
+          this.log.error({ err, target, note }, 'recording what the driver saw failed'),
         );
       });
     }

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { eventually, startBasin } from '../helpers.js';
-import { getService, readyService, serviceUrl } from './service-helpers.js';
+import { getService, readyService, serviceUrl, waitForStatus } from './service-helpers.js';
 
 test("with --service-hostnames, every endpoint is <id>.<public host>: the service's, its pooler's, its sets'", async (t) => {
   const b = await startBasin(t, {
@@ -15,6 +15,7 @@ test("with --service-hostnames, every endpoint is <id>.<public host>: the servic
   assert.equal(svc.created.endpoint.host, `${svc.id}.db.example.test`);
   assert.equal(svc.ready.endpoint.host, `${svc.id}.db.example.test`);
   assert.equal((await b.call('POST', `${serviceUrl(b, svc.id)}/enablePooler`)).status, 200);
+  await waitForStatus(b, svc.id, 'READY');
   const rs = await b.call('POST', `${serviceUrl(b, svc.id)}/replicaSets`, {
     name: 'readers',
     nodes: 1,

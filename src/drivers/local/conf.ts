@@ -124,6 +124,27 @@ export function sizeProfile(size: Size, hostMemoryMb = Infinity): SizeProfile {
 
 const clamp = (n: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, n));
 
+/**
+ * The processes a node's settings allow: max_connections, and
+ * max_worker_processes, the one pool of background workers (parallel
+ * workers, timescaledb's launcher and its workers, the logical replication
+ * launcher, one spare). Its pids bound follows from them (node-bounds.ts).
+ */
+export function processCounts(spec: Pick<ServiceSpec, 'size' | 'type'>): {
+  maxConnections: number;
+  maxWorkerProcesses: number;
+} {
+  const p = sizeProfile(spec.size);
+  const tsdb = hasTimescale(spec.type);
+  return {
+    maxConnections: p.maxConnections,
+    maxWorkerProcesses: Math.max(
+      8,
+      p.maxParallelWorkers + (tsdb ? p.timescaleBackgroundWorkers + 1 : 0) + 2,
+    ),
+  };
+}
+
 export const hasTimescale = (type: ServiceType) => type === 'TIMESERIESDB';
 
 /** The extensions a service gets in its `tsdb` database. */
@@ -193,11 +214,8 @@ export function postgresqlSettings(
     max_parallel_workers: String(p.maxParallelWorkers),
     max_parallel_workers_per_gather: String(p.maxParallelWorkersPerGather),
     max_parallel_maintenance_workers: String(p.maxParallelMaintenanceWorkers),
-    // Background workers come from one pool: parallel workers, timescaledb's
-    // launcher and its workers, the logical replication launcher, one spare.
-    max_worker_processes: String(
-      Math.max(8, p.maxParallelWorkers + (tsdb ? p.timescaleBackgroundWorkers + 1 : 0) + 2),
-    ),
+    // Background workers come from one pool (processCounts).
+    max_worker_processes: String(processCounts(spec).maxWorkerProcesses),
     // Storage is assumed to be SSD: random reads cost little more than sequential ones.
     random_page_cost: '1.1',
     shared_preload_libraries: tsdb ? 'timescaledb' : '',

@@ -34,6 +34,7 @@ import { admittedCidrs } from './conf.js';
 import { type NodeReplication, ServiceNode } from './service-node.js';
 import { exists } from './node-files.js';
 import { isStandbyData } from './standby.js';
+import { nodeUnit } from './node-cgroups.js';
 import { join } from 'node:path';
 
 /** The recorded primary of a spec. */
@@ -256,7 +257,7 @@ async function removeSurplusNodes(
       signalAll(left, 'SIGKILL');
       return wait(100, why);
     }
-    if (!(await ctx.cpu.remove(ref))) return wait(100, why);
+    if (!(await ctx.cgroups.remove(nodeUnit(ref)))) return wait(100, why);
     ctx.stopper.forget(pgdata);
     ctx.spawned.delete(pgdata);
     await removeTrees([ctx.layout.socketDir(ref), ctx.layout.nodeDir(ref)]);

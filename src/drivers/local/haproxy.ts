@@ -29,7 +29,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { nodeName } from '../../domain/service-nodes.js';
 import type { Logger } from '../../lib/logger.js';
 import { DriverError } from '../driver.js';
-import { asUser, childEnv, run } from './exec.js';
+import { asUser, childEnv, type Prelude, run, withPrelude } from './exec.js';
 import type { Layout } from './layout.js';
 import { exists, mkdirIn } from './node-files.js';
 import { isRoot, readPasswd, type OsUser } from './os-user.js';
@@ -61,6 +61,12 @@ export interface HaproxyOptions {
   listenAddresses: string;
   log: Logger;
   bin?: string;
+  /**
+   * How it starts (oom-scores.ts, protectedPrelude): every HA service's
+   * endpoint goes through it, so it is protected from the OOM killer as
+   * Basin is.
+   */
+  prelude?: Prelude;
 }
 
 /** Whether the host has HAProxy (HA replicas need it). */
@@ -252,7 +258,7 @@ export class Haproxy {
     const fd = openSync(logFile, 'a', 0o600);
     try {
       fchmodSync(fd, 0o600);
-      const cmd = asUser(this.user(), this.bin, this.args());
+      const cmd = withPrelude(this.o.prelude ?? {}, asUser(this.user(), this.bin, this.args()));
       const child = spawn(cmd.file, cmd.args, {
         cwd: this.dir,
         detached: true,

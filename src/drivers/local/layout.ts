@@ -23,6 +23,7 @@
 //       source/, source.conf     while a fork is made: the part of its parent's
 //                                repository it restores (backups.ts, fork-restore.ts)
 //     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
+//     instances/<id>/oom-kills.json   the OOM kills of its cgroups last reported (oom-watch.ts, root 0600)
 //     instances/<id>/pooler/     the service's (or set's) PgBouncer (pooler.ts), root 0711:
 //       pgbouncer.ini users.txt hba.conf   its configuration (root, 0640 to the service's group)
 //       ca.crt                   a set's: the CA its nodes' certificates are checked against (same)
@@ -84,6 +85,10 @@ export class Layout {
   }
   instanceDir(id: string): string {
     return join(this.instancesDir, id);
+  }
+  /** The OOM kills of the service's (or set's) cgroups last reported in its logs (oom-watch.ts). */
+  oomKillsFile(id: string): string {
+    return join(this.instanceDir(id), 'oom-kills.json');
   }
   nodeDir(ref: NodeRef): string {
     return join(this.instanceDir(ref.id), String(ref.node));

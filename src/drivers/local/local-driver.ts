@@ -7,7 +7,8 @@
 // state.json), so a restarted Basin adopts the running clusters as they
 // are: databases outlive the API server.
 
-import { lstat, readdir, realpath } from 'node:fs/promises';
+import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
+import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import type { Metrics } from '../../domain/types.js';
 import { makeDataDir } from '../../lib/data-dir.js';
@@ -26,6 +27,7 @@ import {
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
+import type { ProgressNote } from '../../domain/progress.js';
 import { removeLeftBackupCgroups } from './backup-cgroup.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
 import { LocalBackups } from './backups.js';
@@ -46,7 +48,12 @@ import { ServicePooler } from './pooler.js';
 import { convergeNodes, namespacePorts, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
-import { convergeReplicaSet, dropReplicaSetSlots, inspectReplicaSet } from './replica-set.js';
+import {
+  convergeReplicaSet,
+  dropReplicaSetSlots,
+  inspectReplicaSet,
+  replicaSetCounts,
+} from './replica-set.js';
 import { ReplicaSetPooler } from './replica-set-pooler.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
@@ -56,7 +63,11 @@ import { checkUserTools, ensureInstallation, ServiceUsers } from './service-user
 import { Template } from './template.js';
 import { tightenLayout } from './tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
-import { type CpuBudgets, keepBudgets, startCpuBudgets } from './cpu-budgets.js';
+import { keepBounds, type NodeCgroups, startNodeCgroups } from './node-cgroups.js';
+import { serviceNproc, sharedMemoryBytes } from './node-bounds.js';
+import { type OomScores, protectedPrelude, startOomScores } from './oom-scores.js';
+import { OomWatch } from './oom-watch.js';
+import { processCounts } from './conf.js';
 import { ensureCa } from './tls.js';
 import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
@@ -98,6 +109,11 @@ export interface LocalDriverOptions {
   /** The size of each of those private file systems, in MiB (default 1024). */
   privateTmpMb?: number;
   /**
+   * The memory every `shared` node of the installation shares, in MiB
+   * (default a quarter of the host's: node-bounds.ts).
+   */
+  sharedMemoryMb?: number;
+  /**
    * A network namespace per service and read replica set, with addresses
    * from this IPv4 block (network/service-networks.ts), or 'off' (the
    * default here, for tools and driver tests; Basin's configuration gives
@@ -138,8 +154,10 @@ export interface DriverContext {
   haproxy: Haproxy;
   /** Primaries found hung (primary-health.ts): data directory → postmaster pid. */
   unresponsive: Map<string, number>;
-  /** Each node's CPU cgroup, with its size's quota (cpu-budgets.ts). */
-  cpu: CpuBudgets;
+  /** The cgroups of each node, pooler and helper, with their bounds (node-cgroups.ts). */
+  cgroups: NodeCgroups;
+  /** What the kernel's OOM killer is told of each process (oom-scores.ts). */
+  oom: OomScores;
   /** Each service's and read replica set's network namespace, when they have them. */
   networks: ServiceNetworks;
   log: Logger;
@@ -159,6 +177,14 @@ export class LocalDriver implements Driver {
   private readonly sampler: MetricsSampler;
   private ctx: DriverContext | undefined;
   private readonly downListeners: ((serviceId: string, event: PrimaryEvent) => void)[] = [];
+  private readonly noteListeners: ((target: Target, note: ProgressNote) => void)[] = [];
+  /** The kills at the memory bounds, told to the engine (oom-watch.ts). */
+  private readonly oomWatch = new OomWatch(
+    () => this.context(),
+    (target, note) => {
+      for (const l of this.noteListeners) l(target, note);
+    },
+  );
   /** The primaries of running services with standbys (failover.ts). */
   private readonly watch = new PrimaryWatch(
     () => this.context(),
@@ -212,8 +238,14 @@ export class LocalDriver implements Driver {
       mode: this.options.serviceNetwork ?? 'off',
       log: this.log,
     });
-    const cpu = await startCpuBudgets(installation, this.log);
-    await removeLeftCgroups(layout, cpu, this.log);
+    // Basin itself first: whether it can be protected says whether anything can.
+    const oom = await startOomScores(this.log);
+    const cgroups = await startNodeCgroups(
+      installation,
+      this.log,
+      sharedMemoryBytes(totalmem(), this.options.sharedMemoryMb),
+    );
+    await removeLeftCgroups(layout, cgroups, this.log);
     await tightenLayout(layout);
     const privateTmp = await detectPrivateTmp(
       this.options.privateTmp ?? 'auto',
@@ -221,6 +253,7 @@ export class LocalDriver implements Driver {
       this.log,
     );
     const uidRange = this.options.serviceUidRange ?? DEFAULT_UID_RANGE;
+    const nproc = serviceNproc(await pidMax());
     const users = new ServiceUsers({
       perService,
       layout,
@@ -228,6 +261,7 @@ export class LocalDriver implements Driver {
       installation,
       uidRange,
       allocateUid: this.options.allocateUid ?? memoryUidAllocator(uidRange),
+      nproc,
       ...(networks.enabled ? { networks } : {}),
       log: this.log,
     });
@@ -245,6 +279,7 @@ export class LocalDriver implements Driver {
         layout,
         listenAddresses: this.options.listenAddresses ?? '*',
         log: this.log,
+        prelude: protectedPrelude(oom),
       }),
       locks: this.locks,
       tasks: new Tasks(),
@@ -256,7 +291,8 @@ export class LocalDriver implements Driver {
       stopper: new Stopper(),
       spawned: new Map(),
       unresponsive: new Map(),
-      cpu,
+      cgroups,
+      oom,
       networks,
       publicHost: this.options.publicHost,
       listenAddresses: this.options.listenAddresses ?? '*',
@@ -274,6 +310,7 @@ export class LocalDriver implements Driver {
     }
     this.sampler.start();
     this.watch.start();
+    this.oomWatch.start();
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
@@ -295,7 +332,9 @@ export class LocalDriver implements Driver {
           : templateUser.name,
         templateUser: templateUser.name,
         privateTmp: privateTmp ? privateTmp.dirs : 'no',
-        cpuBudgets: cpu.describe(),
+        cgroups: cgroups.describe(),
+        oomScoreAdj: { protected: oom.protected ?? 'not possible', tenants: oom.tenant },
+        serviceNproc: perService ? nproc : 'none',
         serviceNetwork: networks.describe(),
         root: layout.root,
       },
@@ -307,10 +346,16 @@ export class LocalDriver implements Driver {
   async close(): Promise<void> {
     this.sampler.stop();
     this.watch.stop();
+    this.oomWatch.stop();
   }
 
   watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {
     this.downListeners.push(on);
+  }
+
+  /** Processes killed at a memory bound (oom-watch.ts). */
+  watchNotes(on: (target: Target, note: ProgressNote) => void): void {
+    this.noteListeners.push(on);
   }
 
   /** See failover.ts: a dead primary fenced, and how far each standby got. */
@@ -354,9 +399,9 @@ export class LocalDriver implements Driver {
    * Stops a fork's restore, if one runs, and every process of the service
    * at once (immediate shutdown: the data is going away), then every other
    * process of its OS user (what its tsdbadmin started), removes its
-   * nodes' CPU cgroups, its nodes, stanza and sockets, then every other
-   * file its OS user owns on the host (service-users.ts), and finally the
-   * OS user. Each step is repeated safely by the next call after a crash
+   * cgroups (its nodes', pooler's and helpers'), its nodes, stanza and
+   * sockets, then every other file its OS user owns on the host
+   * (service-users.ts), and finally the OS user. Each step is repeated safely by the next call after a crash
    * anywhere.
    */
   async deleteService(serviceId: string): Promise<Progress> {
@@ -393,9 +438,9 @@ export class LocalDriver implements Driver {
         return wait(100, "stopping the processes of the service's OS user");
       }
       await ctx.backups.settle(serviceId);
-      // Its nodes' CPU cgroups, by name (also of nodes whose files a crash already took).
-      if (!(await ctx.cpu.removeAll(serviceId))) {
-        return wait(100, 'waiting for the processes of its CPU cgroups to exit');
+      // Its cgroups, by name (also of nodes whose files a crash already took).
+      if (!(await ctx.cgroups.removeAll(serviceId))) {
+        return wait(100, 'waiting for the processes of its cgroups to exit');
       }
       // Its network namespace, veth and ports, after its last process.
       await ctx.networks.remove(serviceId);
@@ -455,11 +500,11 @@ export class LocalDriver implements Driver {
     if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined, inNetwork))) {
       return 'failed';
     }
-    // A budget is not its health: a node outside its cgroup is moved in,
-    // and the service stays READY (cpu-budgets.ts).
+    // A bound is not its health: a node outside its cgroups is moved in,
+    // and the service stays READY (node-cgroups.ts).
     if (spec.running) {
       const indices = spec.nodes.length > 0 ? spec.nodes.map((n) => n.index) : [primary.index];
-      await keepBudgets(ctx, spec.serviceId, spec.size, indices);
+      await keepBounds(ctx, spec.serviceId, spec.size, processCounts(spec), indices);
     }
     if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
     // Every standby runs too, and the endpoint routes to the primary.
@@ -474,7 +519,7 @@ export class LocalDriver implements Driver {
     if (spec.running && spec.pooler.enabled) {
       const pooler = new ServicePooler(ctx, spec);
       await pooler.trimLog();
-      if (!(await pooler.pid())) return 'failed';
+      if (!(await pooler.keepBounds())) return 'failed';
     }
     return 'running';
   }
@@ -551,17 +596,18 @@ export class LocalDriver implements Driver {
     checkId(spec.replicaSetId);
     const ctx = this.context();
     const health = await inspectReplicaSet(ctx, spec);
-    await keepBudgets(
+    await keepBounds(
       ctx,
       spec.replicaSetId,
       spec.size,
+      replicaSetCounts(spec),
       spec.nodePorts.map((_, i) => i),
     );
     // A pooler that died is started again by the converge that 'failed' brings.
     if (health === 'running' && spec.pooler.enabled) {
       const pooler = new ReplicaSetPooler(ctx, spec);
       await pooler.trimLog();
-      if (!(await pooler.pid())) return 'failed';
+      if (!(await pooler.keepBounds())) return 'failed';
     }
     return health;
   }
@@ -615,6 +661,12 @@ export class LocalDriver implements Driver {
       return [];
     }
   }
+}
+
+/** The host's pid_max: RLIMIT_NPROC is a share of it (node-bounds.ts). */
+async function pidMax(): Promise<number> {
+  const n = Number((await readFile('/proc/sys/kernel/pid_max', 'utf8').catch(() => '')).trim());
+  return Number.isInteger(n) && n > 0 ? n : 32_768;
 }
 
 const metricsKey = (serviceId: string) => `service:${serviceId}`;

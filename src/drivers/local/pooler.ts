@@ -3,7 +3,10 @@
 // supervised as the service's postmaster is (postmaster.ts, DESIGN.md §4):
 // - it runs as the service's (or set's) own OS user, confined like the postmaster
 //   (no_new_privs, an empty bounding set, private /tmp & co.: confine.ts),
-//   detached, so it outlives Basin;
+//   detached, so it outlives Basin; in memory and pids cgroups of its own
+//   (node-cgroups.ts: the tenant can trace it, being its uid, so it is
+//   bounded like the tenant's other processes), protected from the OOM
+//   killer as the postmaster is (oom-scores.ts);
 // - Basin keeps its pid in pooler.json (root's): a restarted Basin adopts the
 //   PgBouncer it finds there, checked against /proc (a live pgbouncer run
 //   with this service's pgbouncer.ini), instead of starting another;
@@ -26,7 +29,7 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { postmasterCommand } from './confine.js';
 import { primaryNode } from './converge-nodes.js';
-import { lastLines } from './exec.js';
+import { lastLines, withPrelude } from './exec.js';
 import type { DriverContext } from './local-driver.js';
 import { hash } from './node-state.js';
 import { exists, mkdirIn, removeTrees, writeRootFile } from './node-files.js';
@@ -44,6 +47,9 @@ import { isLive, procCmdline, signalAll } from './processes.js';
 import { portFree } from './port-free.js';
 import { spawnTenantDaemon } from './postmaster.js';
 import { readSmallFile } from './safe-fs.js';
+import type { Unit } from './cgroup-hierarchy.js';
+import { poolerBounds } from './node-bounds.js';
+import { protectedPrelude } from './oom-scores.js';
 
 /** Debian's pgbouncer. */
 export const PGBOUNCER = '/usr/sbin/pgbouncer';
@@ -110,6 +116,43 @@ export class Pooler {
   }
 
   /**
+   * The pid of the running PgBouncer, if one runs, kept in its cgroups: one
+   * an older Basin started outside them is moved in. A failure is logged:
+   * a bound is not its health.
+   */
+  async keepBounds(): Promise<number | undefined> {
+    const pid = await this.pid();
+    if (pid === undefined || !this.ctx.cgroups.enabled) return pid;
+    try {
+      await this.ensureCgroups();
+      if (await this.ctx.cgroups.place(this.unit, pid)) {
+        this.ctx.log.info(
+          { [this.target.kind]: this.target.id, pid },
+          'moved the pooler into its cgroups',
+        );
+      }
+    } catch (err) {
+      this.ctx.log.warn(
+        { [this.target.kind]: this.target.id, err: (err as Error).message },
+        'could not keep the connection pooler in its cgroups',
+      );
+    }
+    return pid;
+  }
+
+  private get unit(): Unit {
+    return { id: this.target.id, part: 'pooler' };
+  }
+
+  /** Its cgroups, with the bounds its clients need; their directories. */
+  private ensureCgroups(): Promise<string[]> {
+    return this.ctx.cgroups.ensure(
+      this.unit,
+      poolerBounds(this.target.sizes.maxClients, POOLER_NICE),
+    );
+  }
+
+  /**
    * Empties pooler.log once it is over LOG_MAX. PgBouncer logs every failed
    * login, which any client can repeat at will, and the file is root's, in
    * Basin's data directory: it is cut whenever the service is inspected
@@ -158,8 +201,10 @@ export class Pooler {
     const restartHash = hash(restartPart(ini), cert, ca);
     const loadedHash = hash(ini, auth, hba);
     const state = await this.readState();
+    // Made (or resized) before it starts, so that it starts in them.
+    const cgroups = await this.ensureCgroups();
     const pid = await this.pid();
-    if (pid === undefined) return this.start(user, restartHash, loadedHash);
+    if (pid === undefined) return this.start(user, restartHash, loadedHash, cgroups);
     if (state.startedWith !== restartHash || stopping.has(pid)) {
       return this.stopStep(
         pid,
@@ -192,7 +237,10 @@ export class Pooler {
       return wait(50, 'stopping the connection pooler');
     }
     ctx.spawned.delete(files.dir);
-    if (removeFiles && (await exists(files.dir))) await removeTrees([files.dir]);
+    if (removeFiles) {
+      if (!(await ctx.cgroups.remove(this.unit))) return wait(50, 'stopping the connection pooler');
+      if (await exists(files.dir)) await removeTrees([files.dir]);
+    }
     return DONE;
   }
 
@@ -222,7 +270,12 @@ export class Pooler {
    * Starts PgBouncer. One this process started that exited before it ever
    * accepted connections failed: its output says why, as a retryable error.
    */
-  private async start(user: OsUser, restartHash: string, loadedHash: string): Promise<Progress> {
+  private async start(
+    user: OsUser,
+    restartHash: string,
+    loadedHash: string,
+    cgroups: string[],
+  ): Promise<Progress> {
     const { ctx, target, files } = this;
     const last = ctx.spawned.get(files.dir);
     if (last && !last.proc.exit) return wait(20, 'starting the connection pooler');
@@ -251,7 +304,10 @@ export class Pooler {
     }
     await this.trimLog();
     const spawned = spawnTenantDaemon(
-      postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp),
+      withPrelude(
+        protectedPrelude(ctx.oom, cgroups),
+        postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp),
+      ),
       files.dir,
       files.log,
     );

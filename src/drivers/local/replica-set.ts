@@ -26,7 +26,8 @@ import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ReplicaSetSpec, type ServiceSpec, type SpecNode } from '../driver.js';
 import { withAdmin } from './admin.js';
-import { admittedCidrs, postgresqlSettings } from './conf.js';
+import { admittedCidrs, postgresqlSettings, processCounts } from './conf.js';
+import type { ProcessCounts } from './node-bounds.js';
 import { nodeIndices, primaryNode } from './converge-nodes.js';
 import type { DriverContext } from './local-driver.js';
 import { mkdirIn, nodeExists, writeRootFile } from './node-files.js';
@@ -58,6 +59,19 @@ function nodesSpec(spec: ReplicaSetSpec): ServiceSpec {
     ha: { replicaCount: 0, syncReplicaCount: 0 },
     nodes: spec.nodePorts.map((port, index) => ({ index, role: 'standby' as const, port })),
     source: { kind: 'empty' },
+  };
+}
+
+/**
+ * What a set's nodes run with: their own size's connections and workers,
+ * raised to their primary's (HOT_STANDBY_FLOOR), as their settings are.
+ */
+export function replicaSetCounts(spec: ReplicaSetSpec): ProcessCounts {
+  const own = processCounts(nodesSpec(spec));
+  const floor = processCounts(spec.primary);
+  return {
+    maxConnections: Math.max(own.maxConnections, floor.maxConnections),
+    maxWorkerProcesses: Math.max(own.maxWorkerProcesses, floor.maxWorkerProcesses),
   };
 }
 

@@ -5,8 +5,8 @@
 //   1. the node exists (cloned from the template, or a fork's restored from
 //      its parent: fork-restore.ts) and belongs to that user;
 //   2. its configuration files and certificate are what the spec says;
-//   3. the server runs or not, as `spec.running` says, in the CPU cgroup
-//      of its size (cpu-budgets.ts); a restart when a setting that needs
+//   3. the server runs or not, as `spec.running` says, in the cgroups
+//      of its size (node-cgroups.ts); a restart when a setting that needs
 //      one changed, a reload when only others did; its WAL archived up to
 //      the stop before it stops (wal-mark.ts);
 //   4. a fork, once recovered, is opened (fork-open.ts);
@@ -51,6 +51,10 @@ import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
 import { buildStandby, dropInterruptedRewind, isStandbyData } from './standby.js';
 import { checkFollows, rewindStandby } from './follow.js';
 import { portFree } from './port-free.js';
+import type { Bounds } from './cgroup-hierarchy.js';
+import { nodeBounds } from './node-bounds.js';
+import { nodeUnit } from './node-cgroups.js';
+import { postmasterOomEnv, protectedPrelude } from './oom-scores.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
 /**
@@ -170,10 +174,12 @@ export class ServiceNode {
       if (rewinding) return rewinding;
     }
     await ensureNodeDirs(ctx.layout, ref, user);
-    // Its CPU budget (cpu-budgets.ts), made before it starts so that it
-    // starts in it; a resize changes the running server's quota here.
-    const cgroup = spec.running ? await ctx.cpu.ensure(ref, spec.size) : undefined;
     const files = this.configFiles(user, state);
+    // Its cgroups (node-cgroups.ts), made before it starts so that it
+    // starts in them; a resize changes the running server's bounds here.
+    const cgroups = spec.running
+      ? await ctx.cgroups.ensure(nodeUnit(ref), this.bounds(state), spec.size.shared)
+      : undefined;
     await writeNodeConfig(pgdata, files, user);
     const hosts = certHosts(ctx.publicHost, spec.serviceId);
     // PostgreSQL reads server.crt, then server.key, while it starts: a pair
@@ -216,13 +222,13 @@ export class ServiceNode {
         await ctx.backups.ensureConfig(spec, user);
         await ctx.backups.ensureStanza(spec.serviceId, user);
       }
-      return this.start(user, state, restartHash, loadedHash, cgroup);
+      return this.start(user, state, restartHash, loadedHash, cgroups);
     }
     if (starting?.proc.pid === pm.pid && ready) starting.sawReady = true;
-    if (await ctx.cpu.place(ref, pm.pid, pgdata)) {
+    if (await ctx.cgroups.place(nodeUnit(ref), pm.pid, spec.size.shared, pgdata)) {
       ctx.log.info(
         { serviceId: spec.serviceId, node: ref.node },
-        'moved PostgreSQL into its CPU cgroup',
+        'moved PostgreSQL into its cgroups',
       );
     }
     // A server an older Basin started runs without no_new_privs, a
@@ -366,7 +372,7 @@ export class ServiceNode {
     state: NodeState,
     restartHash: string,
     loadedHash: string,
-    cgroup: string | undefined,
+    cgroups: string[] | undefined,
   ) {
     const { ctx, spec, ref, pgdata } = this;
     const last = ctx.spawned.get(pgdata);
@@ -409,7 +415,9 @@ export class ServiceNode {
       logFile: ctx.layout.startupLog(ref),
       user,
       privateTmp: ctx.privateTmp,
-      ...(cgroup ? { cgroup } : {}),
+      // Protected from the OOM killer, its children back on the tenant's side (oom-scores.ts).
+      prelude: protectedPrelude(ctx.oom, cgroups),
+      env: postmasterOomEnv(ctx.oom),
     });
     ctx.spawned.set(pgdata, { proc, sawReady: false });
     // Only now: until the new postmaster is known, the stop stays recorded,
@@ -432,6 +440,15 @@ export class ServiceNode {
     if (pm.up) return pm.state !== 'ready';
     const spawned = this.ctx.spawned.get(this.pgdata);
     return spawned !== undefined && !spawned.proc.exit;
+  }
+
+  /** The node's bounds: its size's, its processes from its settings (node-bounds.ts). */
+  private bounds(state: NodeState): Bounds {
+    const s = this.settings(state);
+    return nodeBounds(this.spec.size, {
+      maxConnections: Number(s.max_connections),
+      maxWorkerProcesses: Number(s.max_worker_processes),
+    });
   }
 
   /** The node's settings; a recovering fork's recovery settings with them. */

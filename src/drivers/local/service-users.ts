@@ -118,6 +118,8 @@ export interface ServiceUsersOptions {
   uidRange: UidRange;
   /** …handed out upward, never twice (uids.ts). */
   allocateUid: AllocateUid;
+  /** RLIMIT_NPROC of every process Basin starts as a service's user (node-bounds.ts). */
+  nproc?: number;
   /**
    * The services' network namespaces, when they have them
    * (network/service-networks.ts): a user is handed out with its own
@@ -354,7 +356,12 @@ export class ServiceUsers {
         false,
       );
     }
-    return { name: e.name, uid: e.uid, gid: e.gid };
+    return {
+      name: e.name,
+      uid: e.uid,
+      gid: e.gid,
+      ...(this.o.nproc === undefined ? {} : { nproc: this.o.nproc }),
+    };
   }
 
   /** A service's own user: never root, Basin itself or the shared user (whose kill -1 would hit every cluster). */
