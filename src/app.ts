@@ -69,7 +69,15 @@ export async function buildApp({
       compilersFactory: { buildSerializer: cachedSerializers(serializers) },
     },
     // Strict types: a number where the spec says string is a 400, not coerced.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    // `x-basin-extension` marks in the OpenAPI document what Basin adds to the spec.
+    ajv: {
+      customOptions: {
+        coerceTypes: false,
+        removeAdditional: false,
+        allErrors: false,
+        keywords: ['x-basin-extension'],
+      },
+    },
     ...(https ? { https } : {}),
   } as FastifyServerOptions) as unknown as FastifyInstance;
 
