@@ -103,6 +103,7 @@ async function assemble(
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
+    http: config.http,
     loggerInstance: logger,
     rateLimits: config.rateLimits,
     https: options.https ?? null,

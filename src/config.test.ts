@@ -86,3 +86,30 @@ test('sizes are whole milli-cores and gigabytes: clients read them as integers',
     /Bad size 250m\/0.5GB: write sizes like 1000m\/4GB, in whole milli-cores and gigabytes/,
   );
 });
+
+test("the API's timeouts and connection cap: defaults, flags, and headers no longer than the request", () => {
+  assert.deepEqual(parseConfig([], {}).http, {
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 72_000,
+    maxConnections: 1024,
+  });
+  const c = parseConfig(['--headers-timeout-ms', '2000', '--max-connections=10'], {
+    BASIN_REQUEST_TIMEOUT_MS: '5000',
+    BASIN_KEEP_ALIVE_TIMEOUT_MS: '1000',
+  });
+  assert.deepEqual(c.http, {
+    headersTimeoutMs: 2000,
+    requestTimeoutMs: 5000,
+    keepAliveTimeoutMs: 1000,
+    maxConnections: 10,
+  });
+  assert.throws(
+    () => parseConfig(['--headers-timeout-ms', '40000'], {}),
+    /BASIN_HEADERS_TIMEOUT_MS \(40000\) must not be longer than BASIN_REQUEST_TIMEOUT_MS \(30000\)/,
+  );
+  // 0 would mean "never" to Node: not a bound.
+  for (const flag of ['--keep-alive-timeout-ms', '--request-timeout-ms', '--max-connections']) {
+    assert.throws(() => parseConfig([flag, '0'], {}), ConfigError, flag);
+  }
+});

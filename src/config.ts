@@ -22,6 +22,8 @@ export interface Config {
   bootstrapApiKey: string | null;
   logLevel: string;
   bodyLimitBytes: number;
+  /** The HTTP server's bounds on its clients (app.ts). */
+  http: HttpLimits;
   reconcileIntervalMs: number;
   /** The uids of the services' OS users (local driver, as root): given upward, never twice. */
   serviceUidRange: { min: number; max: number };
@@ -47,6 +49,18 @@ export interface Config {
   pitrWindowMs: number;
   /** The administrator's address: the issuer of credentials made by `basin` (GET /v1/auth/info). */
   adminEmail: string;
+}
+
+/** How long the API waits for a client, and how many it serves at once (app.ts). */
+export interface HttpLimits {
+  /** A request's headers must have arrived within this (ms) of its first byte, or of the connection. */
+  headersTimeoutMs: number;
+  /** A whole request (headers and body) must have arrived within this (ms). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this (ms). */
+  keepAliveTimeoutMs: number;
+  /** Connections open at once; more are closed as they come. */
+  maxConnections: number;
 }
 
 interface Option {
@@ -128,6 +142,30 @@ export const OPTIONS = {
     flag: '--body-limit',
     default: '65536',
     help: 'largest accepted request body, in bytes',
+  },
+  headersTimeoutMs: {
+    env: 'BASIN_HEADERS_TIMEOUT_MS',
+    flag: '--headers-timeout-ms',
+    default: '10000',
+    help: "how long a client may take to send a request's headers (ms); then 408 and the connection is closed",
+  },
+  requestTimeoutMs: {
+    env: 'BASIN_REQUEST_TIMEOUT_MS',
+    flag: '--request-timeout-ms',
+    default: '30000',
+    help: 'how long a client may take to send a whole request, body included (ms); then 408',
+  },
+  keepAliveTimeoutMs: {
+    env: 'BASIN_KEEP_ALIVE_TIMEOUT_MS',
+    flag: '--keep-alive-timeout-ms',
+    default: '72000',
+    help: 'how long an idle keep-alive connection stays open (ms)',
+  },
+  maxConnections: {
+    env: 'BASIN_MAX_CONNECTIONS',
+    flag: '--max-connections',
+    default: '1024',
+    help: 'connections the API keeps open at once; further ones are closed as they arrive',
   },
   reconcileIntervalMs: {
     env: 'BASIN_RECONCILE_INTERVAL_MS',
@@ -312,6 +350,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     bootstrapApiKey,
     logLevel: need('logLevel'),
     bodyLimitBytes: integer('bodyLimit', need('bodyLimit'), 1024, 100 * 1024 * 1024),
+    http: httpLimits(get),
     reconcileIntervalMs: integer(
       'reconcileIntervalMs',
       need('reconcileIntervalMs'),
@@ -338,6 +377,23 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
   };
+}
+
+function httpLimits(get: (k: Key) => string | undefined): HttpLimits {
+  const ms = (k: Key) => integer(k, get(k) as string, 100, 3_600_000);
+  const limits = {
+    headersTimeoutMs: ms('headersTimeoutMs'),
+    requestTimeoutMs: ms('requestTimeoutMs'),
+    keepAliveTimeoutMs: ms('keepAliveTimeoutMs'),
+    maxConnections: integer('maxConnections', get('maxConnections') as string, 1, 1_000_000),
+  };
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new ConfigError(
+      `${OPTIONS.headersTimeoutMs.env} (${limits.headersTimeoutMs}) must not be longer than ${OPTIONS.requestTimeoutMs.env} (${limits.requestTimeoutMs}).`,
+    );
+  }
+  return limits;
 }
 
 /** What locates the store: all the `basin` administration command needs. */
