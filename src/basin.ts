@@ -161,6 +161,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
         privateTmp: config.servicePrivateTmp,
         privateTmpMb: config.serviceTmpSizeMb,
         ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
+        restarts: config.restarts,
         log,
       });
   }

@@ -113,3 +113,19 @@ test("the API's timeouts and connection cap: defaults, flags, and headers no lon
     assert.throws(() => parseConfig([flag, '0'], {}), ConfigError, flag);
   }
 });
+
+test('restart backoff: 1 s doubling to 5 min, stable after 10 min; flags; the cap not below the base', () => {
+  assert.deepEqual(parseConfig([], {}).restarts, {
+    baseMs: 1_000,
+    capMs: 300_000,
+    stableMs: 600_000,
+  });
+  const c = parseConfig(['--restart-backoff-ms', '250', '--restart-backoff-max-ms=2000'], {
+    BASIN_RESTART_STABLE_MS: '8000',
+  });
+  assert.deepEqual(c.restarts, { baseMs: 250, capMs: 2_000, stableMs: 8_000 });
+  assert.throws(
+    () => parseConfig(['--restart-backoff-ms', '5000', '--restart-backoff-max-ms', '1000'], {}),
+    /BASIN_RESTART_BACKOFF_MAX_MS \(1000\) must not be shorter than BASIN_RESTART_BACKOFF_MS \(5000\)/,
+  );
+});

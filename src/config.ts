@@ -25,6 +25,8 @@ export interface Config {
   /** The HTTP server's bounds on its clients (app.ts). */
   http: HttpLimits;
   reconcileIntervalMs: number;
+  /** How a node that keeps dying is restarted (local driver: restarts.ts). */
+  restarts: { baseMs: number; capMs: number; stableMs: number };
   /** The uids of the services' OS users (local driver, as root): given upward, never twice. */
   serviceUidRange: { min: number; max: number };
   /** Private /tmp & co. per service: where the host allows it, required, or never. */
@@ -172,6 +174,24 @@ export const OPTIONS = {
     flag: '--reconcile-interval-ms',
     default: '5000',
     help: 'how often the engine compares stored state with the driver',
+  },
+  restartBackoffMs: {
+    env: 'BASIN_RESTART_BACKOFF_MS',
+    flag: '--restart-backoff-ms',
+    default: '1000',
+    help: 'a database node that died is restarted at once; one that dies again waits this long (ms), twice as long each further time',
+  },
+  restartBackoffMaxMs: {
+    env: 'BASIN_RESTART_BACKOFF_MAX_MS',
+    flag: '--restart-backoff-max-ms',
+    default: '300000',
+    help: 'the longest wait before restarting a database node that keeps dying (ms)',
+  },
+  restartStableMs: {
+    env: 'BASIN_RESTART_STABLE_MS',
+    flag: '--restart-stable-ms',
+    default: '600000',
+    help: 'a database node that ran this long (ms) before it died is restarted at once again',
   },
   serviceUidRange: {
     env: 'BASIN_SERVICE_UID_RANGE',
@@ -357,6 +377,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       100,
       3_600_000,
     ),
+    restarts: restartPolicy(need),
     serviceUidRange,
     servicePrivateTmp,
     serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
@@ -377,6 +398,20 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
   };
+}
+
+function restartPolicy(need: (k: Key) => string): Config['restarts'] {
+  const policy = {
+    baseMs: integer('restartBackoffMs', need('restartBackoffMs'), 10, 3_600_000),
+    capMs: integer('restartBackoffMaxMs', need('restartBackoffMaxMs'), 10, 86_400_000),
+    stableMs: integer('restartStableMs', need('restartStableMs'), 1_000, 86_400_000),
+  };
+  if (policy.capMs < policy.baseMs) {
+    throw new ConfigError(
+      `${OPTIONS.restartBackoffMaxMs.env} (${policy.capMs}) must not be shorter than ${OPTIONS.restartBackoffMs.env} (${policy.baseMs}).`,
+    );
+  }
+  return policy;
 }
 
 function httpLimits(get: (k: Key) => string | undefined): HttpLimits {

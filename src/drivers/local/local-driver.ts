@@ -70,6 +70,7 @@ import { OomWatch } from './oom-watch.js';
 import { processCounts } from './conf.js';
 import { ensureCa } from './tls.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
+import { DEFAULT_RESTARTS, type RestartPolicy } from './restarts.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -115,6 +116,8 @@ export interface LocalDriverOptions {
   log?: Logger;
   /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
   adminBounds?: Partial<AdminBounds>;
+  /** How nodes that keep dying are restarted (default DEFAULT_RESTARTS: restarts.ts). */
+  restarts?: Partial<RestartPolicy>;
 }
 
 /** What a ServiceNode needs from the driver; shared by all nodes. */
@@ -150,6 +153,8 @@ export interface DriverContext {
   cgroups: NodeCgroups;
   /** What the kernel's OOM killer is told of each process (oom-scores.ts). */
   oom: OomScores;
+  /** How soon a node that died on its own starts again (restarts.ts). */
+  restarts: RestartPolicy;
   log: Logger;
 }
 
@@ -281,6 +286,7 @@ export class LocalDriver implements Driver {
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
       adminOsUsers,
       adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
+      restarts: { ...DEFAULT_RESTARTS, ...this.options.restarts },
       log: this.log,
     };
     this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
