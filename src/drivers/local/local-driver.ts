@@ -45,6 +45,7 @@ import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServicePooler } from './pooler.js';
+import { PoolerWatch } from './pooler-watch.js';
 import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
@@ -187,6 +188,8 @@ export class LocalDriver implements Driver {
       for (const l of this.downListeners) l(id, event);
     },
   );
+  /** The poolers' failed logins, per client address (pooler-watch.ts). */
+  private readonly poolerWatch = new PoolerWatch(() => this.context());
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
@@ -299,6 +302,7 @@ export class LocalDriver implements Driver {
     this.sampler.start();
     this.watch.start();
     this.oomWatch.start();
+    this.poolerWatch.start();
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
@@ -334,6 +338,7 @@ export class LocalDriver implements Driver {
     this.sampler.stop();
     this.watch.stop();
     this.oomWatch.stop();
+    this.poolerWatch.stop();
   }
 
   watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {
