@@ -370,7 +370,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     bootstrapApiKey,
     logLevel: need('logLevel'),
     bodyLimitBytes: integer('bodyLimit', need('bodyLimit'), 1024, 100 * 1024 * 1024),
-    http: httpLimits(get),
+    http: httpLimits(need),
     reconcileIntervalMs: integer(
       'reconcileIntervalMs',
       need('reconcileIntervalMs'),
@@ -414,13 +414,13 @@ function restartPolicy(need: (k: Key) => string): Config['restarts'] {
   return policy;
 }
 
-function httpLimits(get: (k: Key) => string | undefined): HttpLimits {
-  const ms = (k: Key) => integer(k, get(k) as string, 100, 3_600_000);
+function httpLimits(need: (k: Key) => string): HttpLimits {
+  const ms = (k: Key) => integer(k, need(k), 100, 3_600_000);
   const limits = {
     headersTimeoutMs: ms('headersTimeoutMs'),
     requestTimeoutMs: ms('requestTimeoutMs'),
     keepAliveTimeoutMs: ms('keepAliveTimeoutMs'),
-    maxConnections: integer('maxConnections', get('maxConnections') as string, 1, 1_000_000),
+    maxConnections: integer('maxConnections', need('maxConnections'), 1, 1_000_000),
   };
   // Node refuses a server whose headers may take longer than the whole request.
   if (limits.headersTimeoutMs > limits.requestTimeoutMs) {

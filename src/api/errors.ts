@@ -120,7 +120,8 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     return;
   }
   // An answer already under way (a body that never ended after the route
-  // answered): nothing may be written into the middle of it.
+  // answered; `_httpMessage` is Node's own record of the socket's answer):
+  // nothing may be written into the middle of it.
   if ((socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
     socket.destroy();
     return;
