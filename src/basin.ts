@@ -103,6 +103,7 @@ async function assemble(
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
+    http: config.http,
     loggerInstance: logger,
     rateLimits: config.rateLimits,
     https: options.https ?? null,
@@ -160,6 +161,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
         privateTmp: config.servicePrivateTmp,
         privateTmpMb: config.serviceTmpSizeMb,
         ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
+        restarts: config.restarts,
         log,
       });
   }
