@@ -104,6 +104,7 @@ async function assemble(
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
+    http: config.http,
     loggerInstance: logger,
     rateLimits: config.rateLimits,
     https: options.https ?? null,
@@ -161,6 +162,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
         privateTmp: config.servicePrivateTmp,
         privateTmpMb: config.serviceTmpSizeMb,
         ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
+        restarts: config.restarts,
         serviceNetwork: config.serviceNetwork,
         log,
       });

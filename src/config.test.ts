@@ -111,3 +111,46 @@ test('service hostnames: off by default; on needs a DNS name as the public host'
     /BASIN_SERVICE_HOSTNAMES needs a DNS name as the public host \(BASIN_PUBLIC_HOST\), not the address 10\.0\.0\.5/,
   );
 });
+
+test("the API's timeouts and connection cap: defaults, flags, and headers no longer than the request", () => {
+  assert.deepEqual(parseConfig([], {}).http, {
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 72_000,
+    maxConnections: 1024,
+  });
+  const c = parseConfig(['--headers-timeout-ms', '2000', '--max-connections=10'], {
+    BASIN_REQUEST_TIMEOUT_MS: '5000',
+    BASIN_KEEP_ALIVE_TIMEOUT_MS: '1000',
+  });
+  assert.deepEqual(c.http, {
+    headersTimeoutMs: 2000,
+    requestTimeoutMs: 5000,
+    keepAliveTimeoutMs: 1000,
+    maxConnections: 10,
+  });
+  assert.throws(
+    () => parseConfig(['--headers-timeout-ms', '40000'], {}),
+    /BASIN_HEADERS_TIMEOUT_MS \(40000\) must not be longer than BASIN_REQUEST_TIMEOUT_MS \(30000\)/,
+  );
+  // 0 would mean "never" to Node: not a bound.
+  for (const flag of ['--keep-alive-timeout-ms', '--request-timeout-ms', '--max-connections']) {
+    assert.throws(() => parseConfig([flag, '0'], {}), ConfigError, flag);
+  }
+});
+
+test('restart backoff: 1 s doubling to 5 min, stable after 10 min; flags; the cap not below the base', () => {
+  assert.deepEqual(parseConfig([], {}).restarts, {
+    baseMs: 1_000,
+    capMs: 300_000,
+    stableMs: 600_000,
+  });
+  const c = parseConfig(['--restart-backoff-ms', '250', '--restart-backoff-max-ms=2000'], {
+    BASIN_RESTART_STABLE_MS: '8000',
+  });
+  assert.deepEqual(c.restarts, { baseMs: 250, capMs: 2_000, stableMs: 8_000 });
+  assert.throws(
+    () => parseConfig(['--restart-backoff-ms', '5000', '--restart-backoff-max-ms', '1000'], {}),
+    /BASIN_RESTART_BACKOFF_MAX_MS \(1000\) must not be shorter than BASIN_RESTART_BACKOFF_MS \(5000\)/,
+  );
+});

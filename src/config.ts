@@ -24,7 +24,11 @@ export interface Config {
   bootstrapApiKey: string | null;
   logLevel: string;
   bodyLimitBytes: number;
+  /** The HTTP server's bounds on its clients (app.ts). */
+  http: HttpLimits;
   reconcileIntervalMs: number;
+  /** How a node that keeps dying is restarted (local driver: restarts.ts). */
+  restarts: { baseMs: number; capMs: number; stableMs: number };
   /** The uids of the services' OS users (local driver, as root): given upward, never twice. */
   serviceUidRange: { min: number; max: number };
   /** Private /tmp & co. per service: where the host allows it, required, or never. */
@@ -53,6 +57,18 @@ export interface Config {
   pitrWindowMs: number;
   /** The administrator's address: the issuer of credentials made by `basin` (GET /v1/auth/info). */
   adminEmail: string;
+}
+
+/** How long the API waits for a client, and how many it serves at once (app.ts). */
+export interface HttpLimits {
+  /** A request's headers must have arrived within this (ms) of its first byte, or of the connection. */
+  headersTimeoutMs: number;
+  /** A whole request (headers and body) must have arrived within this (ms). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this (ms). */
+  keepAliveTimeoutMs: number;
+  /** Connections open at once; more are closed as they come. */
+  maxConnections: number;
 }
 
 interface Option {
@@ -135,11 +151,53 @@ export const OPTIONS = {
     default: '65536',
     help: 'largest accepted request body, in bytes',
   },
+  headersTimeoutMs: {
+    env: 'BASIN_HEADERS_TIMEOUT_MS',
+    flag: '--headers-timeout-ms',
+    default: '10000',
+    help: "how long a client may take to send a request's headers (ms); then 408 and the connection is closed",
+  },
+  requestTimeoutMs: {
+    env: 'BASIN_REQUEST_TIMEOUT_MS',
+    flag: '--request-timeout-ms',
+    default: '30000',
+    help: 'how long a client may take to send a whole request, body included (ms); then 408',
+  },
+  keepAliveTimeoutMs: {
+    env: 'BASIN_KEEP_ALIVE_TIMEOUT_MS',
+    flag: '--keep-alive-timeout-ms',
+    default: '72000',
+    help: 'how long an idle keep-alive connection stays open (ms)',
+  },
+  maxConnections: {
+    env: 'BASIN_MAX_CONNECTIONS',
+    flag: '--max-connections',
+    default: '1024',
+    help: 'connections the API keeps open at once; further ones are closed as they arrive',
+  },
   reconcileIntervalMs: {
     env: 'BASIN_RECONCILE_INTERVAL_MS',
     flag: '--reconcile-interval-ms',
     default: '5000',
     help: 'how often the engine compares stored state with the driver',
+  },
+  restartBackoffMs: {
+    env: 'BASIN_RESTART_BACKOFF_MS',
+    flag: '--restart-backoff-ms',
+    default: '1000',
+    help: 'a database node that died is restarted at once; one that dies again waits this long (ms), twice as long each further time',
+  },
+  restartBackoffMaxMs: {
+    env: 'BASIN_RESTART_BACKOFF_MAX_MS',
+    flag: '--restart-backoff-max-ms',
+    default: '300000',
+    help: 'the longest wait before restarting a database node that keeps dying (ms)',
+  },
+  restartStableMs: {
+    env: 'BASIN_RESTART_STABLE_MS',
+    flag: '--restart-stable-ms',
+    default: '600000',
+    help: 'a database node that ran this long (ms) before it died is restarted at once again',
   },
   serviceUidRange: {
     env: 'BASIN_SERVICE_UID_RANGE',
@@ -345,12 +403,14 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     bootstrapApiKey,
     logLevel: need('logLevel'),
     bodyLimitBytes: integer('bodyLimit', need('bodyLimit'), 1024, 100 * 1024 * 1024),
+    http: httpLimits(need),
     reconcileIntervalMs: integer(
       'reconcileIntervalMs',
       need('reconcileIntervalMs'),
       100,
       3_600_000,
     ),
+    restarts: restartPolicy(need),
     serviceUidRange,
     servicePrivateTmp,
     serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
@@ -373,6 +433,37 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
   };
+}
+
+function restartPolicy(need: (k: Key) => string): Config['restarts'] {
+  const policy = {
+    baseMs: integer('restartBackoffMs', need('restartBackoffMs'), 10, 3_600_000),
+    capMs: integer('restartBackoffMaxMs', need('restartBackoffMaxMs'), 10, 86_400_000),
+    stableMs: integer('restartStableMs', need('restartStableMs'), 1_000, 86_400_000),
+  };
+  if (policy.capMs < policy.baseMs) {
+    throw new ConfigError(
+      `${OPTIONS.restartBackoffMaxMs.env} (${policy.capMs}) must not be shorter than ${OPTIONS.restartBackoffMs.env} (${policy.baseMs}).`,
+    );
+  }
+  return policy;
+}
+
+function httpLimits(need: (k: Key) => string): HttpLimits {
+  const ms = (k: Key) => integer(k, need(k), 100, 3_600_000);
+  const limits = {
+    headersTimeoutMs: ms('headersTimeoutMs'),
+    requestTimeoutMs: ms('requestTimeoutMs'),
+    keepAliveTimeoutMs: ms('keepAliveTimeoutMs'),
+    maxConnections: integer('maxConnections', need('maxConnections'), 1, 1_000_000),
+  };
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new ConfigError(
+      `${OPTIONS.headersTimeoutMs.env} (${limits.headersTimeoutMs}) must not be longer than ${OPTIONS.requestTimeoutMs.env} (${limits.requestTimeoutMs}).`,
+    );
+  }
+  return limits;
 }
 
 /** What locates the store: all the `basin` administration command needs. */

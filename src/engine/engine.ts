@@ -285,7 +285,7 @@ export class Engine {
       this.log.info({ op: op.id, kind: op.kind, resource: op.resourceId }, 'operation done');
       return;
     }
-    const { note } = progress;
+    const { notes = [] } = progress;
     await this.deps.store.transaction(async (tx) => {
       const released = await tx.operations.release(op.id, this.worker, {
         now,
@@ -294,7 +294,7 @@ export class Engine {
         attempts: op.attempts,
       });
       // What the step did, in the resource's own logs (a failover's steps…).
-      if (released && note) await this.record(tx, op, note);
+      if (released) for (const note of notes) await this.record(tx, op, note);
     });
   }
 

@@ -170,7 +170,10 @@ test('basin service drives a service through its life over HTTP', async (t) => {
   const logs = await s.okJson(['service', 'logs', id, '--limit', '5']);
   assert.equal(logs.length, 5);
   for (const e of logs)
-    assert.deepEqual(Object.keys(e).sort(), ['message', 'severity', 'timestamp']);
+    assert.deepEqual(Object.keys(e).sort(), ['message', 'severity', 'source', 'timestamp']);
+  // The sim's lines are the database's; Basin wrote nothing about a service that never failed.
+  assert.ok(logs.every((e: { source: string }) => e.source === 'database'));
+  assert.deepEqual(await s.okJson(['service', 'logs', id, '--source', 'basin']), []);
   const errors = await s.okJson([
     'service',
     'logs',
@@ -217,6 +220,7 @@ test('basin service: bad usage is exit 2 with the usage of the command', async (
     [['service', 'get'], /Missing <service_id>/],
     [['service', 'get', 'a', '--', 'x'], /basin service get takes nothing after --/],
     [['service', 'logs', 'a', '--limit', 'many'], /--limit must be a whole number/],
+    [['service', 'logs', 'a', '--source', 'tenant'], /--source must be basin or database/],
     [['service', 'create', 'x', '--replicas', 'two'], /--replicas must be a whole number/],
     [['service', 'list', '--wait'], /basin service list takes no --wait/],
     [['service', 'frob'], /Unknown subcommand service frob/],

@@ -41,7 +41,7 @@ test(
     t.after(() => new Promise((resolve) => squatter.close(resolve)));
 
     const basinEntries = async () => {
-      const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin:`);
+      const res = await b.call('GET', `${b.servicePath(id)}/logs?source=basin`);
       assert.equal(res.status, 200, res.text);
       return res.body.entries as { severity: string; message: string }[];
     };

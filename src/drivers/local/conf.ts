@@ -147,6 +147,9 @@ export function processCounts(spec: Pick<ServiceSpec, 'size' | 'type'>): {
 
 export const hasTimescale = (type: ServiceType) => type === 'TIMESERIESDB';
 
+/** How long the server waits before it answers a failed login (auth_delay.milliseconds). */
+export const AUTH_DELAY_MS = 1000;
+
 /** The extensions a service gets in its `tsdb` database. */
 export function wantedExtensions(spec: Pick<ServiceSpec, 'type' | 'vector'>): string[] {
   const out: string[] = [];
@@ -218,7 +221,14 @@ export function postgresqlSettings(
     max_worker_processes: String(processCounts(spec).maxWorkerProcesses),
     // Storage is assumed to be SSD: random reads cost little more than sequential ones.
     random_page_cost: '1.1',
-    shared_preload_libraries: tsdb ? 'timescaledb' : '',
+    // auth_delay (contrib): a failed login is answered only after a second,
+    // so one connection guesses a password at most once a second (and all
+    // of max_connections, which a guesser would have to fill, at most that
+    // many a second). A person who mistypes loses a second. It hooks the
+    // authentication of the postmaster's children: preloaded, and a change
+    // of these libraries needs a restart (docs/decisions.md, Credentials).
+    shared_preload_libraries: tsdb ? 'timescaledb,auth_delay' : 'auth_delay',
+    'auth_delay.milliseconds': String(AUTH_DELAY_MS),
     // WAL archiving into the service's own pgBackRest repository, for PITR
     // and forks: archive-push queues each segment and a background
     // pgBackRest compresses and stores it, checksummed (pgbackrest.ts).

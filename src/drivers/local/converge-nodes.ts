@@ -16,7 +16,7 @@
 
 import { readdir } from 'node:fs/promises';
 import { nodeName, type NodeRole } from '../../domain/service-nodes.js';
-import { DONE, type Progress, wait } from '../../domain/progress.js';
+import { DONE, type Progress, sooner, wait } from '../../domain/progress.js';
 import type { ObservedNode, ServiceSpec, SpecNode } from '../driver.js';
 import type { DriverContext } from './local-driver.js';
 import { nodeExists, removeTrees } from './node-files.js';
@@ -119,10 +119,13 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
     standbys.map((s) => s.index),
   );
   const all = await replicationFor(ctx, spec, built);
-  let pending: Progress | undefined;
+  // Each standby takes its step, whatever the others do (one may back off
+  // its restarts while another is being built): called again when the
+  // soonest is due, with what each has to tell.
+  let pending: (Progress & { done: false }) | undefined;
   for (const s of standbys) {
     const step = await new ServiceNode(ctx, spec, s, all).converge();
-    if (!step.done && !pending) pending = step;
+    if (!step.done) pending = pending ? sooner(pending, step) : step;
   }
   if (pending) return pending;
   const after = await replicationFor(ctx, spec, await streamingStandbys(ctx, spec));

@@ -150,6 +150,8 @@ export class Layout {
     caFile: string;
     state: string;
     log: string;
+    /** Client addresses refused for their failed logins, and until when (pooler-guard.ts). */
+    blocked: string;
   } {
     const dir = join(this.instanceDir(id), 'pooler');
     return {
@@ -160,6 +162,7 @@ export class Layout {
       caFile: join(dir, 'ca.crt'),
       state: join(dir, 'pooler.json'),
       log: join(dir, 'pooler.log'),
+      blocked: join(dir, 'blocked.json'),
     };
   }
   /** While a fork is made: the part of its parent's repository it restores, and its configuration. */

@@ -45,6 +45,7 @@ import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServicePooler } from './pooler.js';
+import { PoolerWatch } from './pooler-watch.js';
 import { convergeNodes, namespacePorts, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
@@ -71,6 +72,7 @@ import { processCounts } from './conf.js';
 import { ensureCa } from './tls.js';
 import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
+import { DEFAULT_RESTARTS, type RestartPolicy } from './restarts.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -123,6 +125,8 @@ export interface LocalDriverOptions {
   log?: Logger;
   /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
   adminBounds?: Partial<AdminBounds>;
+  /** How nodes that keep dying are restarted (default DEFAULT_RESTARTS: restarts.ts). */
+  restarts?: Partial<RestartPolicy>;
 }
 
 /** What a ServiceNode needs from the driver; shared by all nodes. */
@@ -158,6 +162,8 @@ export interface DriverContext {
   cgroups: NodeCgroups;
   /** What the kernel's OOM killer is told of each process (oom-scores.ts). */
   oom: OomScores;
+  /** How soon a node that died on its own starts again (restarts.ts). */
+  restarts: RestartPolicy;
   /** Each service's and read replica set's network namespace, when they have them. */
   networks: ServiceNetworks;
   log: Logger;
@@ -192,6 +198,8 @@ export class LocalDriver implements Driver {
       for (const l of this.downListeners) l(id, event);
     },
   );
+  /** The poolers' failed logins, per client address (pooler-watch.ts). */
+  private readonly poolerWatch = new PoolerWatch(() => this.context());
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
@@ -299,6 +307,7 @@ export class LocalDriver implements Driver {
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
       adminOsUsers,
       adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
+      restarts: { ...DEFAULT_RESTARTS, ...this.options.restarts },
       log: this.log,
     };
     this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
@@ -311,6 +320,7 @@ export class LocalDriver implements Driver {
     this.sampler.start();
     this.watch.start();
     this.oomWatch.start();
+    this.poolerWatch.start();
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
@@ -347,6 +357,7 @@ export class LocalDriver implements Driver {
     this.sampler.stop();
     this.watch.stop();
     this.oomWatch.stop();
+    this.poolerWatch.stop();
   }
 
   watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {

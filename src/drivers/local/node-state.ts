@@ -63,6 +63,17 @@ export interface NodeState {
   rewind?: 'wanted' | 'running' | 'rebuild';
   /** The primary's timeline this node was last rewound onto: one still behind it afterwards is rebuilt. */
   rewoundFor?: number;
+  /**
+   * Since when (epoch ms) the server runs, as Basin first saw it accept
+   * connections; cleared when Basin stops it. Found not running while set,
+   * it died on its own (restarts.ts).
+   */
+  upSince?: number;
+  /**
+   * Its deaths in a row (none after it ran for the policy's stable time):
+   * how many, and when the restart after the last one is due (epoch ms).
+   */
+  restarts?: { count: number; dueAt: number };
 }
 
 export const hash = (...parts: string[]): string => {
@@ -91,6 +102,10 @@ export async function readNodeState(file: string): Promise<NodeState> {
         ? { rewind: raw.rewind }
         : {}),
       ...(typeof raw.rewoundFor === 'number' ? { rewoundFor: raw.rewoundFor } : {}),
+      ...(typeof raw.upSince === 'number' ? { upSince: raw.upSince } : {}),
+      ...(typeof raw.restarts?.count === 'number' && typeof raw.restarts.dueAt === 'number'
+        ? { restarts: { count: raw.restarts.count, dueAt: raw.restarts.dueAt } }
+        : {}),
     };
   } catch {
     // Missing or torn: everything is re-applied, which is always safe.

@@ -22,7 +22,7 @@
 // after the server, by the next step.
 
 import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, isIP } from 'node:net';
 import { setPriority } from 'node:os';
 import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
@@ -42,7 +42,10 @@ import {
   restartPart,
   type PoolerServer,
   type PoolSizes,
+  withBlocks,
 } from './pooler-conf.js';
+import type { Blocks } from './pooler-guard.js';
+import type { Layout } from './layout.js';
 import { isLive, procCmdline, signalAll } from './processes.js';
 import { portFree } from './port-free.js';
 import { spawnTenantDaemon } from './postmaster.js';
@@ -110,9 +113,8 @@ export class Pooler {
   }
 
   /** The pid of the running PgBouncer, if one runs. */
-  async pid(): Promise<number | undefined> {
-    const { pid } = await this.readState();
-    return pid !== undefined && (await this.isOurs(pid)) ? pid : undefined;
+  pid(): Promise<number | undefined> {
+    return runningPid(this.files);
   }
 
   /**
@@ -184,7 +186,7 @@ export class Pooler {
     }
     await mkdirIn(files.dir, 0o711);
     await this.trimLog();
-    const { ini, auth, hba } = this.configFiles();
+    const { ini, auth, hba } = this.configFiles(Object.keys(await readBlocks(files)));
     await writeRootFile(files.ini, ini, user);
     await writeRootFile(files.authFile, auth, user);
     await writeRootFile(files.hbaFile, hba, user);
@@ -244,7 +246,7 @@ export class Pooler {
     return DONE;
   }
 
-  private configFiles(): { ini: string; auth: string; hba: string } {
+  private configFiles(blocked: readonly string[]): { ini: string; auth: string; hba: string } {
     const { ctx, target } = this;
     try {
       return {
@@ -259,7 +261,7 @@ export class Pooler {
           ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
         ),
         auth: authFile(target.passwordVerifier),
-        hba: poolerHba(target, ctx.publicCidrs),
+        hba: poolerHba(target, ctx.publicCidrs, blocked),
       };
     } catch (err) {
       throw new DriverError(`Invalid pooler configuration: ${(err as Error).message}`, false);
@@ -336,16 +338,6 @@ export class Pooler {
     return wait(50, why);
   }
 
-  /** Whether `pid` is a live PgBouncer run with this pooler's pgbouncer.ini. */
-  private async isOurs(pid: number): Promise<boolean> {
-    if (!(await isLive(pid))) {
-      stopping.delete(pid);
-      return false;
-    }
-    const argv = await procCmdline(pid);
-    return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === this.files.ini;
-  }
-
   /** Whether PgBouncer accepts TCP connections on its port (in its namespace, where it has one). */
   private accepts(port: number): Promise<boolean> {
     const first = this.ctx.listenAddresses.split(',')[0]?.trim() ?? '*';
@@ -362,24 +354,100 @@ export class Pooler {
     });
   }
 
-  private async readState(): Promise<PoolerState> {
-    try {
-      const raw = JSON.parse(await readFile(this.files.state, 'utf8')) as PoolerState;
-      return {
-        ...(Number.isInteger(raw.pid) ? { pid: raw.pid } : {}),
-        ...(typeof raw.startedWith === 'string' ? { startedWith: raw.startedWith } : {}),
-        ...(typeof raw.loaded === 'string' ? { loaded: raw.loaded } : {}),
-      };
-    } catch {
-      return {};
-    }
+  private readState(): Promise<PoolerState> {
+    return readState(this.files);
   }
 
-  private async writeState(state: PoolerState): Promise<void> {
-    const tmp = `${this.files.state}.tmp`;
-    await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
-    await rename(tmp, this.files.state);
+  private writeState(state: PoolerState): Promise<void> {
+    return writeState(this.files, state);
   }
+}
+
+type PoolerFiles = ReturnType<Layout['pooler']>;
+
+/** The pid of the PgBouncer running with these files, if one runs. */
+async function runningPid(files: PoolerFiles): Promise<number | undefined> {
+  const { pid } = await readState(files);
+  return pid !== undefined && (await isOurs(files, pid)) ? pid : undefined;
+}
+
+/** Whether `pid` is a live PgBouncer run with this pooler's pgbouncer.ini. */
+async function isOurs(files: PoolerFiles, pid: number): Promise<boolean> {
+  if (!(await isLive(pid))) {
+    stopping.delete(pid);
+    return false;
+  }
+  const argv = await procCmdline(pid);
+  return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === files.ini;
+}
+
+async function readState(files: PoolerFiles): Promise<PoolerState> {
+  try {
+    const raw = JSON.parse(await readFile(files.state, 'utf8')) as PoolerState;
+    return {
+      ...(Number.isInteger(raw.pid) ? { pid: raw.pid } : {}),
+      ...(typeof raw.startedWith === 'string' ? { startedWith: raw.startedWith } : {}),
+      ...(typeof raw.loaded === 'string' ? { loaded: raw.loaded } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+async function writeState(files: PoolerFiles, state: PoolerState): Promise<void> {
+  const tmp = `${files.state}.tmp`;
+  await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
+  await rename(tmp, files.state);
+}
+
+/** The addresses a pooler refuses, and until when (root's blocked.json); expired ones are left out. */
+export async function readBlocks(files: PoolerFiles, now = Date.now()): Promise<Blocks> {
+  try {
+    const raw = JSON.parse(await readFile(files.blocked, 'utf8')) as unknown;
+    const out: Blocks = {};
+    if (raw && typeof raw === 'object') {
+      for (const [addr, until] of Object.entries(raw)) {
+        if (typeof until === 'number' && until > now && isIP(addr) !== 0) out[addr] = until;
+      }
+    }
+    return out;
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Makes the pooler of `id` refuse the addresses of `blocks` (and no
+ * others): blocked.json first, so a converge renders the same, then the
+ * `reject` lines of its hba file, leaving its other lines as the last
+ * converge wrote them, and a reload of the running PgBouncer. Called with
+ * the pooler's lock held (the id's: converges write the same files).
+ */
+export async function applyBlocks(ctx: DriverContext, id: string, blocks: Blocks): Promise<void> {
+  const files = ctx.layout.pooler(id);
+  if (!(await exists(files.dir))) return; // disabled or deleted meanwhile
+  const tmp = `${files.blocked}.tmp`;
+  await writeFile(tmp, JSON.stringify(blocks), { mode: 0o600 });
+  await rename(tmp, files.blocked);
+  let hba: string;
+  try {
+    hba = await readFile(files.hbaFile, 'utf8');
+  } catch {
+    return; // never converged: its first converge renders the blocks
+  }
+  const next = withBlocks(hba, Object.keys(blocks));
+  if (next === hba) return;
+  await writeRootFile(files.hbaFile, next, await ctx.users.ensure(id));
+  const pid = await runningPid(files);
+  if (pid === undefined) return;
+  signalAll([pid], 'SIGHUP');
+  // What it loaded now: the files on disk, as a converge hashes them.
+  const state = await readState(files);
+  const [ini, auth] = await Promise.all([
+    readFile(files.ini, 'utf8').catch(() => ''),
+    readFile(files.authFile, 'utf8').catch(() => ''),
+  ]);
+  await writeState(files, { ...state, loaded: hash(ini, auth, next) });
 }
 
 /**

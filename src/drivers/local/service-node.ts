@@ -55,6 +55,7 @@ import type { Bounds } from './cgroup-hierarchy.js';
 import { nodeBounds } from './node-bounds.js';
 import { nodeUnit } from './node-cgroups.js';
 import { postmasterOomEnv, protectedPrelude } from './oom-scores.js';
+import { holdRestart } from './restarts.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
 /**
@@ -195,6 +196,8 @@ export class ServiceNode {
     const starting = ctx.spawned.get(pgdata);
 
     if (!spec.running) {
+      // Stopped as asked: no death, and the next start (a user's) is at once.
+      await this.stoppingOnPurpose(state, true);
       if (pm.up) {
         const marking =
           !this.isStandby && pm.state === 'ready' && !ctx.stopper.stopping(pgdata, pm.pid)
@@ -217,6 +220,9 @@ export class ServiceNode {
     }
     const ready = pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
     if (!pm.up) {
+      // One that died on its own is restarted, later each time it keeps dying (restarts.ts).
+      const held = await holdRestart(ctx, ref, pgdata, state, () => this.save(state));
+      if (held) return held;
       // Archiving works from the server's first segment on: its stanza is there first.
       if (!this.isStandby) {
         await ctx.backups.ensureConfig(spec, user);
@@ -244,8 +250,16 @@ export class ServiceNode {
       if (mustRestart && !ctx.stopper.stopping(pgdata, pm.pid)) {
         ctx.log.info({ serviceId: spec.serviceId }, why);
       }
+      // Basin's own restart is no death; a server stopping on its own (a
+      // tenant's signal), which Basin only hurries, is one (restarts.ts).
+      if (mustRestart) await this.stoppingOnPurpose(state);
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
       return wait(ms, why);
+    }
+    // Running as it should: from now on, found not running it died (restarts.ts).
+    if (ready && state.upSince === undefined) {
+      state.upSince = Date.now();
+      await this.save(state);
     }
     // The recorded primary still a standby: a failover chose it (promoteNode).
     if (!this.isStandby && ready && (await isStandbyData(pgdata))) {
@@ -320,6 +334,7 @@ export class ServiceNode {
     const why = "moving PostgreSQL to the service's own OS user";
     const pm = await postmasterStatus(pgdata);
     if (pm.up) {
+      await this.stoppingOnPurpose();
       if (!ctx.stopper.stopping(pgdata, pm.pid)) ctx.log.info({ serviceId: spec.serviceId }, why);
       return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), why);
     }
@@ -525,6 +540,19 @@ export class ServiceNode {
       pgdata: this.pgdata,
       bounds: this.ctx.adminBounds,
     };
+  }
+
+  /**
+   * Basin is about to stop the server: it will not have died on its own
+   * (restarts.ts). With `forgetDeaths` (the service is stopped), its next
+   * start, a user's, is a first one again.
+   */
+  private async stoppingOnPurpose(state?: NodeState, forgetDeaths = false): Promise<void> {
+    const s = state ?? (await readNodeState(this.ctx.layout.stateFile(this.ref)));
+    if (s.upSince === undefined && !(forgetDeaths && s.restarts)) return;
+    delete s.upSince;
+    if (forgetDeaths) delete s.restarts;
+    await this.save(s);
   }
 
   private save(state: NodeState): Promise<void> {
