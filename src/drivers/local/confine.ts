@@ -174,21 +174,6 @@ export function helperCommand(
 }
 
 /**
- * How Basin runs a short program as a tenant's user where its server's
- * private /tmp does not matter (pg_basebackup, pg_rewind, `kill -1`): in
- * the user's network namespace, with no_new_privs; killed if Basin dies
- * when `diesWithBasin`.
- */
-export function userCommand(
-  user: OsUser,
-  file: string,
-  args: string[],
-  options: { diesWithBasin?: boolean } = {},
-): Command {
-  return tenantCommand(user, file, args, options);
-}
-
-/**
  * Whether this host gives servers private directories: tried once, at
  * start, by running the very script the servers run (with `true` as the
  * program). Without /proc's hidepid=invisible (Linux before 5.8) the rest

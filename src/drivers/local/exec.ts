@@ -83,14 +83,14 @@ export function asUser(
   args: string[],
   options: { diesWithBasin?: boolean } = {},
 ): Command {
-  // A helper Basin waits for (a backup, a restore) is killed when Basin dies
-  // (prctl PR_SET_PDEATHSIG, set after the uids change, so it holds): none
-  // is left behind, and the next attempt starts afresh. Never a postmaster's.
   if (user.netns !== undefined) {
     // Its network namespace is joined before anything else (confine.ts,
     // tenantCommand), which hands this function the user without it.
     throw new Error(`${file}: a tenant's program must be started through confine.ts`);
   }
+  // A helper Basin waits for (a backup, a restore) is killed when Basin dies
+  // (prctl PR_SET_PDEATHSIG, set after the uids change, so it holds): none
+  // is left behind, and the next attempt starts afresh. Never a postmaster's.
   const dies = options.diesWithBasin ? ['--pdeathsig', 'KILL'] : [];
   if (!isRoot()) return { file: 'setpriv', args: ['--no-new-privs', ...dies, '--', file, ...args] };
   const setpriv = [

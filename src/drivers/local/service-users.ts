@@ -23,7 +23,7 @@ import { chmod, link, readFile, rm, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
 import { DriverError } from '../driver.js';
-import { userCommand } from './confine.js';
+import { tenantCommand } from './confine.js';
 import { HostCheckError } from './errors.js';
 import { CommandError, onPath, run } from './exec.js';
 import type { Layout } from './layout.js';
@@ -262,7 +262,7 @@ export class ServiceUsers {
     // In its network namespace like every process of the user (none ever
     // runs in the host's): where that is gone already, root's SIGKILLs do.
     if (user.netns === undefined || existsSync(user.netns)) {
-      const kill = userCommand(user, 'kill', ['-s', 'KILL', '--', '-1']);
+      const kill = tenantCommand(user, 'kill', ['-s', 'KILL', '--', '-1']);
       await run(kill.file, kill.args, { timeoutMs: 10_000 }).catch(() => {});
     }
     return pids.length;

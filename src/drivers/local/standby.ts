@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { nodeName } from '../../domain/service-nodes.js';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { withAdmin } from './admin.js';
-import { userCommand } from './confine.js';
+import { tenantCommand } from './confine.js';
 import { CommandError, type Prelude, run } from './exec.js';
 import type { NodeRef } from './layout.js';
 import type { DriverContext } from './local-driver.js';
@@ -68,7 +68,7 @@ export async function buildStandby(
       pgdata: staging,
       via: replication.via,
     }).replace(/password='' ?/, '');
-    const basebackup = userCommand(
+    const basebackup = tenantCommand(
       user,
       join(ctx.pg.bin, 'pg_basebackup'),
       [
@@ -149,7 +149,7 @@ export async function rewindToStandby(
   await save();
   let rewound = false;
   try {
-    const rewind = userCommand(
+    const rewind = tenantCommand(
       user,
       join(ctx.pg.bin, 'pg_rewind'),
       ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],

@@ -135,7 +135,10 @@ test('a reserved host port: its namespace and the host only', () => {
     t,
     /set reserved_for \{ type ifname \. ipv4_addr \. ipv4_addr \. inet_service elements = \{ "bsn000000000001" \. 198\.18\.0\.1 \. 198\.18\.0\.0 \. 8432 \} \}/,
   );
-  assert.match(t, /ip daddr \. tcp dport @reserved jump reserved/);
+  assert.match(
+    t,
+    /chain input \{ type filter hook input priority 0; policy accept; ip daddr \. tcp dport @reserved jump reserved \}/,
+  );
   assert.match(
     t,
     /chain reserved \{ iif "lo" accept iifname \. ip saddr \. ip daddr \. tcp dport @reserved_for accept reject with tcp reset \}/,
@@ -163,6 +166,8 @@ test('a port two records claim goes to one of them; an empty installation still 
     namespaces: [],
   });
   assert.doesNotMatch(empty, /elements/);
+  // No reserved port: no input hook, which every packet the host receives would pass.
+  assert.doesNotMatch(empty, /hook input/);
   nftAccepts(empty);
 });
 

@@ -135,14 +135,20 @@ export function renderTable(spec: TableSpec): string {
       'oifname @veths ip saddr . ip daddr @snat_pairs masquerade',
       `ip saddr ${spec.block} oifname != ${basin} masquerade`,
     ]),
-    ...chain('input', 'type filter hook input priority 0; policy accept;', [
-      'ip daddr . tcp dport @reserved jump reserved',
-    ]),
-    ...chain('reserved', undefined, [
-      'iif "lo" accept',
-      'iifname . ip saddr . ip daddr . tcp dport @reserved_for accept',
-      'reject with tcp reset',
-    ]),
+    // Every packet the host receives would pass an input hook: only while
+    // some port is reserved.
+    ...(reserved.length === 0
+      ? []
+      : [
+          ...chain('input', 'type filter hook input priority 0; policy accept;', [
+            'ip daddr . tcp dport @reserved jump reserved',
+          ]),
+          ...chain('reserved', undefined, [
+            'iif "lo" accept',
+            'iifname . ip saddr . ip daddr . tcp dport @reserved_for accept',
+            'reject with tcp reset',
+          ]),
+        ]),
     ...chain('forward', 'type filter hook forward priority 0; policy accept;', [
       'oifname @veths ct state established,related accept',
       'oifname @veths ct status dnat accept',
