@@ -38,6 +38,13 @@
 //                 host is filtered.
 //   remove(id)    the namespace, its veth and its entries go (after its
 //                 last process: the delete of its service or set).
+//   enabled       false with --service-network off, or where the host
+//                 cannot (Basin not root, tools or kernel support missing):
+//                 then get() is undefined, every process runs in the host's
+//                 network, and a host-side server for a service has no
+//                 gateway to listen on (loopback is what there is).
+// `hostAddress` is on the host while the namespace exists: a server bound
+// to it is bound after ensure(id), and goes before remove(id).
 //
 // All of it is recorded per id (records.ts) and outlives Basin, like the
 // databases. Every change renders and loads the installation's whole table
@@ -254,10 +261,11 @@ export class ServiceNetworks {
   /** Removes the namespace of `id`, its veth and its entries; nothing when they are gone. */
   remove(id: string): Promise<void> {
     return this.serially(async () => {
-      await removeNamespace(
-        namespaceName(this.o.installation, id),
-        vethName(this.o.installation, id),
-      );
+      const name = namespaceName(this.o.installation, id);
+      // Off, there is one only if an earlier start made it.
+      if (this.block || (await isNamespace(namespacePath(name)))) {
+        await removeNamespace(name, vethName(this.o.installation, id));
+      }
       this.ready.delete(id);
       const had = this.records.delete(id);
       await removeRecord(this.o.layout, id);
