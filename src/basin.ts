@@ -99,6 +99,7 @@ async function assemble(
       ctx,
       present: {
         publicHost: config.publicHost,
+        serviceHostnames: config.serviceHostnames,
         volumeType: driver.name === 'sim' ? 'sim' : 'local',
       },
     },
@@ -162,6 +163,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
         privateTmpMb: config.serviceTmpSizeMb,
         ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
         restarts: config.restarts,
+        serviceNetwork: config.serviceNetwork,
         log,
       });
   }

@@ -87,6 +87,31 @@ test('sizes are whole milli-cores and gigabytes: clients read them as integers',
   );
 });
 
+test("the services' network: a block by default, another, or off; bad blocks say what to write", () => {
+  assert.equal(parseConfig([], {}).serviceNetwork, '198.18.0.0/15');
+  assert.equal(
+    parseConfig(['--service-network', '10.250.0.0/20'], {}).serviceNetwork,
+    '10.250.0.0/20',
+  );
+  assert.equal(parseConfig([], { BASIN_SERVICE_NETWORK: 'off' }).serviceNetwork, 'off');
+  assert.throws(
+    () => parseConfig(['--service-network', '198.18.0.1/15'], {}),
+    /BASIN_SERVICE_NETWORK: 198\.18\.0\.1\/15 has host bits set: did you mean 198\.18\.0\.0\/15\?, or off\./,
+  );
+  assert.throws(() => parseConfig(['--service-network', '127.0.0.0/16'], {}), ConfigError);
+  assert.throws(() => parseConfig(['--service-network', 'on'], {}), ConfigError);
+});
+
+test('service hostnames: off by default; on needs a DNS name as the public host', () => {
+  assert.equal(parseConfig([], {}).serviceHostnames, false);
+  const on = parseConfig(['--service-hostnames', 'on', '--public-host', 'db.example.com'], {});
+  assert.equal(on.serviceHostnames, true);
+  assert.throws(
+    () => parseConfig(['--public-host', '10.0.0.5'], { BASIN_SERVICE_HOSTNAMES: 'on' }),
+    /BASIN_SERVICE_HOSTNAMES needs a DNS name as the public host \(BASIN_PUBLIC_HOST\), not the address 10\.0\.0\.5/,
+  );
+});
+
 test("the API's timeouts and connection cap: defaults, flags, and headers no longer than the request", () => {
   assert.deepEqual(parseConfig([], {}).http, {
     headersTimeoutMs: 10_000,

@@ -2,10 +2,12 @@
 // defaults. Parsed once in main.ts and passed down; nothing reads process.env
 // anywhere else.
 
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { isEmail } from './domain/email.js';
 import { DEFAULT_SIZES } from './domain/sizes.js';
 import type { Size } from './domain/types.js';
+import { DEFAULT_SERVICE_NETWORK, parseBlock } from './drivers/local/network/addresses.js';
 
 export interface Config {
   host: string;
@@ -35,6 +37,10 @@ export interface Config {
   serviceTmpSizeMb: number;
   /** The memory every `shared` node shares, in MiB; null: a quarter of the host's (local driver). */
   sharedMemoryMb: number | null;
+  /** The IPv4 block of the services' network namespaces (local driver, as root), or 'off'. */
+  serviceNetwork: string;
+  /** Endpoints report `<id>.<public host>` (the installation has wildcard DNS for it). */
+  serviceHostnames: boolean;
   /** Operations the engine runs at once. */
   engineSlots: number;
   /** Of those, the most one project may hold. */
@@ -216,6 +222,18 @@ export const OPTIONS = {
     flag: '--shared-memory-mb',
     help: "memory all `shared` services' nodes share together, in MiB (default a quarter of the host's)",
   },
+  serviceNetwork: {
+    env: 'BASIN_SERVICE_NETWORK',
+    flag: '--service-network',
+    default: DEFAULT_SERVICE_NETWORK,
+    help: "IPv4 block for the services' network namespaces (two addresses each), or off: every service in the host's network",
+  },
+  serviceHostnames: {
+    env: 'BASIN_SERVICE_HOSTNAMES',
+    flag: '--service-hostnames',
+    default: 'off',
+    help: "on: endpoints report <service id>.<public host>, which only that service's certificate names (needs wildcard DNS for *.<public host>)",
+  },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',
     flag: '--engine-slots',
@@ -338,6 +356,21 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       `${OPTIONS.servicePrivateTmp.env} must be auto, on or off; got ${servicePrivateTmp}.`,
     );
   }
+  const serviceNetwork = need('serviceNetwork').trim();
+  if (serviceNetwork !== 'off') {
+    try {
+      parseBlock(serviceNetwork);
+    } catch (err) {
+      throw new ConfigError(`${OPTIONS.serviceNetwork.env}: ${(err as Error).message}, or off.`);
+    }
+  }
+  const serviceHostnames = onOff('serviceHostnames', need('serviceHostnames'));
+  const publicHost = need('publicHost');
+  if (serviceHostnames && isIP(publicHost) !== 0) {
+    throw new ConfigError(
+      `${OPTIONS.serviceHostnames.env} needs a DNS name as the public host (${OPTIONS.publicHost.env}), not the address ${publicHost}.`,
+    );
+  }
   const engineSlots = integer('engineSlots', need('engineSlots'), 1, 256);
   const projectSlots = get('engineProjectSlots');
   const engineProjectSlots =
@@ -364,7 +397,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     regions,
     defaultRegion,
     sizes: parseSizes(need('sizes')),
-    publicHost: need('publicHost'),
+    publicHost,
     portRange,
     simDelayMs: integer('simDelayMs', need('simDelayMs'), 0, 600_000),
     bootstrapApiKey,
@@ -385,6 +418,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       sharedMemory === undefined
         ? null
         : integer('sharedMemoryMb', sharedMemory, 256, 1024 * 1024 * 1024),
+    serviceNetwork,
+    serviceHostnames,
     engineSlots,
     engineProjectSlots,
     drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),

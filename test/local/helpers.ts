@@ -13,6 +13,7 @@ import type { ServiceType, Size } from '../../src/domain/types.js';
 import { removeLeftBackupCgroups } from '../../src/drivers/local/backup-cgroup.js';
 import { removeInstallationCgroups } from '../../src/drivers/local/cgroup-hierarchy.js';
 import { Layout } from '../../src/drivers/local/layout.js';
+import { removeInstallationNetwork } from '../../src/drivers/local/network/remove-installation.js';
 import { groupExists, type PasswdEntry } from '../../src/drivers/local/os-user.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
 import { installationUsers } from '../../src/drivers/local/service-users.js';
@@ -256,6 +257,8 @@ export async function cleanUpDataDir(dir: string): Promise<void> {
     // node-cgroups.ts), empty once their processes are gone.
     removeLeftBackupCgroups(new Layout(dir).backupsDir);
     if (tag !== undefined) removeInstallationCgroups(tag);
+    // Its network namespaces, veths and nftables table (network/).
+    if (tag !== undefined) removeInstallationNetwork(tag);
     try {
       removeDir(dir);
       break;

@@ -353,6 +353,39 @@ export const REPLICATION_ROLE = 'basin_replication';
 export const ADMIN_MAP = 'basin';
 
 /**
+ * Where a node's non-public clients come from: what pgHba admits beside
+ * the access rules.
+ */
+export interface HbaSources {
+  /**
+   * Behind a proxy (HAProxy's TCP mode, with no PROXY header) a node sees
+   * the proxy's address, as it sees a client on this host: admitted for
+   * every role but `postgres`, the proxy enforcing the access rules.
+   */
+  proxy: readonly string[];
+  /** Where the replication role streams and rewinds from. */
+  replication: readonly string[];
+}
+
+const LOOPBACK = ['127.0.0.1/32', '::1/128'];
+
+/** A node in the host's network: the proxy, the host's clients and the standbys come from loopback. */
+export const HOST_NETWORK: HbaSources = { proxy: LOOPBACK, replication: LOOPBACK };
+
+/**
+ * A node in a network namespace of its own (docs/decisions.md, Service
+ * networks): HAProxy and the host's clients arrive from the namespace's
+ * gateway (`hostAddress`, the host side of its veth: loopback clients are
+ * translated to it); the service's HA standbys stream over the
+ * namespace's own loopback, its read replica sets' nodes arrive from the
+ * gateway too (translated: nft-table.ts).
+ */
+export function namespaceSources(hostAddress: string): HbaSources {
+  const gateway = `${hostAddress}/32`;
+  return { proxy: [gateway], replication: [...LOOPBACK, gateway] };
+}
+
+/**
  * Host-based authentication, first match wins
  * (https://www.postgresql.org/docs/15/auth-pg-hba-conf.html):
  * - the `postgres` superuser only over the Unix socket, by peer (OS user)
@@ -368,7 +401,9 @@ export const ADMIN_MAP = 'basin';
  *   its client's SCRAM proof. The socket's directory is the service's user's
  *   alone, so nothing else gets there that could not already.
  * - with `replication` (a service with standbys), the replication role
- *   streams from loopback.
+ *   streams from `from.replication` (HbaSources).
+ * A node behind HAProxy (its port is not the endpoint's) admits
+ * `from.proxy` too.
  */
 export function pgHba(
   spec: Pick<ServiceSpec, 'allowedCidrs'> & {
@@ -379,13 +414,14 @@ export function pgHba(
   publicCidrs: readonly string[],
   locked = false,
   replication = false,
+  from: HbaSources = HOST_NETWORK,
 ) {
   const cidrs = locked ? [] : admittedCidrs(spec, publicCidrs);
   // A node behind HAProxy (its port is not the endpoint's) sees every
-  // client as loopback; the proxy enforces the access rules (haproxy.ts).
+  // client as the proxy; the proxy enforces the access rules (haproxy.ts).
   const proxied = spec.nodes?.some((n) => n.port !== spec.port) ?? false;
   if (proxied && !locked) {
-    for (const a of ['127.0.0.1/32', '::1/128']) if (!cidrs.includes(a)) cidrs.push(a);
+    for (const a of from.proxy) if (!cidrs.includes(a)) cidrs.push(a);
   }
   const any = ['0.0.0.0/0', '::/0'];
   const row = (...cols: string[]) => cols.map((c, i) => (i < 4 ? `${c.padEnd(13)} ` : c)).join('');
@@ -400,15 +436,16 @@ export function pgHba(
     ...any.map((a) => row('hostnossl', 'all', 'all', a, 'reject')),
     ...any.map((a) => row('hostssl', 'all', 'postgres', a, 'reject')),
     ...cidrs.map((c) => row('hostssl', 'all', 'all', c, 'scram-sha-256')),
-    // The service's standbys (when it has some) stream from loopback, over
-    // TLS, as Basin's replication role (replication.ts); `all` above never
-    // matches a replication connection.
-    ...(replication && !locked ? ['127.0.0.1/32', '::1/128'] : []).map((a) =>
+    // The service's standbys (when it has some) stream from loopback (or,
+    // a read replica set's, through the host), over TLS, as Basin's
+    // replication role (replication.ts); `all` above never matches a
+    // replication connection.
+    ...(replication && !locked ? from.replication : []).map((a) =>
       row('hostssl', 'replication', REPLICATION_ROLE, a, 'scram-sha-256'),
     ),
     // …and a read replica's pg_rewind reads the primary's files through
     // the `postgres` database, as the same role (standby.ts, rewindSource).
-    ...(replication && !locked ? ['127.0.0.1/32', '::1/128'] : []).map((a) =>
+    ...(replication && !locked ? from.replication : []).map((a) =>
       row('hostssl', 'postgres', REPLICATION_ROLE, a, 'scram-sha-256'),
     ),
     '',

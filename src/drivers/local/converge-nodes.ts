@@ -46,6 +46,20 @@ export function primaryNode(spec: ServiceSpec): SpecNode {
 
 const standbysOf = (spec: ServiceSpec) => spec.nodes.filter((n) => n.role === 'standby');
 
+/**
+ * The host ports that lead into the service's network namespace
+ * (network/): each node's own, the endpoint's when no HAProxy serves it
+ * (without HA replicas the primary listens on it), and the pooler's.
+ */
+export function namespacePorts(spec: ServiceSpec): number[] {
+  const proxied = spec.nodes.some((n) => n.port !== spec.port);
+  return [
+    ...spec.nodes.map((n) => n.port),
+    ...(proxied ? [] : [spec.port]),
+    ...(spec.pooler.port === null ? [] : [spec.pooler.port]),
+  ];
+}
+
 /** One step towards `spec` for every node of the service; see the order above. */
 export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Promise<Progress> {
   const primary = primaryNode(spec);
@@ -174,7 +188,12 @@ function routeEndpoint(ctx: DriverContext, spec: ServiceSpec): Promise<void> {
   return ctx.haproxy.ensureService(
     spec.serviceId,
     spec.port,
-    spec.nodes.map((n) => ({ index: n.index, port: n.port, enabled: n.role === 'primary' })),
+    spec.nodes.map((n) => ({
+      index: n.index,
+      host: ctx.networks.serverHost(spec.serviceId),
+      port: n.port,
+      enabled: n.role === 'primary',
+    })),
     admittedCidrs(spec, ctx.publicCidrs),
   );
 }

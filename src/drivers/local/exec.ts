@@ -29,6 +29,8 @@ export interface RunOptions {
   diesWithBasin?: boolean;
   /** What Basin, as root, does to the process before anything else: withPrelude. */
   prelude?: Prelude;
+  /** Written to the command's standard input (closed after it). */
+  input?: string;
 }
 
 export class CommandError extends Error {
@@ -81,6 +83,11 @@ export function asUser(
   args: string[],
   options: { diesWithBasin?: boolean } = {},
 ): Command {
+  if (user.netns !== undefined) {
+    // Its network namespace is joined before anything else (confine.ts,
+    // tenantCommand), which hands this function the user without it.
+    throw new Error(`${file}: a tenant's program must be started through confine.ts`);
+  }
   // A helper Basin waits for (a backup, a restore) is killed when Basin dies
   // (prctl PR_SET_PDEATHSIG, set after the uids change, so it holds): none
   // is left behind, and the next attempt starts afresh. Never a postmaster's.
@@ -171,6 +178,13 @@ export function onPath(tool: string): boolean {
 /** Runs `file args…` and resolves with its stdout; rejects with a CommandError carrying its output. */
 export function run(file: string, args: string[], options: RunOptions = {}): Promise<string> {
   const command = [file, ...args].join(' ');
+  if (options.as?.netns !== undefined) {
+    // Its network namespace must be joined first (confine.ts): refused
+    // here rather than run in the host's network.
+    return Promise.reject(
+      new Error(`${command}: a tenant's program must be started through confine.ts`),
+    );
+  }
   const dies = options.diesWithBasin === true;
   const bare = options.as
     ? asUser(options.as, file, args, { diesWithBasin: dies })
@@ -179,7 +193,7 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
       : { file, args };
   const exec = options.prelude ? withPrelude(options.prelude, bare) : bare;
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       exec.file,
       exec.args,
       {
@@ -208,6 +222,7 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
         }
       },
     );
+    if (options.input !== undefined) child.stdin?.end(options.input);
   });
 }
 

@@ -19,6 +19,9 @@
 // is gone, or for a pooler's and the helpers', whose service's or set's
 // instance directory is (Basin killed between a removal and its cgroups'),
 // go too, once empty: a cgroup that still holds processes stays.
+// The network namespaces and veths of services and sets whose instance
+// directory is gone are swept the same way, by ServiceNetworks.start
+// (network/service-networks.ts), before it checks the host's routes.
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';

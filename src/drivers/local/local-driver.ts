@@ -46,7 +46,7 @@ import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServicePooler } from './pooler.js';
 import { PoolerWatch } from './pooler-watch.js';
-import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
+import { convergeNodes, namespacePorts, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
 import {
@@ -70,6 +70,7 @@ import { type OomScores, protectedPrelude, startOomScores } from './oom-scores.j
 import { OomWatch } from './oom-watch.js';
 import { processCounts } from './conf.js';
 import { ensureCa } from './tls.js';
+import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
 import { DEFAULT_RESTARTS, type RestartPolicy } from './restarts.js';
 
@@ -114,6 +115,13 @@ export interface LocalDriverOptions {
    * (default a quarter of the host's: node-bounds.ts).
    */
   sharedMemoryMb?: number;
+  /**
+   * A network namespace per service and read replica set, with addresses
+   * from this IPv4 block (network/service-networks.ts), or 'off' (the
+   * default here, for tools and driver tests; Basin's configuration gives
+   * 198.18.0.0/15: --service-network).
+   */
+  serviceNetwork?: ServiceNetworkMode;
   log?: Logger;
   /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
   adminBounds?: Partial<AdminBounds>;
@@ -156,6 +164,8 @@ export interface DriverContext {
   oom: OomScores;
   /** How soon a node that died on its own starts again (restarts.ts). */
   restarts: RestartPolicy;
+  /** Each service's and read replica set's network namespace, when they have them. */
+  networks: ServiceNetworks;
   log: Logger;
 }
 
@@ -230,6 +240,12 @@ export class LocalDriver implements Driver {
     await ensureCa(layout);
     removeLeftBackupCgroups(layout.backupsDir);
     const installation = await ensureInstallation(layout);
+    const networks = await ServiceNetworks.start({
+      layout,
+      installation,
+      mode: this.options.serviceNetwork ?? 'off',
+      log: this.log,
+    });
     // Basin itself first: whether it can be protected says whether anything can.
     const oom = await startOomScores(this.log);
     const cgroups = await startNodeCgroups(
@@ -254,6 +270,7 @@ export class LocalDriver implements Driver {
       uidRange,
       allocateUid: this.options.allocateUid ?? memoryUidAllocator(uidRange),
       nproc,
+      ...(networks.enabled ? { networks } : {}),
       log: this.log,
     });
     const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
@@ -284,6 +301,7 @@ export class LocalDriver implements Driver {
       unresponsive: new Map(),
       cgroups,
       oom,
+      networks,
       publicHost: this.options.publicHost,
       listenAddresses: this.options.listenAddresses ?? '*',
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
@@ -327,6 +345,7 @@ export class LocalDriver implements Driver {
         cgroups: cgroups.describe(),
         oomScoreAdj: { protected: oom.protected ?? 'not possible', tenants: oom.tenant },
         serviceNproc: perService ? nproc : 'none',
+        serviceNetwork: networks.describe(),
         root: layout.root,
       },
       'local driver ready',
@@ -367,6 +386,11 @@ export class LocalDriver implements Driver {
     if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
+      // Its ports lead into its network namespace, whatever its state: no
+      // other tenant's process can ever take them (network/).
+      if (ctx.networks.enabled) {
+        await ctx.networks.forward(spec.serviceId, { ports: namespacePorts(spec) });
+      }
       // The pooler stops before its server and starts after it (pooler.ts);
       // it follows the recorded primary, so a failover re-points it here.
       const pooler = new ServicePooler(ctx, spec);
@@ -429,6 +453,8 @@ export class LocalDriver implements Driver {
       if (!(await ctx.cgroups.removeAll(serviceId))) {
         return wait(100, 'waiting for the processes of its cgroups to exit');
       }
+      // Its network namespace, veth and ports, after its last process.
+      await ctx.networks.remove(serviceId);
       for (const ref of refs) {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
@@ -481,7 +507,8 @@ export class LocalDriver implements Driver {
     // A server started by an older Basin, without no_new_privs or a private
     // /tmp: reported failed, so that the engine applies the spec, which
     // restarts it confined (service-node.ts).
-    if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
+    const inNetwork = (pid: number) => ctx.networks.holds(spec.serviceId, pid);
+    if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined, inNetwork))) {
       return 'failed';
     }
     // A bound is not its health: a node outside its cgroups is moved in,
@@ -531,6 +558,8 @@ export class LocalDriver implements Driver {
       const user = ctx.users.perService
         ? ctx.users.lookup(serviceId)
         : await ctx.users.ensure(serviceId);
+      // pgBackRest runs in the service's network namespace, as all of its user does.
+      if (user && ctx.networks.enabled) await ctx.networks.ensure(serviceId);
       if (user) await ctx.backups.expire(serviceId, user, oldestKept);
     });
   }
@@ -545,9 +574,16 @@ export class LocalDriver implements Driver {
     checkId(spec.serviceId);
     const ctx = this.context();
     return this.locks.run(spec.replicaSetId, async () => {
-      const pooler = new ReplicaSetPooler(ctx, spec);
+      // Its nodes' and pooler's ports lead into its namespace; its
+      // connections to its service's arrive there from that one's gateway.
+      if (ctx.networks.enabled) {
+        await ctx.networks.forward(spec.replicaSetId, {
+          ports: [...spec.nodePorts, ...(spec.pooler.port === null ? [] : [spec.pooler.port])],
+          streamsFrom: spec.serviceId,
+        });
+      }
       if (!spec.pooler.enabled) {
-        const stopping = await pooler.stop(true);
+        const stopping = await new ReplicaSetPooler(ctx, spec).stop(true);
         if (!stopping.done) return stopping;
       }
       const progress = await convergeReplicaSet(ctx, spec);
@@ -558,7 +594,7 @@ export class LocalDriver implements Driver {
         pid: pm.up ? pm.pid : undefined,
       });
       if (!progress.done || !spec.pooler.enabled) return progress;
-      return pooler.converge(await ctx.users.ensure(spec.replicaSetId));
+      return new ReplicaSetPooler(ctx, spec).converge(await ctx.users.ensure(spec.replicaSetId));
     });
   }
 

@@ -47,7 +47,7 @@ import {
 import type { Blocks } from './pooler-guard.js';
 import type { Layout } from './layout.js';
 import { isLive, procCmdline, signalAll } from './processes.js';
-import { portIsFree } from './port-free.js';
+import { portFree } from './port-free.js';
 import { spawnTenantDaemon } from './postmaster.js';
 import { readSmallFile } from './safe-fs.js';
 import type { Unit } from './cgroup-hierarchy.js';
@@ -258,7 +258,7 @@ export class Pooler {
             certFile: join(target.certPgdata, 'server.crt'),
             keyFile: join(target.certPgdata, 'server.key'),
           },
-          ctx.listenAddresses,
+          ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
         ),
         auth: authFile(target.passwordVerifier),
         hba: poolerHba(target, ctx.publicCidrs, blocked),
@@ -298,7 +298,7 @@ export class Pooler {
       );
     }
     const port = target.port as number;
-    if (!(await portIsFree(port))) {
+    if (!(await portFree(ctx.networks, target.id, port))) {
       throw new DriverError(
         `Port ${port} of the connection pooler is in use by another process.`,
         true,
@@ -338,11 +338,12 @@ export class Pooler {
     return wait(50, why);
   }
 
-  /** Whether PgBouncer accepts TCP connections on its port. */
+  /** Whether PgBouncer accepts TCP connections on its port (in its namespace, where it has one). */
   private accepts(port: number): Promise<boolean> {
     const first = this.ctx.listenAddresses.split(',')[0]?.trim() ?? '*';
     const host =
-      first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first;
+      this.ctx.networks.get(this.target.id)?.address ??
+      (first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first);
     return new Promise((resolve) => {
       const socket = connect({ host, port });
       socket.once('connect', () => {

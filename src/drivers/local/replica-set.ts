@@ -32,7 +32,7 @@ import { nodeIndices, primaryNode } from './converge-nodes.js';
 import type { DriverContext } from './local-driver.js';
 import { mkdirIn, nodeExists, writeRootFile } from './node-files.js';
 import { postmasterStatus } from './postmaster.js';
-import { poolerSourceCidr } from './replica-set-pooler.js';
+import { hostSideOf, poolerSourceCidr } from './replica-set-pooler.js';
 import { ensureSlots, replicationSecret } from './replication.js';
 import { readNodeState } from './node-state.js';
 import { ServiceNode, type NodeReplication } from './service-node.js';
@@ -134,6 +134,8 @@ export async function convergeReplicaSet(
     primary: { index: primaryNode(spec.primary).index, role: 'primary', port: spec.primary.port },
     primaryAdmin: primary,
     separateUser: true,
+    // From the set's own namespace, through the host (network/).
+    via: hostSideOf(ctx, id),
     secret,
     synchronousStandbys: '',
     nameOf: names,
@@ -147,11 +149,16 @@ export async function convergeReplicaSet(
   await ctx.haproxy.ensureService(
     id,
     spec.port,
-    nodes.nodes.map((n: SpecNode) => ({ index: n.index, port: n.port, enabled: true })),
+    nodes.nodes.map((n: SpecNode) => ({
+      index: n.index,
+      host: ctx.networks.serverHost(id),
+      port: n.port,
+      enabled: true,
+    })),
     [
       ...admittedCidrs(nodes, ctx.publicCidrs),
       // The set's pooler is a client of the endpoint (replica-set-pooler.ts).
-      ...(spec.pooler.enabled ? [poolerSourceCidr(ctx.listenAddresses)] : []),
+      ...(spec.pooler.enabled ? [poolerSourceCidr(ctx, id)] : []),
     ],
     'leastconn',
   );

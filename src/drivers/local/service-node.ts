@@ -12,7 +12,6 @@
 //   4. a fork, once recovered, is opened (fork-open.ts);
 //   5. tsdbadmin's password and the type's extensions are applied.
 
-import { createServer } from 'node:net';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
@@ -51,6 +50,7 @@ import { readSmallFile } from './safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
 import { buildStandby, dropInterruptedRewind, isStandbyData } from './standby.js';
 import { checkFollows, rewindStandby } from './follow.js';
+import { portFree } from './port-free.js';
 import type { Bounds } from './cgroup-hierarchy.js';
 import { nodeBounds } from './node-bounds.js';
 import { nodeUnit } from './node-cgroups.js';
@@ -86,6 +86,12 @@ export interface NodeReplication {
    * role over loopback TLS (standby.ts, rewindSource).
    */
   separateUser?: boolean;
+  /**
+   * Where such a node reaches its service from its own network namespace:
+   * an address of the host (docs/decisions.md, Service networks);
+   * undefined: loopback, in the service's own namespace or the host's.
+   */
+  via?: string | undefined;
   secret: string;
   synchronousStandbys: string;
   /** A standby's application_name and slot (default nodeName: `node<i>`). */
@@ -176,7 +182,7 @@ export class ServiceNode {
       ? await ctx.cgroups.ensure(nodeUnit(ref), this.bounds(state), spec.size.shared)
       : undefined;
     await writeNodeConfig(pgdata, files, user);
-    const hosts = certHosts(ctx.publicHost);
+    const hosts = certHosts(ctx.publicHost, spec.serviceId);
     // PostgreSQL reads server.crt, then server.key, while it starts: a pair
     // replaced in between would not match. A server that is starting gets its
     // new certificate at a later apply (with a reload), never meanwhile.
@@ -231,11 +237,13 @@ export class ServiceNode {
         'moved PostgreSQL into its cgroups',
       );
     }
-    // A server an older Basin started runs without no_new_privs or a
-    // private /tmp: restarted once, confined (confine.ts).
-    const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined));
+    // A server an older Basin started runs without no_new_privs, a
+    // private /tmp or its network namespace: restarted once, confined
+    // (confine.ts).
+    const inNetwork = (pid: number) => ctx.networks.holds(spec.serviceId, pid);
+    const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined, inNetwork));
     const why = unconfined
-      ? 'restarting PostgreSQL to confine it (no_new_privs, private /tmp)'
+      ? 'restarting PostgreSQL to confine it (no_new_privs, private /tmp, its network namespace)'
       : 'restarting PostgreSQL to apply new settings';
     const mustRestart = state.startedWith !== restartHash || unconfined;
     if (mustRestart || pm.state === 'stopping' || ctx.stopper.stopping(pgdata, pm.pid)) {
@@ -407,8 +415,13 @@ export class ServiceNode {
       return wait(100, "stopping the processes of the service's OS user");
     }
     // PostgreSQL starts as long as it can bind one address, so a port taken
-    // on IPv4 alone would leave a server clients cannot reach: check first.
-    if (ctx.listenAddresses !== '' && !(await portIsFree(this.node.port))) {
+    // on IPv4 alone would leave a server clients cannot reach: check first
+    // (in its network namespace, where only the service's own processes
+    // can hold it).
+    if (
+      ctx.listenAddresses !== '' &&
+      !(await portFree(ctx.networks, spec.serviceId, this.node.port))
+    ) {
       throw new DriverError(`Port ${this.node.port} is in use by another process.`, true);
     }
     const proc = await spawnPostmaster({
@@ -466,7 +479,7 @@ export class ServiceNode {
         forkSourceConf: ctx.layout.forkSource(ref.id).conf,
       },
       {
-        listenAddresses: ctx.listenAddresses,
+        listenAddresses: ctx.networks.listenAddresses(spec.serviceId, ctx.listenAddresses),
         publicCidrs: ctx.publicCidrs,
         hostMemoryMb: Math.floor(totalmem() / 1024 / 1024),
       },
@@ -485,6 +498,7 @@ export class ServiceNode {
                   secret: standby.secret,
                   name: (standby.nameOf ?? nodeName)(node.index),
                   pgdata: this.pgdata,
+                  via: standby.via,
                 }),
                 slot: (standby.nameOf ?? nodeName)(node.index),
               },
@@ -505,7 +519,13 @@ export class ServiceNode {
       return {
         conf: renderConf(this.settings(state)),
         // A fork admits nobody but Basin until it is open (fork-open.ts).
-        hba: pgHba(this.spec, this.ctx.publicCidrs, state.fork === 'recovering', true),
+        hba: pgHba(
+          this.spec,
+          this.ctx.publicCidrs,
+          state.fork === 'recovering',
+          true,
+          this.ctx.networks.hbaSources(this.spec.serviceId),
+        ),
         ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {
@@ -547,13 +567,4 @@ function raiseTo(settings: Settings, floor: Settings): Settings {
     if (Number(v) > Number(out[k] ?? 0)) out[k] = v;
   }
   return out;
-}
-
-/** Whether nothing listens on `port` on any IPv4 address. */
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen({ port, host: '0.0.0.0', exclusive: true }, () => srv.close(() => resolve(true)));
-  });
 }

@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { nodeName } from '../../domain/service-nodes.js';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { withAdmin } from './admin.js';
+import { tenantCommand } from './confine.js';
 import { CommandError, type Prelude, run } from './exec.js';
 import type { NodeRef } from './layout.js';
 import type { DriverContext } from './local-driver.js';
@@ -65,8 +66,10 @@ export async function buildStandby(
       secret: '',
       name,
       pgdata: staging,
+      via: replication.via,
     }).replace(/password='' ?/, '');
-    await run(
+    const basebackup = tenantCommand(
+      user,
       join(ctx.pg.bin, 'pg_basebackup'),
       [
         '-D',
@@ -81,13 +84,10 @@ export async function buildStandby(
         'fast',
         '--no-password',
       ],
-      {
-        as: user,
-        timeoutMs: 3_600_000,
-        diesWithBasin: true,
-        prelude: await helperPrelude(ctx, spec.serviceId),
-      },
+      { diesWithBasin: true },
     );
+    const prelude = await helperPrelude(ctx, spec.serviceId);
+    await run(basebackup.file, basebackup.args, { timeoutMs: 3_600_000, prelude });
     await finishStandbyData(ctx, target, user);
     await removeTrees([layout.pgdata(ref)]);
     await rename(target, layout.pgdata(ref));
@@ -149,11 +149,13 @@ export async function rewindToStandby(
   await save();
   let rewound = false;
   try {
-    await run(
+    const rewind = tenantCommand(
+      user,
       join(ctx.pg.bin, 'pg_rewind'),
       ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],
-      { as: user, timeoutMs: 3_600_000, diesWithBasin: true, prelude },
+      { diesWithBasin: true },
     );
+    await run(rewind.file, rewind.args, { timeoutMs: 3_600_000, prelude });
     await finishStandbyData(ctx, pgdata, user);
     rewound = true;
     ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'rewound onto the primary');
@@ -205,6 +207,7 @@ async function rewindSource(
     secret: '',
     name: (replication.nameOf ?? nodeName)(node.index),
     pgdata: staging,
+    via: replication.via,
   }).replace(/password='' ?/, '');
   return `${conninfo} dbname=postgres passfile='${pass}'`;
 }
