@@ -352,12 +352,17 @@ export class LocalDriver implements Driver {
     );
   }
 
-  /** Stops sampling. Databases keep running: they outlive the API server, and the next start adopts them. */
+  /**
+   * Stops sampling. Databases keep running: they outlive the API server, and
+   * the next start adopts them; with none left, the installation's network
+   * table goes (network/service-networks.ts).
+   */
   async close(): Promise<void> {
     this.sampler.stop();
     this.watch.stop();
     this.oomWatch.stop();
     this.poolerWatch.stop();
+    await this.ctx?.networks.closeIfUnused();
   }
 
   watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {

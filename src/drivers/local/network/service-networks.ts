@@ -78,6 +78,7 @@ import { describeEntry, hostConflicts } from './host-routes.js';
 import { ensureNamespace, hostVeths, isNamespace, removeNamespace } from './namespace.js';
 import { dropTable, renderTable, tableName } from './nft-table.js';
 import { type NetworkRecord, portList, readRecords, removeRecord, writeRecord } from './records.js';
+import { removeInstallationNetwork } from './remove-installation.js';
 
 /** --service-network: a block (e.g. 198.18.0.0/15), or off. */
 export type ServiceNetworkMode = string;
@@ -263,6 +264,22 @@ export class ServiceNetworks {
       const had = this.records.delete(id);
       await removeRecord(this.o.layout, id);
       if (had && this.block) await this.apply();
+    });
+  }
+
+  /**
+   * At shutdown: an installation that holds no namespace any more takes its
+   * table away, and forwarding goes back off if Basin turned it on and no
+   * other installation's table is left, so that a host where a Basin ran
+   * with no service left is as it was before (the next start loads the
+   * table again). With namespaces left, everything stays: their servers
+   * outlive Basin, and their clients need the table.
+   */
+  closeIfUnused(): Promise<void> {
+    return this.serially(async () => {
+      if (!this.block || this.records.size > 0) return;
+      removeInstallationNetwork(this.o.installation);
+      this.applied = undefined;
     });
   }
 
