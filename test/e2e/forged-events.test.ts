@@ -97,18 +97,26 @@ test(
         `${f}: ${JSON.stringify(forged)}`,
       );
     }
-    const real = found.filter((e) => e.source === 'basin');
-    assert.equal(real.length, 1, JSON.stringify(real));
-    assert.match(
-      real[0]!.message,
-      /^basin: node0 stopped on its own \(killed by SIGKILL\) after running .*; restarting it$/,
-    );
+    // Basin's own entry about the restart (a backup it was taking when the
+    // postmaster died may add one of its own: that one is Basin's too).
+    const restart =
+      /^basin: node0 stopped on its own \(killed by SIGKILL\) after running .*; restarting it$/;
+    const real = found.filter((e) => e.source === 'basin' && restart.test(e.message));
+    assert.equal(real.length, 1, JSON.stringify(found.filter((e) => e.source === 'basin')));
 
     // Basin's entries alone: the real one, none of the forged.
     const ours = await entries(api, id, 'source=basin');
-    assert.deepEqual(ours, real);
+    assert.ok(
+      ours.every((e) => e.source === 'basin'),
+      JSON.stringify(ours),
+    );
+    assert.ok(ours.some((e) => e.message === real[0]!.message));
+    assert.ok(!ours.some((e) => (FORGED as readonly string[]).includes(e.message)));
     const oursSearched = await entries(api, id, 'source=basin&search=provisioning');
-    assert.deepEqual(oursSearched, [], 'no provisioning failure of Basin: the forged one is not');
+    assert.ok(
+      !oursSearched.some((e) => e.message === FORGED[0]),
+      "the forged provisioning failure is not one of Basin's",
+    );
 
     // The database's alone: the forged lines, never Basin's entry.
     const theirs = await entries(api, id, 'source=database&search=basin');
