@@ -28,8 +28,12 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { removeLeftBackupCgroups } from '../src/drivers/local/backup-cgroup.js';
-import { removeInstallationCgroups } from '../src/drivers/local/cpu-hierarchy.js';
+import { removeInstallationCgroups } from '../src/drivers/local/cgroup-hierarchy.js';
 import { Layout } from '../src/drivers/local/layout.js';
+import {
+  removeInstallationNetwork,
+  removeNetworksIn,
+} from '../src/drivers/local/network/remove-installation.js';
 import { groupExists, readPasswd, type PasswdEntry } from '../src/drivers/local/os-user.js';
 import { installationUsers } from '../src/drivers/local/service-users.js';
 import { BasinProcess } from './basin-process.js';
@@ -173,6 +177,7 @@ async function cleanUp(root: string, graceMs: number, block = false): Promise<vo
   }
   removeLeftBackupCgroups(new Layout(root).backupsDir);
   if (tag !== undefined) removeInstallationCgroups(tag);
+  if (tag !== undefined) removeInstallationNetwork(tag);
   rmSync(root, { recursive: true, force: true });
   deleteUsers(users);
   roots.delete(root);
@@ -260,6 +265,8 @@ export class LocalBasin {
     // A block of database ports of its own: above Basin's default range
     // (16000-16999) and below the tests' blocks (20000 + n * 100).
     const start = 17000 + (process.pid % 30) * 100;
+    const block = `198.19.${200 + (process.pid % 30)}.0/24`;
+    removeNetworksIn(block); // what a killed run with this pid's block left
     const basin = await BasinProcess.start({
       flags: [
         '--driver',
@@ -268,6 +275,9 @@ export class LocalBasin {
         dataDir,
         '--port-range',
         `${start}-${start + 99}`,
+        // Its services' addresses: a block of its own, beside the tests' (basin-process.ts).
+        '--service-network',
+        block,
         '--reconcile-interval-ms',
         '1000',
         ...flags,

@@ -3,7 +3,7 @@
 // pgbench -S (select-only, CPU-bound) with READ_CLIENTS clients each way.
 // Target: at least 1.6x, which shows that the spreading works where each
 // node has CPUs of its own. Each node is held to its size by its CPU
-// cgroup (cpu-budgets.ts), as a managed cloud's node is held to its
+// cgroup (node-cgroups.ts), as a managed cloud's node is held to its
 // machine's CPUs, while pgbench and HAProxy, as a cloud's clients and
 // proxy would, run beside the budgets. On this 2-core host they must fit
 // in what the two nodes' budgets leave: through the endpoint pgbench took
@@ -35,7 +35,7 @@ import {
   type CpuHierarchy,
   detectCpuHierarchy,
   nodeCgroupName,
-} from '../src/drivers/local/cpu-hierarchy.js';
+} from '../src/drivers/local/cgroup-hierarchy.js';
 import type { Layout } from '../src/drivers/local/layout.js';
 import { DEFAULT_SIZES } from '../src/domain/sizes.js';
 import type { LocalBasin } from './local-basin.js';

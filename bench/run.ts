@@ -24,6 +24,7 @@ import { forkPitr } from './fork-pitr.js';
 import { localCreate } from './local-create.js';
 import { localFailover } from './local-failover.js';
 import { localIdleMemory } from './local-idle-memory.js';
+import { localNetns } from './local-netns.js';
 import { localPooler } from './local-pooler.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
@@ -53,6 +54,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'local-create', run: localCreate },
   { name: 'local-idle-memory', run: localIdleMemory },
   { name: 'local-pooler', run: localPooler },
+  { name: 'local-netns', run: localNetns },
   { name: 'fork-now', run: forkNow },
   { name: 'fork-pitr', run: forkPitr },
   { name: 'backup-write', run: backupWrite },

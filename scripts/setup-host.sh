@@ -41,10 +41,13 @@ SOURCE_SUITE=trixie
 # Basin runs it with a configuration of its own per service, never the
 # package's /etc/pgbackrest.conf. haproxy (bookworm: 2.6) is the stable
 # endpoint of services with HA replicas; Basin runs one per installation with
-# its own configuration, never the package's service.
+# its own configuration, never the package's service. iproute2 (ip, ss) and
+# nftables give each service a network namespace of its own, its ports
+# translated into it (docs/security.md, A network of its own); util-linux
+# (nsenter, unshare, setpriv) is essential, listed anyway.
 RUNTIME_PKGS=(
   "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl haproxy
-  python3 make g++ passwd procps
+  python3 make g++ passwd procps iproute2 nftables util-linux
 )
 # Only needed while building the extensions. postgresql-server-dev-all
 # provides pg_buildext and the dh "pgxs"/"pgxs_loop" sequences the trixie

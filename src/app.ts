@@ -26,10 +26,13 @@ import { cachedSerializers, type RouteSerializers } from './api/serializers.js';
 import type { Principal } from './commands/context.js';
 import { currentUsage } from './commands/usage.js';
 import type { ReadView } from './store/store.js';
+import type { HttpLimits } from './config.js';
 
 export interface AppOptions {
   deps: Omit<RouteDeps, 'presented'>;
   bodyLimitBytes: number;
+  /** Timeouts and the connection cap (config.ts); Node's and Fastify's defaults otherwise. */
+  http?: HttpLimits | undefined;
   /** Basin's logger: the access log and Fastify's own lines; nothing is logged without one. */
   loggerInstance?: PinoLogger | undefined;
   rateLimits: RateLimits;
@@ -49,6 +52,7 @@ export async function buildApp({
   rateLimits,
   https = null,
   fastLane = true,
+  http,
 }: AppOptions): Promise<FastifyInstance> {
   const accessLog = loggerInstance ? new AccessLog(loggerInstance) : undefined;
   const nextRequestId = requestIds();
@@ -69,9 +73,19 @@ export async function buildApp({
       compilersFactory: { buildSerializer: cachedSerializers(serializers) },
     },
     // Strict types: a number where the spec says string is a 400, not coerced.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
-    ...(https ? { https } : {}),
+    // `x-basin-extension` marks in the OpenAPI document what Basin adds to the spec.
+    ajv: {
+      customOptions: {
+        coerceTypes: false,
+        removeAdditional: false,
+        allErrors: false,
+        keywords: ['x-basin-extension'],
+      },
+    },
+    ...serverTimeouts(http, https),
   } as FastifyServerOptions) as unknown as FastifyInstance;
+  // Node closes a connection beyond this at once, before a byte is read.
+  if (http) (app.server as Server).maxConnections = http.maxConnections;
 
   const routeDeps: RouteDeps = {
     ...deps,
@@ -136,6 +150,34 @@ export async function buildApp({
     { prefix: '/v1' },
   );
   return app;
+}
+
+/**
+ * The server's bounds on its clients (docs/decisions.md, Requests): Fastify
+ * sets keep-alive and the whole request's timeout on the server it makes;
+ * the headers' timeout and how often Node looks for expired connections
+ * (every 30 s by default, which would let a 10 s bound run to 40 s) can only
+ * be given when the server is made, through the options Fastify hands to
+ * http(s).createServer.
+ */
+function serverTimeouts(
+  http: HttpLimits | undefined,
+  https: { cert: string; key: string } | null,
+): Record<string, unknown> {
+  if (!http) return https ? { https } : {};
+  const server = {
+    headersTimeout: http.headersTimeoutMs,
+    requestTimeout: http.requestTimeoutMs,
+    connectionsCheckingInterval: Math.max(
+      100,
+      Math.min(1000, Math.floor(http.headersTimeoutMs / 4)),
+    ),
+  };
+  return {
+    keepAliveTimeout: http.keepAliveTimeoutMs,
+    requestTimeout: http.requestTimeoutMs,
+    ...(https ? { https: { ...https, ...server } } : { http: server }),
+  };
 }
 
 /**

@@ -99,10 +99,12 @@ async function assemble(
       ctx,
       present: {
         publicHost: config.publicHost,
+        serviceHostnames: config.serviceHostnames,
         volumeType: driver.name === 'sim' ? 'sim' : 'local',
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,
+    http: config.http,
     loggerInstance: logger,
     rateLimits: config.rateLimits,
     https: options.https ?? null,
@@ -159,6 +161,9 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
           store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
         privateTmp: config.servicePrivateTmp,
         privateTmpMb: config.serviceTmpSizeMb,
+        ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
+        restarts: config.restarts,
+        serviceNetwork: config.serviceNetwork,
         storage: { allowance: config.storageAllowance, reserve: config.diskReserve },
         log,
       });

@@ -31,6 +31,16 @@ test('service OS user options: bad values say what to write', () => {
   assert.throws(() => parseConfig(['--service-tmp-size-mb', '0'], {}), ConfigError);
 });
 
+test("the shared services' memory: a quarter of the host's unless set, at least 256 MiB", () => {
+  assert.equal(parseConfig([], {}).sharedMemoryMb, null);
+  assert.equal(parseConfig(['--shared-memory-mb', '4096'], {}).sharedMemoryMb, 4096);
+  assert.equal(parseConfig([], { BASIN_SHARED_MEMORY_MB: '512' }).sharedMemoryMb, 512);
+  assert.throws(
+    () => parseConfig(['--shared-memory-mb', '100'], {}),
+    /sharedMemoryMb must be a whole number from 256/,
+  );
+});
+
 test('backup options: a schedule and a recovery window, as durations', () => {
   const d = parseConfig([], {});
   assert.equal(d.backupScheduleMs, 86_400_000);
@@ -106,5 +116,73 @@ test('storage options: allowance per GB of memory or fixed, and the reserve', ()
   assert.throws(
     () => parseConfig(['--disk-reserve', '90%'], {}),
     /^Error: BASIN_DISK_RESERVE must be a percentage of the file system under 50%/,
+  );
+});
+
+test("the services' network: a block by default, another, or off; bad blocks say what to write", () => {
+  assert.equal(parseConfig([], {}).serviceNetwork, '198.18.0.0/15');
+  assert.equal(
+    parseConfig(['--service-network', '10.250.0.0/20'], {}).serviceNetwork,
+    '10.250.0.0/20',
+  );
+  assert.equal(parseConfig([], { BASIN_SERVICE_NETWORK: 'off' }).serviceNetwork, 'off');
+  assert.throws(
+    () => parseConfig(['--service-network', '198.18.0.1/15'], {}),
+    /BASIN_SERVICE_NETWORK: 198\.18\.0\.1\/15 has host bits set: did you mean 198\.18\.0\.0\/15\?, or off\./,
+  );
+  assert.throws(() => parseConfig(['--service-network', '127.0.0.0/16'], {}), ConfigError);
+  assert.throws(() => parseConfig(['--service-network', 'on'], {}), ConfigError);
+});
+
+test('service hostnames: off by default; on needs a DNS name as the public host', () => {
+  assert.equal(parseConfig([], {}).serviceHostnames, false);
+  const on = parseConfig(['--service-hostnames', 'on', '--public-host', 'db.example.com'], {});
+  assert.equal(on.serviceHostnames, true);
+  assert.throws(
+    () => parseConfig(['--public-host', '10.0.0.5'], { BASIN_SERVICE_HOSTNAMES: 'on' }),
+    /BASIN_SERVICE_HOSTNAMES needs a DNS name as the public host \(BASIN_PUBLIC_HOST\), not the address 10\.0\.0\.5/,
+  );
+});
+
+test("the API's timeouts and connection cap: defaults, flags, and headers no longer than the request", () => {
+  assert.deepEqual(parseConfig([], {}).http, {
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 72_000,
+    maxConnections: 1024,
+  });
+  const c = parseConfig(['--headers-timeout-ms', '2000', '--max-connections=10'], {
+    BASIN_REQUEST_TIMEOUT_MS: '5000',
+    BASIN_KEEP_ALIVE_TIMEOUT_MS: '1000',
+  });
+  assert.deepEqual(c.http, {
+    headersTimeoutMs: 2000,
+    requestTimeoutMs: 5000,
+    keepAliveTimeoutMs: 1000,
+    maxConnections: 10,
+  });
+  assert.throws(
+    () => parseConfig(['--headers-timeout-ms', '40000'], {}),
+    /BASIN_HEADERS_TIMEOUT_MS \(40000\) must not be longer than BASIN_REQUEST_TIMEOUT_MS \(30000\)/,
+  );
+  // 0 would mean "never" to Node: not a bound.
+  for (const flag of ['--keep-alive-timeout-ms', '--request-timeout-ms', '--max-connections']) {
+    assert.throws(() => parseConfig([flag, '0'], {}), ConfigError, flag);
+  }
+});
+
+test('restart backoff: 1 s doubling to 5 min, stable after 10 min; flags; the cap not below the base', () => {
+  assert.deepEqual(parseConfig([], {}).restarts, {
+    baseMs: 1_000,
+    capMs: 300_000,
+    stableMs: 600_000,
+  });
+  const c = parseConfig(['--restart-backoff-ms', '250', '--restart-backoff-max-ms=2000'], {
+    BASIN_RESTART_STABLE_MS: '8000',
+  });
+  assert.deepEqual(c.restarts, { baseMs: 250, capMs: 2_000, stableMs: 8_000 });
+  assert.throws(
+    () => parseConfig(['--restart-backoff-ms', '5000', '--restart-backoff-max-ms', '1000'], {}),
+    /BASIN_RESTART_BACKOFF_MAX_MS \(1000\) must not be shorter than BASIN_RESTART_BACKOFF_MS \(5000\)/,
   );
 });

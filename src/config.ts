@@ -2,6 +2,7 @@
 // defaults. Parsed once in main.ts and passed down; nothing reads process.env
 // anywhere else.
 
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { isEmail } from './domain/email.js';
 import { DEFAULT_SIZES } from './domain/sizes.js';
@@ -13,6 +14,7 @@ import {
   type ReservePolicy,
 } from './domain/storage.js';
 import type { Size } from './domain/types.js';
+import { DEFAULT_SERVICE_NETWORK, parseBlock } from './drivers/local/network/addresses.js';
 
 export interface Config {
   host: string;
@@ -29,7 +31,11 @@ export interface Config {
   bootstrapApiKey: string | null;
   logLevel: string;
   bodyLimitBytes: number;
+  /** The HTTP server's bounds on its clients (app.ts). */
+  http: HttpLimits;
   reconcileIntervalMs: number;
+  /** How a node that keeps dying is restarted (local driver: restarts.ts). */
+  restarts: { baseMs: number; capMs: number; stableMs: number };
   /** The uids of the services' OS users (local driver, as root): given upward, never twice. */
   serviceUidRange: { min: number; max: number };
   /** Private /tmp & co. per service: where the host allows it, required, or never. */
@@ -40,6 +46,12 @@ export interface Config {
   storageAllowance: AllowancePolicy;
   /** The free space the host keeps on the data directory's file system. */
   diskReserve: ReservePolicy;
+  /** The memory every `shared` node shares, in MiB; null: a quarter of the host's (local driver). */
+  sharedMemoryMb: number | null;
+  /** The IPv4 block of the services' network namespaces (local driver, as root), or 'off'. */
+  serviceNetwork: string;
+  /** Endpoints report `<id>.<public host>` (the installation has wildcard DNS for it). */
+  serviceHostnames: boolean;
   /** Operations the engine runs at once. */
   engineSlots: number;
   /** Of those, the most one project may hold. */
@@ -56,6 +68,18 @@ export interface Config {
   pitrWindowMs: number;
   /** The administrator's address: the issuer of credentials made by `basin` (GET /v1/auth/info). */
   adminEmail: string;
+}
+
+/** How long the API waits for a client, and how many it serves at once (app.ts). */
+export interface HttpLimits {
+  /** A request's headers must have arrived within this (ms) of its first byte, or of the connection. */
+  headersTimeoutMs: number;
+  /** A whole request (headers and body) must have arrived within this (ms). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this (ms). */
+  keepAliveTimeoutMs: number;
+  /** Connections open at once; more are closed as they come. */
+  maxConnections: number;
 }
 
 interface Option {
@@ -138,11 +162,53 @@ export const OPTIONS = {
     default: '65536',
     help: 'largest accepted request body, in bytes',
   },
+  headersTimeoutMs: {
+    env: 'BASIN_HEADERS_TIMEOUT_MS',
+    flag: '--headers-timeout-ms',
+    default: '10000',
+    help: "how long a client may take to send a request's headers (ms); then 408 and the connection is closed",
+  },
+  requestTimeoutMs: {
+    env: 'BASIN_REQUEST_TIMEOUT_MS',
+    flag: '--request-timeout-ms',
+    default: '30000',
+    help: 'how long a client may take to send a whole request, body included (ms); then 408',
+  },
+  keepAliveTimeoutMs: {
+    env: 'BASIN_KEEP_ALIVE_TIMEOUT_MS',
+    flag: '--keep-alive-timeout-ms',
+    default: '72000',
+    help: 'how long an idle keep-alive connection stays open (ms)',
+  },
+  maxConnections: {
+    env: 'BASIN_MAX_CONNECTIONS',
+    flag: '--max-connections',
+    default: '1024',
+    help: 'connections the API keeps open at once; further ones are closed as they arrive',
+  },
   reconcileIntervalMs: {
     env: 'BASIN_RECONCILE_INTERVAL_MS',
     flag: '--reconcile-interval-ms',
     default: '5000',
     help: 'how often the engine compares stored state with the driver',
+  },
+  restartBackoffMs: {
+    env: 'BASIN_RESTART_BACKOFF_MS',
+    flag: '--restart-backoff-ms',
+    default: '1000',
+    help: 'a database node that died is restarted at once; one that dies again waits this long (ms), twice as long each further time',
+  },
+  restartBackoffMaxMs: {
+    env: 'BASIN_RESTART_BACKOFF_MAX_MS',
+    flag: '--restart-backoff-max-ms',
+    default: '300000',
+    help: 'the longest wait before restarting a database node that keeps dying (ms)',
+  },
+  restartStableMs: {
+    env: 'BASIN_RESTART_STABLE_MS',
+    flag: '--restart-stable-ms',
+    default: '600000',
+    help: 'a database node that ran this long (ms) before it died is restarted at once again',
   },
   serviceUidRange: {
     env: 'BASIN_SERVICE_UID_RANGE',
@@ -179,6 +245,23 @@ export const OPTIONS = {
     flag: '--disk-reserve',
     default: '5%',
     help: "free space kept on the file system of the services' data (<data dir>/local): a percentage of it, or a size (20GB)",
+  },
+  sharedMemoryMb: {
+    env: 'BASIN_SHARED_MEMORY_MB',
+    flag: '--shared-memory-mb',
+    help: "memory all `shared` services' nodes share together, in MiB (default a quarter of the host's)",
+  },
+  serviceNetwork: {
+    env: 'BASIN_SERVICE_NETWORK',
+    flag: '--service-network',
+    default: DEFAULT_SERVICE_NETWORK,
+    help: "IPv4 block for the services' network namespaces (two addresses each), or off: every service in the host's network",
+  },
+  serviceHostnames: {
+    env: 'BASIN_SERVICE_HOSTNAMES',
+    flag: '--service-hostnames',
+    default: 'off',
+    help: "on: endpoints report <service id>.<public host>, which only that service's certificate names (needs wildcard DNS for *.<public host>)",
   },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',
@@ -302,12 +385,28 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       `${OPTIONS.servicePrivateTmp.env} must be auto, on or off; got ${servicePrivateTmp}.`,
     );
   }
+  const serviceNetwork = need('serviceNetwork').trim();
+  if (serviceNetwork !== 'off') {
+    try {
+      parseBlock(serviceNetwork);
+    } catch (err) {
+      throw new ConfigError(`${OPTIONS.serviceNetwork.env}: ${(err as Error).message}, or off.`);
+    }
+  }
+  const serviceHostnames = onOff('serviceHostnames', need('serviceHostnames'));
+  const publicHost = need('publicHost');
+  if (serviceHostnames && isIP(publicHost) !== 0) {
+    throw new ConfigError(
+      `${OPTIONS.serviceHostnames.env} needs a DNS name as the public host (${OPTIONS.publicHost.env}), not the address ${publicHost}.`,
+    );
+  }
   const engineSlots = integer('engineSlots', need('engineSlots'), 1, 256);
   const projectSlots = get('engineProjectSlots');
   const engineProjectSlots =
     projectSlots === undefined
       ? Math.max(1, Math.floor(engineSlots / 2))
       : integer('engineProjectSlots', projectSlots, 1, engineSlots);
+  const sharedMemory = get('sharedMemoryMb');
   const adminEmail = need('adminEmail');
   if (!isEmail(adminEmail)) {
     throw new ConfigError(
@@ -330,18 +429,20 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     regions,
     defaultRegion,
     sizes: parseSizes(need('sizes')),
-    publicHost: need('publicHost'),
+    publicHost,
     portRange,
     simDelayMs: integer('simDelayMs', need('simDelayMs'), 0, 600_000),
     bootstrapApiKey,
     logLevel: need('logLevel'),
     bodyLimitBytes: integer('bodyLimit', need('bodyLimit'), 1024, 100 * 1024 * 1024),
+    http: httpLimits(need),
     reconcileIntervalMs: integer(
       'reconcileIntervalMs',
       need('reconcileIntervalMs'),
       100,
       3_600_000,
     ),
+    restarts: restartPolicy(need),
     serviceUidRange,
     servicePrivateTmp,
     serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
@@ -349,6 +450,12 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       parseAllowance(need('storageAllowance'), sharedAllowance),
     ),
     diskReserve: parsed('diskReserve', () => parseReserve(need('diskReserve'))),
+    sharedMemoryMb:
+      sharedMemory === undefined
+        ? null
+        : integer('sharedMemoryMb', sharedMemory, 256, 1024 * 1024 * 1024),
+    serviceNetwork,
+    serviceHostnames,
     engineSlots,
     engineProjectSlots,
     drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),
@@ -362,6 +469,37 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
   };
+}
+
+function restartPolicy(need: (k: Key) => string): Config['restarts'] {
+  const policy = {
+    baseMs: integer('restartBackoffMs', need('restartBackoffMs'), 10, 3_600_000),
+    capMs: integer('restartBackoffMaxMs', need('restartBackoffMaxMs'), 10, 86_400_000),
+    stableMs: integer('restartStableMs', need('restartStableMs'), 1_000, 86_400_000),
+  };
+  if (policy.capMs < policy.baseMs) {
+    throw new ConfigError(
+      `${OPTIONS.restartBackoffMaxMs.env} (${policy.capMs}) must not be shorter than ${OPTIONS.restartBackoffMs.env} (${policy.baseMs}).`,
+    );
+  }
+  return policy;
+}
+
+function httpLimits(need: (k: Key) => string): HttpLimits {
+  const ms = (k: Key) => integer(k, need(k), 100, 3_600_000);
+  const limits = {
+    headersTimeoutMs: ms('headersTimeoutMs'),
+    requestTimeoutMs: ms('requestTimeoutMs'),
+    keepAliveTimeoutMs: ms('keepAliveTimeoutMs'),
+    maxConnections: integer('maxConnections', need('maxConnections'), 1, 1_000_000),
+  };
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new ConfigError(
+      `${OPTIONS.headersTimeoutMs.env} (${limits.headersTimeoutMs}) must not be longer than ${OPTIONS.requestTimeoutMs.env} (${limits.requestTimeoutMs}).`,
+    );
+  }
+  return limits;
 }
 
 /** What locates the store: all the `basin` administration command needs. */

@@ -119,11 +119,29 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     socket.destroy();
     return;
   }
-  const body = JSON.stringify({
-    code: 'INVALID_REQUEST',
-    message: 'The HTTP request is malformed or its headers are too large.',
-  });
+  // An answer already under way (a body that never ended after the route
+  // answered; `_httpMessage` is Node's own record of the socket's answer):
+  // nothing may be written into the middle of it.
+  if ((socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  // Node's headers or request timeout (--headers-timeout-ms, --request-timeout-ms).
+  const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+  const body = JSON.stringify(
+    timedOut
+      ? {
+          code: 'REQUEST_TIMEOUT',
+          message:
+            'The request did not arrive in time (its headers, or all of it); the connection is closed. Send it again, at once.',
+        }
+      : {
+          code: 'INVALID_REQUEST',
+          message: 'The HTTP request is malformed or its headers are too large.',
+        },
+  );
+  const status = timedOut ? '408 Request Timeout' : '400 Bad Request';
   socket.end(
-    `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }

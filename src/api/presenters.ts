@@ -20,6 +20,12 @@ import type { Peering as PeeringBody, Vpc as VpcBody } from './schemas/vpc.js';
 
 export interface PresentOptions {
   publicHost: string;
+  /**
+   * Endpoints report each service's (or read replica set's) own name,
+   * `<id>.<publicHost>` (--service-hostnames: the installation has wildcard
+   * DNS for it; its certificate names it), instead of the public host.
+   */
+  serviceHostnames?: boolean;
   volumeType: string;
   metrics?: Metrics | undefined;
 }
@@ -65,7 +71,10 @@ export function presentPeering(p: Peering): Static<typeof PeeringBody> {
   };
 }
 
-const endpoint = (o: PresentOptions, port: number) => ({ host: o.publicHost, port });
+const endpoint = (o: PresentOptions, id: string, port: number) => ({
+  host: o.serviceHostnames ? `${id}.${o.publicHost}` : o.publicHost,
+  port,
+});
 
 export function presentReplicaSet(
   rs: ReplicaSet,
@@ -77,9 +86,9 @@ export function presentReplicaSet(
     nodes: rs.nodes,
     cpu_millis: rs.size.cpuMillis,
     memory_gbs: rs.size.memoryGbs,
-    endpoint: endpoint(o, rs.port),
+    endpoint: endpoint(o, rs.id, rs.port),
     ...(rs.pooler.enabled && rs.pooler.port !== null
-      ? { connection_pooler: { endpoint: endpoint(o, rs.pooler.port) } }
+      ? { connection_pooler: { endpoint: endpoint(o, rs.id, rs.pooler.port) } }
       : {}),
     metadata: { environment: rs.environment },
     status: rs.status,
@@ -145,12 +154,12 @@ export function presentService(
     service_type: svc.type,
     status: svc.status,
     created: svc.createdAt,
-    endpoint: endpoint(o, svc.port),
+    endpoint: endpoint(o, svc.id, svc.port),
     ...(svc.pooler.enabled && svc.pooler.port !== null
-      ? { connection_pooler: { endpoint: endpoint(o, svc.pooler.port) } }
+      ? { connection_pooler: { endpoint: endpoint(o, svc.id, svc.pooler.port) } }
       : {}),
     // Both spellings, the spec's and the one newer clients read, same value.
-    ...(svc.vpcId ? vpcEndpoints({ ...endpoint(o, svc.port), vpc_id: svc.vpcId }) : {}),
+    ...(svc.vpcId ? vpcEndpoints({ ...endpoint(o, svc.id, svc.port), vpc_id: svc.vpcId }) : {}),
     ...(svc.forkedFrom
       ? {
           forked_from: {
@@ -189,9 +198,9 @@ export function presentReplicaSetAsService(
     service_type: primary.type,
     status: replicaSetAsServiceStatus(rs.status),
     created: rs.createdAt,
-    endpoint: endpoint(o, rs.port),
+    endpoint: endpoint(o, rs.id, rs.port),
     ...(rs.pooler.enabled && rs.pooler.port !== null
-      ? { connection_pooler: { endpoint: endpoint(o, rs.pooler.port) } }
+      ? { connection_pooler: { endpoint: endpoint(o, rs.id, rs.pooler.port) } }
       : {}),
     forked_from: { is_standby: true, project_id: primary.projectId, service_id: primary.id },
     ha_replicas: { replica_count: rs.nodes - 1, sync_replica_count: 0 },

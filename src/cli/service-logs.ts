@@ -30,6 +30,10 @@ export const serviceLogsCommand: ApiCommand = {
     since: { value: 'time', help: 'only entries after this RFC 3339 time' },
     until: { value: 'time', help: 'only entries before this RFC 3339 time' },
     node: { value: 'n', help: 'the node: 0 the primary (default), 1… HA replicas' },
+    source: {
+      value: 'source',
+      help: "basin: only Basin's own entries (restarts, failures, failovers); database: only the server's",
+    },
     limit: { value: 'n', help: `at most this many entries (default ${DEFAULT_LIMIT}; 0: all)` },
   },
   usage: [
@@ -41,11 +45,13 @@ export const serviceLogsCommand: ApiCommand = {
   details: [
     "Shows a service's log entries, newest first: the database's, and Basin's own",
     '(`basin: …`) that say why a service is UNSTABLE. Filters combine: any of the',
-    'severities, all of the search terms.',
+    "severities, all of the search terms. --source basin shows Basin's entries only:",
+    'a database role can log any text, `basin: …` too, but never an entry of that source.',
   ].join('\n'),
   examples: [
     'basin service logs d1k5vk7hf2',
     'basin service logs d1k5vk7hf2 --severity ERROR --severity FATAL --search relation',
+    'basin service logs d1k5vk7hf2 --source basin',
   ],
   check: (opt) => {
     const limit = opt('limit');
@@ -53,6 +59,9 @@ export const serviceLogsCommand: ApiCommand = {
       return `--limit must be a whole number; got ${limit}.`;
     const node = opt('node');
     if (node !== undefined && !/^\d+$/.test(node)) return `--node must be a number; got ${node}.`;
+    const source = opt('source');
+    if (source !== undefined && source !== 'basin' && source !== 'database')
+      return `--source must be basin or database; got ${source}.`;
     return checkOutput(opt);
   },
   async run(c) {
@@ -63,6 +72,7 @@ export const serviceLogsCommand: ApiCommand = {
       ...(c.opt('since') === undefined ? {} : { since: c.opt('since') as string }),
       ...(c.opt('until') === undefined ? {} : { until: c.opt('until') as string }),
       ...(c.opt('node') === undefined ? {} : { node: c.opt('node') as string }),
+      ...(c.opt('source') === undefined ? {} : { source: c.opt('source') as string }),
     };
     const entries: LogEntry[] = [];
     const service = { project_id: c.projectId, service_id: c.args[0] as string };

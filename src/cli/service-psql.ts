@@ -4,7 +4,10 @@
 // the local driver keeps in the data directory (<data dir>/local/ca/ca.crt,
 // found as the admin commands find the data directory), when this machine
 // runs that Basin. Without a CA it connects with sslmode=require and says
-// that the server is not verified. The password: PGPASSWORD, or psql asks.
+// that the server is not verified. Always with channel_binding=require: the
+// password then goes to no server that does not hold the key of the
+// certificate the client saw (SCRAM-SHA-256-PLUS; a server asking for a
+// cleartext password is refused). The password: PGPASSWORD, or psql asks.
 
 import { accessSync, constants } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -37,7 +40,8 @@ export const servicePsqlCommand: ApiCommand = {
   details: [
     'Runs psql as tsdbadmin on database tsdb of the service, with',
     'sslmode=verify-full and the installation CA (--ca, the one `basin login --ca`',
-    'saved, or <data dir>/local/ca/ca.crt when this machine runs the Basin).',
+    'saved, or <data dir>/local/ca/ca.crt when this machine runs the Basin), and',
+    "channel_binding=require (no server without the certificate's key gets the password).",
     'Arguments after -- go to psql. The password: PGPASSWORD, else psql asks.',
     "Exits with psql's status.",
   ].join('\n'),
@@ -65,7 +69,7 @@ export const servicePsqlCommand: ApiCommand = {
   },
 };
 
-/** A libpq connection string for tsdbadmin@tsdb. */
+/** A libpq connection string for tsdbadmin@tsdb, on the service's endpoint (not its pooler: PgBouncer 1.18 has no channel binding). */
 export function connectionString(o: { host: string; port: number; ca: string | undefined }) {
   const words: [string, string][] = [
     ['host', o.host],
@@ -74,6 +78,7 @@ export function connectionString(o: { host: string; port: number; ca: string | u
     ['dbname', 'tsdb'],
     ['sslmode', o.ca === undefined ? 'require' : 'verify-full'],
     ...(o.ca === undefined ? [] : [['sslrootcert', o.ca] as [string, string]]),
+    ['channel_binding', 'require'],
   ];
   return words.map(([k, v]) => `${k}=${quote(v)}`).join(' ');
 }

@@ -9,6 +9,10 @@
 // resumes. A side that showed nothing yet is pinned to the page's end, so an
 // entry that arrives meanwhile never lands, out of order, on an older page.
 // At equal times, the driver's entries come first.
+//
+// Each entry says which side it came from (`source`), and `query.source`
+// keeps one side only: asking for Basin's entries never reads the database's
+// lines, whatever their text says.
 
 import type { LogEntry, LogPage, LogQuery, Target } from '../domain/logs.js';
 import { cursorShape, decodeCursor, encodeCursor, InvalidCursorError } from '../lib/cursor.js';
@@ -56,16 +60,20 @@ export async function readMergedLogs(
       limit: n,
     });
   const driverBound = at.d === '' && at.du > 0 ? at.du : undefined;
-  const fromDriver: LogPage = at.dx ? { entries: [] } : await driverPage(limit, driverBound);
-  const events = await ctx.store.events.list(target.kind, target.id, {
-    node,
-    before: at.ei > 0 ? { at: at.ea, id: at.ei } : undefined,
-    since: query.since?.getTime(),
-    until: query.until?.getTime(),
-    severities: query.severities,
-    search: query.search,
-    limit: limit + 1,
-  });
+  const driverDone = at.dx === 1 || query.source === 'basin';
+  const fromDriver: LogPage = driverDone ? { entries: [] } : await driverPage(limit, driverBound);
+  const events =
+    query.source === 'database'
+      ? []
+      : await ctx.store.events.list(target.kind, target.id, {
+          node,
+          before: at.ei > 0 ? { at: at.ea, id: at.ei } : undefined,
+          since: query.since?.getTime(),
+          until: query.until?.getTime(),
+          severities: query.severities,
+          search: query.search,
+          limit: limit + 1,
+        });
 
   // Merge. Once the driver's page is used up while it has older entries, the
   // page ends: an event older than what the driver has not shown yet must wait.
@@ -115,7 +123,7 @@ export async function readMergedLogs(
     next.d = exact.nextCursor ?? '';
     next.du = 0;
     next.dx = exact.nextCursor === undefined ? 1 : 0;
-  } else if (at.d === '' && !at.dx) {
+  } else if (at.d === '' && !driverDone) {
     // None of the driver's entries fit (the page is all events): its next page
     // starts below this page's end.
     next.du = Math.min(driverBound ?? Infinity, timeOf(last) + 1);
@@ -147,7 +155,12 @@ function timeOf(entry: LogEntry): number {
 }
 
 function entryOf(e: StoredEvent): LogEntry {
-  return { timestamp: new Date(e.at).toISOString(), severity: e.severity, message: e.message };
+  return {
+    timestamp: new Date(e.at).toISOString(),
+    severity: e.severity,
+    message: e.message,
+    source: 'basin',
+  };
 }
 
 /** The earlier of a query's `until` and a bound in epoch ms. */

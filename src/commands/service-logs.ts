@@ -2,7 +2,7 @@ import { nodesOf } from '../domain/service-nodes.js';
 import { invalid } from '../domain/errors.js';
 import { isRfc3339 } from '../domain/service-rules.js';
 import { InvalidCursorError } from '../lib/cursor.js';
-import type { LogPage, Target } from '../domain/logs.js';
+import { LOG_SOURCES, type LogPage, type LogSource, type Target } from '../domain/logs.js';
 import type { ReadView } from '../store/store.js';
 import type { Ctx, Principal } from './context.js';
 import { readMergedLogs } from './merged-logs.js';
@@ -33,6 +33,8 @@ export interface LogParams {
   severities?: string[];
   since?: string;
   until?: string;
+  /** `basin`: Basin's own entries only; `database`: the server's only. */
+  source?: string;
   /** Aborted when the client has gone: the driver stops reading. */
   signal?: AbortSignal;
 }
@@ -78,6 +80,12 @@ export async function readServiceLogs(
     return up;
   });
   const search = (q.search ?? []).map((s) => s.trim()).filter((s) => s.length > 0);
+  const source = q.source as LogSource | undefined;
+  if (source !== undefined && !LOG_SOURCES.includes(source)) {
+    throw invalid(
+      `source must be ${LOG_SOURCES.join(' or ')} (basin: Basin's own entries); got ${JSON.stringify(q.source)}.`,
+    );
+  }
   try {
     return await readMergedLogs(ctx, target, {
       cursor: q.cursor,
@@ -85,6 +93,7 @@ export async function readServiceLogs(
       until,
       severities,
       search,
+      source,
       node: q.node,
       nodeIndex: indices?.[q.node ?? 0],
       limit: LOG_PAGE_SIZE,

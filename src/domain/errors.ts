@@ -13,6 +13,10 @@ export const ERROR_CATALOGUE = {
     description: 'No such resource, or it belongs to a project the caller cannot see.',
   },
   CONFLICT: { status: 409, description: "The resource's current state forbids the request." },
+  REQUEST_TIMEOUT: {
+    status: 408,
+    description: 'The request did not arrive in time; the connection is closed.',
+  },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body is larger than allowed.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not JSON.' },
   RATE_LIMITED: { status: 429, description: 'Too many requests; retry later.' },

@@ -4,11 +4,23 @@
 /** Which resource logs or metrics are asked of. */
 export type Target = { kind: 'service'; id: string } | { kind: 'replicaSet'; id: string };
 
+/**
+ * Who wrote an entry: Basin itself (its events: why a service is UNSTABLE,
+ * restarts, failovers) or the database server. A server line is whatever
+ * the server logged, which any role can choose (`RAISE LOG 'basin: …'`), so
+ * only this field, set by who reads the entry and never by its text, says
+ * that an entry is Basin's.
+ */
+export type LogSource = 'basin' | 'database';
+
+export const LOG_SOURCES: readonly LogSource[] = ['basin', 'database'];
+
 export interface LogEntry {
   /** RFC 3339. */
   timestamp: string;
   severity: string;
   message: string;
+  source: LogSource;
 }
 
 export interface LogQuery {
@@ -20,6 +32,8 @@ export interface LogQuery {
   severities: string[];
   /** Terms that must all appear (case-insensitive). */
   search: string[];
+  /** Only the entries of one source (the merge decides: drivers answer the database's only). */
+  source?: LogSource | undefined;
   /**
    * The node as the API numbers it: 0 the primary, then the standbys (a
    * replica set: its nodes). Basin's own entries and cursors use it.

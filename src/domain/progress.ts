@@ -13,7 +13,7 @@ export interface ProgressNote {
 
 /** Finished, or worth calling again after a while (and why, for logs and tests). */
 export type Progress =
-  { done: true } | { done: false; retryAfterMs: number; reason: string; note?: ProgressNote };
+  { done: true } | { done: false; retryAfterMs: number; reason: string; notes?: ProgressNote[] };
 
 export const DONE: Progress = { done: true };
 
@@ -21,5 +21,24 @@ export const wait = (retryAfterMs: number, reason: string, note?: ProgressNote):
   done: false,
   retryAfterMs,
   reason,
-  ...(note ? { note } : {}),
+  ...(note ? { notes: [note] } : {}),
 });
+
+/**
+ * Two steps that both wait (nodes converged side by side): call again when
+ * the sooner is due, and keep what each has to tell, so that no node's
+ * entry is lost because another node waited too.
+ */
+export function sooner(
+  a: Progress & { done: false },
+  b: Progress & { done: false },
+): Progress & { done: false } {
+  const first = b.retryAfterMs < a.retryAfterMs ? b : a;
+  const notes = [...(a.notes ?? []), ...(b.notes ?? [])];
+  return {
+    done: false,
+    retryAfterMs: first.retryAfterMs,
+    reason: first.reason,
+    ...(notes.length > 0 ? { notes } : {}),
+  };
+}

@@ -7,7 +7,7 @@
 import type { Backup } from '../domain/backups.js';
 import type { StorageChange } from '../domain/storage.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
-import type { Progress } from '../domain/progress.js';
+import type { Progress, ProgressNote } from '../domain/progress.js';
 import type { NodeObservation, NodeRole } from '../domain/service-nodes.js';
 import type {
   Capabilities,
@@ -165,6 +165,14 @@ export interface Driver {
    * row: prepareFailover then takes it for dead) or answers again.
    */
   watchPrimaries?(on: (serviceId: string, event: PrimaryEvent) => void): void;
+  /**
+   * Calls `on(target, note)` when the driver sees something happen to a
+   * service or read replica set, outside any operation, that its logs
+   * should tell (the local driver: processes of a node killed by the
+   * kernel at its memory bound). Restarting what died is the reconciler's
+   * business, through inspectService, as for any crash.
+   */
+  watchNotes?(on: (target: Target, note: ProgressNote) => void): void;
   /**
    * When the recorded primary of `spec` is dead (and the driver is not
    * restarting it): fences it, so that nothing of it runs or accepts a

@@ -21,6 +21,7 @@ import type { OperationKind } from '../domain/operations.js';
 import type { Progress } from '../domain/progress.js';
 import type { Logger } from '../lib/logger.js';
 import type { Operation, Tx } from '../store/store.js';
+import { recordNote } from './driver-notes.js';
 import { primaryEvent } from './failover.js';
 import { failResource, type HandlerDeps, runHandler } from './handlers.js';
 import { reconcile } from './reconciler.js';
@@ -142,6 +143,12 @@ export class Engine {
           (queued) => queued && this.kick(),
           (err: unknown) =>
             this.log.error({ err, target: event.target }, 'recording a storage level failed'),
+        );
+      });
+      this.deps.driver.watchNotes?.((target, note) => {
+        if (this.stopped) return;
+        recordNote(this.deps, target, note).catch((err: unknown) =>
+          this.log.error({ err, target, note }, 'recording what the driver saw failed'),
         );
       });
     }
@@ -288,7 +295,7 @@ export class Engine {
       this.log.info({ op: op.id, kind: op.kind, resource: op.resourceId }, 'operation done');
       return;
     }
-    const { note } = progress;
+    const { notes = [] } = progress;
     await this.deps.store.transaction(async (tx) => {
       const released = await tx.operations.release(op.id, this.worker, {
         now,
@@ -297,7 +304,7 @@ export class Engine {
         attempts: op.attempts,
       });
       // What the step did, in the resource's own logs (a failover's steps…).
-      if (released && note) await this.record(tx, op, note);
+      if (released) for (const note of notes) await this.record(tx, op, note);
     });
   }
 

@@ -3,6 +3,9 @@
 // is tested without an engine.
 
 import { describeOperation, type NewOperation } from '../domain/operations.js';
+import { duration } from '../lib/duration.js';
+
+export { duration };
 
 export interface RetryPolicy {
   /** Delay after the first failed attempt; it doubles with each further one. */
@@ -63,11 +66,4 @@ export function recoveredEvent(op: NewOperation, attempts: number): EventText {
     severity: 'LOG',
     message: `basin: ${describeOperation(op)} succeeded after ${attempts} failed ${times}`,
   };
-}
-
-/** `800 ms`, `8 s`, `5 min`. */
-export function duration(ms: number): string {
-  if (ms < 1_000) return `${ms} ms`;
-  if (ms < 120_000) return `${Math.round(ms / 1_000)} s`;
-  return `${Math.round(ms / 60_000)} min`;
 }

@@ -41,7 +41,7 @@ test('a dead primary fails over to its synchronous standby; a switchover moves i
     const svc = await b.basin.store.services.get(id);
     return svc && primaryOf(svc).index === 1 && svc.status === 'READY';
   }, 'node1 recorded as the primary, READY again');
-  const logs = (await b.call('GET', `${serviceUrl(b, id)}/logs?search=basin`)).body
+  const logs = (await b.call('GET', `${serviceUrl(b, id)}/logs?source=basin`)).body
     .logs as string[];
   for (const step of [
     /basin: the primary node0 stopped; failing over/,
@@ -95,7 +95,7 @@ test('a hung primary: each unanswered check is logged, then it is fenced and fai
     const svc = await b.basin.store.services.get(id);
     return svc && primaryOf(svc).index === 1 && svc.status === 'READY';
   }, 'node1 recorded as the primary, READY again');
-  const logs = (await b.call('GET', `${serviceUrl(b, id)}/logs?search=basin`)).body
+  const logs = (await b.call('GET', `${serviceUrl(b, id)}/logs?source=basin`)).body
     .logs as string[];
   // Newest first: the steps in the order they happened, read backwards.
   const steps = [

@@ -79,7 +79,7 @@ async function logs(b: TestBasin, id: string, query = ''): Promise<any[]> {
 }
 
 const basinEntries = async (b: TestBasin, id: string) =>
-  (await logs(b, id, 'search=basin%3A')).map((e) => [e.severity, e.message]);
+  (await logs(b, id, 'source=basin')).map((e) => [e.severity, e.message]);
 
 /** Waits for `rounds` more reconcile rounds, seen as inspections of a READY service. */
 async function reconcileRounds(b: TestBasin, driver: FailingSim, readyId: string, rounds: number) {
@@ -108,8 +108,10 @@ test('a create that fails for good: UNSTABLE, the reason in its logs, no more dr
     timestamp: entries[0].timestamp,
     severity: 'ERROR',
     message: `basin: provisioning failed: ${reason}`,
+    source: 'basin',
   });
   assert.ok(entries.length > 1, 'merged with the driver entries');
+  assert.ok(entries.slice(1).every((e) => e.source === 'database'));
   assert.ok(Date.now() - Date.parse(entries[0].timestamp) < 60_000);
   // Every filter applies to Basin's entries too.
   assert.deepEqual(await basinEntries(b, id), [['ERROR', `basin: provisioning failed: ${reason}`]]);
@@ -118,10 +120,10 @@ test('a create that fails for good: UNSTABLE, the reason in its logs, no more dr
     errors.map((e) => e.message),
     [`basin: provisioning failed: ${reason}`],
   );
-  assert.deepEqual(await logs(b, id, 'severities=WARNING&search=basin%3A'), []);
+  assert.deepEqual(await logs(b, id, 'severities=WARNING&source=basin'), []);
   const after = encodeURIComponent(entries[0].timestamp);
-  assert.deepEqual(await logs(b, id, `since=${after}&search=basin%3A`), []);
-  assert.equal((await logs(b, id, `until=${after}&search=basin%3A`)).length, 0);
+  assert.deepEqual(await logs(b, id, `since=${after}&source=basin`), []);
+  assert.equal((await logs(b, id, `until=${after}&source=basin`)).length, 0);
 
   // The engine leaves it alone: reconcile rounds go by, the driver is not called again.
   await reconcileRounds(b, driver, healthy.id, 3);

@@ -22,7 +22,8 @@ async function page(b: TestBasin, id: string, query = ''): Promise<any> {
   assert.ok(body.entries.length <= 500, 'at most 500 a page');
   assert.equal(body.logs.length, body.entries.length);
   for (const [i, e] of body.entries.entries()) {
-    assert.deepEqual(Object.keys(e).sort(), ['message', 'severity', 'timestamp']);
+    assert.deepEqual(Object.keys(e).sort(), ['message', 'severity', 'source', 'timestamp']);
+    assert.ok(e.source === 'basin' || e.source === 'database', e.source);
     assert.equal(body.logs[i], e.message, 'logs[i] is entries[i].message');
     assert.match(e.timestamp, RFC3339);
     assert.equal(typeof e.severity, 'string');
@@ -122,6 +123,10 @@ test('logs filters: severities (OR), search terms (AND), since and until, togeth
     'every term is required, not just one',
   );
   assert.deepEqual((await page(b, id, 'search=no-such-term-anywhere')).entries, []);
+  // By who wrote them: this service never failed, so every entry is the database's.
+  assert.deepEqual((await page(b, id, 'source=basin')).entries, []);
+  assert.deepEqual((await walk(b, id, 'source=database')).flat(), all);
+  assert.ok(all.every((e) => e.source === 'database'));
 
   // since/until: entries strictly inside the bounds, and all of them.
   const since = all[300].timestamp;
@@ -211,6 +216,8 @@ test('logs bad queries are 400 INVALID_REQUEST; unknown services 404', async (t)
     ['severities=VERBOSE', /Unknown severity "VERBOSE"/],
     ['severities=ERROR&severities=NOPE', /Unknown severity "NOPE"/],
     ['limit=10', /limit|additional/],
+    ['source=tenant', /source must be basin or database/],
+    ['source=Basin', /source must be basin or database/],
   ];
   for (const [query, message] of bad) {
     const res = await b.call('GET', logsUrl(b, id, query));

@@ -170,7 +170,10 @@ test('basin service drives a service through its life over HTTP', async (t) => {
   const logs = await s.okJson(['service', 'logs', id, '--limit', '5']);
   assert.equal(logs.length, 5);
   for (const e of logs)
-    assert.deepEqual(Object.keys(e).sort(), ['message', 'severity', 'timestamp']);
+    assert.deepEqual(Object.keys(e).sort(), ['message', 'severity', 'source', 'timestamp']);
+  // The sim's lines are the database's; Basin wrote nothing about a service that never failed.
+  assert.ok(logs.every((e: { source: string }) => e.source === 'database'));
+  assert.deepEqual(await s.okJson(['service', 'logs', id, '--source', 'basin']), []);
   const errors = await s.okJson([
     'service',
     'logs',
@@ -217,6 +220,7 @@ test('basin service: bad usage is exit 2 with the usage of the command', async (
     [['service', 'get'], /Missing <service_id>/],
     [['service', 'get', 'a', '--', 'x'], /basin service get takes nothing after --/],
     [['service', 'logs', 'a', '--limit', 'many'], /--limit must be a whole number/],
+    [['service', 'logs', 'a', '--source', 'tenant'], /--source must be basin or database/],
     [['service', 'create', 'x', '--replicas', 'two'], /--replicas must be a whole number/],
     [['service', 'list', '--wait'], /basin service list takes no --wait/],
     [['service', 'frob'], /Unknown subcommand service frob/],
@@ -243,7 +247,7 @@ test('BASIN_URL and BASIN_API_KEY stand in for a login; --project picks the proj
   assert.match(other.stderr, /Project otherproj0 not found/);
 });
 
-test('basin service psql: verify-full with the CA it finds, require (and a warning) without', async (t) => {
+test('basin service psql: verify-full with the CA it finds, require (and a warning) without; channel binding always', async (t) => {
   const s = await setup(t);
   await s.ok(['login', '--url', s.url, '--key', API_KEY]);
   const { service_id: id } = await s.okJson(['service', 'create', 'db', '--wait']);
@@ -259,7 +263,9 @@ test('basin service psql: verify-full with the CA it finds, require (and a warni
   );
   assert.deepEqual(s.execs.at(-1), {
     file: 'psql',
-    args: [`host=localhost port=${port} user=tsdbadmin dbname=tsdb sslmode=require`],
+    args: [
+      `host=localhost port=${port} user=tsdbadmin dbname=tsdb sslmode=require channel_binding=require`,
+    ],
   });
 
   // The local driver's CA in the data directory, found as the admin commands find it.
@@ -273,7 +279,7 @@ test('basin service psql: verify-full with the CA it finds, require (and a warni
   assert.equal(found.code, 3, "psql's exit status");
   assert.equal(found.stderr, '');
   assert.deepEqual(s.execs.at(-1)?.args, [
-    `host=localhost port=${port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert='${join(local, 'local', 'ca', 'ca.crt')}'`,
+    `host=localhost port=${port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert='${join(local, 'local', 'ca', 'ca.crt')}' channel_binding=require`,
     '-c',
     'SELECT 1',
   ]);
@@ -284,7 +290,7 @@ test('basin service psql: verify-full with the CA it finds, require (and a warni
   await s.ok(['service', 'psql', id, '--ca', ca]);
   assert.match(
     s.execs.at(-1)?.args[0] as string,
-    new RegExp(`sslmode=verify-full sslrootcert=${ca}$`),
+    new RegExp(`sslmode=verify-full sslrootcert=${ca} channel_binding=require$`),
   );
   const runs = s.execs.length;
   const missing = await s.basin(['service', 'psql', id, '--ca', '/nonexistent/ca.crt']);

@@ -66,6 +66,7 @@ const entry = (ms: number, message: string, severity = 'LOG'): LogEntry => ({
   timestamp: new Date(ms).toISOString(),
   severity,
   message,
+  source: 'database',
 });
 
 async function addEvents(store: Store, events: Partial<NewEvent>[]) {
@@ -345,4 +346,53 @@ test('merged logs: an empty driver page with a cursor (its read budget ran out) 
       entry(965, 'basin: middle', 'ERROR'),
     ]),
   );
+});
+
+test("merged logs: each entry names its source, and source=basin never reads the database's lines", async (t) => {
+  const store = openStore(t);
+  // A role's RAISE reads exactly like Basin's own entry.
+  const forged = 'basin: provisioning failed: forged by a role';
+  const driverEntries = Array.from({ length: 7 }, (_, k) =>
+    entry(1_000 - k * 10, k === 3 ? forged : `db ${k}`),
+  );
+  await addEvents(store, [
+    { at: 995, message: 'basin: provisioning failed: real' },
+    { at: 945, message: 'basin: node0 restarted' },
+    { at: 900, message: 'basin: oldest' },
+  ]);
+  const driver = fakeDriver(() => driverEntries);
+  const ctx = { driver, store };
+
+  const all = (await walk(ctx, 4, { ...NO_FILTER, search: ['basin'] })).flat();
+  assert.deepEqual(
+    all.map((e) => `${e.source} ${e.message}`),
+    [
+      'basin basin: provisioning failed: real',
+      `database ${forged}`,
+      'basin basin: node0 restarted',
+      'basin basin: oldest',
+    ],
+  );
+
+  driver.calls.length = 0;
+  for (const limit of [1, 2, 500]) {
+    const ours = (await walk(ctx, limit, { ...NO_FILTER, source: 'basin' })).flat();
+    assert.deepEqual(
+      ours.map((e) => `${e.source} ${e.message}`),
+      [
+        'basin basin: provisioning failed: real',
+        'basin basin: node0 restarted',
+        'basin basin: oldest',
+      ],
+      `limit ${limit}`,
+    );
+  }
+  assert.equal(driver.calls.length, 0, "Basin's entries alone never ask the driver");
+
+  const theirs = (await walk(ctx, 3, { ...NO_FILTER, source: 'database' })).flat();
+  assert.deepEqual(
+    theirs.map((e) => e.message),
+    driverEntries.map((e) => e.message),
+  );
+  assert.ok(theirs.every((e) => e.source === 'database'));
 });

@@ -102,6 +102,8 @@ async function logsPage(driver: Driver, target: Target, node = 0) {
     assert.ok(!Number.isNaN(Date.parse(e.timestamp)));
     assert.match(e.severity, /^[A-Z0-9]+$/);
     assert.equal(typeof e.message, 'string');
+    // A driver reads the database's lines only; Basin's own entries are the merge's.
+    assert.equal(e.source, 'database');
   }
   return page;
 }

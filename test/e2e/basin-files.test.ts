@@ -19,7 +19,8 @@ import { readPasswd } from '../../src/drivers/local/os-user.js';
 import { serviceUserName } from '../../src/drivers/local/service-users.js';
 import { eventually } from '../helpers.js';
 import { cleanUpDataDir, makeDataDir } from '../local/helpers.js';
-import { claimPortBlock } from './port-block.js';
+import { serviceNetwork } from './basin-process.js';
+import { claimPortBlock, type PortBlock } from './port-block.js';
 
 interface Server {
   child: ChildProcess;
@@ -30,13 +31,15 @@ interface Server {
 }
 
 /** dist/main.js as `npm start` runs it, with no bootstrap key given. */
-async function startServer(dataDir: string, port: number, portRange: string): Promise<Server> {
+async function startServer(dataDir: string, ports: PortBlock): Promise<Server> {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     BASIN_DATA_DIR: dataDir,
-    BASIN_PORT: String(port),
+    BASIN_PORT: String(ports.apiPort),
     BASIN_DRIVER: 'local',
-    BASIN_PORT_RANGE: portRange,
+    BASIN_PORT_RANGE: ports.portRange,
+    // Its services' addresses, apart from other installations' (basin-process.ts).
+    BASIN_SERVICE_NETWORK: serviceNetwork(ports.claimed),
     BASIN_RECONCILE_INTERVAL_MS: '200',
     BASIN_LOG_LEVEL: 'info',
   };
@@ -49,7 +52,7 @@ async function startServer(dataDir: string, port: number, portRange: string): Pr
   child.stdout?.on('data', (d) => (out += d));
   child.stderr?.on('data', (d) => (err += d));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `http://127.0.0.1:${ports.apiPort}`;
   await eventually(
     async () => {
       if (child.exitCode !== null) throw new Error(`Basin exited:\n${out}\n${err}`);
@@ -94,7 +97,7 @@ test(
     const dataDir = makeDataDir();
     const ports = await claimPortBlock();
     t.after(() => ports.release());
-    let server = await startServer(dataDir, ports.apiPort, ports.portRange);
+    let server = await startServer(dataDir, ports);
     t.after(() => server.stop());
     t.after(() => cleanUpDataDir(dataDir));
 
@@ -190,7 +193,7 @@ test(
       spawnSync('test', ['-r', path], { uid: tenant.uid, gid: tenant.gid }).status === 0;
     assert.ok(readable(serverLog), 'the tenant could read server.log');
 
-    server = await startServer(dataDir, ports.apiPort, ports.portRange);
+    server = await startServer(dataDir, ports);
 
     await t.test('a new start sets every mode back to the documented one', () => {
       const want: [string, number][] = [

@@ -4,7 +4,8 @@
 // (local) driver unless a test asks for another. Everything goes through its
 // HTTP API; nothing reaches into its store. Basin leaves its databases
 // running when it exits (on purpose), so the cleanup kills what is left under
-// the data directory and removes the OS users the local driver made.
+// the data directory and removes the OS users, network namespaces, veths
+// and nftables table the local driver made.
 //
 // `installation(t)` gives a test file a data directory and a block of ports;
 // `start()` runs Basin on them, as often as the test needs (restarts, kill -9);
@@ -18,6 +19,7 @@ import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { API_KEY } from '../helpers.js';
+import { removeNetworksIn } from '../../src/drivers/local/network/remove-installation.js';
 import { cleanUpDataDir } from '../local/helpers.js';
 import { answering, type BasinProcess } from './basin-api.js';
 import { claimBlock, claimPortBlock } from './port-block.js';
@@ -90,6 +92,8 @@ export async function installation(
   checkBuilt();
   await removeAbandoned();
   const ports = await claimPortBlock();
+  // What a killed test on this block left in its addresses (its directory may be gone).
+  removeNetworksIn(serviceNetwork(ports.claimed));
   const parent = mkdtempSync(join(tmpdir(), `basin-e2e-${ports.claimed}-`));
   // The services' OS users must cross it to reach their clusters; an operator
   // gives the directories above the data directory this bit (README).
@@ -130,6 +134,8 @@ export async function installation(
       ports.portRange,
       '--service-uid-range',
       uidRange(ports.claimed),
+      '--service-network',
+      serviceNetwork(ports.claimed),
       ...(defaults.args ?? []),
       ...(options.args ?? []),
     ];
@@ -259,6 +265,17 @@ async function killChild(child: ChildProcess): Promise<void> {
 function uidRange(claimed: number): string {
   const min = 3_000_000 + (claimed - 20_000) * 250;
   return `${min}-${min + 9_999}`;
+}
+
+/**
+ * The services' addresses of the installation on the port block `claimed`:
+ * a /24 of Basin's default block of its own (two installations may not
+ * share addresses: the second would refuse to start), kept apart by the
+ * same claim.
+ */
+export function serviceNetwork(claimed: number): string {
+  const i = (claimed - 20_000) / 40;
+  return `198.${18 + Math.floor(i / 256)}.${i % 256}.0/24`;
 }
 
 function checkBuilt(): void {

@@ -22,7 +22,7 @@ import {
   type CpuHierarchy,
   detectCpuHierarchy,
   nodeCgroupName,
-} from '../../src/drivers/local/cpu-hierarchy.js';
+} from '../../src/drivers/local/cgroup-hierarchy.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';
@@ -112,22 +112,30 @@ test(
     try {
       const backend = Number((await c.query('SELECT pg_backend_pid() AS p')).rows[0].p);
       assert.equal(cgroupOf(h, backend), basename(dirOf(a.id, primary.index)));
-      const before = cpuStat(dirOf(a.id, primary.index));
-      const usedBefore = cpuMsOf(backend);
       await c.query("SET statement_timeout = '2s'");
-      await assert.rejects(
-        c.query('SELECT sum(g) FROM (SELECT generate_series(1, 100000000000) AS g) s'),
-        /statement timeout/,
-      );
-      const after = cpuStat(dirOf(a.id, primary.index));
-      const used = cpuMsOf(backend) - usedBefore;
-      const periods = after.nr_periods! - before.nr_periods!;
-      const throttled = after.nr_throttled! - before.nr_throttled!;
+      // On a host busy with other work the query may not even get half a
+      // CPU, and then nothing holds it back: it is tried again (a busy
+      // moment passes) until it was held back in several periods. Every
+      // try must stay within the budget.
+      let throttled = 0;
+      let periods = 0;
+      for (let attempt = 0; attempt < 8 && throttled < 5; attempt++) {
+        const before = cpuStat(dirOf(a.id, primary.index));
+        const usedBefore = cpuMsOf(backend);
+        await assert.rejects(
+          c.query('SELECT sum(g) FROM (SELECT generate_series(1, 100000000000) AS g) s'),
+          /statement timeout/,
+        );
+        const after = cpuStat(dirOf(a.id, primary.index));
+        const used = cpuMsOf(backend) - usedBefore;
+        periods = after.nr_periods! - before.nr_periods!;
+        throttled = after.nr_throttled! - before.nr_throttled!;
+        assert.ok(
+          used <= (periods + 1) * 50 * 1.1 + 20,
+          `used ${used} ms of CPU in ${periods} periods of 50 ms each`,
+        );
+      }
       assert.ok(throttled >= 5, `throttled in ${throttled} of ${periods} periods`);
-      assert.ok(
-        used <= (periods + 1) * 50 * 1.1 + 20,
-        `used ${used} ms of CPU in ${periods} periods of 50 ms each`,
-      );
     } finally {
       await c.end();
     }

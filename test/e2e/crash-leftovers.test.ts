@@ -2,8 +2,9 @@
 // local driver) is killed with SIGKILL while it builds the PostgreSQL
 // template (its set-up postmaster running in a staging directory) and while
 // it issues a server certificate (a private key in a staging directory);
-// after one restart the data directory holds only what live services own, no
-// process runs that nothing owns, and the services are READY. A second Basin
+// after one restart the data directory holds only what live services own
+// (network namespaces included), no process runs that nothing owns, and the
+// services are READY. A second Basin
 // on the same data directory is refused, and a converge that changes nothing
 // keeps the same certificate.
 
@@ -53,15 +54,24 @@ function ownerless(root: string, services: string[]): string[] {
     'archive',
     'backup',
     'haproxy',
+    // The nftables table last loaded (network/service-networks.ts).
+    'network.nft',
   ]);
   for (const name of readdirSync(root)) if (!expectTop.has(name)) stray.push(name);
   for (const id of readdirSync(join(root, 'instances'))) {
     if (!services.includes(id)) stray.push(`instances/${id}`);
     for (const name of readdirSync(join(root, 'instances', id))) {
-      // Its nodes, its pooler, and the storage watch's record of it.
-      const own = /^\d+$/.test(name) || name === 'pooler' || name === 'storage.json';
+      // Its nodes, its pooler, the record of its network namespace and the
+      // storage watch's record of it.
+      const own = /^\d+$/.test(name) || ['pooler', 'network.json', 'storage.json'].includes(name);
       if (!own) stray.push(`instances/${id}/${name}`);
     }
+  }
+  // The network namespaces of this installation: live services' only.
+  const tag = readFileSync(join(root, 'installation'), 'utf8').trim();
+  for (const name of existsSync('/run/netns') ? readdirSync('/run/netns') : []) {
+    const id = name.startsWith(`basin-${tag}-`) ? name.slice(`basin-${tag}-`.length) : undefined;
+    if (id !== undefined && !services.includes(id)) stray.push(`/run/netns/${name}`);
   }
   for (const name of readdirSync(join(root, 's'))) {
     const m = /^([a-z0-9]+)-(\d+)$/.exec(name);

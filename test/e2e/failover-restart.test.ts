@@ -115,7 +115,7 @@ test(
       b = await inst.start();
       const third = await settled(w, second.index);
       const logs = async () => {
-        const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);
+        const res = await b.call('GET', `${b.servicePath(id)}/logs?source=basin`);
         assert.equal(res.status, 200, res.text);
         return res.body.logs as string[];
       };

@@ -144,7 +144,7 @@ export async function explain(b: BasinProcess, ids: string[]): Promise<string> {
   const parts = [`Basin (pid ${b.pid}), its lines but requests:\n${own}`];
   for (const id of ids) {
     const res = await b
-      .call('GET', `${b.servicePath(id)}/logs?search=basin`)
+      .call('GET', `${b.servicePath(id)}/logs?source=basin`)
       .catch(() => undefined);
     const lines = (res?.body?.logs as string[] | undefined) ?? [];
     parts.push(`basin's entries in the logs of ${id}, newest first:\n${lines.join('\n')}`);
@@ -187,7 +187,7 @@ export async function syncHaService(
 
 /** Basin's own entries of a service's (or a set's) logs, newest first. */
 export async function basinLogs(b: BasinProcess, id: string): Promise<string[]> {
-  const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);
+  const res = await b.call('GET', `${b.servicePath(id)}/logs?source=basin`);
   assert.equal(res.status, 200, res.text);
   return res.body.logs as string[];
 }

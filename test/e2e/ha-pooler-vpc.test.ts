@@ -51,7 +51,7 @@ test(
       process.kill(primaryNode(layout, id).pid, 'SIGKILL');
       // The failover, as the service's logs tell it, then READY.
       await b.waitFor(async () => {
-        const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin`);
+        const res = await b.call('GET', `${b.servicePath(id)}/logs?source=basin`);
         return (res.body.logs as string[]).some((l) => /READY again: node1 is the primary/.test(l));
       }, 'the failover to node1');
       await b.waitForStatus(id, 'READY', 180_000);

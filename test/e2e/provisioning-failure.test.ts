@@ -6,20 +6,38 @@
 // "Port … is in use". Basin retries with growing delays, writes `basin: …`
 // entries into the service's logs (a handful, not one per retry), moves the
 // service to UNSTABLE with the reason, and a user's `start` tries again once
-// the port is free.
+// the port is free. The program listens in the service's own network
+// namespace, made before anything of the service starts: the only place
+// where anything can take a service's port (a program in the host's
+// network cannot: attack-port-hijack.test.ts); this test, as root, puts it
+// there.
 
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:net';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { Layout } from '../../src/drivers/local/layout.js';
 import { test } from 'node:test';
 import { installation } from './basin-process.js';
 import { conninfo, psql } from './clients.js';
 
-function listen(port: number): Promise<Server> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen({ port, host: '0.0.0.0', exclusive: true }, () => resolve(srv));
+/** A process listening on `port` in the network namespace `netns`; resolves once it listens. */
+async function listenIn(netns: string, port: number): Promise<ChildProcess> {
+  const child = spawn(
+    'nsenter',
+    [
+      `--net=${netns}`,
+      '--',
+      process.execPath,
+      '-e',
+      `require('net').createServer().listen(${port}, '0.0.0.0', () => console.log('listening'))`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`the squatter exited (${code})`)));
   });
+  return child;
 }
 
 test(
@@ -37,11 +55,14 @@ test(
     assert.equal(created.status, 202, created.text);
     const id: string = created.body.service_id;
     const port: number = created.body.endpoint.port;
-    const squatter = await listen(port);
-    t.after(() => new Promise((resolve) => squatter.close(resolve)));
+    const tag = readFileSync(new Layout(inst.dataDir).installationFile, 'utf8').trim();
+    const netns = `/run/netns/basin-${tag}-${id}`;
+    await b.waitFor(async () => existsSync(netns), "the service's network namespace");
+    const squatter = await listenIn(netns, port);
+    t.after(() => squatter.kill('SIGKILL'));
 
     const basinEntries = async () => {
-      const res = await b.call('GET', `${b.servicePath(id)}/logs?search=basin:`);
+      const res = await b.call('GET', `${b.servicePath(id)}/logs?source=basin`);
       assert.equal(res.status, 200, res.text);
       return res.body.entries as { severity: string; message: string }[];
     };
@@ -72,7 +93,9 @@ test(
     assert.ok(entries.length <= 5, `${entries.length} entries`);
 
     // The port is free again; the user asks for a start, and the service runs.
-    await new Promise((resolve) => squatter.close(resolve));
+    const gone = new Promise((resolve) => squatter.once('exit', resolve));
+    squatter.kill('SIGKILL');
+    await gone;
     const start = await b.call('POST', `${b.servicePath(id)}/start`);
     assert.equal(start.status, 202, start.text);
     const ready = await b.waitForStatus(id, 'READY', 60_000);

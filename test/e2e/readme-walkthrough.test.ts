@@ -2,7 +2,7 @@
 // `node dist/main.js` with the default (local) driver and nothing configured
 // but its data directory, ports and bootstrap key. Every connection is the
 // real `psql` with the command line the README shows (sslmode=verify-full
-// against the installation's CA).
+// against the installation's CA, channel_binding=require).
 
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -56,11 +56,12 @@ test(
     assert.equal(ready.endpoint.host, 'localhost');
     assert.equal(ready.initial_password, undefined, 'the password is not shown again');
 
-    // psql "host=localhost port=… user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=.basin/local/ca/ca.crt"
+    // psql "host=localhost port=… user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=.basin/local/ca/ca.crt channel_binding=require"
     const conn = conninfo(ready.endpoint.port, {
       host: 'localhost',
       sslmode: 'verify-full',
       sslrootcert: join(inst.dataDir, 'local/ca/ca.crt'),
+      channel_binding: 'require',
     });
     await psql(
       conn,

@@ -66,14 +66,18 @@ export class TenantApi {
     });
   }
 
-  /** Creates a small POSTGRES service (the quickest to make); answers as the create did. */
-  async create(name: string): Promise<CreatedService> {
-    const res = await this.call('POST', this.path(), {
-      name,
-      addons: [],
+  /**
+   * Creates a POSTGRES service, `shared` unless a size is given (the
+   * quickest to make); answers as the create did.
+   */
+  async create(
+    name: string,
+    size: { cpu_millis: string; memory_gbs: string } = {
       cpu_millis: 'shared',
       memory_gbs: 'shared',
-    });
+    },
+  ): Promise<CreatedService> {
+    const res = await this.call('POST', this.path(), { name, addons: [], ...size });
     assert.equal(res.status, 202, res.text);
     assert.equal(res.body.status, 'QUEUED');
     return res.body as CreatedService;

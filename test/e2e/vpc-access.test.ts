@@ -12,6 +12,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { postmasterPid } from '../local/helpers.js';
 import { installation } from './basin-process.js';
 import { loopbackAddresses, pgClient, pgQuery, pgRefused } from './clients.js';
+import { gatewayOf } from './service-network.js';
 
 /** A VPC block no host here uses; one address of it goes on `lo` for the test. */
 const VPC_CIDR = '10.213.77.0/24';
@@ -89,7 +90,9 @@ test(
         'hostssl all all 0.0.0.0/0 scram-sha-256',
         'hostssl all all ::/0 scram-sha-256',
       ]);
-      assert.equal(await from('127.0.0.1', port, password), '127.0.0.1');
+      // A client on this host's loopback arrives from the service's gateway:
+      // a loopback source cannot leave the host into its namespace untranslated.
+      assert.equal(await from('127.0.0.1', port, password), gatewayOf(inst.dataDir, id));
       await from('127.0.0.1', poolerPort, password, 'tsdb_transaction');
     });
 

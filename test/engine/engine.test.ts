@@ -184,6 +184,25 @@ test("a step's note goes into its resource's logs, once, and the operation goes 
   assert.deepEqual(await w.events('s1'), [note]);
 });
 
+test("what the driver saw outside any operation goes into the resource's logs; a resource gone gets nothing", async (t) => {
+  const w = await world(t);
+  await w.create('s1');
+  await w.engine();
+  await statusOf(w, 's1', 'READY');
+  const note = {
+    severity: 'WARNING' as const,
+    message:
+      'basin: node0 ran out of memory (its bound: 1 GiB): the kernel killed 1 of its processes',
+  };
+  // The store's transactions run one after another: once s1's is seen, gone's has run.
+  w.driver.note({ kind: 'service', id: 'gone' }, note);
+  w.driver.note({ kind: 'service', id: 's1' }, note);
+  await eventually(async () => (await w.events('s1')).length > 0, 'the note in the logs');
+  assert.deepEqual(await w.events('s1'), [note]);
+  assert.deepEqual(await w.events('gone'), []);
+  assert.equal((await w.service('s1')).status, 'READY', 'a note changes nothing else');
+});
+
 test('retryable failures back off exponentially up to the cap; the service is UNSTABLE after 5; attempts are never reset', async (t) => {
   const w = await world(t);
   w.driver.set('s1', { do: 'fail', retryable: true, message: 'port 5432 busy' });

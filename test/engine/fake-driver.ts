@@ -12,6 +12,7 @@ import {
   type StorageEvent,
 } from '../../src/drivers/driver.js';
 import { DONE, type Progress, type ProgressNote, wait } from '../../src/domain/progress.js';
+import type { Target } from '../../src/domain/logs.js';
 
 export type Behaviour =
   | { do: 'succeed' }
@@ -62,8 +63,19 @@ export class FakeDriver implements Driver {
     for (const resolve of this.hung.splice(0)) resolve();
   }
 
+  private readonly noteListeners: ((target: Target, note: ProgressNote) => void)[] = [];
+
   async start(): Promise<void> {}
   async close(): Promise<void> {}
+
+  watchNotes(on: (target: Target, note: ProgressNote) => void): void {
+    this.noteListeners.push(on);
+  }
+
+  /** Tells the engine something it saw outside any operation (a process killed at a memory bound). */
+  note(target: Target, note: ProgressNote): void {
+    for (const l of this.noteListeners) l(target, note);
+  }
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
     this.applied.set(spec.serviceId, this.calls(spec.serviceId) + 1);

@@ -116,10 +116,7 @@ test(
       "PostgreSQL's own start-up line is there",
     );
     // The filters hold across both: Basin's warnings only, then PostgreSQL's lines only.
-    const warnings = await b.call(
-      'GET',
-      `${url(b, flaky)}/logs?severities=WARNING&search=basin%3A`,
-    );
+    const warnings = await b.call('GET', `${url(b, flaky)}/logs?severities=WARNING&source=basin`);
     assert.deepEqual(
       warnings.body.entries.map((e: { message: string }) => e.message.slice(0, 42)),
       ['basin: provisioning failed (attempt 2), re', 'basin: provisioning failed (attempt 1), re'],

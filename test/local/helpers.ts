@@ -11,8 +11,9 @@ import pg from 'pg';
 import type { Driver, ServiceSpec } from '../../src/drivers/driver.js';
 import type { ServiceType, Size } from '../../src/domain/types.js';
 import { removeLeftBackupCgroups } from '../../src/drivers/local/backup-cgroup.js';
-import { removeInstallationCgroups } from '../../src/drivers/local/cpu-hierarchy.js';
+import { removeInstallationCgroups } from '../../src/drivers/local/cgroup-hierarchy.js';
 import { Layout } from '../../src/drivers/local/layout.js';
+import { removeInstallationNetwork } from '../../src/drivers/local/network/remove-installation.js';
 import { groupExists, type PasswdEntry } from '../../src/drivers/local/os-user.js';
 import { processesOfUser } from '../../src/drivers/local/processes.js';
 import { installationUsers } from '../../src/drivers/local/service-users.js';
@@ -252,10 +253,12 @@ export async function cleanUpDataDir(dir: string): Promise<void> {
   // restart a cluster while the tree is removed: kill and retry until gone.
   for (let attempt = 1; ; attempt++) {
     await killAll();
-    // The backups' and the nodes' CPU cgroups (backup-cgroup.ts,
-    // cpu-budgets.ts), empty once their processes are gone.
+    // The backups' cgroups and the nodes', poolers' and helpers' (backup-cgroup.ts,
+    // node-cgroups.ts), empty once their processes are gone.
     removeLeftBackupCgroups(new Layout(dir).backupsDir);
     if (tag !== undefined) removeInstallationCgroups(tag);
+    // Its network namespaces, veths and nftables table (network/).
+    if (tag !== undefined) removeInstallationNetwork(tag);
     try {
       removeDir(dir);
       break;

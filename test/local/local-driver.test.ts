@@ -230,7 +230,9 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
       assert.ok(Date.now() < deadline, 'not reported failed');
       await sleep(20);
     }
-    await applyUntilDone(driver, spec);
+    // It died on its own: the first restart is at once (restarts.ts).
+    const reasons = await applyUntilDone(driver, spec);
+    assert.equal(reasons[0], 'restarting node0', reasons.join(', '));
     assert.equal(await driver.inspectService(spec), 'running');
     assert.notEqual(postmasterPid(pgdata()), pid);
     const [row] = await query(spec, password, 'SELECT count(*)::int AS n FROM m');

@@ -1,7 +1,9 @@
 // Basin not running as root cannot make OS users: every cluster runs as
-// Basin's own user, services are not isolated from each other, and nodes
-// run without a CPU budget (only root makes cgroups); the driver says
-// each once at start (docs/security.md). Checked by running the driver as
+// Basin's own user, services are not isolated from each other, nodes run
+// without a CPU budget or memory and process bounds (only root makes
+// cgroups), and nothing is protected from the OOM killer (only root with
+// CAP_SYS_RESOURCE lowers a score); the driver says each once at start
+// (docs/security.md). Checked by running the driver as
 // `nobody` in a child process.
 
 import assert from 'node:assert/strict';
@@ -41,9 +43,15 @@ test(
     });
     const seen = JSON.parse(stdout.trim().split('\n').at(-1) as string);
     assert.equal(seen.programUser, 'nobody');
-    assert.equal(seen.warnings.length, 2, JSON.stringify(seen.warnings));
+    assert.equal(seen.warnings.length, 3, JSON.stringify(seen.warnings));
     assert.ok(seen.warnings.some((w: string) => /services are NOT isolated/.test(w)));
     // Only root makes cgroups: said once, not per node.
-    assert.ok(seen.warnings.some((w: string) => /run without a CPU budget/.test(w)));
+    assert.ok(
+      seen.warnings.some((w: string) =>
+        /run without a CPU budget, a memory bound and a bound on their processes/.test(w),
+      ),
+    );
+    // Only CAP_SYS_RESOURCE lowers an OOM score: the tenants' side is raised instead.
+    assert.ok(seen.warnings.some((w: string) => /does not let Basin lower oom_score_adj/.test(w)));
   },
 );

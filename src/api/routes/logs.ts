@@ -42,6 +42,7 @@ export const logRoutes: FastifyPluginAsync<RouteDeps> = async (app, { ctx }) => 
             severities: list(q.severities),
             since: q.since,
             until: q.until,
+            source: q.source,
             signal,
           },
         );

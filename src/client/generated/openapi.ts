@@ -1781,6 +1781,8 @@ export interface paths {
                     since?: string;
                     /** @description RFC 3339 */
                     until?: string;
+                    /** @description Basin's extension: `basin` for Basin's own entries only, `database` for the server's only (entries[].source) */
+                    source?: string;
                 };
                 header?: never;
                 path: {
@@ -2406,7 +2408,7 @@ export interface components {
     schemas: {
         /** @description Every 4xx and 5xx answer has this body. */
         ErrorBody: {
-            code: "INVALID_REQUEST" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "CONFLICT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL" | "UNAVAILABLE";
+            code: "INVALID_REQUEST" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "CONFLICT" | "REQUEST_TIMEOUT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL" | "UNAVAILABLE";
             message: string;
         };
         MessageResponse: {
@@ -2590,6 +2592,8 @@ export interface components {
                 message: string;
                 severity: string;
                 timestamp: string;
+                /** @description Basin's extension: `basin` for Basin's own entries (no database role can write one), `database` for the server's lines */
+                source?: "basin" | "database";
             }[];
             /** @description pass as cursor for the next (older) page; absent at the end */
             lastCursor?: string;

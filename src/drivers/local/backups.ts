@@ -10,10 +10,10 @@
 
 import { lstat } from 'node:fs/promises';
 import { backupCgroupPath, prepareBackupCgroup, removeBackupCgroup } from './backup-cgroup.js';
-import { joiningCgroup } from './cpu-hierarchy.js';
 import { DriverError, type BackupProgress, type ServiceSpec } from '../driver.js';
 import { helperCommand } from './confine.js';
-import { CommandError, lastLines, run } from './exec.js';
+import { CommandError, lastLines, run, withPrelude } from './exec.js';
+import { helperPrelude } from './node-cgroups.js';
 import type { DriverContext } from './local-driver.js';
 import { ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
 import type { OsUser } from './os-user.js';
@@ -246,8 +246,14 @@ export class LocalBackups {
       ? ['setsid', ['sh', '-c', LOW_PRIORITY, 'basin-backup', pg.pgbackrest, ...base]]
       : [pg.pgbackrest, base];
     const confined = helperCommand(user, file as string, all as string[], privateTmp);
-    // If the move fails the backup still runs, with its priority alone.
-    const cmd = options.cgroup ? joiningCgroup(options.cgroup, confined, 'run anyway') : confined;
+    // Bounded in memory and processes with the service's other helpers; if
+    // the move into its CPU cap fails, the backup still runs, with its
+    // priority alone.
+    const prelude = await helperPrelude(this.ctx, id);
+    const cmd = withPrelude(
+      { ...prelude, ...(options.cgroup ? { tryCgroups: [options.cgroup] } : {}) },
+      confined,
+    );
     try {
       await run(cmd.file, cmd.args, { timeoutMs: options.timeoutMs });
     } catch (err) {

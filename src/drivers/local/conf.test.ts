@@ -89,9 +89,10 @@ describe('sizeProfile', () => {
 });
 
 describe('postgresqlSettings', () => {
-  test('TIMESERIESDB preloads timescaledb without telemetry', () => {
+  test('TIMESERIESDB preloads timescaledb without telemetry, and auth_delay', () => {
     const s = postgresqlSettings(spec(), paths, options);
-    assert.equal(s.shared_preload_libraries, 'timescaledb');
+    assert.equal(s.shared_preload_libraries, 'timescaledb,auth_delay');
+    assert.equal(s['auth_delay.milliseconds'], '1000');
     assert.equal(s['timescaledb.telemetry_level'], 'off');
     assert.equal(s.shared_buffers, '2048MB');
     assert.equal(s.port, '40001');
@@ -113,10 +114,11 @@ describe('postgresqlSettings', () => {
     assert.equal(s.max_worker_processes, '9');
   });
 
-  test('POSTGRES and VECTOR preload nothing', () => {
+  test('POSTGRES and VECTOR preload auth_delay alone', () => {
     for (const type of ['POSTGRES', 'VECTOR'] as const) {
       const s = postgresqlSettings(spec({ type }), paths, options);
-      assert.equal(s.shared_preload_libraries, '');
+      assert.equal(s.shared_preload_libraries, 'auth_delay');
+      assert.equal(s['auth_delay.milliseconds'], '1000');
       assert.equal(s['timescaledb.telemetry_level'], undefined);
       assert.equal(s.max_worker_processes, '8');
     }

@@ -126,7 +126,31 @@ export function sizeProfile(size: Size, hostMemoryMb = Infinity): SizeProfile {
 
 const clamp = (n: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, n));
 
+/**
+ * The processes a node's settings allow: max_connections, and
+ * max_worker_processes, the one pool of background workers (parallel
+ * workers, timescaledb's launcher and its workers, the logical replication
+ * launcher, one spare). Its pids bound follows from them (node-bounds.ts).
+ */
+export function processCounts(spec: Pick<ServiceSpec, 'size' | 'type'>): {
+  maxConnections: number;
+  maxWorkerProcesses: number;
+} {
+  const p = sizeProfile(spec.size);
+  const tsdb = hasTimescale(spec.type);
+  return {
+    maxConnections: p.maxConnections,
+    maxWorkerProcesses: Math.max(
+      8,
+      p.maxParallelWorkers + (tsdb ? p.timescaleBackgroundWorkers + 1 : 0) + 2,
+    ),
+  };
+}
+
 export const hasTimescale = (type: ServiceType) => type === 'TIMESERIESDB';
+
+/** How long the server waits before it answers a failed login (auth_delay.milliseconds). */
+export const AUTH_DELAY_MS = 1000;
 
 /** The extensions a service gets in its `tsdb` database. */
 export function wantedExtensions(spec: Pick<ServiceSpec, 'type' | 'vector'>): string[] {
@@ -195,14 +219,18 @@ export function postgresqlSettings(
     max_parallel_workers: String(p.maxParallelWorkers),
     max_parallel_workers_per_gather: String(p.maxParallelWorkersPerGather),
     max_parallel_maintenance_workers: String(p.maxParallelMaintenanceWorkers),
-    // Background workers come from one pool: parallel workers, timescaledb's
-    // launcher and its workers, the logical replication launcher, one spare.
-    max_worker_processes: String(
-      Math.max(8, p.maxParallelWorkers + (tsdb ? p.timescaleBackgroundWorkers + 1 : 0) + 2),
-    ),
+    // Background workers come from one pool (processCounts).
+    max_worker_processes: String(processCounts(spec).maxWorkerProcesses),
     // Storage is assumed to be SSD: random reads cost little more than sequential ones.
     random_page_cost: '1.1',
-    shared_preload_libraries: tsdb ? 'timescaledb' : '',
+    // auth_delay (contrib): a failed login is answered only after a second,
+    // so one connection guesses a password at most once a second (and all
+    // of max_connections, which a guesser would have to fill, at most that
+    // many a second). A person who mistypes loses a second. It hooks the
+    // authentication of the postmaster's children: preloaded, and a change
+    // of these libraries needs a restart (docs/decisions.md, Credentials).
+    shared_preload_libraries: tsdb ? 'timescaledb,auth_delay' : 'auth_delay',
+    'auth_delay.milliseconds': String(AUTH_DELAY_MS),
     // WAL archiving into the service's own pgBackRest repository, for PITR
     // and forks: archive-push queues each segment and a background
     // pgBackRest compresses and stores it, checksummed (pgbackrest.ts).
@@ -351,6 +379,39 @@ export const REPLICATION_ROLE = 'basin_replication';
 export const ADMIN_MAP = 'basin';
 
 /**
+ * Where a node's non-public clients come from: what pgHba admits beside
+ * the access rules.
+ */
+export interface HbaSources {
+  /**
+   * Behind a proxy (HAProxy's TCP mode, with no PROXY header) a node sees
+   * the proxy's address, as it sees a client on this host: admitted for
+   * every role but `postgres`, the proxy enforcing the access rules.
+   */
+  proxy: readonly string[];
+  /** Where the replication role streams and rewinds from. */
+  replication: readonly string[];
+}
+
+const LOOPBACK = ['127.0.0.1/32', '::1/128'];
+
+/** A node in the host's network: the proxy, the host's clients and the standbys come from loopback. */
+export const HOST_NETWORK: HbaSources = { proxy: LOOPBACK, replication: LOOPBACK };
+
+/**
+ * A node in a network namespace of its own (docs/decisions.md, Service
+ * networks): HAProxy and the host's clients arrive from the namespace's
+ * gateway (`hostAddress`, the host side of its veth: loopback clients are
+ * translated to it); the service's HA standbys stream over the
+ * namespace's own loopback, its read replica sets' nodes arrive from the
+ * gateway too (translated: nft-table.ts).
+ */
+export function namespaceSources(hostAddress: string): HbaSources {
+  const gateway = `${hostAddress}/32`;
+  return { proxy: [gateway], replication: [...LOOPBACK, gateway] };
+}
+
+/**
  * Host-based authentication, first match wins
  * (https://www.postgresql.org/docs/15/auth-pg-hba-conf.html):
  * - the `postgres` superuser only over the Unix socket, by peer (OS user)
@@ -366,7 +427,9 @@ export const ADMIN_MAP = 'basin';
  *   its client's SCRAM proof. The socket's directory is the service's user's
  *   alone, so nothing else gets there that could not already.
  * - with `replication` (a service with standbys), the replication role
- *   streams from loopback.
+ *   streams from `from.replication` (HbaSources).
+ * A node behind HAProxy (its port is not the endpoint's) admits
+ * `from.proxy` too.
  */
 export function pgHba(
   spec: Pick<ServiceSpec, 'allowedCidrs'> & {
@@ -377,13 +440,14 @@ export function pgHba(
   publicCidrs: readonly string[],
   locked = false,
   replication = false,
+  from: HbaSources = HOST_NETWORK,
 ) {
   const cidrs = locked ? [] : admittedCidrs(spec, publicCidrs);
   // A node behind HAProxy (its port is not the endpoint's) sees every
-  // client as loopback; the proxy enforces the access rules (haproxy.ts).
+  // client as the proxy; the proxy enforces the access rules (haproxy.ts).
   const proxied = spec.nodes?.some((n) => n.port !== spec.port) ?? false;
   if (proxied && !locked) {
-    for (const a of ['127.0.0.1/32', '::1/128']) if (!cidrs.includes(a)) cidrs.push(a);
+    for (const a of from.proxy) if (!cidrs.includes(a)) cidrs.push(a);
   }
   const any = ['0.0.0.0/0', '::/0'];
   const row = (...cols: string[]) => cols.map((c, i) => (i < 4 ? `${c.padEnd(13)} ` : c)).join('');
@@ -398,15 +462,16 @@ export function pgHba(
     ...any.map((a) => row('hostnossl', 'all', 'all', a, 'reject')),
     ...any.map((a) => row('hostssl', 'all', 'postgres', a, 'reject')),
     ...cidrs.map((c) => row('hostssl', 'all', 'all', c, 'scram-sha-256')),
-    // The service's standbys (when it has some) stream from loopback, over
-    // TLS, as Basin's replication role (replication.ts); `all` above never
-    // matches a replication connection.
-    ...(replication && !locked ? ['127.0.0.1/32', '::1/128'] : []).map((a) =>
+    // The service's standbys (when it has some) stream from loopback (or,
+    // a read replica set's, through the host), over TLS, as Basin's
+    // replication role (replication.ts); `all` above never matches a
+    // replication connection.
+    ...(replication && !locked ? from.replication : []).map((a) =>
       row('hostssl', 'replication', REPLICATION_ROLE, a, 'scram-sha-256'),
     ),
     // …and a read replica's pg_rewind reads the primary's files through
     // the `postgres` database, as the same role (standby.ts, rewindSource).
-    ...(replication && !locked ? ['127.0.0.1/32', '::1/128'] : []).map((a) =>
+    ...(replication && !locked ? from.replication : []).map((a) =>
       row('hostssl', 'postgres', REPLICATION_ROLE, a, 'scram-sha-256'),
     ),
     '',

@@ -17,11 +17,21 @@
 //   the user's own processes (hidepid=invisible). What a tenant leaves there
 //   lives and dies with its server, and no other tenant sees it.
 //
+// - A network namespace of its own for each service's (or read replica
+//   set's) OS user, where services have them (network/service-networks.ts):
+//   every process of that user, whatever starts it (its postmaster,
+//   PgBouncer, the helpers Basin runs as it: pgBackRest, pg_basebackup,
+//   pg_rewind, the `kill -1` of a delete), joins it before anything else,
+//   so none ever runs in the host's network (a tenant can trace any process
+//   of its own uid: one left in the host's network would be a way back).
+//   The user carries it (OsUser.netns); asUser refuses such a user, so that
+//   the only way to start one of its processes is tenantCommand here.
+//
 // The postmaster must stay the process Node spawned (its pid is what
 // postmaster.pid holds and what a restarted Basin adopts), so nothing forks
-// on the way: unshare (without --fork), sh, setpriv and postgres each exec
-// the next one in the same process. Paths reach the shell only as
-// positional arguments, never inside the script's text.
+// on the way: nsenter and unshare (without --fork), sh, setpriv and
+// postgres each exec the next one in the same process. Paths reach the
+// shell only as positional arguments, never inside the script's text.
 
 import { readFile, readlink } from 'node:fs/promises';
 import { statSync } from 'node:fs';
@@ -29,6 +39,7 @@ import type { Logger } from '../../lib/logger.js';
 import { HostCheckError } from './errors.js';
 import { asUser, type Command, onPath, run } from './exec.js';
 import { isRoot, type OsUser } from './os-user.js';
+import { isLive } from './processes.js';
 
 /** The host's directories that every user may write to (Debian), made private per service. */
 export const PRIVATE_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock'];
@@ -60,6 +71,10 @@ export type PrivateTmpMode = 'auto' | 'on' | 'off';
  * The directories it makes on the way to `keep` are 0711 (umask 066):
  * crossed, not listed. The descriptor of `keep` is closed before the exec:
  * it must not reach the server, whose user could list `keep` through it.
+ * The other services' network namespaces, which the copy of the host's
+ * mounts holds in /run/netns, are unmounted there: the server's mount
+ * namespace would otherwise keep them alive after their services' delete
+ * (its own network was joined before, by nsenter).
  */
 const SCRIPT = `
 fail() { echo "FATAL: basin: $*" >&2; exit 70; }
@@ -81,6 +96,9 @@ exec 3<&-
 if [ -d /dev/mqueue ]; then
   mount -t mqueue -o nosuid,nodev,noexec basin-mqueue /dev/mqueue || fail "could not mount a private /dev/mqueue"
 fi
+for ns in /run/netns/*; do
+  [ -e "$ns" ] && umount -l "$ns" 2>/dev/null
+done
 if [ "$hide" = yes ]; then
   mount -t proc -o hidepid=invisible,nosuid,nodev,noexec basin-proc /proc || fail "could not mount a private /proc"
 fi
@@ -100,9 +118,33 @@ export function inPrivateTmp(p: PrivateTmp, command: Command): Command {
   }; // prettier-ignore
 }
 
+/** `command` run in the network namespace whose file is `path` (as root: nsenter execs it in place). */
+export function inNetns(path: string, command: Command): Command {
+  return { file: 'nsenter', args: [`--net=${path}`, '--', command.file, ...command.args] };
+}
+
 /**
- * How a postmaster of `user` is started: with no_new_privs, and in its
- * own namespaces when `privateTmp` is given.
+ * The one way a process of a tenant's OS user starts: in the user's
+ * network namespace (when it has one), first; then in a mount and IPC
+ * namespace of its own with private /tmp & co. (when `privateTmp`); then
+ * as the user, with no_new_privs and an empty bounding set (asUser).
+ */
+export function tenantCommand(
+  user: OsUser,
+  file: string,
+  args: string[],
+  how: { privateTmp?: PrivateTmp | undefined; diesWithBasin?: boolean } = {},
+): Command {
+  const { netns, ...bare } = user;
+  let cmd = asUser(bare, file, args, { diesWithBasin: how.diesWithBasin === true });
+  if (how.privateTmp && isRoot()) cmd = inPrivateTmp(how.privateTmp, cmd);
+  return netns === undefined ? cmd : inNetns(netns, cmd);
+}
+
+/**
+ * How a postmaster (or PgBouncer) of `user` is started: in its network
+ * namespace, with no_new_privs, and in its own namespaces when
+ * `privateTmp` is given.
  */
 export function postmasterCommand(
   user: OsUser,
@@ -111,8 +153,7 @@ export function postmasterCommand(
   privateTmp: PrivateTmp | undefined,
   options: { diesWithBasin?: boolean } = {},
 ): Command {
-  const confined = asUser(user, postgres, args, options);
-  return privateTmp && isRoot() ? inPrivateTmp(privateTmp, confined) : confined;
+  return tenantCommand(user, postgres, args, { privateTmp, ...options });
 }
 
 /**
@@ -129,8 +170,7 @@ export function helperCommand(
   args: string[],
   privateTmp: PrivateTmp | undefined,
 ): Command {
-  const confined = asUser(user, file, args, { diesWithBasin: true });
-  return privateTmp && isRoot() ? inPrivateTmp(privateTmp, confined) : confined;
+  return tenantCommand(user, file, args, { privateTmp, diesWithBasin: true });
 }
 
 /**
@@ -184,14 +224,20 @@ export async function detectPrivateTmp(
 
 /**
  * Whether the process `pid` runs as this driver starts servers: with
- * no_new_privs and, when `privateTmp`, in a mount namespace other than
- * Basin's. A server started by an older Basin is not; one that exited
- * meanwhile counts as confined (there is nothing left to confine).
+ * no_new_privs, in its network namespace when it has one (`inNetwork`),
+ * and, when `privateTmp`, in a mount namespace other than Basin's. A
+ * server started by an older Basin is not; one that exited meanwhile
+ * counts as confined (there is nothing left to confine).
  */
-export async function isConfined(pid: number, privateTmp: boolean): Promise<boolean> {
+export async function isConfined(
+  pid: number,
+  privateTmp: boolean,
+  inNetwork: (pid: number) => Promise<boolean> = async () => true,
+): Promise<boolean> {
   try {
     const status = await readFile(`/proc/${pid}/status`, 'utf8');
     if (!/^NoNewPrivs:\s+1$/m.test(status)) return false;
+    if (!(await inNetwork(pid)) && (await isLive(pid))) return false;
     if (!privateTmp) return true;
     const [theirs, ours] = await Promise.all([
       readlink(`/proc/${pid}/ns/mnt`),

@@ -16,7 +16,7 @@
 
 import { readdir } from 'node:fs/promises';
 import { nodeName, type NodeRole } from '../../domain/service-nodes.js';
-import { DONE, type Progress, wait } from '../../domain/progress.js';
+import { DONE, type Progress, sooner, wait } from '../../domain/progress.js';
 import type { ObservedNode, ServiceSpec, SpecNode } from '../driver.js';
 import type { DriverContext } from './local-driver.js';
 import { nodeExists, removeTrees } from './node-files.js';
@@ -34,6 +34,7 @@ import { admittedCidrs } from './conf.js';
 import { type NodeReplication, ServiceNode } from './service-node.js';
 import { exists } from './node-files.js';
 import { isStandbyData } from './standby.js';
+import { nodeUnit } from './node-cgroups.js';
 import { join } from 'node:path';
 import { inStorageRecovery } from './storage/node-storage.js';
 
@@ -45,6 +46,20 @@ export function primaryNode(spec: ServiceSpec): SpecNode {
 }
 
 const standbysOf = (spec: ServiceSpec) => spec.nodes.filter((n) => n.role === 'standby');
+
+/**
+ * The host ports that lead into the service's network namespace
+ * (network/): each node's own, the endpoint's when no HAProxy serves it
+ * (without HA replicas the primary listens on it), and the pooler's.
+ */
+export function namespacePorts(spec: ServiceSpec): number[] {
+  const proxied = spec.nodes.some((n) => n.port !== spec.port);
+  return [
+    ...spec.nodes.map((n) => n.port),
+    ...(proxied ? [] : [spec.port]),
+    ...(spec.pooler.port === null ? [] : [spec.pooler.port]),
+  ];
+}
 
 /** One step towards `spec` for every node of the service; see the order above. */
 export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Promise<Progress> {
@@ -112,10 +127,13 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
       standbys.map((s) => s.index),
     ));
   const all = await replicationFor(ctx, spec, built);
-  let pending: Progress | undefined;
+  // Each standby takes its step, whatever the others do (one may back off
+  // its restarts while another is being built): called again when the
+  // soonest is due, with what each has to tell.
+  let pending: (Progress & { done: false }) | undefined;
   for (const s of standbys) {
     const step = await new ServiceNode(ctx, spec, s, all).converge();
-    if (!step.done && !pending) pending = step;
+    if (!step.done) pending = pending ? sooner(pending, step) : step;
   }
   if (pending) return pending;
   const after = await replicationFor(ctx, spec, await streamingStandbys(ctx, spec));
@@ -178,7 +196,12 @@ function routeEndpoint(ctx: DriverContext, spec: ServiceSpec): Promise<void> {
   return ctx.haproxy.ensureService(
     spec.serviceId,
     spec.port,
-    spec.nodes.map((n) => ({ index: n.index, port: n.port, enabled: n.role === 'primary' })),
+    spec.nodes.map((n) => ({
+      index: n.index,
+      host: ctx.networks.serverHost(spec.serviceId),
+      port: n.port,
+      enabled: n.role === 'primary',
+    })),
     admittedCidrs(spec, ctx.publicCidrs),
   );
 }
@@ -245,7 +268,7 @@ async function removeSurplusNodes(
       signalAll(left, 'SIGKILL');
       return wait(100, why);
     }
-    if (!(await ctx.cpu.remove(ref))) return wait(100, why);
+    if (!(await ctx.cgroups.remove(nodeUnit(ref)))) return wait(100, why);
     ctx.stopper.forget(pgdata);
     ctx.spawned.delete(pgdata);
     await removeTrees([ctx.layout.socketDir(ref), ctx.layout.nodeDir(ref)]);

@@ -99,6 +99,12 @@ export async function rewindStandby(
   // whose pid a zombie may still answer for (postmaster.ts): pg_rewind's
   // single-user recovery of an unclean node would take it for a running server.
   if (!(await prepareStart(pgdata, ctx.layout.socketDir(ref)))) return wait(50, why);
+  // Stopped (or fenced, a failed-over primary) by Basin: its start after the
+  // rewind is no restart after a death (restarts.ts); the failover says why.
+  if (state.upSince !== undefined) {
+    delete state.upSince;
+    await save();
+  }
   ctx.stopper.forget(pgdata);
   ctx.spawned.delete(pgdata);
   const timeline = await latestTimeline(replication.primaryAdmin.pgdata);

@@ -9,7 +9,8 @@ import { mkdir, readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { helperCommand } from './confine.js';
-import { CommandError, lastLines, run } from './exec.js';
+import { CommandError, lastLines, run, withPrelude } from './exec.js';
+import { helperPrelude } from './node-cgroups.js';
 import type { Copied } from './fork-restore.js';
 import type { DriverContext } from './local-driver.js';
 import { chownTree, copyInto, ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
@@ -158,8 +159,9 @@ export async function restoreAsFork(
     ],
     ctx.privateTmp,
   );
+  const bounded = withPrelude(await helperPrelude(ctx, spec.serviceId), cmd);
   try {
-    await run(cmd.file, cmd.args, { timeoutMs: 6 * 3_600_000, signal });
+    await run(bounded.file, bounded.args, { timeoutMs: 6 * 3_600_000, signal });
   } catch (err) {
     const output = err instanceof CommandError ? lastLines(err.output, 4) : (err as Error).message;
     throw new DriverError(`Restoring the backup ${copied.backupLabel} failed: ${output}`, true);

@@ -29,7 +29,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { nodeName } from '../../domain/service-nodes.js';
 import type { Logger } from '../../lib/logger.js';
 import { DriverError } from '../driver.js';
-import { asUser, childEnv, run } from './exec.js';
+import { asUser, childEnv, type Prelude, run, withPrelude } from './exec.js';
 import type { Layout } from './layout.js';
 import { exists, mkdirIn } from './node-files.js';
 import { isRoot, readPasswd, type OsUser } from './os-user.js';
@@ -37,6 +37,12 @@ import { isLive, procCmdline } from './processes.js';
 
 export interface ProxiedServer {
   index: number;
+  /**
+   * Where the node listens: its network namespace's address (nothing but
+   * that namespace can listen there, whether the node runs or not), or
+   * 127.0.0.1 where services share the host's network.
+   */
+  host: string;
   port: number;
   /** Only the primary takes connections. */
   enabled: boolean;
@@ -55,6 +61,12 @@ export interface HaproxyOptions {
   listenAddresses: string;
   log: Logger;
   bin?: string;
+  /**
+   * How it starts (oom-scores.ts, protectedPrelude): every HA service's
+   * endpoint goes through it, so it is protected from the OOM killer as
+   * Basin is.
+   */
+  prelude?: Prelude;
 }
 
 /** Whether the host has HAProxy (HA replicas need it). */
@@ -246,7 +258,7 @@ export class Haproxy {
     const fd = openSync(logFile, 'a', 0o600);
     try {
       fchmodSync(fd, 0o600);
-      const cmd = asUser(this.user(), this.bin, this.args());
+      const cmd = withPrelude(this.o.prelude ?? {}, asUser(this.user(), this.bin, this.args()));
       const child = spawn(cmd.file, cmd.args, {
         cwd: this.dir,
         detached: true,
@@ -401,7 +413,7 @@ export function renderService(
     '    default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 1 on-marked-down shutdown-sessions observe layer4 error-limit 1 on-error mark-down',
   ];
   const line = (s: ProxiedServer, withState: boolean) =>
-    `    server ${nodeName(s.index)} 127.0.0.1:${s.port} check${withState && !s.enabled ? ' disabled' : ''}`;
+    `    server ${nodeName(s.index)} ${s.host}:${s.port} check${withState && !s.enabled ? ' disabled' : ''}`;
   const sorted = [...servers].sort((a, b) => a.index - b.index);
   return {
     text: [...head, ...sorted.map((s) => line(s, true)), ''].join('\n'),
@@ -411,7 +423,7 @@ export function renderService(
 
 /**
  * Who may connect, checked here: behind the proxy every node sees its
- * clients as loopback (TCP mode, and PostgreSQL reads no PROXY header), so
+ * clients as the proxy (TCP mode, and PostgreSQL reads no PROXY header), so
  * a service's access rules (its VPC's blocks, or the public CIDRs) are
  * enforced at the frontend, before a byte reaches a node (conf.ts, pgHba).
  */

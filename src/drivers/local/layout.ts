@@ -24,6 +24,7 @@
 //       source/, source.conf     while a fork is made: the part of its parent's
 //                                repository it restores (backups.ts, fork-restore.ts)
 //     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
+//     instances/<id>/oom-kills.json   the OOM kills of its cgroups last reported (oom-watch.ts, root 0600)
 //     instances/<id>/pooler/     the service's (or set's) PgBouncer (pooler.ts), root 0711:
 //       pgbouncer.ini users.txt hba.conf   its configuration (root, 0640 to the service's group)
 //       ca.crt                   a set's: the CA its nodes' certificates are checked against (same)
@@ -90,6 +91,10 @@ export class Layout {
   storageFile(id: string): string {
     return join(this.instanceDir(id), 'storage.json');
   }
+  /** The OOM kills of the service's (or set's) cgroups last reported in its logs (oom-watch.ts). */
+  oomKillsFile(id: string): string {
+    return join(this.instanceDir(id), 'oom-kills.json');
+  }
   nodeDir(ref: NodeRef): string {
     return join(this.instanceDir(ref.id), String(ref.node));
   }
@@ -150,6 +155,8 @@ export class Layout {
     caFile: string;
     state: string;
     log: string;
+    /** Client addresses refused for their failed logins, and until when (pooler-guard.ts). */
+    blocked: string;
   } {
     const dir = join(this.instanceDir(id), 'pooler');
     return {
@@ -160,6 +167,7 @@ export class Layout {
       caFile: join(dir, 'ca.crt'),
       state: join(dir, 'pooler.json'),
       log: join(dir, 'pooler.log'),
+      blocked: join(dir, 'blocked.json'),
     };
   }
   /** While a fork is made: the part of its parent's repository it restores, and its configuration. */

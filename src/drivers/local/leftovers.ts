@@ -15,15 +15,19 @@
 // data, a fork's restored data awaiting promotion). The engine resumes those
 // operations and their own steps start over cleanly.
 //
-// The CPU cgroups of this installation's nodes (cpu-budgets.ts) whose node
-// directory is gone (Basin killed between a node's removal and its
-// cgroup's) go too, once empty: a cgroup that still holds processes stays.
+// The cgroups of this installation (node-cgroups.ts) whose node directory
+// is gone, or for a pooler's and the helpers', whose service's or set's
+// instance directory is (Basin killed between a removal and its cgroups'),
+// go too, once empty: a cgroup that still holds processes stays.
+// The network namespaces and veths of services and sets whose instance
+// directory is gone are swept the same way, by ServiceNetworks.start
+// (network/service-networks.ts), before it checks the host's routes.
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
-import type { CpuBudgets } from './cpu-budgets.js';
+import type { NodeCgroups } from './node-cgroups.js';
 import type { Layout } from './layout.js';
 import { exists, removeTrees } from './node-files.js';
 import { processesUnder, signalAll } from './processes.js';
@@ -55,14 +59,20 @@ export async function removeLeftovers(layout: Layout, log: Logger): Promise<stri
   return paths;
 }
 
-/** Removes the empty CPU cgroups of this installation's nodes that no longer exist; returns their directories. */
+/** Removes the empty cgroups of this installation whose node or service no longer exists; returns their directories. */
 export async function removeLeftCgroups(
   layout: Layout,
-  cpu: CpuBudgets,
+  cgroups: NodeCgroups,
   log: Logger,
 ): Promise<string[]> {
-  const removed = await cpu.removeLeft((ref) => exists(layout.nodeDir(ref)));
-  if (removed.length > 0) log.info({ removed }, 'removed the CPU cgroups of nodes that are gone');
+  const removed = await cgroups.removeLeft((unit) =>
+    exists(
+      typeof unit.part === 'number'
+        ? layout.nodeDir({ id: unit.id, node: unit.part })
+        : layout.instanceDir(unit.id),
+    ),
+  );
+  if (removed.length > 0) log.info({ removed }, 'removed the cgroups of nodes that are gone');
   return removed;
 }
 

@@ -7,7 +7,8 @@
 // state.json), so a restarted Basin adopts the running clusters as they
 // are: databases outlive the API server.
 
-import { lstat, readdir, realpath } from 'node:fs/promises';
+import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
+import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import type { Metrics, Size } from '../../domain/types.js';
 import {
@@ -35,6 +36,7 @@ import {
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
+import type { ProgressNote } from '../../domain/progress.js';
 import { removeLeftBackupCgroups } from './backup-cgroup.js';
 import { readNodeState } from './node-state.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
@@ -53,10 +55,16 @@ import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServicePooler } from './pooler.js';
-import { convergeNodes, observeNodes, primaryNode } from './converge-nodes.js';
+import { PoolerWatch } from './pooler-watch.js';
+import { convergeNodes, namespacePorts, observeNodes, primaryNode } from './converge-nodes.js';
 import { Haproxy } from './haproxy.js';
 import { PrimaryWatch, prepareFailover } from './failover.js';
-import { convergeReplicaSet, dropReplicaSetSlots, inspectReplicaSet } from './replica-set.js';
+import {
+  convergeReplicaSet,
+  dropReplicaSetSlots,
+  inspectReplicaSet,
+  replicaSetCounts,
+} from './replica-set.js';
 import { ReplicaSetPooler } from './replica-set-pooler.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
 import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
@@ -66,9 +74,15 @@ import { checkUserTools, ensureInstallation, ServiceUsers } from './service-user
 import { Template } from './template.js';
 import { tightenLayout } from './tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
-import { type CpuBudgets, keepBudgets, startCpuBudgets } from './cpu-budgets.js';
+import { keepBounds, type NodeCgroups, startNodeCgroups } from './node-cgroups.js';
+import { serviceNproc, sharedMemoryBytes } from './node-bounds.js';
+import { type OomScores, protectedPrelude, startOomScores } from './oom-scores.js';
+import { OomWatch } from './oom-watch.js';
+import { processCounts } from './conf.js';
 import { ensureCa } from './tls.js';
+import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
+import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './restarts.js';
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
 import { isStandbyData } from './standby.js';
 
@@ -109,6 +123,18 @@ export interface LocalDriverOptions {
   /** The size of each of those private file systems, in MiB (default 1024). */
   privateTmpMb?: number;
   /**
+   * The memory every `shared` node of the installation shares, in MiB
+   * (default a quarter of the host's: node-bounds.ts).
+   */
+  sharedMemoryMb?: number;
+  /**
+   * A network namespace per service and read replica set, with addresses
+   * from this IPv4 block (network/service-networks.ts), or 'off' (the
+   * default here, for tools and driver tests; Basin's configuration gives
+   * 198.18.0.0/15: --service-network).
+   */
+  serviceNetwork?: ServiceNetworkMode;
+  /**
    * Each service's storage allowance and the host's reserve (default
    * DEFAULT_ALLOWANCE, DEFAULT_RESERVE: domain/storage.ts); `watch`
    * changes the storage watch's pace (tests).
@@ -121,6 +147,8 @@ export interface LocalDriverOptions {
   log?: Logger;
   /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
   adminBounds?: Partial<AdminBounds>;
+  /** How nodes that keep dying are restarted (default DEFAULT_RESTARTS: restarts.ts). */
+  restarts?: Partial<RestartPolicy>;
 }
 
 /** What a ServiceNode needs from the driver; shared by all nodes. */
@@ -152,8 +180,14 @@ export interface DriverContext {
   haproxy: Haproxy;
   /** Primaries found hung (primary-health.ts): data directory → postmaster pid. */
   unresponsive: Map<string, number>;
-  /** Each node's CPU cgroup, with its size's quota (cpu-budgets.ts). */
-  cpu: CpuBudgets;
+  /** The cgroups of each node, pooler and helper, with their bounds (node-cgroups.ts). */
+  cgroups: NodeCgroups;
+  /** What the kernel's OOM killer is told of each process (oom-scores.ts). */
+  oom: OomScores;
+  /** How soon a node that died on its own starts again (restarts.ts). */
+  restarts: RestartPolicy;
+  /** Each service's and read replica set's network namespace, when they have them. */
+  networks: ServiceNetworks;
   /** What each service holds on the disk, and its level (storage/storage-watch.ts). */
   storage: StorageWatch;
   /** A size's storage allowance, in bytes. */
@@ -176,6 +210,14 @@ export class LocalDriver implements Driver {
   private ctx: DriverContext | undefined;
   private readonly downListeners: ((serviceId: string, event: PrimaryEvent) => void)[] = [];
   private readonly storageListeners: ((event: StorageEvent) => void)[] = [];
+  private readonly noteListeners: ((target: Target, note: ProgressNote) => void)[] = [];
+  /** The kills at the memory bounds, told to the engine (oom-watch.ts). */
+  private readonly oomWatch = new OomWatch(
+    () => this.context(),
+    (target, note) => {
+      for (const l of this.noteListeners) l(target, note);
+    },
+  );
   /** The primaries of running services with standbys (failover.ts). */
   private readonly watch = new PrimaryWatch(
     () => this.context(),
@@ -183,6 +225,8 @@ export class LocalDriver implements Driver {
       for (const l of this.downListeners) l(id, event);
     },
   );
+  /** The poolers' failed logins, per client address (pooler-watch.ts). */
+  private readonly poolerWatch = new PoolerWatch(() => this.context());
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
@@ -223,8 +267,20 @@ export class LocalDriver implements Driver {
     await ensureCa(layout);
     removeLeftBackupCgroups(layout.backupsDir);
     const installation = await ensureInstallation(layout);
-    const cpu = await startCpuBudgets(installation, this.log);
-    await removeLeftCgroups(layout, cpu, this.log);
+    const networks = await ServiceNetworks.start({
+      layout,
+      installation,
+      mode: this.options.serviceNetwork ?? 'off',
+      log: this.log,
+    });
+    // Basin itself first: whether it can be protected says whether anything can.
+    const oom = await startOomScores(this.log);
+    const cgroups = await startNodeCgroups(
+      installation,
+      this.log,
+      sharedMemoryBytes(totalmem(), this.options.sharedMemoryMb),
+    );
+    await removeLeftCgroups(layout, cgroups, this.log);
     await tightenLayout(layout);
     const privateTmp = await detectPrivateTmp(
       this.options.privateTmp ?? 'auto',
@@ -232,6 +288,7 @@ export class LocalDriver implements Driver {
       this.log,
     );
     const uidRange = this.options.serviceUidRange ?? DEFAULT_UID_RANGE;
+    const nproc = serviceNproc(await pidMax());
     const users = new ServiceUsers({
       perService,
       layout,
@@ -239,6 +296,8 @@ export class LocalDriver implements Driver {
       installation,
       uidRange,
       allocateUid: this.options.allocateUid ?? memoryUidAllocator(uidRange),
+      nproc,
+      ...(networks.enabled ? { networks } : {}),
       log: this.log,
     });
     const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
@@ -255,6 +314,7 @@ export class LocalDriver implements Driver {
         layout,
         listenAddresses: this.options.listenAddresses ?? '*',
         log: this.log,
+        prelude: protectedPrelude(oom),
       }),
       locks: this.locks,
       tasks: new Tasks(),
@@ -266,7 +326,9 @@ export class LocalDriver implements Driver {
       stopper: new Stopper(),
       spawned: new Map(),
       unresponsive: new Map(),
-      cpu,
+      cgroups,
+      oom,
+      networks,
       storage: new StorageWatch({
         layout,
         reserve: this.options.storage?.reserve ?? DEFAULT_RESERVE,
@@ -280,6 +342,7 @@ export class LocalDriver implements Driver {
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
       adminOsUsers,
       adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
+      restarts: { ...DEFAULT_RESTARTS, ...this.options.restarts },
       log: this.log,
     };
     this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
@@ -296,6 +359,8 @@ export class LocalDriver implements Driver {
     this.sampler.start();
     this.watch.start();
     ctx.storage.start();
+    this.oomWatch.start();
+    this.poolerWatch.start();
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
@@ -317,7 +382,10 @@ export class LocalDriver implements Driver {
           : templateUser.name,
         templateUser: templateUser.name,
         privateTmp: privateTmp ? privateTmp.dirs : 'no',
-        cpuBudgets: cpu.describe(),
+        cgroups: cgroups.describe(),
+        oomScoreAdj: { protected: oom.protected ?? 'not possible', tenants: oom.tenant },
+        serviceNproc: perService ? nproc : 'none',
+        serviceNetwork: networks.describe(),
         storage: describeStorage(this.allowancePolicy),
         root: layout.root,
       },
@@ -325,11 +393,18 @@ export class LocalDriver implements Driver {
     );
   }
 
-  /** Stops sampling. Databases keep running: they outlive the API server, and the next start adopts them. */
+  /**
+   * Stops sampling. Databases keep running: they outlive the API server, and
+   * the next start adopts them; with none left, the installation's network
+   * table goes (network/service-networks.ts).
+   */
   async close(): Promise<void> {
     this.sampler.stop();
     this.watch.stop();
     this.ctx?.storage.stop();
+    this.oomWatch.stop();
+    this.poolerWatch.stop();
+    await this.ctx?.networks.closeIfUnused();
   }
 
   watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {
@@ -350,26 +425,38 @@ export class LocalDriver implements Driver {
    * The stop of the storage ladder (storage-watch.ts): every process of
    * the target's OS user at once (the writer among them), its servers
    * recorded as stopped by the driver (the failover watch takes that for
-   * no death), and whatever of its clusters is left. Its
-   * converge does not start it again while it is stopped
-   * (storage/node-storage.ts).
+   * no death, and so do the restarts: restarts.ts), and whatever of its
+   * clusters is left. Its converge does not start it again while it is
+   * stopped (storage/node-storage.ts).
    */
   private async stopForStorage(target: Target, nodes: readonly number[]): Promise<void> {
     const ctx = this.context();
     // The writer first, every millisecond is disk: before anything is
-    // awaited, every process of its nodes' cgroups.
-    for (const node of nodes) ctx.cpu.killAllNow({ id: target.id, node });
+    // awaited, every process in its cgroups (its nodes', its pooler's and
+    // its helpers': node-cgroups.ts).
+    ctx.cgroups.killAllNow(target.id, nodes);
     if (target.kind === 'service') this.watch.forget(target.id);
     // Then anything else of its OS user (kill -1 as it), its servers
     // recorded as stopped by the driver, and whatever of them is left.
     const user = ctx.users.lookup(target.id);
     if (user) await ctx.users.killAllNow(user);
-    for (const ref of await this.nodesOf(target.id)) {
+    const refs = await this.nodesOf(target.id);
+    for (const ref of refs) {
       const pgdata = ctx.layout.pgdata(ref);
       ctx.stopper.killed(pgdata);
       signalAll(await clusterProcesses(pgdata), 'SIGKILL');
     }
     if (user) await ctx.users.killAll(user);
+    // Its nodes did not die on their own: once it is under its limit, their
+    // start is no crash loop's. Under the lock: a converge writes those files too.
+    await this.locks.run(target.id, async () => {
+      for (const ref of refs) await stoppedByBasin(ctx.layout.stateFile(ref));
+    });
+  }
+
+  /** Processes killed at a memory bound (oom-watch.ts). */
+  watchNotes(on: (target: Target, note: ProgressNote) => void): void {
+    this.noteListeners.push(on);
   }
 
   /** See failover.ts: a dead primary fenced, and how far each standby got. */
@@ -389,6 +476,11 @@ export class LocalDriver implements Driver {
     if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
     const ctx = this.context();
     return this.locks.run(spec.serviceId, async () => {
+      // Its ports lead into its network namespace, whatever its state: no
+      // other tenant's process can ever take them (network/).
+      if (ctx.networks.enabled) {
+        await ctx.networks.forward(spec.serviceId, { ports: namespacePorts(spec) });
+      }
       // The pooler stops before its server and starts after it (pooler.ts);
       // it follows the recorded primary, so a failover re-points it here.
       const pooler = new ServicePooler(ctx, spec);
@@ -415,9 +507,9 @@ export class LocalDriver implements Driver {
    * Stops a fork's restore, if one runs, and every process of the service
    * at once (immediate shutdown: the data is going away), then every other
    * process of its OS user (what its tsdbadmin started), removes its
-   * nodes' CPU cgroups, its nodes, stanza and sockets, then every other
-   * file its OS user owns on the host (service-users.ts), and finally the
-   * OS user. Each step is repeated safely by the next call after a crash
+   * cgroups (its nodes', pooler's and helpers'), its nodes, stanza and
+   * sockets, then every other file its OS user owns on the host
+   * (service-users.ts), and finally the OS user. Each step is repeated safely by the next call after a crash
    * anywhere.
    */
   async deleteService(serviceId: string): Promise<Progress> {
@@ -455,10 +547,12 @@ export class LocalDriver implements Driver {
         return wait(100, "stopping the processes of the service's OS user");
       }
       await ctx.backups.settle(serviceId);
-      // Its nodes' CPU cgroups, by name (also of nodes whose files a crash already took).
-      if (!(await ctx.cpu.removeAll(serviceId))) {
-        return wait(100, 'waiting for the processes of its CPU cgroups to exit');
+      // Its cgroups, by name (also of nodes whose files a crash already took).
+      if (!(await ctx.cgroups.removeAll(serviceId))) {
+        return wait(100, 'waiting for the processes of its cgroups to exit');
       }
+      // Its network namespace, veth and ports, after its last process.
+      await ctx.networks.remove(serviceId);
       for (const ref of refs) {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
@@ -512,14 +606,15 @@ export class LocalDriver implements Driver {
     // A server started by an older Basin, without no_new_privs or a private
     // /tmp: reported failed, so that the engine applies the spec, which
     // restarts it confined (service-node.ts).
-    if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined))) {
+    const inNetwork = (pid: number) => ctx.networks.holds(spec.serviceId, pid);
+    if (spec.running && !(await isConfined(pm.pid, privateTmp !== undefined, inNetwork))) {
       return 'failed';
     }
-    // A budget is not its health: a node outside its cgroup is moved in,
-    // and the service stays READY (cpu-budgets.ts).
+    // A bound is not its health: a node outside its cgroups is moved in,
+    // and the service stays READY (node-cgroups.ts).
     if (spec.running) {
       const indices = spec.nodes.length > 0 ? spec.nodes.map((n) => n.index) : [primary.index];
-      await keepBudgets(ctx, spec.serviceId, spec.size, indices);
+      await keepBounds(ctx, spec.serviceId, spec.size, processCounts(spec), indices);
     }
     if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
     // In recovery for its storage, but promoted by its own tenant: the
@@ -544,7 +639,7 @@ export class LocalDriver implements Driver {
     if (spec.running && spec.pooler.enabled) {
       const pooler = new ServicePooler(ctx, spec);
       await pooler.trimLog();
-      if (!(await pooler.pid())) return 'failed';
+      if (!(await pooler.keepBounds())) return 'failed';
     }
     return 'running';
   }
@@ -572,6 +667,8 @@ export class LocalDriver implements Driver {
       const user = ctx.users.perService
         ? ctx.users.lookup(serviceId)
         : await ctx.users.ensure(serviceId);
+      // pgBackRest runs in the service's network namespace, as all of its user does.
+      if (user && ctx.networks.enabled) await ctx.networks.ensure(serviceId);
       if (user) await ctx.backups.expire(serviceId, user, oldestKept);
     });
   }
@@ -587,9 +684,16 @@ export class LocalDriver implements Driver {
     const ctx = this.context();
     return this.locks.run(spec.replicaSetId, async () => {
       await this.trackReplicaSetStorage(spec);
-      const pooler = new ReplicaSetPooler(ctx, spec);
+      // Its nodes' and pooler's ports lead into its namespace; its
+      // connections to its service's arrive there from that one's gateway.
+      if (ctx.networks.enabled) {
+        await ctx.networks.forward(spec.replicaSetId, {
+          ports: [...spec.nodePorts, ...(spec.pooler.port === null ? [] : [spec.pooler.port])],
+          streamsFrom: spec.serviceId,
+        });
+      }
       if (!spec.pooler.enabled) {
-        const stopping = await pooler.stop(true);
+        const stopping = await new ReplicaSetPooler(ctx, spec).stop(true);
         if (!stopping.done) return stopping;
       }
       const progress = await convergeReplicaSet(ctx, spec);
@@ -601,7 +705,7 @@ export class LocalDriver implements Driver {
         pid: pm.up ? pm.pid : undefined,
       });
       if (!progress.done || !spec.pooler.enabled) return progress;
-      return pooler.converge(await ctx.users.ensure(spec.replicaSetId));
+      return new ReplicaSetPooler(ctx, spec).converge(await ctx.users.ensure(spec.replicaSetId));
     });
   }
 
@@ -615,17 +719,18 @@ export class LocalDriver implements Driver {
     const ctx = this.context();
     await this.trackReplicaSetStorage(spec);
     const health = await inspectReplicaSet(ctx, spec);
-    await keepBudgets(
+    await keepBounds(
       ctx,
       spec.replicaSetId,
       spec.size,
+      replicaSetCounts(spec),
       spec.nodePorts.map((_, i) => i),
     );
     // A pooler that died is started again by the converge that 'failed' brings.
     if (health === 'running' && spec.pooler.enabled) {
       const pooler = new ReplicaSetPooler(ctx, spec);
       await pooler.trimLog();
-      if (!(await pooler.pid())) return 'failed';
+      if (!(await pooler.keepBounds())) return 'failed';
     }
     return health;
   }
@@ -717,6 +822,12 @@ export class LocalDriver implements Driver {
       return [];
     }
   }
+}
+
+/** The host's pid_max: RLIMIT_NPROC is a share of it (node-bounds.ts). */
+async function pidMax(): Promise<number> {
+  const n = Number((await readFile('/proc/sys/kernel/pid_max', 'utf8').catch(() => '')).trim());
+  return Number.isInteger(n) && n > 0 ? n : 32_768;
 }
 
 const metricsKey = (serviceId: string) => `service:${serviceId}`;

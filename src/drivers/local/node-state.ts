@@ -70,6 +70,17 @@ export interface NodeState {
    * promote.
    */
   storageRecovery?: boolean;
+  /**
+   * Since when (epoch ms) the server runs, as Basin first saw it accept
+   * connections; cleared when Basin stops it. Found not running while set,
+   * it died on its own (restarts.ts).
+   */
+  upSince?: number;
+  /**
+   * Its deaths in a row (none after it ran for the policy's stable time):
+   * how many, and when the restart after the last one is due (epoch ms).
+   */
+  restarts?: { count: number; dueAt: number };
 }
 
 export const hash = (...parts: string[]): string => {
@@ -99,6 +110,10 @@ export async function readNodeState(file: string): Promise<NodeState> {
         : {}),
       ...(typeof raw.rewoundFor === 'number' ? { rewoundFor: raw.rewoundFor } : {}),
       ...(raw.storageRecovery === true ? { storageRecovery: true } : {}),
+      ...(typeof raw.upSince === 'number' ? { upSince: raw.upSince } : {}),
+      ...(typeof raw.restarts?.count === 'number' && typeof raw.restarts.dueAt === 'number'
+        ? { restarts: { count: raw.restarts.count, dueAt: raw.restarts.dueAt } }
+        : {}),
     };
   } catch {
     // Missing or torn: everything is re-applied, which is always safe.

@@ -17,6 +17,17 @@ export interface OsUser {
   name: string;
   uid: number;
   gid: number;
+  /**
+   * A service's (or read replica set's) own user: the RLIMIT_NPROC of
+   * every process Basin starts as it (node-bounds.ts, serviceNproc).
+   */
+  nproc?: number;
+  /**
+   * A tenant's user (a service's or a read replica set's) when services
+   * have networks of their own: the namespace every process of it runs in
+   * (its file, /run/netns/…), which confine.ts joins first.
+   */
+  netns?: string;
 }
 
 /** One line of /etc/passwd. */

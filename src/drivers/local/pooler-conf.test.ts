@@ -10,6 +10,7 @@ import {
   poolSizes,
   replicaSetPoolSizes,
   restartPart,
+  withBlocks,
 } from './pooler-conf.js';
 
 const SHARED = { shared: true, cpuMillis: 0, memoryGbs: 0 };
@@ -112,6 +113,29 @@ test('the pooler admits what the server admits, over TLS, tsdbadmin only', () =>
     'hostssl all tsdbadmin 10.1.0.0/16 scram-sha-256',
   ]);
   assert.throws(() => poolerHba({ allowedCidrs: ['10.1.0.0/16 trust'] }, []));
+});
+
+test('addresses blocked for their failed logins are refused first; the guard swaps them alone', () => {
+  const hba = poolerHba(
+    { allowedCidrs: ['10.1.0.0/16'] },
+    [],
+    ['10.1.2.3', '2001:db8::7', '10.1.0.9'],
+  );
+  assert.deepEqual(hba.split('\n').slice(1, -1), [
+    'host all all 10.1.0.9/32 reject',
+    'host all all 10.1.2.3/32 reject',
+    'host all all 2001:db8::7/128 reject',
+    'hostssl all tsdbadmin 10.1.0.0/16 scram-sha-256',
+  ]);
+  // The guard's rewrite is what a converge with the same blocks renders…
+  const plain = poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, []);
+  assert.equal(withBlocks(plain, ['10.1.2.3', '2001:db8::7', '10.1.0.9']), hba);
+  // …and leaves every other line as it was, whatever the spec says now.
+  assert.equal(withBlocks(hba, []), plain);
+  assert.equal(
+    withBlocks(hba, ['10.9.9.9']),
+    poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, [], ['10.9.9.9']),
+  );
 });
 
 test('pg_hba admits the pooler on the socket only while it is enabled, never for a locked fork', () => {

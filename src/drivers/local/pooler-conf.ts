@@ -26,6 +26,7 @@
 
 import type { ServiceSpec } from '../driver.js';
 import { admittedCidrs, sizeProfile } from './conf.js';
+import { hostBlock } from './pooler-guard.js';
 
 /** Where the pooler's files are. */
 export interface PoolerPaths {
@@ -198,17 +199,37 @@ export function authFile(passwordVerifier: string): string {
 
 /**
  * The pooler's access rules (PgBouncer reads them as pg_hba.conf, first
- * match wins): tsdbadmin with SCRAM over TLS from the same CIDRs the server
- * admits. What no line matches is refused.
+ * match wins): first the client addresses blocked for their failed logins
+ * (pooler-guard.ts), refused; then tsdbadmin with SCRAM over TLS from the
+ * same CIDRs the server admits. What no line matches is refused.
  */
 export function poolerHba(
   spec: Pick<ServiceSpec, 'allowedCidrs'>,
   publicCidrs: readonly string[],
+  blocked: readonly string[] = [],
 ): string {
   const cidrs = admittedCidrs(spec, publicCidrs);
   return [
     '# Written by Basin from the service spec; edits are overwritten.',
+    ...blockLines(blocked),
     ...cidrs.map((c) => `hostssl all tsdbadmin ${c} scram-sha-256`),
     '',
   ].join('\n');
+}
+
+/** The hba lines that refuse `blocked` addresses, sorted (the text, and so its hash, is stable). */
+function blockLines(blocked: readonly string[]): string[] {
+  return [...new Set(blocked)].sort().map((a) => `host all all ${hostBlock(a)} reject`);
+}
+
+/**
+ * An hba file as a converge wrote it, with its blocked addresses replaced
+ * by `blocked`: what the guard writes between converges, leaving every
+ * other line as it was (so it never needs the spec, and never undoes a
+ * converge's access rules).
+ */
+export function withBlocks(hba: string, blocked: readonly string[]): string {
+  const lines = hba.split('\n').filter((l) => !/^host all all \S+ reject$/.test(l));
+  const head = lines[0]?.startsWith('#') ? [lines.shift() as string] : [];
+  return [...head, ...blockLines(blocked), ...lines].join('\n');
 }

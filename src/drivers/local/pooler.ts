@@ -3,7 +3,10 @@
 // supervised as the service's postmaster is (postmaster.ts, DESIGN.md §4):
 // - it runs as the service's (or set's) own OS user, confined like the postmaster
 //   (no_new_privs, an empty bounding set, private /tmp & co.: confine.ts),
-//   detached, so it outlives Basin;
+//   detached, so it outlives Basin; in memory and pids cgroups of its own
+//   (node-cgroups.ts: the tenant can trace it, being its uid, so it is
+//   bounded like the tenant's other processes), protected from the OOM
+//   killer as the postmaster is (oom-scores.ts);
 // - Basin keeps its pid in pooler.json (root's): a restarted Basin adopts the
 //   PgBouncer it finds there, checked against /proc (a live pgbouncer run
 //   with this service's pgbouncer.ini), instead of starting another;
@@ -19,14 +22,14 @@
 // after the server, by the next step.
 
 import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, isIP } from 'node:net';
 import { setPriority } from 'node:os';
 import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { postmasterCommand } from './confine.js';
 import { primaryNode } from './converge-nodes.js';
-import { lastLines } from './exec.js';
+import { lastLines, withPrelude } from './exec.js';
 import type { DriverContext } from './local-driver.js';
 import { hash } from './node-state.js';
 import { exists, mkdirIn, removeTrees, writeRootFile } from './node-files.js';
@@ -39,11 +42,17 @@ import {
   restartPart,
   type PoolerServer,
   type PoolSizes,
+  withBlocks,
 } from './pooler-conf.js';
+import type { Blocks } from './pooler-guard.js';
+import type { Layout } from './layout.js';
 import { isLive, procCmdline, signalAll } from './processes.js';
-import { portIsFree } from './port-free.js';
+import { portFree } from './port-free.js';
 import { spawnTenantDaemon } from './postmaster.js';
 import { readSmallFile } from './safe-fs.js';
+import type { Unit } from './cgroup-hierarchy.js';
+import { poolerBounds } from './node-bounds.js';
+import { protectedPrelude } from './oom-scores.js';
 
 /** Debian's pgbouncer. */
 export const PGBOUNCER = '/usr/sbin/pgbouncer';
@@ -104,9 +113,45 @@ export class Pooler {
   }
 
   /** The pid of the running PgBouncer, if one runs. */
-  async pid(): Promise<number | undefined> {
-    const { pid } = await this.readState();
-    return pid !== undefined && (await this.isOurs(pid)) ? pid : undefined;
+  pid(): Promise<number | undefined> {
+    return runningPid(this.files);
+  }
+
+  /**
+   * The pid of the running PgBouncer, if one runs, kept in its cgroups: one
+   * an older Basin started outside them is moved in. A failure is logged:
+   * a bound is not its health.
+   */
+  async keepBounds(): Promise<number | undefined> {
+    const pid = await this.pid();
+    if (pid === undefined || !this.ctx.cgroups.enabled) return pid;
+    try {
+      await this.ensureCgroups();
+      if (await this.ctx.cgroups.place(this.unit, pid)) {
+        this.ctx.log.info(
+          { [this.target.kind]: this.target.id, pid },
+          'moved the pooler into its cgroups',
+        );
+      }
+    } catch (err) {
+      this.ctx.log.warn(
+        { [this.target.kind]: this.target.id, err: (err as Error).message },
+        'could not keep the connection pooler in its cgroups',
+      );
+    }
+    return pid;
+  }
+
+  private get unit(): Unit {
+    return { id: this.target.id, part: 'pooler' };
+  }
+
+  /** Its cgroups, with the bounds its clients need; their directories. */
+  private ensureCgroups(): Promise<string[]> {
+    return this.ctx.cgroups.ensure(
+      this.unit,
+      poolerBounds(this.target.sizes.maxClients, POOLER_NICE),
+    );
   }
 
   /**
@@ -141,7 +186,7 @@ export class Pooler {
     }
     await mkdirIn(files.dir, 0o711);
     await this.trimLog();
-    const { ini, auth, hba } = this.configFiles();
+    const { ini, auth, hba } = this.configFiles(Object.keys(await readBlocks(files)));
     await writeRootFile(files.ini, ini, user);
     await writeRootFile(files.authFile, auth, user);
     await writeRootFile(files.hbaFile, hba, user);
@@ -158,8 +203,10 @@ export class Pooler {
     const restartHash = hash(restartPart(ini), cert, ca);
     const loadedHash = hash(ini, auth, hba);
     const state = await this.readState();
+    // Made (or resized) before it starts, so that it starts in them.
+    const cgroups = await this.ensureCgroups();
     const pid = await this.pid();
-    if (pid === undefined) return this.start(user, restartHash, loadedHash);
+    if (pid === undefined) return this.start(user, restartHash, loadedHash, cgroups);
     if (state.startedWith !== restartHash || stopping.has(pid)) {
       return this.stopStep(
         pid,
@@ -192,11 +239,14 @@ export class Pooler {
       return wait(50, 'stopping the connection pooler');
     }
     ctx.spawned.delete(files.dir);
-    if (removeFiles && (await exists(files.dir))) await removeTrees([files.dir]);
+    if (removeFiles) {
+      if (!(await ctx.cgroups.remove(this.unit))) return wait(50, 'stopping the connection pooler');
+      if (await exists(files.dir)) await removeTrees([files.dir]);
+    }
     return DONE;
   }
 
-  private configFiles(): { ini: string; auth: string; hba: string } {
+  private configFiles(blocked: readonly string[]): { ini: string; auth: string; hba: string } {
     const { ctx, target } = this;
     try {
       return {
@@ -208,10 +258,10 @@ export class Pooler {
             certFile: join(target.certPgdata, 'server.crt'),
             keyFile: join(target.certPgdata, 'server.key'),
           },
-          ctx.listenAddresses,
+          ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
         ),
         auth: authFile(target.passwordVerifier),
-        hba: poolerHba(target, ctx.publicCidrs),
+        hba: poolerHba(target, ctx.publicCidrs, blocked),
       };
     } catch (err) {
       throw new DriverError(`Invalid pooler configuration: ${(err as Error).message}`, false);
@@ -222,7 +272,12 @@ export class Pooler {
    * Starts PgBouncer. One this process started that exited before it ever
    * accepted connections failed: its output says why, as a retryable error.
    */
-  private async start(user: OsUser, restartHash: string, loadedHash: string): Promise<Progress> {
+  private async start(
+    user: OsUser,
+    restartHash: string,
+    loadedHash: string,
+    cgroups: string[],
+  ): Promise<Progress> {
     const { ctx, target, files } = this;
     const last = ctx.spawned.get(files.dir);
     if (last && !last.proc.exit) return wait(20, 'starting the connection pooler');
@@ -243,7 +298,7 @@ export class Pooler {
       );
     }
     const port = target.port as number;
-    if (!(await portIsFree(port))) {
+    if (!(await portFree(ctx.networks, target.id, port))) {
       throw new DriverError(
         `Port ${port} of the connection pooler is in use by another process.`,
         true,
@@ -251,7 +306,10 @@ export class Pooler {
     }
     await this.trimLog();
     const spawned = spawnTenantDaemon(
-      postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp),
+      withPrelude(
+        protectedPrelude(ctx.oom, cgroups),
+        postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp),
+      ),
       files.dir,
       files.log,
     );
@@ -280,21 +338,12 @@ export class Pooler {
     return wait(50, why);
   }
 
-  /** Whether `pid` is a live PgBouncer run with this pooler's pgbouncer.ini. */
-  private async isOurs(pid: number): Promise<boolean> {
-    if (!(await isLive(pid))) {
-      stopping.delete(pid);
-      return false;
-    }
-    const argv = await procCmdline(pid);
-    return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === this.files.ini;
-  }
-
-  /** Whether PgBouncer accepts TCP connections on its port. */
+  /** Whether PgBouncer accepts TCP connections on its port (in its namespace, where it has one). */
   private accepts(port: number): Promise<boolean> {
     const first = this.ctx.listenAddresses.split(',')[0]?.trim() ?? '*';
     const host =
-      first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first;
+      this.ctx.networks.get(this.target.id)?.address ??
+      (first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first);
     return new Promise((resolve) => {
       const socket = connect({ host, port });
       socket.once('connect', () => {
@@ -305,24 +354,100 @@ export class Pooler {
     });
   }
 
-  private async readState(): Promise<PoolerState> {
-    try {
-      const raw = JSON.parse(await readFile(this.files.state, 'utf8')) as PoolerState;
-      return {
-        ...(Number.isInteger(raw.pid) ? { pid: raw.pid } : {}),
-        ...(typeof raw.startedWith === 'string' ? { startedWith: raw.startedWith } : {}),
-        ...(typeof raw.loaded === 'string' ? { loaded: raw.loaded } : {}),
-      };
-    } catch {
-      return {};
-    }
+  private readState(): Promise<PoolerState> {
+    return readState(this.files);
   }
 
-  private async writeState(state: PoolerState): Promise<void> {
-    const tmp = `${this.files.state}.tmp`;
-    await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
-    await rename(tmp, this.files.state);
+  private writeState(state: PoolerState): Promise<void> {
+    return writeState(this.files, state);
   }
+}
+
+type PoolerFiles = ReturnType<Layout['pooler']>;
+
+/** The pid of the PgBouncer running with these files, if one runs. */
+async function runningPid(files: PoolerFiles): Promise<number | undefined> {
+  const { pid } = await readState(files);
+  return pid !== undefined && (await isOurs(files, pid)) ? pid : undefined;
+}
+
+/** Whether `pid` is a live PgBouncer run with this pooler's pgbouncer.ini. */
+async function isOurs(files: PoolerFiles, pid: number): Promise<boolean> {
+  if (!(await isLive(pid))) {
+    stopping.delete(pid);
+    return false;
+  }
+  const argv = await procCmdline(pid);
+  return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === files.ini;
+}
+
+async function readState(files: PoolerFiles): Promise<PoolerState> {
+  try {
+    const raw = JSON.parse(await readFile(files.state, 'utf8')) as PoolerState;
+    return {
+      ...(Number.isInteger(raw.pid) ? { pid: raw.pid } : {}),
+      ...(typeof raw.startedWith === 'string' ? { startedWith: raw.startedWith } : {}),
+      ...(typeof raw.loaded === 'string' ? { loaded: raw.loaded } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+async function writeState(files: PoolerFiles, state: PoolerState): Promise<void> {
+  const tmp = `${files.state}.tmp`;
+  await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
+  await rename(tmp, files.state);
+}
+
+/** The addresses a pooler refuses, and until when (root's blocked.json); expired ones are left out. */
+export async function readBlocks(files: PoolerFiles, now = Date.now()): Promise<Blocks> {
+  try {
+    const raw = JSON.parse(await readFile(files.blocked, 'utf8')) as unknown;
+    const out: Blocks = {};
+    if (raw && typeof raw === 'object') {
+      for (const [addr, until] of Object.entries(raw)) {
+        if (typeof until === 'number' && until > now && isIP(addr) !== 0) out[addr] = until;
+      }
+    }
+    return out;
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Makes the pooler of `id` refuse the addresses of `blocks` (and no
+ * others): blocked.json first, so a converge renders the same, then the
+ * `reject` lines of its hba file, leaving its other lines as the last
+ * converge wrote them, and a reload of the running PgBouncer. Called with
+ * the pooler's lock held (the id's: converges write the same files).
+ */
+export async function applyBlocks(ctx: DriverContext, id: string, blocks: Blocks): Promise<void> {
+  const files = ctx.layout.pooler(id);
+  if (!(await exists(files.dir))) return; // disabled or deleted meanwhile
+  const tmp = `${files.blocked}.tmp`;
+  await writeFile(tmp, JSON.stringify(blocks), { mode: 0o600 });
+  await rename(tmp, files.blocked);
+  let hba: string;
+  try {
+    hba = await readFile(files.hbaFile, 'utf8');
+  } catch {
+    return; // never converged: its first converge renders the blocks
+  }
+  const next = withBlocks(hba, Object.keys(blocks));
+  if (next === hba) return;
+  await writeRootFile(files.hbaFile, next, await ctx.users.ensure(id));
+  const pid = await runningPid(files);
+  if (pid === undefined) return;
+  signalAll([pid], 'SIGHUP');
+  // What it loaded now: the files on disk, as a converge hashes them.
+  const state = await readState(files);
+  const [ini, auth] = await Promise.all([
+    readFile(files.ini, 'utf8').catch(() => ''),
+    readFile(files.authFile, 'utf8').catch(() => ''),
+  ]);
+  await writeState(files, { ...state, loaded: hash(ini, auth, next) });
 }
 
 /**

@@ -17,8 +17,7 @@ import { closeSync, fchmodSync, openSync } from 'node:fs';
 import { readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { postmasterCommand, type PrivateTmp } from './confine.js';
-import { joiningCgroup } from './cpu-hierarchy.js';
-import { childEnv } from './exec.js';
+import { childEnv, type Prelude, withPrelude } from './exec.js';
 import type { OsUser } from './os-user.js';
 import { clusterProcesses, isPostmasterOf, signalAll } from './processes.js';
 import { openRegularFile, readSmallFile } from './safe-fs.js';
@@ -80,9 +79,11 @@ const STARTUP_LOG_MAX = 1024 * 1024;
  * `logFile`: with no_new_privs, and in namespaces of its own with private
  * /tmp & co. when `privateTmp` is given (confine.ts). The spawned process
  * becomes the postmaster itself (each step execs the next), so its pid is
- * the one postmaster.pid holds; with `cgroup`, it starts in that cgroup
- * (its CPU budget: cpu-budgets.ts). The caller must have made sure no
- * server or leftover process of this data directory runs (see prepareStart).
+ * the one postmaster.pid holds; with `prelude`, it first joins its node's
+ * cgroups (node-cgroups.ts) and gets its oom_score_adj (oom-scores.ts),
+ * with `env` besides the children's usual environment. The caller must
+ * have made sure no server or leftover process of this data directory
+ * runs (see prepareStart).
  */
 export async function spawnPostmaster(options: {
   pgBin: string;
@@ -92,8 +93,10 @@ export async function spawnPostmaster(options: {
   privateTmp?: PrivateTmp;
   /** Killed when Basin dies (a template's set-up server); a service's outlives Basin. */
   diesWithBasin?: boolean;
-  /** The directory of the node's CPU cgroup, which it joins first (as root). */
-  cgroup?: string;
+  /** What Basin, as root, does first: the node's cgroups, its oom_score_adj. */
+  prelude?: Prelude;
+  /** More environment (PostgreSQL's PG_OOM_ADJUST_FILE and PG_OOM_ADJUST_VALUE). */
+  env?: Record<string, string>;
 }): Promise<Spawned> {
   const { pgBin, pgdata, logFile, user } = options;
   try {
@@ -105,9 +108,10 @@ export async function spawnPostmaster(options: {
     diesWithBasin: options.diesWithBasin === true,
   });
   return spawnTenantDaemon(
-    options.cgroup ? joiningCgroup(options.cgroup, cmd) : cmd,
+    options.prelude ? withPrelude(options.prelude, cmd) : cmd,
     pgdata,
     logFile,
+    options.env,
   );
 }
 
@@ -116,12 +120,14 @@ export async function spawnPostmaster(options: {
  * the service's OS user and confined (confine.ts), detached from Basin so
  * that it outlives a restart, with its output appended to `logFile`
  * (root's record: 0600 whatever an older file had, open's mode applying
- * only to a new one). The returned record learns the exit while Basin runs.
+ * only to a new one), and `env` added to the children's environment. The
+ * returned record learns the exit while Basin runs.
  */
 export function spawnTenantDaemon(
   cmd: { file: string; args: string[] },
   cwd: string,
   logFile: string,
+  env: Record<string, string> = {},
 ): Spawned {
   const fd = openSync(logFile, 'a', 0o600);
   try {
@@ -130,7 +136,7 @@ export function spawnTenantDaemon(
       cwd,
       detached: true,
       stdio: ['ignore', fd, fd],
-      env: childEnv(),
+      env: { ...childEnv(), ...env },
     });
     const spawned: Spawned = { pid: child.pid ?? -1 };
     child.on('exit', (code, signal) => (spawned.exit = { code, signal }));

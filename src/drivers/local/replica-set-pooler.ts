@@ -10,10 +10,12 @@
 // write: they are in recovery) is refused through the pooler alike.
 //
 // Behind HAProxy the pooler is a client of the set's frontend like any
-// other, from the address it connects to (loopback when Basin listens on
-// every address): the frontend admits that address besides the set's
-// access rules while the pooler is enabled (replica-set.ts), as the set's
-// nodes already admit loopback on their own ports (docs/security.md).
+// other, from the address it connects from: the set's network namespace's
+// own address (where services have namespaces: it reaches the frontend at
+// its gateway, an address of the host), or loopback when Basin listens on
+// every address: the frontend admits that address besides the set's
+// access rules while the pooler is enabled (replica-set.ts)
+// (docs/security.md).
 
 import { isIP } from 'node:net';
 import type { ReplicaSetSpec } from '../driver.js';
@@ -29,7 +31,7 @@ export class ReplicaSetPooler extends Pooler {
       port: spec.pooler.port,
       sizes: replicaSetPoolSizes(spec),
       server: {
-        host: endpointHost(ctx.listenAddresses),
+        host: hostSideOf(ctx, spec.replicaSetId) ?? endpointHost(ctx.listenAddresses),
         port: spec.port,
         caFile: ctx.layout.pooler(spec.replicaSetId).caFile,
       },
@@ -53,8 +55,24 @@ export function endpointHost(listenAddresses: string): string {
   return first === '::' ? '::1' : first;
 }
 
+/**
+ * Where the processes of `id` (a read replica set's), in its network
+ * namespace, reach this host's endpoints: the first address HAProxy
+ * binds, or the namespace's gateway when it binds every address (where a
+ * service's endpoint, translated, leads too). Undefined without
+ * namespaces, or before the set's is made (endpointHost then).
+ */
+export function hostSideOf(ctx: DriverContext, id: string): string | undefined {
+  const gateway = ctx.networks.get(id)?.hostAddress;
+  if (gateway === undefined) return undefined;
+  const host = endpointHost(ctx.listenAddresses);
+  return host === '127.0.0.1' || host === '::1' ? gateway : host;
+}
+
 /** The block the set's frontend admits for its pooler: that one address. */
-export function poolerSourceCidr(listenAddresses: string): string {
-  const host = endpointHost(listenAddresses);
+export function poolerSourceCidr(ctx: DriverContext, id: string): string {
+  const net = ctx.networks.get(id);
+  if (net) return `${net.address}/32`;
+  const host = endpointHost(ctx.listenAddresses);
   return isIP(host) === 6 ? `${host}/128` : `${host}/32`;
 }

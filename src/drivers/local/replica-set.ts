@@ -26,12 +26,13 @@ import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import { DriverError, type ReplicaSetSpec, type ServiceSpec, type SpecNode } from '../driver.js';
 import { withAdmin } from './admin.js';
-import { admittedCidrs, postgresqlSettings } from './conf.js';
+import { admittedCidrs, postgresqlSettings, processCounts } from './conf.js';
+import type { ProcessCounts } from './node-bounds.js';
 import { nodeIndices, primaryNode } from './converge-nodes.js';
 import type { DriverContext } from './local-driver.js';
 import { mkdirIn, nodeExists, writeRootFile } from './node-files.js';
 import { postmasterStatus } from './postmaster.js';
-import { poolerSourceCidr } from './replica-set-pooler.js';
+import { hostSideOf, poolerSourceCidr } from './replica-set-pooler.js';
 import { ensureSlots, replicationSecret } from './replication.js';
 import { readNodeState } from './node-state.js';
 import { ServiceNode, type NodeReplication } from './service-node.js';
@@ -59,6 +60,19 @@ function nodesSpec(spec: ReplicaSetSpec): ServiceSpec {
     ha: { replicaCount: 0, syncReplicaCount: 0 },
     nodes: spec.nodePorts.map((port, index) => ({ index, role: 'standby' as const, port })),
     source: { kind: 'empty' },
+  };
+}
+
+/**
+ * What a set's nodes run with: their own size's connections and workers,
+ * raised to their primary's (HOT_STANDBY_FLOOR), as their settings are.
+ */
+export function replicaSetCounts(spec: ReplicaSetSpec): ProcessCounts {
+  const own = processCounts(nodesSpec(spec));
+  const floor = processCounts(spec.primary);
+  return {
+    maxConnections: Math.max(own.maxConnections, floor.maxConnections),
+    maxWorkerProcesses: Math.max(own.maxWorkerProcesses, floor.maxWorkerProcesses),
   };
 }
 
@@ -124,6 +138,8 @@ export async function convergeReplicaSet(
     primary: { index: primaryNode(spec.primary).index, role: 'primary', port: spec.primary.port },
     primaryAdmin: primary,
     separateUser: true,
+    // From the set's own namespace, through the host (network/).
+    via: hostSideOf(ctx, id),
     secret,
     synchronousStandbys: '',
     nameOf: names,
@@ -137,11 +153,16 @@ export async function convergeReplicaSet(
   await ctx.haproxy.ensureService(
     id,
     spec.port,
-    nodes.nodes.map((n: SpecNode) => ({ index: n.index, port: n.port, enabled: true })),
+    nodes.nodes.map((n: SpecNode) => ({
+      index: n.index,
+      host: ctx.networks.serverHost(id),
+      port: n.port,
+      enabled: true,
+    })),
     [
       ...admittedCidrs(nodes, ctx.publicCidrs),
       // The set's pooler is a client of the endpoint (replica-set-pooler.ts).
-      ...(spec.pooler.enabled ? [poolerSourceCidr(ctx.listenAddresses)] : []),
+      ...(spec.pooler.enabled ? [poolerSourceCidr(ctx, id)] : []),
     ],
     'leastconn',
   );

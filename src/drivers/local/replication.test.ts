@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { pgHba } from './conf.js';
+import { HOST_NETWORK, namespaceSources, pgHba } from './conf.js';
 import { renderService } from './haproxy.js';
 import { standbyConninfo, synchronousStandbyNames } from './replication.js';
 
@@ -25,8 +25,8 @@ test('HAProxy: one frontend per service, the primary alone enabled; which one is
     'svc1',
     16000,
     [
-      { index: 1, port: 16002, enabled: false },
-      { index: 0, port: 16001, enabled: true },
+      { index: 1, host: '127.0.0.1', port: 16002, enabled: false },
+      { index: 0, host: '127.0.0.1', port: 16001, enabled: true },
     ],
     '*',
     ['0.0.0.0/0', '::/0'],
@@ -40,8 +40,8 @@ test('HAProxy: one frontend per service, the primary alone enabled; which one is
     'svc1',
     16000,
     [
-      { index: 1, port: 16002, enabled: true },
-      { index: 0, port: 16001, enabled: false },
+      { index: 1, host: '127.0.0.1', port: 16002, enabled: true },
+      { index: 0, host: '127.0.0.1', port: 16001, enabled: false },
     ],
     '*',
     ['0.0.0.0/0', '::/0'],
@@ -56,7 +56,7 @@ test('HAProxy: one frontend per service, the primary alone enabled; which one is
 });
 
 test("HAProxy enforces a service's access rules: behind it, every node sees loopback", () => {
-  const servers = [{ index: 0, port: 16001, enabled: true }];
+  const servers = [{ index: 0, host: '127.0.0.1', port: 16001, enabled: true }];
   const inVpc = renderService('s', 16000, servers, '*', ['10.1.0.0/16', '10.9.0.0/24']);
   assert.match(
     inVpc.text,
@@ -69,4 +69,53 @@ test("HAProxy enforces a service's access rules: behind it, every node sees loop
   assert.match(pgHba(proxied, []), /hostssl\s+all\s+all\s+127\.0\.0\.1\/32\s+scram-sha-256/);
   const direct = { allowedCidrs: ['10.1.0.0/16'], port: 16000, nodes: [{ port: 16000 }] };
   assert.doesNotMatch(pgHba(direct, []), /127\.0\.0\.1\/32\s+scram/);
+});
+
+test('in network namespaces: nodes admit their gateway instead of loopback, replication both', () => {
+  const from = namespaceSources('198.18.0.4');
+  const proxied = { allowedCidrs: ['10.1.0.0/16'], port: 16000, nodes: [{ port: 16001 }] };
+  const hba = pgHba(proxied, [], false, true, from);
+  // HAProxy and this host's clients arrive from the gateway: admitted, the proxy enforcing the VPC.
+  assert.match(hba, /hostssl\s+all\s+all\s+198\.18\.0\.4\/32\s+scram-sha-256/);
+  assert.doesNotMatch(hba, /all\s+all\s+127\.0\.0\.1\/32/, 'loopback is the tenant itself now');
+  // HA standbys stream over the namespace's loopback; a read replica set's nodes, translated, from the gateway.
+  for (const db of ['replication', 'postgres']) {
+    for (const a of ['127\\.0\\.0\\.1\\/32', '::1\\/128', '198\\.18\\.0\\.4\\/32']) {
+      assert.match(
+        hba,
+        new RegExp(`hostssl\\s+${db}\\s+basin_replication\\s+${a}\\s+scram-sha-256`),
+      );
+    }
+  }
+  // A node on the endpoint's own port admits the access rules alone.
+  const direct = { allowedCidrs: ['10.1.0.0/16'], port: 16000, nodes: [{ port: 16000 }] };
+  assert.doesNotMatch(pgHba(direct, [], false, true, from), /all\s+all\s+198\.18\.0\.4/);
+  assert.deepEqual(pgHba(proxied, []), pgHba(proxied, [], false, false, HOST_NETWORK));
+});
+
+test("HAProxy reaches a node at its namespace's address", () => {
+  const { text, structure } = renderService(
+    'svc1',
+    16000,
+    [{ index: 0, host: '198.18.0.5', port: 16001, enabled: true }],
+    '*',
+    ['0.0.0.0/0', '::/0'],
+  );
+  assert.match(text, /server node0 198\.18\.0\.5:16001 check\n/);
+  assert.match(structure, /198\.18\.0\.5:16001/, 'another address reloads HAProxy');
+});
+
+test("a read replica set's node reaches its service through the host, the certificate checked for localhost", () => {
+  const c = standbyConninfo({
+    primaryPort: 16001,
+    secret: 's',
+    name: 'rs_x_0',
+    pgdata: '/d/p',
+    via: '198.18.0.2',
+  });
+  assert.match(
+    c,
+    /^host='localhost' hostaddr='198\.18\.0\.2' port='16001' user='basin_replication'/,
+  );
+  assert.match(c, /sslmode='verify-full'/);
 });

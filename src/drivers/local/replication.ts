@@ -46,7 +46,11 @@ export const REPLICATION_CA = 'replication-ca.crt';
 /**
  * A standby's primary_conninfo: loopback, TLS verified against the CA (the
  * server certificate covers 127.0.0.1), its node name as application_name,
- * which synchronous_standby_names refers to.
+ * which synchronous_standby_names refers to. A read replica set's node, in
+ * a network namespace of its own, reaches its service through the host
+ * instead (`via`: an address of the host, its gateway), where the
+ * service's port leads to its namespace; the certificate is checked for
+ * `localhost`, which it names too.
  */
 export function standbyConninfo(o: {
   primaryPort: number;
@@ -54,9 +58,15 @@ export function standbyConninfo(o: {
   /** Its application_name (and slot): `node<i>`, or a read replica's. */
   name: string;
   pgdata: string;
+  via?: string | undefined;
 }): string {
   const words: [string, string][] = [
-    ['host', '127.0.0.1'],
+    ...(o.via === undefined
+      ? ([['host', '127.0.0.1']] as [string, string][])
+      : ([
+          ['host', 'localhost'],
+          ['hostaddr', o.via],
+        ] as [string, string][])),
     ['port', String(o.primaryPort)],
     ['user', REPLICATION_ROLE],
     ['password', o.secret],

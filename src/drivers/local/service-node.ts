@@ -5,15 +5,14 @@
 //   1. the node exists (cloned from the template, or a fork's restored from
 //      its parent: fork-restore.ts) and belongs to that user;
 //   2. its configuration files and certificate are what the spec says;
-//   3. the server runs or not, as `spec.running` says, in the CPU cgroup
-//      of its size (cpu-budgets.ts), at its storage level (read-only, in
+//   3. the server runs or not, as `spec.running` says, in the cgroups
+//      of its size (node-cgroups.ts), at its storage level (read-only, in
 //      recovery, or not at all: storage/node-storage.ts); a restart when
 //      a setting that needs one changed, a reload when only others did;
 //      its WAL archived up to the stop before it stops (wal-mark.ts);
 //   4. a fork, once recovered, is opened (fork-open.ts);
 //   5. tsdbadmin's password and the type's extensions are applied.
 
-import { createServer } from 'node:net';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
@@ -52,6 +51,12 @@ import { readSmallFile } from './safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from './tls.js';
 import { buildStandby, dropInterruptedRewind, isStandbyData } from './standby.js';
 import { checkFollows, rewindStandby } from './follow.js';
+import { portFree } from './port-free.js';
+import type { Bounds } from './cgroup-hierarchy.js';
+import { nodeBounds } from './node-bounds.js';
+import { nodeUnit } from './node-cgroups.js';
+import { postmasterOomEnv, protectedPrelude } from './oom-scores.js';
+import { holdRestart } from './restarts.js';
 import {
   inStorageRecovery,
   prepareRecovery,
@@ -88,6 +93,12 @@ export interface NodeReplication {
    * role over loopback TLS (standby.ts, rewindSource).
    */
   separateUser?: boolean;
+  /**
+   * Where such a node reaches its service from its own network namespace:
+   * an address of the host (docs/decisions.md, Service networks);
+   * undefined: loopback, in the service's own namespace or the host's.
+   */
+  via?: string | undefined;
   secret: string;
   synchronousStandbys: string;
   /** A standby's application_name and slot (default nodeName: `node<i>`). */
@@ -171,12 +182,14 @@ export class ServiceNode {
       if (rewinding) return rewinding;
     }
     await ensureNodeDirs(ctx.layout, ref, user);
-    // Its CPU budget (cpu-budgets.ts), made before it starts so that it
-    // starts in it; a resize changes the running server's quota here.
-    const cgroup = spec.running ? await ctx.cpu.ensure(ref, spec.size) : undefined;
     const files = this.configFiles(user, state);
+    // Its cgroups (node-cgroups.ts), made before it starts so that it
+    // starts in them; a resize changes the running server's bounds here.
+    const cgroups = spec.running
+      ? await ctx.cgroups.ensure(nodeUnit(ref), this.bounds(state), spec.size.shared)
+      : undefined;
     await writeNodeConfig(pgdata, files, user);
-    const hosts = certHosts(ctx.publicHost);
+    const hosts = certHosts(ctx.publicHost, spec.serviceId);
     // PostgreSQL reads server.crt, then server.key, while it starts: a pair
     // replaced in between would not match. A server that is starting gets its
     // new certificate at a later apply (with a reload), never meanwhile.
@@ -199,6 +212,8 @@ export class ServiceNode {
     const starting = ctx.spawned.get(pgdata);
 
     if (!spec.running) {
+      // Stopped as asked: no death, and the next start (a user's) is at once.
+      await this.stoppingOnPurpose(state, true);
       if (pm.up) {
         // A server in recovery writes no WAL: there is nothing to archive.
         const marking =
@@ -223,11 +238,19 @@ export class ServiceNode {
       ctx.spawned.delete(pgdata);
       return DONE;
     }
-    // Past its storage limit: the watch stopped it, and it is not started.
-    const held = storageHold(ctx.storage, spec.serviceId, this.what());
-    if (held) throw held;
+    // Past its storage limit: the watch stopped it, and it is not started,
+    // by the restarts' backoff either. Its stop was Basin's, no death: the
+    // start once it is under its limit is at once (restarts.ts).
+    const stopped = storageHold(ctx.storage, spec.serviceId, this.what());
+    if (stopped) {
+      await this.stoppingOnPurpose(state);
+      throw stopped;
+    }
     const ready = pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
     if (!pm.up) {
+      // One that died on its own is restarted, later each time it keeps dying (restarts.ts).
+      const held = await holdRestart(ctx, ref, pgdata, state, () => this.save(state));
+      if (held) return held;
       // Archiving works from the server's first segment on: its stanza is there first.
       if (!this.isStandby) {
         await ctx.backups.ensureConfig(spec, user);
@@ -236,23 +259,25 @@ export class ServiceNode {
       if (!this.isStandby) {
         await prepareRecovery(pgdata, user, state, recovery, () => this.save(state));
       }
-      return this.start(user, state, restartHash, loadedHash, cgroup);
+      return this.start(user, state, restartHash, loadedHash, cgroups);
     }
     if (starting?.proc.pid === pm.pid && ready) starting.sawReady = true;
-    if (await ctx.cpu.place(ref, pm.pid, pgdata)) {
+    if (await ctx.cgroups.place(nodeUnit(ref), pm.pid, spec.size.shared, pgdata)) {
       ctx.log.info(
         { serviceId: spec.serviceId, node: ref.node },
-        'moved PostgreSQL into its CPU cgroup',
+        'moved PostgreSQL into its cgroups',
       );
     }
-    // A server an older Basin started runs without no_new_privs or a
-    // private /tmp: restarted once, confined (confine.ts).
-    const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined));
+    // A server an older Basin started runs without no_new_privs, a
+    // private /tmp or its network namespace: restarted once, confined
+    // (confine.ts).
+    const inNetwork = (pid: number) => ctx.networks.holds(spec.serviceId, pid);
+    const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined, inNetwork));
     // In storage recovery, but its own tenant promoted it (the promotion
     // took standby.signal away): restarted in recovery.
     const promoted = recovery && state.storageRecovery === true && !(await isStandbyData(pgdata));
     const why = unconfined
-      ? 'restarting PostgreSQL to confine it (no_new_privs, private /tmp)'
+      ? 'restarting PostgreSQL to confine it (no_new_privs, private /tmp, its network namespace)'
       : promoted
         ? 'restarting PostgreSQL in recovery: its storage is past its ceiling, and it left recovery'
         : recovery !== (state.storageRecovery === true)
@@ -262,6 +287,10 @@ export class ServiceNode {
     if (mustRestart || pm.state === 'stopping' || ctx.stopper.stopping(pgdata, pm.pid)) {
       const first = mustRestart && !ctx.stopper.stopping(pgdata, pm.pid);
       if (first) ctx.log.info({ serviceId: spec.serviceId }, why);
+      // Basin's own restart (new settings, its confinement, its storage
+      // level) is no death; a server stopping on its own (a tenant's
+      // signal), which Basin only hurries, is one (restarts.ts).
+      if (mustRestart) await this.stoppingOnPurpose(state);
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
       // Undone from inside: said in the service's logs, once.
       const note =
@@ -272,6 +301,11 @@ export class ServiceNode {
             }
           : undefined;
       return wait(ms, why, note);
+    }
+    // Running as it should: from now on, found not running it died (restarts.ts).
+    if (ready && state.upSince === undefined) {
+      state.upSince = Date.now();
+      await this.save(state);
     }
     // The recorded primary still a standby: a failover chose it (promoteNode);
     // not one Basin runs in recovery for its storage.
@@ -354,6 +388,7 @@ export class ServiceNode {
     const why = "moving PostgreSQL to the service's own OS user";
     const pm = await postmasterStatus(pgdata);
     if (pm.up) {
+      await this.stoppingOnPurpose();
       if (!ctx.stopper.stopping(pgdata, pm.pid)) ctx.log.info({ serviceId: spec.serviceId }, why);
       return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), why);
     }
@@ -406,7 +441,7 @@ export class ServiceNode {
     state: NodeState,
     restartHash: string,
     loadedHash: string,
-    cgroup: string | undefined,
+    cgroups: string[] | undefined,
   ) {
     const { ctx, spec, ref, pgdata } = this;
     const last = ctx.spawned.get(pgdata);
@@ -434,8 +469,13 @@ export class ServiceNode {
       return wait(100, "stopping the processes of the service's OS user");
     }
     // PostgreSQL starts as long as it can bind one address, so a port taken
-    // on IPv4 alone would leave a server clients cannot reach: check first.
-    if (ctx.listenAddresses !== '' && !(await portIsFree(this.node.port))) {
+    // on IPv4 alone would leave a server clients cannot reach: check first
+    // (in its network namespace, where only the service's own processes
+    // can hold it).
+    if (
+      ctx.listenAddresses !== '' &&
+      !(await portFree(ctx.networks, spec.serviceId, this.node.port))
+    ) {
       throw new DriverError(`Port ${this.node.port} is in use by another process.`, true);
     }
     const proc = await spawnPostmaster({
@@ -444,7 +484,9 @@ export class ServiceNode {
       logFile: ctx.layout.startupLog(ref),
       user,
       privateTmp: ctx.privateTmp,
-      ...(cgroup ? { cgroup } : {}),
+      // Protected from the OOM killer, its children back on the tenant's side (oom-scores.ts).
+      prelude: protectedPrelude(ctx.oom, cgroups),
+      env: postmasterOomEnv(ctx.oom),
     });
     ctx.spawned.set(pgdata, { proc, sawReady: false });
     // Only now: until the new postmaster is known, the stop stays recorded,
@@ -469,6 +511,15 @@ export class ServiceNode {
     return spawned !== undefined && !spawned.proc.exit;
   }
 
+  /** The node's bounds: its size's, its processes from its settings (node-bounds.ts). */
+  private bounds(state: NodeState): Bounds {
+    const s = this.settings(state);
+    return nodeBounds(this.spec.size, {
+      maxConnections: Number(s.max_connections),
+      maxWorkerProcesses: Number(s.max_worker_processes),
+    });
+  }
+
   /** The node's settings; a recovering fork's recovery settings with them. */
   private settings(state: NodeState) {
     const { ctx, spec, ref, node, replication } = this;
@@ -482,7 +533,7 @@ export class ServiceNode {
         forkSourceConf: ctx.layout.forkSource(ref.id).conf,
       },
       {
-        listenAddresses: ctx.listenAddresses,
+        listenAddresses: ctx.networks.listenAddresses(spec.serviceId, ctx.listenAddresses),
         publicCidrs: ctx.publicCidrs,
         hostMemoryMb: Math.floor(totalmem() / 1024 / 1024),
         storage: {
@@ -505,6 +556,7 @@ export class ServiceNode {
                   secret: standby.secret,
                   name: (standby.nameOf ?? nodeName)(node.index),
                   pgdata: this.pgdata,
+                  via: standby.via,
                 }),
                 slot: (standby.nameOf ?? nodeName)(node.index),
               },
@@ -525,7 +577,13 @@ export class ServiceNode {
       return {
         conf: renderConf(this.settings(state)),
         // A fork admits nobody but Basin until it is open (fork-open.ts).
-        hba: pgHba(this.spec, this.ctx.publicCidrs, state.fork === 'recovering', true),
+        hba: pgHba(
+          this.spec,
+          this.ctx.publicCidrs,
+          state.fork === 'recovering',
+          true,
+          this.ctx.networks.hbaSources(this.spec.serviceId),
+        ),
         ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {
@@ -542,6 +600,19 @@ export class ServiceNode {
     };
   }
 
+  /**
+   * Basin is about to stop the server: it will not have died on its own
+   * (restarts.ts). With `forgetDeaths` (the service is stopped), its next
+   * start, a user's, is a first one again.
+   */
+  private async stoppingOnPurpose(state?: NodeState, forgetDeaths = false): Promise<void> {
+    const s = state ?? (await readNodeState(this.ctx.layout.stateFile(this.ref)));
+    if (s.upSince === undefined && !(forgetDeaths && s.restarts)) return;
+    delete s.upSince;
+    if (forgetDeaths) delete s.restarts;
+    await this.save(s);
+  }
+
   private save(state: NodeState): Promise<void> {
     return writeNodeState(this.ctx.layout.stateFile(this.ref), state);
   }
@@ -554,13 +625,4 @@ function raiseTo(settings: Settings, floor: Settings): Settings {
     if (Number(v) > Number(out[k] ?? 0)) out[k] = v;
   }
   return out;
-}
-
-/** Whether nothing listens on `port` on any IPv4 address. */
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen({ port, host: '0.0.0.0', exclusive: true }, () => srv.close(() => resolve(true)));
-  });
 }

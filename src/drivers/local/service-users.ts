@@ -23,6 +23,7 @@ import { chmod, link, readFile, rm, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
 import { DriverError } from '../driver.js';
+import { tenantCommand } from './confine.js';
 import { HostCheckError } from './errors.js';
 import { CommandError, onPath, run } from './exec.js';
 import type { Layout } from './layout.js';
@@ -117,6 +118,18 @@ export interface ServiceUsersOptions {
   uidRange: UidRange;
   /** …handed out upward, never twice (uids.ts). */
   allocateUid: AllocateUid;
+  /** RLIMIT_NPROC of every process Basin starts as a service's user (node-bounds.ts). */
+  nproc?: number;
+  /**
+   * The services' network namespaces, when they have them
+   * (network/service-networks.ts): a user is handed out with its own
+   * (OsUser.netns), made first by ensure, so that nothing runs as it
+   * anywhere else.
+   */
+  networks?: {
+    ensure(id: string): Promise<{ path: string }>;
+    pathOf(id: string): string | undefined;
+  };
   log: Logger;
 }
 
@@ -130,11 +143,20 @@ export class ServiceUsers {
     return this.o.perService;
   }
 
-  /** The OS user the service's clusters run as, created when missing. */
+  /**
+   * The OS user the service's clusters run as, created when missing, with
+   * its network namespace (made when missing too) when services have them.
+   */
   async ensure(id: string): Promise<OsUser> {
     if (!this.o.perService) return this.o.shared;
-    const found = this.find(id, true);
-    if (found) return found;
+    const user = this.find(id, true) ?? (await this.make(id));
+    const networks = this.o.networks;
+    return networks?.pathOf(id) === undefined
+      ? user
+      : { ...user, netns: (await networks.ensure(id)).path };
+  }
+
+  private make(id: string): Promise<OsUser> {
     return this.serially(async () => {
       let nameTaken = false;
       let uid: number | undefined;
@@ -221,7 +243,9 @@ export class ServiceUsers {
    * services share one user.
    */
   lookup(id: string): OsUser | undefined {
-    return this.o.perService ? this.find(id, false) : undefined;
+    const user = this.o.perService ? this.find(id, false) : undefined;
+    const netns = this.o.networks?.pathOf(id);
+    return user && netns !== undefined ? { ...user, netns } : user;
   }
 
   /**
@@ -235,7 +259,12 @@ export class ServiceUsers {
     const pids = await processesOfUser(user.uid);
     if (pids.length === 0) return 0;
     signalAll(pids, 'SIGKILL');
-    await run('kill', ['-s', 'KILL', '--', '-1'], { as: user, timeoutMs: 10_000 }).catch(() => {});
+    // In its network namespace like every process of the user (none ever
+    // runs in the host's): where that is gone already, root's SIGKILLs do.
+    if (user.netns === undefined || existsSync(user.netns)) {
+      const kill = tenantCommand(user, 'kill', ['-s', 'KILL', '--', '-1']);
+      await run(kill.file, kill.args, { timeoutMs: 10_000 }).catch(() => {});
+    }
     return pids.length;
   }
 
@@ -247,7 +276,10 @@ export class ServiceUsers {
    */
   async killAllNow(user: OsUser): Promise<void> {
     if (!this.isOwnUser(user)) return;
-    await run('kill', ['-s', 'KILL', '--', '-1'], { as: user, timeoutMs: 10_000 }).catch(() => {});
+    // In its network namespace, as killAll's.
+    if (user.netns !== undefined && !existsSync(user.netns)) return;
+    const kill = tenantCommand(user, 'kill', ['-s', 'KILL', '--', '-1']);
+    await run(kill.file, kill.args, { timeoutMs: 10_000 }).catch(() => {});
   }
 
   /**
@@ -338,7 +370,12 @@ export class ServiceUsers {
         false,
       );
     }
-    return { name: e.name, uid: e.uid, gid: e.gid };
+    return {
+      name: e.name,
+      uid: e.uid,
+      gid: e.gid,
+      ...(this.o.nproc === undefined ? {} : { nproc: this.o.nproc }),
+    };
   }
 
   /** A service's own user: never root, Basin itself or the shared user (whose kill -1 would hit every cluster). */

@@ -20,7 +20,8 @@ import { join } from 'node:path';
 import { nodeName } from '../../domain/service-nodes.js';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { withAdmin } from './admin.js';
-import { CommandError, run } from './exec.js';
+import { tenantCommand } from './confine.js';
+import { CommandError, type Prelude, run } from './exec.js';
 import type { NodeRef } from './layout.js';
 import type { DriverContext } from './local-driver.js';
 import { ensureOwnedDir, exists, mkdirIn, removeTrees, writeOwned } from './node-files.js';
@@ -28,6 +29,7 @@ import { type NodeState, readNodeState, writeNodeState } from './node-state.js';
 import type { OsUser } from './os-user.js';
 import { REPLICATION_CA, standbyConninfo } from './replication.js';
 import type { NodeReplication } from './service-node.js';
+import { helperPrelude } from './node-cgroups.js';
 
 /** Whether the data directory is a standby's (it has standby.signal). */
 export const isStandbyData = (pgdata: string) => exists(join(pgdata, 'standby.signal'));
@@ -64,8 +66,10 @@ export async function buildStandby(
       secret: '',
       name,
       pgdata: staging,
+      via: replication.via,
     }).replace(/password='' ?/, '');
-    await run(
+    const basebackup = tenantCommand(
+      user,
       join(ctx.pg.bin, 'pg_basebackup'),
       [
         '-D',
@@ -80,8 +84,10 @@ export async function buildStandby(
         'fast',
         '--no-password',
       ],
-      { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
+      { diesWithBasin: true },
     );
+    const prelude = await helperPrelude(ctx, spec.serviceId);
+    await run(basebackup.file, basebackup.args, { timeoutMs: 3_600_000, prelude });
     await finishStandbyData(ctx, target, user);
     await removeTrees([layout.pgdata(ref)]);
     await rename(target, layout.pgdata(ref));
@@ -122,7 +128,10 @@ export async function rewindToStandby(
   // Nothing of the node is touched until pg_rewind runs: a primary that
   // does not answer yet is a retry, not a rebuild.
   let source: string;
+  let prelude: Prelude;
   try {
+    // Its cgroups first: a failure to make them is a retry, not a failed rewind.
+    prelude = await helperPrelude(ctx, spec.serviceId);
     // A just promoted primary writes its new timeline into pg_control at
     // its next checkpoint: until then pg_rewind would see both on the same
     // timeline and rewind nothing.
@@ -140,11 +149,13 @@ export async function rewindToStandby(
   await save();
   let rewound = false;
   try {
-    await run(
+    const rewind = tenantCommand(
+      user,
       join(ctx.pg.bin, 'pg_rewind'),
       ['--target-pgdata', pgdata, '--source-server', source, '--no-sync'],
-      { as: user, timeoutMs: 3_600_000, diesWithBasin: true },
+      { diesWithBasin: true },
     );
+    await run(rewind.file, rewind.args, { timeoutMs: 3_600_000, prelude });
     await finishStandbyData(ctx, pgdata, user);
     rewound = true;
     ctx.log.info({ serviceId: spec.serviceId, node: node.index }, 'rewound onto the primary');
@@ -196,6 +207,7 @@ async function rewindSource(
     secret: '',
     name: (replication.nameOf ?? nodeName)(node.index),
     pgdata: staging,
+    via: replication.via,
   }).replace(/password='' ?/, '');
   return `${conninfo} dbname=postgres passfile='${pass}'`;
 }

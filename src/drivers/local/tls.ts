@@ -1,7 +1,9 @@
 // TLS for every service: a certificate authority made once per installation,
 // and a server certificate per node signed by it. A user who trusts the CA
 // (ca.crt) can connect with sslmode=verify-full to the public host name,
-// localhost or the loopback addresses. Keys are ECDSA P-256: small, fast,
+// the service's own name under it (`<id>.<public host>`, which only this
+// service's certificate names: --service-hostnames reports it), localhost
+// or the loopback addresses. Keys are ECDSA P-256: small, fast,
 // and supported by libpq, JDBC, node-postgres and every TLS 1.2+ client.
 //
 // openssl does the work (Node cannot issue certificates); Node's
@@ -68,9 +70,23 @@ export async function ensureCa(layout: Layout): Promise<void> {
   }
 }
 
-/** The names a node's certificate must cover: the public host, localhost and loopback. */
-export function certHosts(publicHost: string): string[] {
-  return [...new Set([safeName(publicHost), 'localhost', '127.0.0.1', '::1'])];
+/**
+ * The names a node's certificate must cover: the public host, the
+ * service's (or read replica set's) own name under it when the public host
+ * is a DNS name (serviceHostname), localhost and loopback. A certificate
+ * issued before a name was added does not cover it, and is issued anew
+ * once, at the next apply (serverCertIsCurrent).
+ */
+export function certHosts(publicHost: string, id?: string): string[] {
+  const own = id === undefined ? undefined : serviceHostname(id, publicHost);
+  return [
+    ...new Set([safeName(publicHost), ...(own ? [own] : []), 'localhost', '127.0.0.1', '::1']),
+  ];
+}
+
+/** `<id>.<publicHost>`, when the public host is a DNS name (not an address). */
+export function serviceHostname(id: string, publicHost: string): string | undefined {
+  return isIP(publicHost) === 0 ? safeName(`${id}.${publicHost}`) : undefined;
 }
 
 /**

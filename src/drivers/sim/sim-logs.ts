@@ -91,6 +91,7 @@ export function readSimLogs(source: SimLogSource, query: LogQuery): LogPage {
       timestamp: new Date(slot.timestampMs).toISOString(),
       severity: slot.severity,
       message,
+      source: 'database',
     });
   }
   return { entries };

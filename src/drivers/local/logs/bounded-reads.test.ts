@@ -31,6 +31,7 @@ const entry = (i: number): LogEntry => ({
   timestamp: new Date(T0 + i * 1000).toISOString(),
   severity: 'LOG',
   message: `entry ${i}`,
+  source: 'database',
 });
 const entries = (from: number, to: number) =>
   Array.from({ length: to - from }, (_, k) => entry(to - 1 - k));

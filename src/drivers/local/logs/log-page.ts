@@ -88,6 +88,7 @@ export class Page {
       timestamp: new Date(rec.timeMs).toISOString(),
       severity: rec.severity,
       message: rec.cut === undefined ? rec.message : rec.message + truncationMark(rec.cut),
+      source: 'database',
     });
   }
 

@@ -31,6 +31,7 @@ function entry(i: number): LogEntry {
     timestamp: new Date(T0 + i * 1000).toISOString(),
     severity: r.error_severity,
     message: r.message,
+    source: 'database',
   };
 }
 

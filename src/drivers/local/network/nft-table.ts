@@ -1,0 +1,163 @@
+// The installation's nftables table, rendered whole from the namespaces'
+// records (pure: nft-table.test.ts). `nft -f` applies it in one
+// transaction: the table is made if missing, deleted and made again, so
+// the kernel switches from the old rules to the new at once (connections
+// keep their translations: those live in conntrack, not in the rules).
+// https://wiki.nftables.org/wiki-nftables/index.php/Performing_Network_Address_Translation_(NAT)
+//
+// What it does (docs/decisions.md, Service networks; docs/security.md):
+// - DNAT, in prerouting (clients from elsewhere, and from namespaces) and
+//   output (clients on this host), of every TCP connection to a local
+//   address of this host on a port that leads into a namespace (`ports`:
+//   a node's own port, a service's endpoint when no HAProxy serves it, a
+//   pooler's) to `<namespace address>:<same port>`. A port not in the map
+//   is not translated (HAProxy's endpoints, Basin's API…).
+// - SNAT (masquerade: the veth's own address, the namespace's gateway) of
+//   what reaches a namespace from 127.0.0.0/8 (a loopback source cannot
+//   leave the host; route_localnet lets it be routed there first), from a
+//   read replica set's namespace to its service's (`follows`: the
+//   service's nodes admit their own gateway for replication), and from a
+//   namespace back into itself through the host (hairpin: its replies
+//   would otherwise not return through the host). Other clients keep
+//   their address: pg_hba and the VPC rules see the real client.
+// - Egress: a namespace's connections to the rest of the world leave
+//   with the host's address (masquerade), as they did before namespaces.
+// - Forward: into a namespace only what was translated to it (or answers
+//   its own connections); nothing reaches a namespace's other ports
+//   through the host. When the host did not forward before Basin (it was
+//   not a router), nothing but traffic from or to a Basin veth is
+//   forwarded at all.
+// - Input: a host-side port reserved for a namespace (`hostPorts` on its
+//   `hostAddress`) is reachable from that namespace and from the host
+//   itself only; everything else a namespace sends the host is as before.
+
+import { VETH_PREFIX } from './addresses.js';
+
+/** One namespace, as the table needs it. */
+export interface TableNamespace {
+  id: string;
+  veth: string;
+  address: string;
+  hostAddress: string;
+  /** Host ports that lead into it (DNAT to its address, same port). */
+  ports: readonly number[];
+  /** A read replica set's service (its id): connections to it are SNATed to the service's gateway. */
+  streamsFrom?: string;
+  /** Ports on its hostAddress that only it (and the host) may reach. */
+  hostPorts: readonly number[];
+}
+
+export interface TableSpec {
+  installation: string;
+  /** The service network, e.g. 198.18.0.0/15. */
+  block: string;
+  /** The host did not forward before Basin: forward nothing but Basin's. */
+  restrictForwarding: boolean;
+  namespaces: readonly TableNamespace[];
+}
+
+/** The table's name: one per installation. */
+export const tableName = (installation: string) => `basin-${installation}`;
+
+/** What `nft -f` takes to remove the table (made first, so a missing one is no error). */
+export function dropTable(installation: string): string {
+  const t = tableName(installation);
+  return `table ip ${t} {}\ndelete table ip ${t}\n`;
+}
+
+/**
+ * The whole table. A port claimed by two namespaces (which ServiceNetworks
+ * never records) goes to the first in id order, so that one bad record
+ * cannot make the whole table fail to load.
+ */
+export function renderTable(spec: TableSpec): string {
+  const t = tableName(spec.installation);
+  const namespaces = [...spec.namespaces].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const byId = new Map(namespaces.map((n) => [n.id, n]));
+  const ports = new Map<number, string>();
+  for (const n of namespaces) {
+    for (const p of n.ports) if (!ports.has(p)) ports.set(p, n.address);
+  }
+  const pairs: string[] = [];
+  for (const n of namespaces) {
+    pairs.push(`${n.address} . ${n.address}`);
+    const service = n.streamsFrom === undefined ? undefined : byId.get(n.streamsFrom);
+    if (service) pairs.push(`${n.address} . ${service.address}`);
+  }
+  const reserved = namespaces.flatMap((n) => n.hostPorts.map((p) => `${n.hostAddress} . ${p}`));
+  const reservedFor = namespaces.flatMap((n) =>
+    n.hostPorts.map((p) => `"${n.veth}" . ${n.address} . ${n.hostAddress} . ${p}`),
+  );
+  const set = (name: string, type: string, elements: string[]) => [
+    `\tset ${name} {`,
+    `\t\ttype ${type}`,
+    ...(elements.length > 0 ? [`\t\telements = { ${elements.join(', ')} }`] : []),
+    '\t}',
+  ];
+  const map = [
+    '\tmap ports {',
+    '\t\ttype inet_service : ipv4_addr',
+    ...(ports.size > 0
+      ? [
+          `\t\telements = { ${[...ports]
+            .sort(([a], [b]) => a - b)
+            .map(([p, a]) => `${p} : ${a}`)
+            .join(', ')} }`,
+        ]
+      : []),
+    '\t}',
+  ];
+  const chain = (name: string, hook: string | undefined, rules: string[]) => [
+    `\tchain ${name} {`,
+    ...(hook ? [`\t\t${hook}`] : []),
+    ...rules.map((r) => `\t\t${r}`),
+    '\t}',
+  ];
+  const dnat = 'fib daddr type local dnat ip to tcp dport map @ports';
+  const basin = `"${VETH_PREFIX}*"`;
+  return [
+    `table ip ${t} {}`,
+    `delete table ip ${t}`,
+    `table ip ${t} {`,
+    ...set(
+      'veths',
+      'ifname',
+      namespaces.map((n) => `"${n.veth}"`),
+    ),
+    ...map,
+    ...set('snat_pairs', 'ipv4_addr . ipv4_addr', pairs),
+    ...set('reserved', 'ipv4_addr . inet_service', reserved),
+    ...set('reserved_for', 'ifname . ipv4_addr . ipv4_addr . inet_service', reservedFor),
+    ...chain('prerouting', 'type nat hook prerouting priority -100; policy accept;', [dnat]),
+    ...chain('output', 'type nat hook output priority -100; policy accept;', [dnat]),
+    ...chain('postrouting', 'type nat hook postrouting priority 100; policy accept;', [
+      'oifname @veths ip saddr 127.0.0.0/8 masquerade',
+      'oifname @veths ip saddr . ip daddr @snat_pairs masquerade',
+      `ip saddr ${spec.block} oifname != ${basin} masquerade`,
+    ]),
+    // Every packet the host receives would pass an input hook: only while
+    // some port is reserved.
+    ...(reserved.length === 0
+      ? []
+      : [
+          ...chain('input', 'type filter hook input priority 0; policy accept;', [
+            'ip daddr . tcp dport @reserved jump reserved',
+          ]),
+          ...chain('reserved', undefined, [
+            'iif "lo" accept',
+            'iifname . ip saddr . ip daddr . tcp dport @reserved_for accept',
+            'reject with tcp reset',
+          ]),
+        ]),
+    ...chain('forward', 'type filter hook forward priority 0; policy accept;', [
+      'oifname @veths ct state established,related accept',
+      'oifname @veths ct status dnat accept',
+      'oifname @veths drop',
+      ...(spec.restrictForwarding
+        ? [`iifname ${basin} accept`, `oifname ${basin} accept`, 'drop']
+        : []),
+    ]),
+    '}',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,147 @@
+// The services' network namespaces against the real kernel (as root),
+// without PostgreSQL: a namespace per id with its /31 pair, a host port
+// translated into it (from this host's loopback, arriving from the
+// namespace's gateway), a host-side port reserved for one namespace
+// (reached from it and from the host, reset for another namespace), the
+// same pairs after a restart, a deleted id's namespace swept at start, a
+// freed pair given again, and a block that collides with the host's
+// routes refused. Everything is removed afterwards (cleanUpDataDir).
+
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { HostCheckError } from '../../src/drivers/local/errors.js';
+import { Layout } from '../../src/drivers/local/layout.js';
+import { ServiceNetworks } from '../../src/drivers/local/network/service-networks.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { ensureInstallation } from '../../src/drivers/local/service-users.js';
+import { serviceNetwork } from '../e2e/basin-process.js';
+import { claimPortBlock } from '../e2e/port-block.js';
+import { dataDirFor } from './helpers.js';
+
+const run = promisify(execFile);
+
+/** Connects from `netns` (or the host) to address:port; what the client saw first. */
+async function connectFrom(netns: string | undefined, address: string, port: number) {
+  const script = `exec 3<>/dev/tcp/${address}/${port} && head -c 64 <&3`;
+  const [file, ...args] = netns
+    ? ['nsenter', `--net=${netns}`, '--', 'bash', '-c', script]
+    : ['bash', '-c', script];
+  try {
+    const { stdout } = await run(file as string, args, { timeout: 10_000 });
+    return stdout.trim();
+  } catch (err) {
+    return `refused: ${(err as { stderr?: string }).stderr ?? String(err)}`;
+  }
+}
+
+/** A server on `host`:`port` (0: any) that tells each client its address. */
+async function teller(host: string, port = 0): Promise<{ server: Server; port: number }> {
+  const server = createServer((s) => s.end(`you are ${s.remoteAddress}\n`));
+  await new Promise<void>((resolve) => server.listen({ host, port }, resolve));
+  return { server, port: (server.address() as { port: number }).port };
+}
+
+test('namespaces, their ports and reserved host ports, against the kernel', async (t) => {
+  const dataDir = dataDirFor(t);
+  const block = await claimPortBlock();
+  t.after(() => block.release());
+  const cidr = serviceNetwork(block.claimed);
+  const layout = new Layout(dataDir);
+  mkdirSync(layout.instancesDir, { recursive: true });
+  const installation = await ensureInstallation(layout);
+  const start = () =>
+    ServiceNetworks.start({ layout, installation, mode: cidr, log: silentLogger });
+
+  const networks = await start();
+  assert.ok(networks.enabled);
+  const a = await networks.ensure('svca');
+  const b = await networks.ensure('svcb');
+  const base = cidr.replace(/0\/24$/, '');
+  assert.deepEqual(
+    [a.hostAddress, a.address, b.hostAddress, b.address],
+    [`${base}0`, `${base}1`, `${base}2`, `${base}3`],
+  );
+  assert.equal(a.name, `basin-${installation}-svca`);
+  assert.equal(readFileSync(`/proc/sys/net/ipv4/conf/${a.veth}/route_localnet`, 'utf8'), '1\n');
+
+  await t.test(
+    "a port of a namespace leads there from this host's loopback, from its gateway",
+    async () => {
+      // What listens in the namespace: bash's /dev/tcp cannot listen, so a
+      // node there does (nothing of it is a tenant's).
+      const inside = spawn('nsenter', [
+        `--net=${a.path}`,
+        '--',
+        process.execPath,
+        '-e',
+        `require('net').createServer((s) => s.end('inside, you are ' + s.remoteAddress + '\\n')).listen(${block.apiPort}, '0.0.0.0')`,
+      ]);
+      t.after(() => inside.kill('SIGKILL'));
+      await networks.forward('svca', { ports: [block.apiPort] });
+      let seen = '';
+      for (let i = 0; i < 100 && !seen.startsWith('inside'); i++) {
+        seen = await connectFrom(undefined, '127.0.0.1', block.apiPort);
+        if (!seen.startsWith('inside')) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(seen, `inside, you are ${a.hostAddress}`);
+      // From the other namespace, through the host: its own address is kept.
+      assert.equal(
+        await connectFrom(b.path, b.hostAddress, block.apiPort),
+        `inside, you are ${b.address}`,
+      );
+      // The port no longer leads there once it is not the namespace's.
+      await networks.forward('svca', { ports: [] });
+      assert.match(await connectFrom(undefined, '127.0.0.1', block.apiPort), /^refused/);
+    },
+  );
+
+  await t.test('a reserved host port: its namespace and the host only', async () => {
+    const { server, port } = await teller(a.hostAddress);
+    t.after(() => server.close());
+    // Not reserved yet: any namespace reaches the host's address.
+    assert.equal(await connectFrom(b.path, a.hostAddress, port), `you are ${b.address}`);
+    await networks.reserveHostPorts('svca', [port]);
+    assert.equal(await connectFrom(a.path, a.hostAddress, port), `you are ${a.address}`);
+    assert.match(await connectFrom(undefined, a.hostAddress, port), /^you are /);
+    assert.match(await connectFrom(b.path, a.hostAddress, port), /^refused: .*Connection refused/);
+  });
+
+  await t.test(
+    'a restart keeps the pairs; a deleted id is swept; its pair is given again',
+    async () => {
+      const again = await start();
+      assert.deepEqual(again.get('svca'), a);
+      assert.deepEqual(again.get('svcb'), b);
+      // svcb's service is gone (its instance directory) while Basin was down.
+      rmSync(layout.instanceDir('svcb'), { recursive: true });
+      const third = await start();
+      assert.equal(third.get('svcb'), undefined);
+      await assert.rejects(run('ip', ['link', 'show', 'dev', b.veth]), 'its veth is gone');
+      await assert.rejects(run('ip', ['netns', 'exec', b.name, 'true']), 'its namespace is gone');
+      const c = await third.ensure('svcc');
+      assert.equal(c.hostAddress, b.hostAddress, 'the freed pair is given again');
+      await third.remove('svca');
+      await assert.rejects(run('ip', ['link', 'show', 'dev', a.veth]));
+      assert.equal(third.get('svca'), undefined);
+    },
+  );
+
+  await t.test("a block that collides with the host's addresses is a start error", async () => {
+    const other = new Layout(dataDirFor(t));
+    mkdirSync(other.instancesDir, { recursive: true });
+    const tag = await ensureInstallation(other);
+    // This installation's veth holds an address of the block.
+    await assert.rejects(
+      ServiceNetworks.start({ layout: other, installation: tag, mode: cidr, log: silentLogger }),
+      (err: unknown) =>
+        err instanceof HostCheckError &&
+        new RegExp(
+          `The service network ${cidr.replace(/\./g, '\\.')} .* collides with this host's address ${base.replace(/\./g, '\\.')}`,
+        ).test((err as Error).message),
+    );
+  });
+});
