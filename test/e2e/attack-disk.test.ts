@@ -10,15 +10,16 @@
 // - with SQL past its ceiling (SET off, as a session may): PostgreSQL is
 //   restarted in recovery, where no session writes, whatever it sets;
 // - with files written into its data directory past its limit: every process
-//   of the service is stopped (none left of its OS user), neither a start
-//   nor a kill -9 and restart of Basin brings it back, and a resize that
-//   raises its allowance does;
+//   of the service is stopped (none left of its OS user, its PgBouncer
+//   included), neither a start nor a kill -9 and restart of Basin brings it
+//   back, and a resize that raises its allowance does, its pooler too, with
+//   no Basin entry taking any of those stops for a death of its own;
 // and another tenant's service takes writes all along.
 // docs/decisions.md (Storage allowances) says why; the watch's own rules are
 // unit-tested in src/drivers/local/storage/storage-watch.test.ts.
 
 import assert from 'node:assert/strict';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { test } from 'node:test';
 import type pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
@@ -112,6 +113,11 @@ test(
 
     const first = await storageOf(attacker, a.service_id, 'ok');
     assert.equal(first.storage.allowance_mb, 200);
+    // Its PgBouncer is a process of its OS user too, in a cgroup of its own.
+    const pooling = await attacker.call('POST', `${attacker.path(a.service_id)}/enablePooler`);
+    assert.equal(pooling.status, 200, pooling.text);
+    const poolerPort: number = (await attacker.waitForStatus(a.service_id, 'READY'))
+      .connection_pooler.endpoint.port;
     const setup = await connect(a);
     await setup.query('GRANT pg_execute_server_program TO tsdbadmin');
     await setup.query('CREATE TABLE big (x text)');
@@ -195,6 +201,11 @@ test(
     await t.test(
       'past its limit with files: every process stopped, and a start does not undo it',
       async () => {
+        const comms = async () =>
+          (await processesOfUser(uid)).map((pid) =>
+            readFileSync(`/proc/${pid}/comm`, 'utf8').trim(),
+          );
+        assert.ok((await comms()).includes('pgbouncer'), 'its pooler runs before');
         // COPY … TO PROGRAM runs in recovery too (it writes no table): 300 MB of
         // zeros into its data directory, at the disk's speed.
         const shell = await connect(a);
@@ -262,6 +273,15 @@ test(
       const { rows } = await client.query('SELECT count(*)::int AS n FROM big');
       assert.ok(rows[0].n > 10_000);
       await client.end();
+      // Its pooler is back too.
+      const pooled = await pgClient(poolerPort, a.initial_password);
+      assert.equal((await pooled.query('SELECT 1 AS one')).rows[0].one, 1);
+      await pooled.end();
+      // None of Basin's stops and restarts (recovery, the stop) was a death of its own.
+      const deaths = (await basinLogs(attacker, a.service_id)).filter((l) =>
+        /stopped on its own/.test(l),
+      );
+      assert.deepEqual(deaths, []);
       await otherWrites();
     });
   },
