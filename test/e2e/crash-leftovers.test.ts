@@ -61,10 +61,12 @@ function ownerless(root: string, services: string[]): string[] {
   for (const id of readdirSync(join(root, 'instances'))) {
     if (!services.includes(id)) stray.push(`instances/${id}`);
     for (const name of readdirSync(join(root, 'instances', id))) {
-      // Its nodes, its pooler, the record of its network namespace and the
-      // storage watch's record of it.
-      const own = /^\d+$/.test(name) || ['pooler', 'network.json', 'storage.json'].includes(name);
-      if (!own) stray.push(`instances/${id}/${name}`);
+      // A live service's records: network.json, its network namespace;
+      // system-id, its system identifier; storage.json, the storage watch's.
+      const records = ['pooler', 'network.json', 'system-id', 'storage.json'];
+      if (!/^\d+$/.test(name) && !records.includes(name)) {
+        stray.push(`instances/${id}/${name}`);
+      }
     }
   }
   // The network namespaces of this installation: live services' only.

@@ -1,11 +1,21 @@
 // Forks on the local driver against real PostgreSQL: NOW, LAST_SNAPSHOT and
 // PITR, of a running and of a stopped parent, a fork of a fork; each holds
-// exactly the data of its moment, its own password, OS user, certificate
-// and stanza, and writes on either side never reach the other. A restore
-// that cannot reach its target fails for good, with the reason.
+// exactly the data of its moment, its own password, OS user, certificate,
+// stanza and system identifier, and writes on either side never reach the
+// other. A restore that cannot reach its target fails for good, with the
+// reason; so does a fork whose staged data is not its parent's, and one
+// whose parent planted links in its repository or data directory.
 
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import {
+  existsSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,12 +29,17 @@ import {
   applyUntilDone,
   cleanUpDataDir,
   connect,
+  controlDataId,
   deleteUntilDone,
   makeDataDir,
   makeSpec,
   query,
+  stanzaSystemId,
   testUids,
 } from './helpers.js';
+
+/** `text` as a regular expression that matches it alone. */
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const notRoot = process.getuid?.() !== 0 ? 'per-service OS users need root' : false;
 const PARENT_PASSWORD = 'parent-password-0123';
@@ -43,7 +58,7 @@ describe('local driver: forks', { skip: notRoot }, () => {
   const rows = async (spec: ServiceSpec, password = FORK_PASSWORD) =>
     (await query(spec, password, 'SELECT v FROM t ORDER BY v')).map((r) => r.v as string);
 
-  async function fork(
+  async function forkSpec(
     from: ServiceSpec,
     strategy: ForkStrategy,
     extra: { targetTime?: string; backupLabel?: string } = {},
@@ -58,8 +73,50 @@ describe('local driver: forks', { skip: notRoot }, () => {
       },
     });
     made.push(spec);
-    await applyUntilDone(driver, spec, 120_000);
     return spec;
+  }
+
+  async function fork(
+    from: ServiceSpec,
+    strategy: ForkStrategy,
+    extra: { targetTime?: string; backupLabel?: string } = {},
+  ): Promise<ServiceSpec> {
+    const spec = await forkSpec(from, strategy, extra);
+    await applyUntilDone(driver, spec, 120_000);
+    assertOwnIdentifier(spec, from);
+    return spec;
+  }
+
+  /** A fork's fails for good: its error, which must match `why`. */
+  async function forkFails(
+    from: ServiceSpec,
+    strategy: ForkStrategy,
+    why: RegExp,
+    extra: { targetTime?: string; backupLabel?: string } = {},
+  ): Promise<void> {
+    const spec = await forkSpec(from, strategy, extra);
+    await assert.rejects(applyUntilDone(driver, spec, 120_000), (err: unknown) => {
+      assert.ok(err instanceof DriverError, String(err));
+      assert.equal(err.retryable, false, err.message);
+      assert.match(err.message, why);
+      return true;
+    });
+    assert.equal(existsSync(layout.pgdata({ id: spec.serviceId, node: 0 })), false, 'not started');
+  }
+
+  const systemId = (spec: ServiceSpec) =>
+    controlDataId(layout.pgdata({ id: spec.serviceId, node: 0 }));
+
+  /**
+   * A fork's identifier is its own (neither its parent's nor the template's),
+   * recorded, and its stanza's.
+   */
+  function assertOwnIdentifier(f: ServiceSpec, from: ServiceSpec): void {
+    const id = systemId(f);
+    assert.notEqual(id, systemId(from), "not its parent's");
+    assert.notEqual(id, controlDataId(layout.templatePgdata), "not the template's");
+    assert.equal(readFileSync(layout.systemIdFile(f.serviceId), 'utf8').trim(), id);
+    assert.equal(stanzaSystemId(layout.backupInfo(f.serviceId)), id, "its stanza's");
   }
 
   before(async () => {
@@ -129,8 +186,65 @@ describe('local driver: forks', { skip: notRoot }, () => {
   test('PITR: exactly the rows committed before the target', async () => {
     const f = await fork(parent, 'PITR', { targetTime: between, backupLabel: snapshot.label });
     assert.deepEqual(await rows(f), ['1 before the backup', '2 after the backup']);
-    // It is a primary that takes writes.
+    // It is a primary that takes writes, archives them and backs up, under its own identifier.
     await query(f, FORK_PASSWORD, "INSERT INTO t VALUES ('x')");
+    const own = await backupUntilDone(driver, f);
+    assert.equal(stanzaSystemId(layout.backupInfo(f.serviceId)), systemId(f));
+    const again = await fork(f, 'LAST_SNAPSHOT', { backupLabel: own.label });
+    assert.deepEqual(await rows(again), ['1 before the backup', '2 after the backup', 'x']);
+  });
+
+  test("a staged copy or restore that is not its parent's is refused for good, saying why", async () => {
+    // What Basin recorded of the parent, changed: the data found is then not the parent's.
+    const record = layout.systemIdFile(parent.serviceId);
+    const recorded = readFileSync(record, 'utf8');
+    try {
+      writeFileSync(record, '12345\n');
+      const why = new RegExp(
+        `^The fork's data is not its parent's: its system identifier is ${systemId(parent)}, ` +
+          `where ${parent.serviceId}'s is 12345; the fork is not started\\.$`,
+      );
+      await forkFails(parent, 'NOW', why);
+      await forkFails(parent, 'LAST_SNAPSHOT', why, { backupLabel: snapshot.label });
+    } finally {
+      writeFileSync(record, recorded);
+    }
+  });
+
+  test("links planted in the parent's repository or data directory fail the fork for good, naming them", async () => {
+    const pgdata = layout.pgdata({ id: parent.serviceId, node: 0 });
+    // The parent's own backups, behind a link in the middle of the path.
+    const backups = join(layout.backupDirs(parent.serviceId).repo, 'backup', parent.serviceId);
+    renameSync(backups, `${backups}.aside`);
+    try {
+      symlinkSync(`${backups}.aside`, backups);
+      await forkFails(
+        parent,
+        'LAST_SNAPSHOT',
+        new RegExp(
+          `^Could not read the parent's backups: ${literal(backups)}: not a directory \\(a file, or a symbolic link: not followed\\)$`,
+        ),
+        { backupLabel: snapshot.label },
+      );
+    } finally {
+      rmSync(backups, { force: true });
+      renameSync(`${backups}.aside`, backups);
+    }
+    const evil = join(pgdata, 'base', 'evil');
+    symlinkSync('/etc', evil);
+    try {
+      await forkFails(
+        parent,
+        'NOW',
+        new RegExp(
+          `^Could not copy the parent's data: ${literal(evil)}: a symbolic link \\(not followed\\)$`,
+        ),
+      );
+    } finally {
+      rmSync(evil);
+    }
+    // Put back, the parent forks again.
+    await fork(parent, 'LAST_SNAPSHOT', { backupLabel: snapshot.label });
   });
 
   test('a fork of a fork', async () => {

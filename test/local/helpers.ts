@@ -197,6 +197,22 @@ export function postmasterPid(pgdata: string): number {
   return Number(readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
 }
 
+/** The system identifier of a data directory, as PostgreSQL's own pg_controldata reads it (CRC checked). */
+export function controlDataId(pgdata: string): string {
+  const out = execFileSync('/usr/lib/postgresql/15/bin/pg_controldata', [pgdata], {
+    encoding: 'utf8',
+    env: { LC_ALL: 'C', PATH: process.env.PATH ?? '' },
+  });
+  const m = /^Database system identifier:\s+(\d+)$/m.exec(out);
+  if (!m) throw new Error(`pg_controldata ${pgdata}: ${out}`);
+  return m[1] as string;
+}
+
+/** The system identifier a pgBackRest info file (backup.info, archive.info) gives its stanza. */
+export function stanzaSystemId(infoFile: string): string | undefined {
+  return /^\[db\][^[]*^db-system-id=(\d+)$/m.exec(readFileSync(infoFile, 'utf8'))?.[1];
+}
+
 /**
  * A data directory that, after the test, has every process still running in
  * it killed and is then removed, whatever state the test left it in: a test

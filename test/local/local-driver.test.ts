@@ -4,7 +4,7 @@
 // and one TIMESERIESDB service for the whole file, in order, to stay fast.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -18,12 +18,14 @@ import {
   applyUntilDone,
   cleanUpDataDir,
   connect,
+  controlDataId,
   deleteUntilDone,
   makeDataDir,
   makeSpec,
   postmasterPid,
   processesOf,
   query,
+  stanzaSystemId,
   testUids,
 } from './helpers.js';
 
@@ -132,6 +134,34 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
     while (segments().length === 0) {
       assert.ok(Date.now() < deadline, 'no WAL segment archived within 20 s');
       await sleep(100);
+    }
+  });
+
+  test('its own system identifier, recorded by root; its stanza and archived WAL carry it', async () => {
+    const id = controlDataId(pgdata());
+    assert.notEqual(id, controlDataId(layout.templatePgdata), "not the template's");
+    const record = layout.systemIdFile(spec.serviceId);
+    assert.equal(readFileSync(record, 'utf8').trim(), id);
+    const st = statSync(record);
+    assert.deepEqual([st.uid, st.mode & 0o777], [0, 0o600]);
+    const [{ sysid }] = await query(
+      spec,
+      password,
+      'SELECT system_identifier::text AS sysid FROM pg_control_system()',
+    );
+    assert.equal(sysid, id, 'the server runs with it');
+    const repo = layout.backupDirs(spec.serviceId).repo;
+    assert.equal(stanzaSystemId(layout.backupInfo(spec.serviceId)), id);
+    assert.equal(stanzaSystemId(join(repo, 'archive', spec.serviceId, 'archive.info')), id);
+    // Another service gets another.
+    const other = await makeSpec('POSTGRES', password);
+    try {
+      await applyUntilDone(driver, other);
+      const theirs = controlDataId(layout.pgdata({ id: other.serviceId, node: 0 }));
+      assert.notEqual(theirs, id);
+      assert.equal(readFileSync(layout.systemIdFile(other.serviceId), 'utf8').trim(), theirs);
+    } finally {
+      await deleteUntilDone(driver, other.serviceId);
     }
   });
 

@@ -5,10 +5,10 @@
 // (backup-cgroup.ts), and are polled by the engine's backup operation;
 // expiry keeps what the recovery window needs (engine/backups.ts decides
 // which). Basin learns what backups exist
-// from the stanza's backup.info, read as root from a file of the service's
-// user: a regular file owned by that user, or nothing.
+// from the stanza's backup.info, read as root from the service's user's
+// repository: every directory on the way opened without following a link
+// (safe-dir.ts), and a regular file owned by that user, or nothing.
 
-import { lstat } from 'node:fs/promises';
 import { backupCgroupPath, prepareBackupCgroup, removeBackupCgroup } from './backup-cgroup.js';
 import { DriverError, type BackupProgress, type ServiceSpec } from '../driver.js';
 import { helperCommand } from './confine.js';
@@ -27,7 +27,7 @@ import {
 import { inStorageRecovery } from './storage/node-storage.js';
 import { postmasterStatus } from './postmaster.js';
 import { primaryNode } from './converge-nodes.js';
-import { readSmallFile } from './safe-fs.js';
+import { existsBeneath, readBeneath } from './safe-dir.js';
 
 const backingUp = (): BackupProgress => ({ done: false, retryAfterMs: 500, reason: 'backing up' });
 
@@ -96,12 +96,8 @@ export class LocalBackups {
    */
   async ensureStanza(id: string, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
-    if (
-      await lstat(layout.backupInfo(id)).then(
-        () => true,
-        () => false,
-      )
-    ) {
+    const info = ['backup', id, 'backup.info'];
+    if (await existsBeneath(layout.backupDirs(id).repo, info, user.uid).catch(() => false)) {
       return;
     }
     const pm = await postmasterStatus(layout.pgdata({ id, node: 0 }));
@@ -197,10 +193,8 @@ export class LocalBackups {
   async list(id: string, user: OsUser): Promise<RepoBackup[]> {
     let text: string;
     try {
-      text = await readSmallFile(this.ctx.layout.backupInfo(id), {
-        owner: user.uid,
-        maxBytes: 4 * 1024 * 1024,
-      });
+      const repo = this.ctx.layout.backupDirs(id).repo;
+      text = await readBeneath(repo, ['backup', id, 'backup.info'], user.uid, 4 * 1024 * 1024);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw new DriverError(`Could not read the list of backups: ${(err as Error).message}`, true);

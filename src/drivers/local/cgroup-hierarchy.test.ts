@@ -115,7 +115,13 @@ test('a node is bounded by its size’s memory and by the processes a full load 
           port: 5432,
           source: { kind: 'empty' },
         } as Parameters<typeof postgresqlSettings>[0],
-        { socketDir: '/s', backupConf: '/b', pgbackrest: '/p', forkSourceConf: '/f' },
+        {
+          socketDir: '/s',
+          backupConf: '/b',
+          pgbackrest: '/p',
+          forkSourceConf: '/f',
+          forkSourcePg: '/g',
+        },
         { listenAddresses: '*', publicCidrs: [] },
       );
       assert.equal(String(c.maxConnections), s.max_connections);

@@ -36,6 +36,7 @@ const paths = {
   backupConf: '/d/local/backup/abcdefghij/pgbackrest.conf',
   pgbackrest: 'pgbackrest',
   forkSourceConf: '/d/local/backup/abcdefghij/source.conf',
+  forkSourcePg: '/d/local/backup/abcdefghij/source-pg',
 };
 const options = { listenAddresses: '*', publicCidrs: ['0.0.0.0/0', '::/0'] };
 
@@ -178,6 +179,24 @@ describe('postgresqlSettings', () => {
     });
     assert.equal(end.recovery_target, undefined);
     assert.equal(end.recovery_target_time, undefined);
+    // With an identifier of its own: each segment fetched gets it, unless it is not the parent's.
+    const own = postgresqlSettings(fork, paths, options, {
+      kind: 'repo',
+      stanza: 'parent0001',
+      target: 'immediate',
+      systemIds: { parent: '1', fork: '2' },
+    });
+    assert.equal(
+      own.restore_command,
+      `p="$PWD/%p" && cd '/d/local/backup/abcdefghij/source-pg' && ` +
+        `'pgbackrest' '--config=/d/local/backup/abcdefghij/source.conf' --stanza=parent0001 archive-get %f "$p" && ` +
+        `case %f in *.history) ;; *) cmp -s -n 8 -i 24:0 "$p" parent-id && ` +
+        `dd if=fork-id of="$p" bs=8 seek=3 count=1 conv=notrunc status=none ;; esac`,
+    );
+    assert.ok(
+      !own.restore_command?.includes('\\'),
+      'no backslash: postgresql.conf would take it for an escape',
+    );
     const copy = postgresqlSettings(fork, paths, options, { kind: 'copy' });
     assert.deepEqual([copy.restore_command, copy.recovery_target], ['false', 'immediate']);
     // Opening the fork drops them without a restart.

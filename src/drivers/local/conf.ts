@@ -10,7 +10,7 @@
 import { isIP } from 'node:net';
 import type { ServiceSpec } from '../driver.js';
 import type { Recovery } from './node-state.js';
-import { archiveCommand, restoreCommand } from './pgbackrest.js';
+import { archiveCommand, forkRestoreCommand, restoreCommand } from './pgbackrest.js';
 import type { ServiceType, Size } from '../../domain/types.js';
 
 export type Settings = Record<string, string>;
@@ -22,8 +22,10 @@ export interface NodePaths {
   backupConf: string;
   /** …and pgBackRest's command. */
   pgbackrest: string;
-  /** A recovering fork's source: the part of its parent's repository it restores, configured. */
+  /** A recovering fork's source: the part of its parent's repository it restores, configured… */
   forkSourceConf: string;
+  /** …and the parent's control file and both identifiers (fork-check.ts). */
+  forkSourcePg: string;
 }
 
 /**
@@ -340,7 +342,14 @@ export function recoverySettings(recovery: Recovery, paths: NodePaths): Settings
     // the restore_command finds nothing (it must have one to recover).
     return { restore_command: 'false', recovery_target: 'immediate', ...promote };
   }
-  const fetch = restoreCommand(paths.pgbackrest, paths.forkSourceConf, recovery.stanza);
+  const fetch = recovery.systemIds
+    ? forkRestoreCommand(
+        paths.pgbackrest,
+        paths.forkSourceConf,
+        recovery.stanza,
+        paths.forkSourcePg,
+      )
+    : restoreCommand(paths.pgbackrest, paths.forkSourceConf, recovery.stanza);
   const { target } = recovery;
   if (target === 'end') return { restore_command: fetch, recovery_target_action: 'promote' };
   if (target === 'immediate') {

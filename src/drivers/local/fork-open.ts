@@ -53,8 +53,8 @@ export async function openFork(
   save: () => Promise<void>,
 ): Promise<Progress> {
   await applySql();
-  const { repo, conf } = ctx.layout.forkSource(spec.serviceId);
-  await removeTrees([repo, conf]);
+  const { repo, conf, pg } = ctx.layout.forkSource(spec.serviceId);
+  await removeTrees([repo, conf, pg]);
   state.fork = 'open';
   delete state.recovery;
   await save();

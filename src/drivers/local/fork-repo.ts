@@ -3,9 +3,17 @@
 // it needs, copied by root into a directory only root can enter, renamed
 // into the fork's stanza directory once complete, then handed to the
 // fork's user, who restores it with pgBackRest.
+//
+// The repository is the parent's OS user's, so its tenant can change it
+// while Basin reads it: swap `backup/<id>` for a link to another service's
+// backups right after Basin read its backup.info, say. So the repository
+// is read through descriptors (safe-dir.ts, safe-copy.ts): backup.info is
+// read from the very directory the backup set is then copied from, no
+// link is followed anywhere on the way, and everything copied belongs to
+// the parent's OS user (what its tenant could read anyway).
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rename } from 'node:fs/promises';
+import { mkdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { helperCommand } from './confine.js';
@@ -13,11 +21,25 @@ import { CommandError, lastLines, run, withPrelude } from './exec.js';
 import { helperPrelude } from './node-cgroups.js';
 import type { Copied } from './fork-restore.js';
 import type { DriverContext } from './local-driver.js';
-import { chownTree, copyInto, ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
+import { chownTree, ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
 import type { Recovery } from './node-state.js';
 import type { OsUser } from './os-user.js';
-import { backupProcesses, parseBackupInfo, type RepoBackup } from './pgbackrest.js';
-import { readSmallFile } from './safe-fs.js';
+import {
+  backupInfoSystemId,
+  backupProcesses,
+  parseBackupInfo,
+  type RepoBackup,
+} from './pgbackrest.js';
+import { copyEntries } from './safe-copy.js';
+import { SafeDir } from './safe-dir.js';
+import { UnsafeFileError } from './safe-fs.js';
+
+/** What was copied out of the parent's repository: the backup as its backup.info listed it. */
+export interface RepoSubset {
+  backup: RepoBackup;
+  /** The system identifier backup.info gives the parent's stanza (undefined: none given). */
+  stanzaSystemId: string | undefined;
+}
 
 /**
  * Copies from the parent's repository what restoring `label` to `target`
@@ -36,78 +58,116 @@ export async function copyRepoSubset(
   label: string,
   target: Extract<Recovery, { kind: 'repo' }>['target'],
   signal: AbortSignal,
-): Promise<void> {
+): Promise<RepoSubset> {
   const consistentOnly = target === 'immediate';
   const { layout } = ctx;
-  const from = layout.backupDirs(parent).repo;
-  const parentUser = ctx.users.perService
-    ? ctx.users.lookup(parent)
-    : await ctx.users.ensure(parent);
-  if (!parentUser) throw new DriverError(`Its parent ${parent} does not exist (any more).`, false);
-  let backups: RepoBackup[];
-  try {
-    backups = parseBackupInfo(
-      await readSmallFile(layout.backupInfo(parent), { owner: parentUser.uid, maxBytes: 4 << 20 }),
-    );
-  } catch (err) {
-    throw new DriverError(`Could not read the parent's backups: ${(err as Error).message}`, true);
-  }
-  const backup = backups.find((b) => b.label === label);
-  if (!backup) {
-    throw new DriverError(`The backup ${label} of ${parent} no longer exists.`, false);
-  }
-  if (typeof target === 'object' && Date.parse(target.time) < Date.parse(backup.stoppedAt)) {
-    throw new DriverError(
-      `${target.time} is before the backup ${label} of ${parent} ended (${backup.stoppedAt}).`,
-      false,
-    );
-  }
-  const staging = join(layout.backupDir(forkId), `.source-${randomBytes(4).toString('hex')}`);
-  await mkdirIn(staging, 0o700);
-  const backupDir = join('backup', parent);
-  const archiveDir = join('archive', parent);
-  const copy = async (rel: string, names: string[]) => {
-    if (names.length === 0) return;
-    await mkdir(join(staging, rel), { recursive: true, mode: 0o700 });
-    await copyInto(
-      names.map((n) => join(from, rel, n)),
-      join(staging, rel),
-      { signal },
-    );
+  const owner = await parentOwner(ctx, parent);
+  const opened: SafeDir[] = [];
+  const openDir = async (from: SafeDir, names: string[]) => {
+    const dir = await from.dirPath(names);
+    opened.push(dir);
+    return dir;
   };
-  await copy(backupDir, ['backup.info', 'backup.info.copy', label]);
-  await copy(archiveDir, ['archive.info', 'archive.info.copy']);
-  const segment = (name: string) => /^[0-9A-F]{24}/.exec(name)?.[0];
-  const wanted = (name: string) => {
-    const seg = segment(name);
-    if (seg === undefined) return false;
-    return seg >= backup.walStart && (!consistentOnly || seg <= backup.walStop);
-  };
-  for (const db of await list(join(from, archiveDir))) {
-    if (!/^\d+-\d+$/.test(db)) continue;
-    const dbDir = join(archiveDir, db);
-    const entries = await list(join(from, dbDir));
-    await copy(
-      dbDir,
-      entries.filter((n) => /^[0-9A-F]{8}\.history/.test(n)),
-    );
-    for (const sub of entries.filter((n) => /^[0-9A-F]{16}$/.test(n))) {
-      // A directory holds the segments of one timeline and log id.
-      if (sub < backup.walStart.slice(0, 16)) continue;
-      if (consistentOnly && sub > backup.walStop.slice(0, 16)) continue;
-      await copy(join(dbDir, sub), (await list(join(from, dbDir, sub))).filter(wanted));
+  const within = async (from: SafeDir, name: string, work: (dir: SafeDir) => Promise<void>) => {
+    const dir = await from.dir(name);
+    try {
+      await work(dir);
+    } finally {
+      await dir.close();
     }
+  };
+  try {
+    let repo: SafeDir;
+    let backupDir: SafeDir;
+    let info: string;
+    try {
+      repo = await SafeDir.open(layout.backupDirs(parent).repo, owner);
+      opened.push(repo);
+      backupDir = await openDir(repo, ['backup', parent]);
+      info = await backupDir.readSmall('backup.info', 4 << 20);
+    } catch (err) {
+      throw unreadable(err, "Could not read the parent's backups");
+    }
+    const backup = parseBackupInfo(info).find((b) => b.label === label);
+    if (!backup) {
+      throw new DriverError(`The backup ${label} of ${parent} no longer exists.`, false);
+    }
+    if (typeof target === 'object' && Date.parse(target.time) < Date.parse(backup.stoppedAt)) {
+      throw new DriverError(
+        `${target.time} is before the backup ${label} of ${parent} ended (${backup.stoppedAt}).`,
+        false,
+      );
+    }
+    const staging = join(layout.backupDir(forkId), `.source-${randomBytes(4).toString('hex')}`);
+    await mkdirIn(staging, 0o700);
+    const copy = async (from: SafeDir, rel: string, names: string[], vanishedOk = false) => {
+      if (names.length === 0) return;
+      await mkdir(join(staging, rel), { recursive: true, mode: 0o700 });
+      await copyEntries(from, names, join(staging, rel), { owner, signal, vanishedOk });
+    };
+    try {
+      // From the directory backup.info was just read from, whatever its name leads to now.
+      await copy(backupDir, join('backup', parent), ['backup.info', 'backup.info.copy', label]);
+      const archive = await openDir(repo, ['archive', parent]);
+      const archiveRel = join('archive', parent);
+      await copy(archive, archiveRel, ['archive.info', 'archive.info.copy']);
+      const segment = (name: string) => /^[0-9A-F]{24}/.exec(name)?.[0];
+      const wanted = (name: string) => {
+        const seg = segment(name);
+        if (seg === undefined) return false;
+        return seg >= backup.walStart && (!consistentOnly || seg <= backup.walStop);
+      };
+      for (const db of await archive.names()) {
+        if (!/^\d+-\d+$/.test(db)) continue;
+        await within(archive, db, async (dbDir) => {
+          const entries = await dbDir.names();
+          await copy(
+            dbDir,
+            join(archiveRel, db),
+            entries.filter((n) => /^[0-9A-F]{8}\.history/.test(n)),
+          );
+          for (const sub of entries.filter((n) => /^[0-9A-F]{16}$/.test(n))) {
+            // A directory holds the segments of one timeline and log id.
+            if (sub < backup.walStart.slice(0, 16)) continue;
+            if (consistentOnly && sub > backup.walStop.slice(0, 16)) continue;
+            // The parent archives meanwhile: a file renamed into place after
+            // it was listed (pgBackRest writes aside first) is not needed.
+            await within(dbDir, sub, async (subDir) =>
+              copy(subDir, join(archiveRel, db, sub), (await subDir.names()).filter(wanted), true),
+            );
+          }
+        });
+      }
+    } catch (err) {
+      throw unreadable(err, "Could not copy the parent's backup");
+    }
+    await rename(staging, layout.forkSource(forkId).repo);
+    return { backup, stanzaSystemId: backupInfoSystemId(info) };
+  } finally {
+    for (const dir of opened.reverse()) await dir.close();
   }
-  await rename(staging, layout.forkSource(forkId).repo);
 }
 
-/** The names in a directory of the parent's repository; none when it is not there. */
-async function list(dir: string): Promise<string[]> {
-  try {
-    return await readdir(dir);
-  } catch {
-    return [];
-  }
+/**
+ * A failure to read the parent's repository: for good when something in
+ * it is not what pgBackRest leaves (a link, a file of another uid, a
+ * backup that backup.info lists and its directory does not hold: its
+ * tenant's doing, which the next attempt would meet again; no expiry runs
+ * meanwhile, under the parent's lock), else retryable.
+ */
+function unreadable(err: unknown, what: string): Error {
+  if (err instanceof DriverError) return err;
+  if ((err as Error).name === 'AbortError') return err as Error;
+  const forGood =
+    err instanceof UnsafeFileError || (err as NodeJS.ErrnoException).code === 'ENOENT';
+  return new DriverError(`${what}: ${(err as Error).message}`, !forGood);
+}
+
+/** The uid of the parent's OS user, which owns its files (the shared one when services share one). */
+export async function parentOwner(ctx: DriverContext, parent: string): Promise<number> {
+  const user = ctx.users.perService ? ctx.users.lookup(parent) : await ctx.users.ensure(parent);
+  if (!user) throw new DriverError(`Its parent ${parent} does not exist (any more).`, false);
+  return user.uid;
 }
 
 /** Hands the copied source to the fork's user and restores the backup from it, as that user. */
@@ -139,7 +199,10 @@ export async function restoreAsFork(
       `process-max=${backupProcesses(spec.size)}`,
       '',
       `[${stanza}]`,
-      `pg1-path=${layout.pgdata({ id: spec.serviceId, node: 0 })}`,
+      // Where archive-get reads the identifier it looks the parent's WAL up
+      // by: the parent's control file (fork-check.ts). The restore names
+      // the fork's data directory itself.
+      `pg1-path=${src.pg}`,
       '',
     ].join('\n'),
     user,

@@ -3,8 +3,9 @@
 // from nothing every time (an interrupted attempt leaves only staging
 // directories, removed by the next):
 //
-//   NOW            a running parent: a low-level backup copied with
-//                  cp --reflink=auto (now-copy.ts); a stopped one: a copy of
+//   NOW            a running parent: a low-level backup, copied through
+//                  descriptors, reflinked where the file system can
+//                  (now-copy.ts, safe-copy.ts); a stopped one: a copy of
 //                  its data directory.
 //   LAST_SNAPSHOT  a pgBackRest restore of the chosen backup, recovered just
 //                  to consistency;
@@ -14,15 +15,19 @@
 //
 // Root copies what the fork needs from the parent (its data directory, or
 // the chosen backup and the WAL since from its repository) into a directory
-// only root can enter, without links, modes or ACLs of the parent's tenant
-// (node-files.ts copyInto), and hands the copy to the fork's user; the
-// restore and the recovery run as the fork's user, confined, reading that
-// copy, which is removed before anybody but Basin can log in. So the fork's
-// tenant never reads the parent's repository, the parent's tenant never
-// writes into the fork, and pgBackRest never runs as root on a repository a
-// tenant could have forged. The data is published (renamed into the node's
-// place) with the fork's recovery settings recorded in its state.json;
-// service-node.ts and fork-open.ts take it from there.
+// only root can enter, never through a link and only files of the parent's
+// OS user, without modes or ACLs of the parent's tenant (safe-copy.ts), and
+// hands the copy to the fork's user; the restore and the recovery run as
+// the fork's user, confined, reading that copy, which is removed before
+// anybody but Basin can log in. So the fork's tenant never reads the
+// parent's repository, the parent's tenant never writes into the fork, and
+// pgBackRest never runs as root on a repository a tenant could have
+// forged. Before it is published, the data is checked against what Basin
+// recorded of the parent and given the fork's own system identifier
+// (fork-check.ts). It is then published (renamed into the node's place)
+// with the fork's recovery settings recorded in its state.json and its
+// identifier beside its nodes; service-node.ts and fork-open.ts take it
+// from there.
 
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, rename } from 'node:fs/promises';
@@ -30,30 +35,30 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import type { DriverContext } from './local-driver.js';
-import { copyRepoSubset, restoreAsFork } from './fork-repo.js';
-import {
-  chownTree,
-  copyInto,
-  ensureOwnedDir,
-  exists,
-  mkdirIn,
-  nodeExists,
-  removeTrees,
-} from './node-files.js';
+import { checkAndIdentify } from './fork-check.js';
+import { copyRepoSubset, parentOwner, type RepoSubset, restoreAsFork } from './fork-repo.js';
+import { chownTree, ensureOwnedDir, mkdirIn, nodeExists, removeTrees } from './node-files.js';
 import { readNodeState, type Recovery, writeNodeState } from './node-state.js';
-import { copyRunningCluster, NOT_COPIED, REMADE_DIRS } from './now-copy.js';
-import type { OsUser } from './os-user.js';
+import { copyRunningCluster, keepTablespaceLink, NOT_COPIED, REMADE_DIRS } from './now-copy.js';
+import { isRoot, type OsUser } from './os-user.js';
 import { postmasterPort, postmasterStatus } from './postmaster.js';
 import { clusterProcesses } from './processes.js';
-import { writeFileAs } from './safe-fs.js';
+import { copyEntries } from './safe-copy.js';
+import { existsBeneath, withSafeDir } from './safe-dir.js';
+import { UnsafeFileError, writeFileAs } from './safe-fs.js';
+import { newSystemId, recordedSystemId, recordSystemId } from './system-id.js';
 import { archived, markWal } from './wal-mark.js';
 import { isStandbyData } from './standby.js';
 import type { Layout, NodeRef } from './layout.js';
 
 type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
 
-/** What the copy from the parent gave: how the fork recovers, from which backup or label file. */
-export type Copied = { recovery: Recovery; backupLabel?: string };
+/**
+ * What the copy from the parent gave: how the fork recovers, from which
+ * backup or label file, and, for a restored backup, that backup as the
+ * parent's backup.info listed it.
+ */
+export type Copied = { recovery: Recovery; backupLabel?: string; repo?: RepoSubset };
 
 /** Restores a fork's data into its node's place (see the top of this file). */
 export async function restoreFork(
@@ -79,18 +84,34 @@ export async function restoreFork(
     return copyFromParent(ctx, spec, source, pgdata, signal);
   });
   signal.throwIfAborted();
-  if (copied.recovery.kind === 'repo') {
-    await restoreAsFork(ctx, spec, user, copied, pgdata, signal);
-  } else {
-    await chownTree([pgdata], user);
-  }
+  const restored = copied.recovery.kind === 'repo';
+  if (restored) await restoreAsFork(ctx, spec, user, copied, pgdata, signal);
+  // Checked against the parent, and given the fork's own identifier, while
+  // nothing runs on it: a copy is still root's alone, a restore's files
+  // are the fork's user's, which runs nothing yet (startOver).
+  const systemId = newSystemId();
+  const recovery = await checkAndIdentify(
+    layout,
+    {
+      pgdata,
+      owner: !isRoot() ? undefined : restored ? user.uid : 0,
+      parent,
+      parentSystemId: await recordedSystemId(layout.systemIdFile(parent)),
+      forkId: spec.serviceId,
+      forkSystemId: systemId,
+    },
+    copied,
+    user,
+  );
+  if (!restored) await chownTree([pgdata], user);
   await finishData(ctx, pgdata, user, copied);
   await writeNodeState(join(staging, 'state.json'), {
     extensions: [],
     fork: 'recovering',
-    recovery: copied.recovery,
+    recovery,
   });
   signal.throwIfAborted();
+  await recordSystemId(layout.systemIdFile(spec.serviceId), systemId);
   await rename(staging, layout.nodeDir(ref));
   ctx.log.info(
     {
@@ -123,8 +144,8 @@ async function startOver(
     const names = await readdir(dir).catch(() => [] as string[]);
     stale.push(...names.filter((n) => n.startsWith(prefix)).map((n) => join(dir, n)));
   }
-  const { repo, conf } = layout.forkSource(id);
-  await removeTrees([...stale, repo, conf]);
+  const { repo, conf, pg } = layout.forkSource(id);
+  await removeTrees([...stale, repo, conf, pg]);
 }
 
 /** Under the parent's lock: copies what the fork is made from, as its strategy and the parent's state say. */
@@ -141,7 +162,14 @@ async function copyFromParent(
   const parentRef = await primaryDataOf(layout, parent);
   const parentPgdata = layout.pgdata(parentRef);
   const hasData = await nodeExists(layout, parentRef);
-  const hasRepo = await exists(layout.backupInfo(parent));
+  const owner = await parentOwner(ctx, parent).catch(() => undefined);
+  const hasRepo =
+    owner !== undefined &&
+    (await existsBeneath(
+      layout.backupDirs(parent).repo,
+      ['backup', parent, 'backup.info'],
+      owner,
+    ).catch(() => false));
   if (!hasData && !hasRepo) {
     throw new DriverError(`Its parent ${parent} does not exist (any more).`, false);
   }
@@ -159,20 +187,22 @@ async function copyFromParent(
     pgdata: parentPgdata,
     bounds: ctx.adminBounds,
   });
+  const parentUid = () => {
+    if (owner === undefined) throw new DriverError(`Its parent ${parent} has no OS user.`, false);
+    return owner;
+  };
 
   if (source.strategy === 'NOW') {
     if (running) {
       await mkdirIn(pgdata, 0o700);
-      const { backupLabel } = await copyRunningCluster(
-        await admin(),
-        pgdata,
-        spec.serviceId,
-        signal,
+      const from = { ...(await admin()), owner: parentUid() };
+      const { backupLabel } = await copying(() =>
+        copyRunningCluster(from, pgdata, spec.serviceId, signal),
       );
       return { recovery: { kind: 'copy' }, backupLabel };
     }
     if (!hasData) throw new DriverError(`Its parent ${parent} has no data to copy.`, false);
-    await copyStopped(parentPgdata, pgdata, signal);
+    await copyStopped(parentPgdata, parentUid(), pgdata, signal);
     return { recovery: { kind: 'none' } };
   }
 
@@ -189,25 +219,46 @@ async function copyFromParent(
       const marked = (await readNodeState(layout.stateFile(parentRef))).walMarkedAt;
       // Stopped since before the target: the target's state is its data directory.
       if (marked !== undefined && Date.parse(time) >= marked) {
-        await copyStopped(parentPgdata, pgdata, signal);
+        await copyStopped(parentPgdata, parentUid(), pgdata, signal);
         return { recovery: { kind: 'none' } };
       }
     }
   }
-  await copyRepoSubset(ctx, spec.serviceId, parent, label, target, signal);
-  return { recovery: { kind: 'repo', stanza: parent, target }, backupLabel: label };
+  const repo = await copyRepoSubset(ctx, spec.serviceId, parent, label, target, signal);
+  return { recovery: { kind: 'repo', stanza: parent, target }, backupLabel: label, repo };
 }
 
 /** A stopped cluster's data directory, as it is (it needs no recovery, or a crash recovery). */
-async function copyStopped(from: string, to: string, signal: AbortSignal): Promise<void> {
+async function copyStopped(
+  from: string,
+  owner: number,
+  to: string,
+  signal: AbortSignal,
+): Promise<void> {
   await mkdirIn(to, 0o700);
-  const entries = (await readdir(from)).filter((n) => !NOT_COPIED.has(n) || n === 'pg_wal');
-  await copyInto(
-    entries.map((n) => join(from, n)),
-    to,
-    { signal },
+  await copying(() =>
+    withSafeDir(from, owner, async (dir) => {
+      const entries = (await dir.names()).filter((n) => !NOT_COPIED.has(n) || n === 'pg_wal');
+      await copyEntries(dir, entries, to, { owner, signal, keepLink: keepTablespaceLink });
+    }),
   );
   for (const dir of REMADE_DIRS) await mkdirIn(join(to, dir), 0o700);
+}
+
+/**
+ * A copy of the parent's data directory: what it refused (a link, a file
+ * of another uid…: its tenant's doing, which the next attempt would meet
+ * again) fails the fork for good, naming it.
+ */
+async function copying<T>(copy: () => Promise<T>): Promise<T> {
+  try {
+    return await copy();
+  } catch (err) {
+    if (err instanceof UnsafeFileError) {
+      throw new DriverError(`Could not copy the parent's data: ${err.message}`, false);
+    }
+    throw err;
+  }
 }
 
 /** Commits and switches the parent's WAL, then waits until that segment is archived (a minute at most). */

@@ -13,6 +13,7 @@
 //                                start: leftovers.ts)
 //     ca/                        the installation's certificate authority (ca.crt, ca.key)
 //     instances/<id>/storage.json   what the storage watch knows of it (root 0600; storage/)
+//     instances/<id>/system-id   the service's system identifier (system-id.ts; root 0600)
 //     instances/<id>/<node>/     one PostgreSQL cluster (a "node")
 //       pgdata/                  its data directory; pgdata/log/*.json are its logs
 //       state.json               what the driver last applied to it (root 0600)
@@ -22,7 +23,8 @@
 //       repo/                    its repository: backups and archived WAL
 //       spool/ lock/ log/        pgBackRest's asynchronous queue, locks and logs
 //       source/, source.conf     while a fork is made: the part of its parent's
-//                                repository it restores (backups.ts, fork-restore.ts)
+//       source-pg/               repository it restores, and the parent's pg_control
+//                                (fork-repo.ts, fork-check.ts)
 //     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
 //     instances/<id>/oom-kills.json   the OOM kills of its cgroups last reported (oom-watch.ts, root 0600)
 //     instances/<id>/pooler/     the service's (or set's) PgBouncer (pooler.ts), root 0711:
@@ -107,6 +109,10 @@ export class Layout {
   stateFile(ref: NodeRef): string {
     return join(this.nodeDir(ref), 'state.json');
   }
+  /** The service's system identifier, as Basin gave it (system-id.ts; root 0600). */
+  systemIdFile(id: string): string {
+    return join(this.instanceDir(id), 'system-id');
+  }
   startupLog(ref: NodeRef): string {
     return join(this.nodeDir(ref), 'startup.log');
   }
@@ -170,11 +176,16 @@ export class Layout {
       blocked: join(dir, 'blocked.json'),
     };
   }
-  /** While a fork is made: the part of its parent's repository it restores, and its configuration. */
-  forkSource(id: string): { repo: string; conf: string } {
+  /**
+   * While a fork is made: the part of its parent's repository it restores,
+   * its configuration, and the parent's control file (a `pg1-path` whose
+   * identifier archive-get finds in that repository: fork-check.ts).
+   */
+  forkSource(id: string): { repo: string; conf: string; pg: string } {
     return {
       repo: join(this.backupDir(id), 'source'),
       conf: join(this.backupDir(id), 'source.conf'),
+      pg: join(this.backupDir(id), 'source-pg'),
     };
   }
 }

@@ -21,10 +21,12 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CommandError, run } from './exec.js';
+import { run } from './exec.js';
 import type { Layout, NodeRef } from './layout.js';
 import { chownTo, isRoot, type OsUser } from './os-user.js';
+import { withSafeDir } from './safe-dir.js';
 import { readSmallFile, writeFileAs } from './safe-fs.js';
+import { newSystemId, recordSystemId, setSystemId } from './system-id.js';
 
 export async function exists(path: string): Promise<boolean> {
   try {
@@ -119,9 +121,22 @@ async function setOwner(path: string, reader: OsUser, mode: number): Promise<voi
   await chmod(path, mode);
 }
 
+/**
+ * Whether `path` is there, a link in its last component not followed (an
+ * entry of a service's directory, which may be a link to anything).
+ */
+export async function present(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Whether the node's data directory is complete (a clone is renamed into place only when done). */
 export const nodeExists = (layout: Layout, ref: NodeRef) =>
-  exists(join(layout.pgdata(ref), 'PG_VERSION'));
+  present(join(layout.pgdata(ref), 'PG_VERSION'));
 
 /**
  * Copies the template's stopped cluster into the node's place: a copy and a
@@ -132,9 +147,10 @@ export const nodeExists = (layout: Layout, ref: NodeRef) =>
  * renamed once complete, so a crash mid-copy leaves a stray staging
  * directory, never a half node.
  *
- * Clones share the template's system identifier (pg_controldata); that only
- * matters to replication between them, which never happens: each service
- * streams and archives only to its own nodes and archive.
+ * Each clone gets a system identifier of its own before it ever starts (it
+ * had the template's, which every other clone had too: system-id.ts),
+ * recorded beside the service's nodes before the node appears; a clone
+ * interrupted before that is made again, with another.
  */
 export async function cloneNode(
   layout: Layout,
@@ -153,8 +169,12 @@ export async function cloneNode(
   try {
     const pgdata = join(staging, 'pgdata');
     await run('cp', ['-a', layout.templatePgdata, pgdata], { timeoutMs: 120_000 });
+    // Still root's alone (the staging directory is 0700): the template's files, any owner.
+    const systemId = newSystemId();
+    await withSafeDir(pgdata, undefined, (dir) => setSystemId(dir, systemId));
     const user = await owner;
     if (isRoot() && (await lstat(pgdata)).uid !== user.uid) await chownTree([pgdata], user);
+    await recordSystemId(layout.systemIdFile(ref.id), systemId);
     await chmod(staging, 0o711);
     await rename(staging, layout.nodeDir(ref));
   } catch (err) {
@@ -235,49 +255,4 @@ export async function writeNodeConfig(
     writeOwned(join(pgdata, 'pg_ident.conf'), files.ident, user),
   ]);
   return wrote.some(Boolean);
-}
-
-/**
- * The one shell script of the copies, a constant that takes its paths as
- * arguments: with umask 077, and killed if Basin dies.
- */
-const COPY = 'umask 077 && exec setpriv --pdeathsig KILL -- cp -R -P --reflink=auto -- "$@"';
-
-/**
- * Copies `sources` into the directory `dest`, as root, from directories a
- * service's user controls (its data directory, its repository), so that
- * nothing of theirs comes along but the bytes: `-P` copies a symbolic link
- * as a link, never what it points to; no ownership, mode bits beyond the
- * umask's 0700/0600, access control lists or extended attributes are kept
- * (`cp` without --preserve), so a parent's tenant cannot leave, say, an ACL
- * that lets another user read the copy; hard links are not kept either.
- * `--reflink=auto` shares blocks on copy-on-write file systems (XFS,
- * btrfs): there a copy takes near-constant time. Files that vanish while
- * they are copied (a running server drops and truncates files) are not an
- * error when `vanishedOk`: a backup's WAL replay makes up for them.
- */
-export async function copyInto(
-  sources: readonly string[],
-  dest: string,
-  options: { signal?: AbortSignal; vanishedOk?: boolean } = {},
-): Promise<void> {
-  // A few hundred at a time: the command line has a limit.
-  for (let i = 0; i < sources.length; i += 500) {
-    const batch = sources.slice(i, i + 500);
-    try {
-      await run('sh', ['-c', COPY, 'basin-copy', ...batch, dest], {
-        timeoutMs: 6 * 3_600_000,
-        ...(options.signal ? { signal: options.signal } : {}),
-      });
-    } catch (err) {
-      if (!(options.vanishedOk && err instanceof CommandError && onlyVanished(err.output)))
-        throw err;
-    }
-  }
-}
-
-/** Whether every complaint of cp is about a file that no longer exists. */
-function onlyVanished(output: string): boolean {
-  const lines = output.split('\n').filter((l) => l.trim() !== '');
-  return lines.length > 0 && lines.every((l) => /No such file or directory$/.test(l));
 }

@@ -18,8 +18,18 @@ export type Recovery =
   | { kind: 'copy' }
   /** Started as it is: a copy of a cleanly stopped cluster needs no recovery. */
   | { kind: 'none' }
-  /** Replay WAL from the restored parent's stanza (fork-source.conf): to consistency, to a time, or to its end. */
-  | { kind: 'repo'; stanza: string; target: 'immediate' | 'end' | { time: string } };
+  /**
+   * Replay WAL from the restored parent's stanza (fork-source.conf): to
+   * consistency, to a time, or to its end. `systemIds`: each segment
+   * fetched goes from the parent's identifier to the fork's (fork-check.ts;
+   * forks restored before identifiers were given have none).
+   */
+  | {
+      kind: 'repo';
+      stanza: string;
+      target: 'immediate' | 'end' | { time: string };
+      systemIds?: { parent: string; fork: string };
+    };
 
 export interface NodeState {
   /** Hash of the restart-only settings the running postmaster was started with. */

@@ -1,9 +1,11 @@
 // A NOW fork's data: a copy of its parent's data directory, made as a
 // PostgreSQL non-exclusive low-level backup
 // (https://www.postgresql.org/docs/15/continuous-archiving.html#BACKUP-LOWLEVEL-BASE-BACKUP)
-// whose file copy is `cp --reflink=auto` (node-files.ts copyInto): on a
-// copy-on-write file system (XFS, btrfs) it shares blocks and takes
-// near-constant time; elsewhere it is a plain copy, at the speed of one.
+// whose file copy is safe-copy.ts's: every entry opened through its
+// directory's descriptor, never through a link the parent's tenant planted
+// (its data directory is its to change while the copy runs), and copied
+// with a reflink where the file system has them (XFS, btrfs: near-constant
+// time), in the kernel elsewhere, at the speed of a plain copy.
 //
 // On one administrative session to the parent: a temporary physical
 // replication slot (it holds the WAL from before the backup started, so no
@@ -15,10 +17,11 @@
 // (recovery_target = 'immediate'), promotes, and is the parent as of that
 // moment: a transaction still open at the copy is not in it.
 
-import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type AdminBounds, withAdmin } from './admin.js';
-import { copyInto, mkdirIn } from './node-files.js';
+import { mkdirIn } from './node-files.js';
+import { copyEntries } from './safe-copy.js';
+import { withSafeDir } from './safe-dir.js';
 
 /**
  * What a copy leaves out of the data directory: what PostgreSQL remakes at
@@ -69,7 +72,16 @@ export interface CopySource {
   socketDir: string;
   port: number;
   bounds: AdminBounds;
+  /** The uid of the parent's OS user, which owns everything copied. */
+  owner: number;
 }
+
+/**
+ * Links in a data directory that a copy keeps as links: PostgreSQL's own,
+ * the tablespaces of pg_tblspc (never followed: a fork's server, as the
+ * fork's user, cannot read its parent's). Any other link is refused.
+ */
+export const keepTablespaceLink = (rel: string) => /^pg_tblspc\/[^/]+$/.test(rel);
 
 /**
  * Copies the running cluster of `from` into `dest` (an empty directory of
@@ -92,42 +104,46 @@ export async function copyRunningCluster(
     callMs: 3_600_000,
   };
   const target = { socketDir: from.socketDir, port: from.port, pgdata: from.pgdata, bounds };
+  const copying = { owner: from.owner, signal, keepLink: keepTablespaceLink };
   return withAdmin(target, 'postgres', async (c) => {
     const name = c.escapeLiteral(`basin_fork_${forkId}`);
     await c.query(`SELECT pg_create_physical_replication_slot(${name}, true, true)`);
     const started = await c.query<{ wal: string }>(
-      `SELECT pg_walfile_name(pg_backup_start(${c.escapeLiteral(`basin fork ${forkId}`)}, true)) AS wal`,
+      `SELECT pg_walfile_name(pg_backup_start(${c.escapeLiteral(backupLabelName(forkId))}, true)) AS wal`,
     );
-    const entries = (await readdir(from.pgdata)).filter((n) => !NOT_COPIED.has(n));
-    await copyInto(
-      entries.map((n) => join(from.pgdata, n)),
-      dest,
-      { signal, vanishedOk: true },
-    );
-    const stopped = await c.query<{ wal: string; labelfile: string }>(
-      'SELECT pg_walfile_name(lsn) AS wal, labelfile FROM pg_backup_stop(false)',
-    );
-    const first = started.rows[0]?.wal ?? '';
-    const last = stopped.rows[0]?.wal ?? '';
-    for (const dir of REMADE_DIRS) await mkdirIn(join(dest, dir), 0o700);
-    // The segments from the backup's start to its end (and the next one: an
-    // end on a segment boundary is named after the segment before it), and
-    // the timeline history files.
-    const wal = join(from.pgdata, 'pg_wal');
-    const next = nextSegment(last);
-    const needed = (await readdir(wal)).filter(
-      (n) =>
-        /^[0-9A-F]{8}\.history$/.test(n) ||
-        (/^[0-9A-F]{24}$/.test(n) && n >= first && (n <= last || n === next)),
-    );
-    await copyInto(
-      needed.map((n) => join(wal, n)),
-      join(dest, 'pg_wal'),
-      { signal },
-    );
-    return { backupLabel: stopped.rows[0]?.labelfile ?? '' };
+    // The data directory as the admin session found it (admin.ts checked
+    // that its server runs in it), held by its descriptor from here on.
+    return withSafeDir(from.pgdata, from.owner, async (pgdata) => {
+      const entries = (await pgdata.names()).filter((n) => !NOT_COPIED.has(n));
+      await copyEntries(pgdata, entries, dest, { ...copying, vanishedOk: true });
+      const stopped = await c.query<{ wal: string; labelfile: string }>(
+        'SELECT pg_walfile_name(lsn) AS wal, labelfile FROM pg_backup_stop(false)',
+      );
+      const first = started.rows[0]?.wal ?? '';
+      const last = stopped.rows[0]?.wal ?? '';
+      for (const dir of REMADE_DIRS) await mkdirIn(join(dest, dir), 0o700);
+      // The segments from the backup's start to its end (and the next one: an
+      // end on a segment boundary is named after the segment before it), and
+      // the timeline history files.
+      const wal = await pgdata.dir('pg_wal');
+      try {
+        const next = nextSegment(last);
+        const needed = (await wal.names()).filter(
+          (n) =>
+            /^[0-9A-F]{8}\.history$/.test(n) ||
+            (/^[0-9A-F]{24}$/.test(n) && n >= first && (n <= last || n === next)),
+        );
+        await copyEntries(wal, needed, join(dest, 'pg_wal'), copying);
+      } finally {
+        await wal.close();
+      }
+      return { backupLabel: stopped.rows[0]?.labelfile ?? '' };
+    });
   });
 }
+
+/** The label of a NOW fork's low-level backup, which its backup_label names (fork-check.ts). */
+export const backupLabelName = (forkId: string) => `basin fork ${forkId}`;
 
 /** The segment after `segment` on its timeline (16 MB segments: 256 per log id). */
 export function nextSegment(segment: string): string {

@@ -132,9 +132,60 @@ export function restoreCommand(bin: string, conf: string, stanza: string): strin
   return `${shellQuote(bin)} ${shellQuote(`--config=${conf}`)} --stanza=${stanza} archive-get %f "%p"`;
 }
 
+/** In a fork's source-pg directory: the parent's and the fork's identifiers, 8 bytes each, as WAL holds them. */
+export const PARENT_ID_FILE = 'parent-id';
+export const FORK_ID_FILE = 'fork-id';
+
+/**
+ * The restore_command of a fork that recovers through its parent's
+ * archived WAL but has an identifier of its own (fork-check.ts). archive-get
+ * runs in the fork's source-pg directory, its pg1-path (pgBackRest wants
+ * the two to be the same), where it finds the parent's control file, and
+ * so the parent's identifier, to look the WAL up by. Then each segment
+ * fetched whose first page names the parent's identifier
+ * (XLogLongPageHeaderData.xlp_sysid, 8 bytes at offset 24) gets the
+ * fork's, in place; a segment that names another fails the fetch, so it is
+ * never replayed. History files carry no identifier. `cmp` and `dd` read
+ * the identifiers from files of that directory, so that the command holds
+ * no backslash (postgresql.conf would take one for an escape).
+ */
+export function forkRestoreCommand(
+  bin: string,
+  conf: string,
+  stanza: string,
+  pgDir: string,
+): string {
+  return (
+    `p="$PWD/%p" && cd ${shellQuote(pgDir)} && ` +
+    `${shellQuote(bin)} ${shellQuote(`--config=${conf}`)} --stanza=${stanza} archive-get %f "$p" && ` +
+    `case %f in *.history) ;; *) cmp -s -n 8 -i 24:0 "$p" ${PARENT_ID_FILE} && ` +
+    `dd if=${FORK_ID_FILE} of="$p" bs=8 seek=3 count=1 conv=notrunc status=none ;; esac`
+  );
+}
+
 /** A word for /bin/sh: single-quoted, its own single quotes escaped. */
 export function shellQuote(word: string): string {
   return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The system identifier of the stanza's current cluster, as backup.info
+ * gives it (`[db]`, `db-system-id`); undefined when it gives none. The
+ * tenant can write anything there: this is only compared (fork-check.ts).
+ */
+export function backupInfoSystemId(text: string): string | undefined {
+  let section = '';
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    const head = /^\[(.+)\]$/.exec(line);
+    if (head) {
+      section = head[1] as string;
+      continue;
+    }
+    const m = /^db-system-id=(\d{1,20})$/.exec(line);
+    if (section === 'db' && m) return m[1];
+  }
+  return undefined;
 }
 
 /** A backup as backup.info records it, with the WAL range that makes it consistent. */

@@ -20,7 +20,8 @@ import { postmasterCommand, type PrivateTmp } from './confine.js';
 import { childEnv, type Prelude, withPrelude } from './exec.js';
 import type { OsUser } from './os-user.js';
 import { clusterProcesses, isPostmasterOf, signalAll } from './processes.js';
-import { openRegularFile, readSmallFile } from './safe-fs.js';
+import { type SafeDir, withSafeDir } from './safe-dir.js';
+import { readSmallFile } from './safe-fs.js';
 
 export type PostmasterStatus =
   | { up: false }
@@ -199,11 +200,7 @@ export async function startFailure(
     // No startup output.
   }
   try {
-    const newest = (await readdir(logDir))
-      .filter((f) => f.endsWith('.json'))
-      .sort()
-      .at(-1);
-    const lines = newest ? (await readTail(join(logDir, newest), owner)).split('\n') : [];
+    const lines = (await withSafeDir(logDir, owner, newestLogTail)).split('\n');
     for (const line of lines.slice(-50)) {
       try {
         const e = JSON.parse(line) as { error_severity?: string; message?: string };
@@ -220,9 +217,17 @@ export async function startFailure(
   return parts.slice(-3).join(' | ');
 }
 
-/** The last 64 KiB of a log file of `owner`'s. */
-async function readTail(path: string, owner: number): Promise<string> {
-  const fh = await openRegularFile(path, { owner });
+/**
+ * The last 64 KiB of the newest JSON log in `dir` (opened without following
+ * a link, as every file in it: safe-dir.ts), of its owner's; '' without one.
+ */
+async function newestLogTail(dir: SafeDir): Promise<string> {
+  const newest = (await dir.names(10_000))
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .at(-1);
+  if (newest === undefined) return '';
+  const fh = await dir.file(newest);
   try {
     const size = (await fh.stat()).size;
     const len = Math.min(size, 64 * 1024);

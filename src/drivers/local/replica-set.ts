@@ -31,7 +31,7 @@ import type { ProcessCounts } from './node-bounds.js';
 import { nodeIndices, primaryNode } from './converge-nodes.js';
 import type { DriverContext } from './local-driver.js';
 import { mkdirIn, nodeExists, writeRootFile } from './node-files.js';
-import { postmasterStatus } from './postmaster.js';
+import { postmasterPort, postmasterStatus } from './postmaster.js';
 import { hostSideOf, poolerSourceCidr } from './replica-set-pooler.js';
 import { ensureSlots, replicationSecret } from './replication.js';
 import { readNodeState } from './node-state.js';
@@ -130,7 +130,7 @@ export async function convergeReplicaSet(
   const nodes = nodesSpec(spec);
   const floor = postgresqlSettings(
     spec.primary,
-    { socketDir: '', backupConf: '', pgbackrest: '', forkSourceConf: '' },
+    { socketDir: '', backupConf: '', pgbackrest: '', forkSourceConf: '', forkSourcePg: '' },
     { listenAddresses: ctx.listenAddresses, publicCidrs: ctx.publicCidrs },
   );
   const replication: NodeReplication = {
@@ -219,7 +219,8 @@ export async function dropReplicaSetSlots(
     const pgdata = ctx.layout.pgdata(ref);
     const pm = await postmasterStatus(pgdata);
     if (!pm.up || pm.state !== 'ready') continue;
-    const port = Number((await readFile(join(pgdata, 'postmaster.pid'), 'utf8')).split('\n')[3]);
+    // The service's file, read without following a link (safe-fs.ts).
+    const port = (await postmasterPort(pgdata)) ?? 0;
     const target = { socketDir: ctx.layout.socketDir(ref), port, pgdata, bounds: ctx.adminBounds };
     try {
       const left = await withAdmin(target, 'postgres', async (c) => {

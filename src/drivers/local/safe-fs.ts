@@ -30,7 +30,13 @@ export class UnsafeFileError extends Error {
 export interface OpenChecks {
   /** The file must belong to this uid (the service's OS user: the file is then theirs to read anyway). */
   owner?: number;
+  /** The name errors give the file (safe-dir.ts opens files by a descriptor's path). */
+  shown?: string;
 }
+
+/** The flags every read of a service's file opens with: no link, no waiting on a FIFO, no terminal. */
+export const READ_FLAGS =
+  constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
 
 /**
  * Opens `path` for reading: a regular file reached without a symbolic link
@@ -38,20 +44,35 @@ export interface OpenChecks {
  * the open's error (ENOENT, ELOOP for a link…) or an UnsafeFileError.
  */
 export async function openRegularFile(path: string, checks: OpenChecks = {}): Promise<FileHandle> {
-  const fh = await open(
-    path,
-    constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY,
-  );
+  return openChecked(path, READ_FLAGS, checks);
+}
+
+/**
+ * Opens `path` with `flags` (which must hold O_NOFOLLOW) and checks on the
+ * descriptor that it is a regular file, owned by `checks.owner` when given.
+ */
+export async function openChecked(
+  path: string,
+  flags: number,
+  checks: OpenChecks = {},
+): Promise<FileHandle> {
+  const fh = await open(path, flags);
   try {
     const st = await fh.stat();
-    if (!st.isFile()) throw new UnsafeFileError(path, 'not a regular file');
-    if (checks.owner !== undefined && st.uid !== checks.owner) {
-      throw new UnsafeFileError(path, `owned by uid ${st.uid}, not ${checks.owner}`);
-    }
+    const shown = checks.shown ?? path;
+    if (!st.isFile()) throw new UnsafeFileError(shown, 'not a regular file');
+    checkOwner(shown, st.uid, checks.owner);
     return fh;
   } catch (err) {
     await fh.close();
     throw err;
+  }
+}
+
+/** Throws an UnsafeFileError unless `uid` is `owner` (or no owner is expected). */
+export function checkOwner(shown: string, uid: number, owner: number | undefined): void {
+  if (owner !== undefined && uid !== owner) {
+    throw new UnsafeFileError(shown, `owned by uid ${uid}, not ${owner}`);
   }
 }
 
@@ -63,22 +84,30 @@ export async function readSmallFile(
   path: string,
   checks: OpenChecks & { maxBytes?: number } = {},
 ): Promise<string> {
-  const maxBytes = checks.maxBytes ?? 1024 * 1024;
   const fh = await openRegularFile(path, checks);
   try {
-    // One byte more than allowed tells a file that is too big (or growing).
-    const buf = Buffer.allocUnsafe(maxBytes + 1);
-    let len = 0;
-    for (;;) {
-      const { bytesRead } = await fh.read(buf, len, buf.length - len, len);
-      if (bytesRead === 0) break;
-      len += bytesRead;
-      if (len > maxBytes) throw new UnsafeFileError(path, `larger than ${maxBytes} bytes`);
-    }
-    return buf.toString('utf8', 0, len);
+    return await readAllBounded(fh, checks.shown ?? path, checks.maxBytes ?? 1024 * 1024);
   } finally {
     await fh.close();
   }
+}
+
+/** The text of an open file, at most `maxBytes` (bigger files are refused, not truncated). */
+export async function readAllBounded(
+  fh: FileHandle,
+  shown: string,
+  maxBytes: number,
+): Promise<string> {
+  // One byte more than allowed tells a file that is too big (or growing).
+  const buf = Buffer.allocUnsafe(maxBytes + 1);
+  let len = 0;
+  for (;;) {
+    const { bytesRead } = await fh.read(buf, len, buf.length - len, len);
+    if (bytesRead === 0) break;
+    len += bytesRead;
+    if (len > maxBytes) throw new UnsafeFileError(shown, `larger than ${maxBytes} bytes`);
+  }
+  return buf.toString('utf8', 0, len);
 }
 
 /**
@@ -89,7 +118,7 @@ export async function readSmallFile(
  */
 export async function writeFileAs(
   path: string,
-  content: string,
+  content: string | Buffer,
   user: OsUser,
   mode: number,
 ): Promise<void> {

@@ -531,6 +531,7 @@ export class ServiceNode {
         backupConf: ctx.layout.backupConf(ref.id),
         pgbackrest: ctx.pg.pgbackrest,
         forkSourceConf: ctx.layout.forkSource(ref.id).conf,
+        forkSourcePg: ctx.layout.forkSource(ref.id).pg,
       },
       {
         listenAddresses: ctx.networks.listenAddresses(spec.serviceId, ctx.listenAddresses),

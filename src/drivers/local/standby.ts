@@ -15,7 +15,7 @@
 // https://www.postgresql.org/docs/15/app-pgbasebackup.html
 // https://www.postgresql.org/docs/15/app-pgrewind.html
 
-import { readdir, readFile, rename } from 'node:fs/promises';
+import { readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { nodeName } from '../../domain/service-nodes.js';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
@@ -24,7 +24,7 @@ import { tenantCommand } from './confine.js';
 import { CommandError, type Prelude, run } from './exec.js';
 import type { NodeRef } from './layout.js';
 import type { DriverContext } from './local-driver.js';
-import { ensureOwnedDir, exists, mkdirIn, removeTrees, writeOwned } from './node-files.js';
+import { ensureOwnedDir, mkdirIn, present, removeTrees, writeOwned } from './node-files.js';
 import { type NodeState, readNodeState, writeNodeState } from './node-state.js';
 import type { OsUser } from './os-user.js';
 import { REPLICATION_CA, standbyConninfo } from './replication.js';
@@ -32,7 +32,7 @@ import type { NodeReplication } from './service-node.js';
 import { helperPrelude } from './node-cgroups.js';
 
 /** Whether the data directory is a standby's (it has standby.signal). */
-export const isStandbyData = (pgdata: string) => exists(join(pgdata, 'standby.signal'));
+export const isStandbyData = (pgdata: string) => present(join(pgdata, 'standby.signal'));
 
 /**
  * A new standby `node` of the service, copied from its running primary.
@@ -54,8 +54,11 @@ export async function buildStandby(
   // What an interrupted copy left.
   const staging = join(nodeDir, '.basebackup');
   await removeTrees([staging]);
-  await ensureOwnedDir(staging, user);
+  // Root's (the service's user only crosses it), so that the service's user
+  // cannot swap `pgdata` for a link while Basin finishes it below.
+  await mkdirIn(staging, 0o711);
   const target = join(staging, 'pgdata');
+  await ensureOwnedDir(target, user);
   try {
     await ownedCopy(layout.caCert, join(staging, REPLICATION_CA), user);
     const pass = join(staging, 'pgpass');
@@ -235,17 +238,15 @@ export async function dropInterruptedRewind(ctx: DriverContext, ref: NodeRef): P
 /**
  * What turns a copy of a primary into a standby's data directory: the
  * signal, the CA its conninfo trusts, and none of the primary's logs or
- * run files.
+ * run files. The log directory goes whole (the server makes it again when
+ * it starts): what is in it is the service's user's to swap for a link, so
+ * Basin never lists it and removes what it named (rm does not follow the
+ * link it removes; the data directory itself lies in a directory of root's).
  */
 async function finishStandbyData(ctx: DriverContext, pgdata: string, user: OsUser): Promise<void> {
   await writeOwned(join(pgdata, 'standby.signal'), '', user);
   await ownedCopy(ctx.layout.caCert, join(pgdata, REPLICATION_CA), user);
-  const log = join(pgdata, 'log');
-  if (await exists(log)) {
-    const files = (await readdir(log)).map((f) => join(log, f));
-    await removeTrees(files);
-  }
-  await removeTrees([join(pgdata, 'postmaster.opts'), join(pgdata, 'postmaster.pid')]);
+  await removeTrees(['log', 'postmaster.opts', 'postmaster.pid'].map((name) => join(pgdata, name)));
 }
 
 /**

@@ -16,9 +16,9 @@
 // (https://www.postgresql.org/docs/15/protocol-replication.html).
 // https://www.postgresql.org/docs/15/continuous-archiving.html#BACKUP-TIMELINES
 
-import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type AdminTarget, withAdmin } from './admin.js';
+import { withSafeDir } from './safe-dir.js';
 
 /** An LSN ("16/B374D848") as a number of bytes; undefined when it is not one. */
 export function lsnBytes(lsn: string): bigint | undefined {
@@ -120,12 +120,15 @@ export async function timelineHistory(
 /**
  * The newest timeline a data directory knows of, from the history files in
  * its pg_wal (a promotion writes its new timeline's before it accepts
- * writes): cheap, no connection, for deciding whether to look closer.
+ * writes): cheap, no connection, for deciding whether to look closer. The
+ * service's user owns pg_wal: a link there is not followed (safe-dir.ts),
+ * and another directory's names are never taken for its own.
  */
 export async function latestTimeline(pgdata: string): Promise<number> {
   let newest = 1;
   try {
-    for (const name of await readdir(join(pgdata, 'pg_wal'))) {
+    const names = await withSafeDir(join(pgdata, 'pg_wal'), undefined, (wal) => wal.names());
+    for (const name of names) {
       const m = /^([0-9A-F]{8})\.history$/.exec(name);
       if (m) newest = Math.max(newest, parseInt(m[1] as string, 16));
     }

@@ -13,7 +13,7 @@
 import { X509Certificate, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { access, chmod, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, lstat, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from './exec.js';
 import type { Layout } from './layout.js';
@@ -104,7 +104,8 @@ export async function serverCertIsCurrent(
     const cert = new X509Certificate(
       await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 }),
     );
-    if (!(await exists(join(pgdata, 'server.key')))) return false;
+    // The service's entry, not followed: anything but a file (a link…) is replaced.
+    if (!(await lstat(join(pgdata, 'server.key')).catch(() => undefined))?.isFile()) return false;
     if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) return false;
     if (Date.parse(cert.validTo) - now < RENEW_BEFORE_MS) return false;
     const sans = new Set(

@@ -23,13 +23,17 @@
 // (a symlinked log directory is not read, and a file is read only when it
 // is a regular file, opened without following a link, owned by
 // `options.owner`), huge lines, files without newlines, thousands of files.
+// And it may change while it is read: the directory is opened once, without
+// following a link (safe-dir.ts), and listed and read through that
+// descriptor, so a log directory swapped for a link to another service's
+// after it was opened leads nowhere.
 
-import { lstat, opendir, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
+import type { FileHandle } from 'node:fs/promises';
 import { cursorShape, decodeCursor, encodeCursor } from '../../../lib/cursor.js';
 import { InvalidCursorError } from '../../../lib/cursor.js';
 import type { LogPage, LogQuery } from '../../../domain/logs.js';
-import { openRegularFile, UnsafeFileError, type OpenChecks } from '../safe-fs.js';
+import { SafeDir } from '../safe-dir.js';
+import { UnsafeFileError, type OpenChecks } from '../safe-fs.js';
 import { BackwardLines, firstLine, isLineBoundary, type ReadPoint } from './backward-lines.js';
 import { parseJsonlogLine, parseJsonlogPrefix, peekTimeMs } from './jsonlog.js';
 import { ORDER_SLACK_MS, Page } from './log-page.js';
@@ -77,8 +81,11 @@ export interface ReadOptions extends OpenChecks {
  * cursors: a cursor from another scope, or not issued here, throws
  * InvalidCursorError. If the cursor's file was deleted meanwhile (retention),
  * reading continues with the next older file that still exists. Torn or
- * malformed lines are skipped; a missing `logDir` is an empty page.
- * `options.owner`, when given, is the uid every file read must belong to.
+ * malformed lines are skipped; a missing `logDir` is an empty page, and so
+ * is one that is a link or not a directory. Every component of `logDir`
+ * but the last must be root's (its last, `log` in the data directory, is
+ * not followed). `options.owner`, when given, is the uid every file read,
+ * and the directory, must belong to.
  *
  * The read is bounded (scan-budget.ts): `nextCursor` is set when an older
  * matching entry exists (the page is full and the next page starts with
@@ -98,27 +105,44 @@ export async function readNodeLogs(
   const budget = new ScanBudget(limits, query.signal, options.onRead, options.now);
   budget.checkAborted();
   const resume = query.cursor === undefined ? undefined : decodePosition(query.cursor, scope);
-  const files = await listLogFiles(logDir, limits.maxListed);
   const page = new Page(query);
-
-  for (let i = files.length - 1; i >= 0; i--) {
-    const file = files[i]!;
-    if (resume !== undefined && file > resume.file) continue;
-    const from = file === resume?.file ? resume : undefined;
-    const outcome = await scanFile(join(logDir, file), file, from, page, budget, options);
-    if (outcome === 'done') break;
-    if (outcome !== 'more') {
-      return { entries: page.entries, nextCursor: encodePosition(outcome, scope) };
+  const dir = await openLogDir(logDir, options.owner);
+  if (dir === undefined) return { entries: [] };
+  try {
+    const files = await listLogFiles(dir, limits.maxListed);
+    for (let i = files.length - 1; i >= 0; i--) {
+      const file = files[i]!;
+      if (resume !== undefined && file > resume.file) continue;
+      const from = file === resume?.file ? resume : undefined;
+      const outcome = await scanFile(dir, file, from, page, budget, options);
+      if (outcome === 'done') break;
+      if (outcome !== 'more') {
+        return { entries: page.entries, nextCursor: encodePosition(outcome, scope) };
+      }
+      // Between files: the next page starts with the older ones.
+      if (i > 0 && budget.spent) {
+        return {
+          entries: page.entries,
+          nextCursor: encodePosition({ file, point: { pos: 0 } }, scope),
+        };
+      }
     }
-    // Between files: the next page starts with the older ones.
-    if (i > 0 && budget.spent) {
-      return {
-        entries: page.entries,
-        nextCursor: encodePosition({ file, point: { pos: 0 } }, scope),
-      };
-    }
+    return { entries: page.entries };
+  } finally {
+    await dir.close();
   }
-  return { entries: page.entries };
+}
+
+/** The log directory, held open; undefined when there is none, or it is a link, a file, someone else's. */
+async function openLogDir(logDir: string, owner: number | undefined): Promise<SafeDir | undefined> {
+  try {
+    return await SafeDir.open(logDir, owner);
+  } catch (err) {
+    if (err instanceof UnsafeFileError || (err as NodeJS.ErrnoException).code === 'ENOENT') {
+      return undefined;
+    }
+    throw err;
+  }
 }
 
 /**
@@ -128,7 +152,7 @@ export async function readNodeLogs(
  * when older files may still match.
  */
 async function scanFile(
-  path: string,
+  dir: SafeDir,
   file: string,
   resume: Position | undefined,
   page: Page,
@@ -140,14 +164,12 @@ async function scanFile(
   budget.charge(FILE_COST);
   let fh: FileHandle;
   try {
-    fh = await openRegularFile(path, checks);
+    fh = await dir.file(file, checks);
   } catch (err) {
     // Deleted by retention since the directory was listed: it held nothing newer.
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'more';
     // A link, or someone else's file: not this node's log.
-    if (err instanceof UnsafeFileError || (err as NodeJS.ErrnoException).code === 'ELOOP') {
-      return 'more';
-    }
+    if (err instanceof UnsafeFileError) return 'more';
     throw err;
   }
   try {
@@ -210,25 +232,13 @@ async function startsAfter(fh: FileHandle, untilMs: number, budget: ScanBudget):
 }
 
 /**
- * The jsonlog files of a node, oldest first; none when the directory does
- * not exist (yet). At most `maxListed` entries are looked at: PostgreSQL
- * writes one file a day (or per 10 MB), so a directory holding more was
- * filled by someone else, and only part of it is read.
+ * The jsonlog files of a node, oldest first. At most `maxListed` entries
+ * are looked at: PostgreSQL writes one file a day (or per 10 MB), so a
+ * directory holding more was filled by someone else, and only part of it
+ * is read.
  */
-async function listLogFiles(logDir: string, maxListed: number): Promise<string[]> {
-  const names: string[] = [];
-  try {
-    if (!(await lstat(logDir)).isDirectory()) return [];
-    let seen = 0;
-    for await (const entry of await opendir(logDir)) {
-      if (++seen > maxListed) break;
-      if (LOG_FILE.test(entry.name)) names.push(entry.name);
-    }
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
-  return names.sort();
+async function listLogFiles(dir: SafeDir, maxListed: number): Promise<string[]> {
+  return (await dir.names(maxListed)).filter((n) => LOG_FILE.test(n)).sort();
 }
 
 function encodePosition({ file, point, tail }: Position, scope: string): string {
