@@ -322,21 +322,31 @@ export class NodeCgroups {
    * meanwhile. Returns how many processes it signalled.
    */
   killAllNow(id: string, nodes: readonly number[]): number {
-    const units: Unit[] = [
+    return this.killNow([
       ...nodes.map((part) => ({ id, part })),
       { id, part: 'pooler' },
       { id, part: 'tasks' },
-    ];
-    const pids = new Set<number>();
-    for (const unit of units) {
-      // Every hierarchy, and both places of a node's memory cgroup: a
-      // process is in one cgroup of each, whichever was joined.
-      for (const { h, dir } of this.placed(unit, false)) {
-        for (const d of this.places(h, unit, dir)) for (const pid of pidsInNow(d)) pids.add(pid);
-      }
-    }
+    ]);
+  }
+
+  /** SIGKILL to every process in the units' cgroups, at once (as killAllNow); how many it signalled. */
+  killNow(units: readonly Unit[]): number {
+    const pids = new Set(units.flatMap((unit) => this.pidsNow(unit)));
     signalAll([...pids], 'SIGKILL');
     return pids.size;
+  }
+
+  /**
+   * The processes in the unit's cgroups now: every hierarchy, and both
+   * places of a node's memory cgroup (a process is in one cgroup of each,
+   * whichever was joined).
+   */
+  pidsNow(unit: Unit): number[] {
+    const pids = new Set<number>();
+    for (const { h, dir } of this.placed(unit, false)) {
+      for (const d of this.places(h, unit, dir)) for (const pid of pidsInNow(d)) pids.add(pid);
+    }
+    return [...pids];
   }
 
   /** Removes the cgroups of every unit of `id` (a service or a read replica set), as remove; false while some still hold processes. */
