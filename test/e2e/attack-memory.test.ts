@@ -228,6 +228,9 @@ test(
         );
         assert.equal(kept, 1000);
         await tenant.waitForStatus(id, 'READY');
+        // Which of the two took it down, for the reader of the run.
+        const stopped = (await basinLogs(b, id)).filter((l) => /Basin stopped node0/.test(l));
+        t.diagnostic(stopped.length > 0 ? `Basin stopped it: ${stopped[0]}` : 'the kernel did');
         assert.ok(counter(dir, 'memory.stat', 'shmem') < 100 * MiB, 'its /tmp went with it');
         assert.ok(isLive(b.pid));
         assert.equal(oomScoreAdj(b.pid), basinScore);

@@ -448,3 +448,63 @@ test('the OOM watch says each kill once, in the logs of the service or set it be
   assert.equal(notes.length, 0);
   assert.ok(!existsSync(layout.instanceDir(svc.id)));
 });
+
+test('the OOM watch stops a node whose private /tmp holds half its bound (pages no kill frees), and only such a node', async (t) => {
+  const root = v2Root(t);
+  const data = tempDir(t);
+  const layout = new Layout(data);
+  const cgroups = new NodeCgroups([V2(root)], INST, { sharedMemoryBytes: 2 * GiB });
+  const events = (n: number) => `low 0\nhigh 0\nmax 9\noom ${n}\noom_kill ${n}\noom_group_kill 0\n`;
+  // A process in a mount namespace of its own with a private tmpfs named as
+  // confine.ts names them, holding `mb` MiB: the kernel's counting, for real.
+  const holding = async (mb: number): Promise<ChildProcess> => {
+    const child = spawn(
+      'unshare',
+      [
+        '--mount',
+        '--propagation',
+        'private',
+        'sh',
+        '-c',
+        `mount -t tmpfs -o size=64m basin-private /tmp && dd if=/dev/zero of=/tmp/f bs=1M count=${mb} 2>/dev/null && echo ready && exec sleep 60`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    t.after(() => child.kill('SIGKILL'));
+    await new Promise((resolve) => child.stdout!.once('data', resolve));
+    return child;
+  };
+  const notes: string[] = [];
+  const watch = new OomWatch(
+    () => ({ cgroups, layout, locks: new KeyedLock(), log: silentLogger }),
+    (_target, note) => void notes.push(note.message),
+  );
+  const node = async (id: string, mb: number) => {
+    const unit = { id, part: 0 };
+    const [dir] = await cgroups.ensure(unit, nodeBounds(dedicated(500, 1), COUNTS));
+    writeFileSync(join(dir!, 'memory.max'), `${64 * 1024 * 1024}\n`); // a bound of 64 MiB
+    writeFileSync(join(dir!, 'memory.events'), events(0));
+    mkdirSync(layout.instanceDir(id), { recursive: true });
+    const child = await holding(mb);
+    writeFileSync(join(dir!, 'cgroup.procs'), `${child.pid}\n`);
+    return { dir: dir!, child };
+  };
+  const full = await node('svc0000021', 40);
+  const light = await node('svc0000022', 8);
+  await watch.look();
+  assert.deepEqual(notes, [], 'no kill: nothing done');
+
+  const exited = (c: ChildProcess) => new Promise((resolve) => c.once('exit', resolve));
+  const fullExit = exited(full.child);
+  writeFileSync(join(full.dir, 'memory.events'), events(1));
+  writeFileSync(join(light.dir, 'memory.events'), events(1));
+  await watch.look();
+  await fullExit;
+  assert.equal(full.child.signalCode, 'SIGKILL', 'the full one stopped');
+  assert.equal(light.child.exitCode, null, 'the light one runs on');
+  assert.equal(light.child.signalCode, null);
+  assert.deepEqual(notes.sort(), [
+    "basin: node0 ran out of memory (its bound: 64 MiB, its size's memory): the kernel killed 1 of its processes; PostgreSQL is down and is restarted",
+    "basin: node0 ran out of memory (its bound: 64 MiB, its size's memory): the kernel killed 1 of its processes; PostgreSQL is down and is restarted; its private /tmp, /var/tmp, /dev/shm and /run/lock held 40 MiB, which no process's death frees: Basin stopped node0, and it is started again with them empty",
+  ]);
+});
