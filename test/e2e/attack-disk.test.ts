@@ -130,7 +130,11 @@ test(
         assert.equal(last, READ_ONLY, 'an insert fails with the read-only error');
         const body = await storageOf(attacker, a.service_id, 'read_only');
         assert.equal(body.status, 'READY');
-        assert.ok(body.metrics.storage_mb >= 200, JSON.stringify(body.metrics));
+        // Its metrics say as much once sampled again (they are sampled apart from the watch).
+        await b.waitFor(async () => {
+          const res = await attacker.call('GET', attacker.path(a.service_id));
+          return res.body?.metrics?.storage_mb >= 200;
+        }, 'the storage metric to reach the allowance');
         await logged(
           attacker,
           a.service_id,

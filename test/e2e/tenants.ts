@@ -152,7 +152,12 @@ export async function tenantShell(svc: CreatedService, password: string): Promis
     client,
     run,
     async feed(program) {
-      await client.query(`COPY (SELECT 1) TO PROGRAM ${client.escapeLiteral(program)}`);
+      // The row COPY writes to the program's stdin must find a reader: a
+      // program that reads none and ends first would fail the COPY with a
+      // broken pipe. The shell reads it once the program is done, and
+      // exits with the program's status.
+      const reading = `(${program}); s=$?; cat >/dev/null; exit $s`;
+      await client.query(`COPY (SELECT 1) TO PROGRAM ${client.escapeLiteral(reading)}`);
     },
     async refused(command, why = REFUSED) {
       // The program itself succeeds, so that what the command said comes back.

@@ -248,6 +248,10 @@ export class ServiceNode {
     }
     const ready = pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
     if (!pm.up) {
+      // A postmaster of ours just killed is a zombie until Node reaps it, a
+      // turn of its loop later: its exit, which says how it ended in the
+      // death's entry (restarts.ts), is waited for; so is one just spawned.
+      if (starting && !starting.proc.exit) return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
       // One that died on its own is restarted, later each time it keeps dying (restarts.ts).
       const held = await holdRestart(ctx, ref, pgdata, state, () => this.save(state));
       if (held) return held;
