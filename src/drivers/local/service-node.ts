@@ -72,6 +72,13 @@ import {
  */
 const STARTUP_POLL_MS = 20;
 
+/**
+ * The wait while a postmaster of Basin's that died is not reaped yet: the
+ * kernel tears a process down (its memory, its sockets) before it is a
+ * zombie, and /proc no longer shows it as a postmaster meanwhile.
+ */
+export const ENDING = 'PostgreSQL is ending';
+
 /** How soon to look again while a fork recovers its parent's WAL (it may take a while). */
 const RECOVERY_POLL_MS = 100;
 
@@ -251,7 +258,10 @@ export class ServiceNode {
       // A postmaster of ours just killed is a zombie until Node reaps it, a
       // turn of its loop later: its exit, which says how it ended in the
       // death's entry (restarts.ts), is waited for; so is one just spawned.
-      if (starting && !starting.proc.exit) return wait(STARTUP_POLL_MS, 'starting PostgreSQL');
+      if (starting && !starting.proc.exit) {
+        const dying = state.upSince !== undefined;
+        return wait(STARTUP_POLL_MS, dying ? ENDING : 'starting PostgreSQL');
+      }
       // One that died on its own is restarted, later each time it keeps dying (restarts.ts).
       const held = await holdRestart(ctx, ref, pgdata, state, () => this.save(state));
       if (held) return held;
