@@ -56,6 +56,13 @@ const LAYERS = [
     ],
     why: 'engine/ drives the Driver interface (drivers/driver.ts) over the store interfaces',
   },
+  {
+    files: ['console/src/**/*.{ts,tsx}'],
+    // Up and into src/ anywhere but client/.
+    regex: '^(\\.\\./)+src/(?!client/)',
+    forbid: ['node:*'],
+    why: 'the console (a browser page) calls Basin only through basin/client, and uses nothing of Node',
+  },
   ...[
     ['src/drivers/*.ts', []],
     ['src/drivers/local/**/*.ts', ['**/sim/**']],

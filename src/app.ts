@@ -8,6 +8,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AccessLog, requestIds, sharedRequestLogger } from './api/access-log.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './api/errors.js';
 import { authenticate } from './api/auth.js';
+import { type ConsoleOptions, consoleRoutes } from './api/console.js';
 import { PollingFastLane } from './api/polling-fast-lane.js';
 import { PresentedServices } from './api/presented-cache.js';
 import { type RateLimits, registerRateLimits } from './api/rate-limit.js';
@@ -43,6 +44,8 @@ export interface AppOptions {
    * the tests compare the two.
    */
   fastLane?: boolean;
+  /** The web console at `/` (api/console.ts); none when absent (`--console off`). */
+  webConsole?: ConsoleOptions | null;
 }
 
 export async function buildApp({
@@ -53,6 +56,7 @@ export async function buildApp({
   https = null,
   fastLane = true,
   http,
+  webConsole = null,
 }: AppOptions): Promise<FastifyInstance> {
   const accessLog = loggerInstance ? new AccessLog(loggerInstance) : undefined;
   const nextRequestId = requestIds();
@@ -112,6 +116,7 @@ export async function buildApp({
     );
   }
 
+  if (webConsole) consoleRoutes(app, webConsole);
   await app.register(
     async (v1) => {
       v1.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

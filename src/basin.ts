@@ -2,12 +2,15 @@
 // main.ts runs it as a server; tests build it with a temporary data directory.
 
 import type { FastifyInstance } from 'fastify';
+import { fileURLToPath } from 'node:url';
 import { type Logger as PinoLogger, type LoggerOptions, pino } from 'pino';
+import type { ConsoleOptions } from './api/console.js';
 import { buildApp } from './app.js';
 import type { Ctx } from './commands/context.js';
 import { bootstrap } from './commands/admin.js';
 import type { Config } from './config.js';
 import type { Driver } from './drivers/driver.js';
+import { Layout } from './drivers/local/layout.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
@@ -108,6 +111,7 @@ async function assemble(
     loggerInstance: logger,
     rateLimits: config.rateLimits,
     https: options.https ?? null,
+    webConsole: config.console ? webConsole(config, driver) : null,
   });
   const backups = { scheduleMs: config.backupScheduleMs, windowMs: config.pitrWindowMs };
   const engine = new Engine(
@@ -139,6 +143,25 @@ async function assemble(
       store.close();
       parts.release();
     },
+  };
+}
+
+/**
+ * The console Vite built beside this file (dist/console/, next to
+ * dist/basin.js; run from src/, there is none and `/` says so), and what its
+ * Create form offers: the installation's catalogue.
+ */
+function webConsole(config: Config, driver: Driver): ConsoleOptions {
+  return {
+    dir: fileURLToPath(new URL('./console/', import.meta.url)),
+    installation: {
+      regions: config.regions,
+      defaultRegion: config.defaultRegion,
+      sizes: config.sizes.map((s) => (s.shared ? 'shared' : `${s.cpuMillis}m/${s.memoryGbs}GB`)),
+      pitrWindowMs: config.pitrWindowMs,
+      driver: driver.name,
+    },
+    caCertificatePath: driver.name === 'local' ? new Layout(config.dataDir).caCert : null,
   };
 }
 

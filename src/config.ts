@@ -68,6 +68,8 @@ export interface Config {
   pitrWindowMs: number;
   /** The administrator's address: the issuer of credentials made by `basin` (GET /v1/auth/info). */
   adminEmail: string;
+  /** Whether the web console is served at `/` (api/console.ts). */
+  console: boolean;
 }
 
 /** How long the API waits for a client, and how many it serves at once (app.ts). */
@@ -322,6 +324,12 @@ export const OPTIONS = {
     default: 'admin@basin.localhost',
     help: 'email address of the administrator, who issues the credentials `basin` makes (shown by GET /v1/auth/info)',
   },
+  console: {
+    env: 'BASIN_CONSOLE',
+    flag: '--console',
+    default: 'on',
+    help: 'on: serve the web console at / on the API port; off: not (the API alone)',
+  },
 } satisfies Record<string, Option>;
 
 type Key = keyof typeof OPTIONS;
@@ -468,6 +476,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     backupScheduleMs: duration('backupSchedule', need('backupSchedule')),
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
+    console: onOff('console', need('console')),
   };
 }
 
