@@ -97,7 +97,7 @@ export function Logs({ session, id }: { session: Session; id: string }) {
         </label>
       </form>
       <ErrorBox error={logs.error} />
-      <div className="table-wrap">
+      <div className="table-wrap" role="region" aria-label="Log entries" tabIndex={0}>
         <table className="logs">
           <caption className="visually-hidden">Log entries, newest first</caption>
           <thead>

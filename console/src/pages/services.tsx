@@ -57,7 +57,7 @@ export function Services({ session }: { session: Session }) {
         <p role="status">Loading services…</p>
       ) : (
         <>
-          <div className="table-wrap">
+          <div className="table-wrap" role="region" aria-label="Services" tabIndex={0}>
             <table>
               <caption className="visually-hidden">
                 Services of the project, page {current + 1} of {pages}
