@@ -44,10 +44,13 @@ SOURCE_SUITE=trixie
 # its own configuration, never the package's service. iproute2 (ip, ss) and
 # nftables give each service a network namespace of its own, its ports
 # translated into it (docs/security.md, A network of its own); util-linux
-# (nsenter, unshare, setpriv) is essential, listed anyway.
+# (nsenter, unshare, setpriv) is essential, listed anyway. chromium (and a
+# font for its pages) is for the tests alone: test/e2e/console.test.ts drives
+# Debian's browser with playwright-core, which never downloads one.
 RUNTIME_PKGS=(
   "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl haproxy
   python3 make g++ passwd procps iproute2 nftables util-linux
+  chromium fonts-dejavu-core
 )
 # Only needed while building the extensions. postgresql-server-dev-all
 # provides pg_buildext and the dh "pgxs"/"pgxs_loop" sequences the trixie
