@@ -210,6 +210,19 @@ test(
 
     assert.deepEqual(foreign, [], 'no request leaves for anywhere but Basin');
     assert.deepEqual(errors, [], 'no console errors (a CSP violation would be one)');
+
+    // Last, as they log violations: the page's policy refuses eval and inline script.
+    // Playwright's predicates given as text are evaluated with eval inside the page.
+    await assert.rejects(
+      page.waitForFunction('window.never === true', undefined, { timeout: 10_000, polling: 100 }),
+      /violates the following Content Security Policy directive/,
+    );
+    assert.equal(
+      await page.evaluate(
+        "(() => { const s = document.createElement('script'); s.textContent = 'window.inlineRan = true'; document.head.append(s); return window.inlineRan === true ? 'ran' : 'refused'; })()",
+      ),
+      'refused',
+    );
   },
 );
 
