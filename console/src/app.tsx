@@ -7,6 +7,7 @@ import { Logs } from './pages/logs.js';
 import { ServicePage } from './pages/service.js';
 import { Services } from './pages/services.js';
 import { SignIn } from './pages/sign-in.js';
+import { VpcPage, Vpcs } from './pages/vpcs.js';
 import { href, useRoute } from './router.js';
 import { forgetKey, type Session, signIn, storedKey } from './session.js';
 
@@ -47,6 +48,7 @@ function Signed({ session, onSignOut }: { session: Session; onSignOut: () => voi
         </a>
         <nav aria-label="Main">
           <a href={href({ page: 'services' })}>Services</a>
+          <a href={href({ page: 'vpcs' })}>VPCs</a>
         </nav>
         <span className="who">
           Project {session.projectName} <span className="mono">({session.projectId})</span>
@@ -64,6 +66,8 @@ function Signed({ session, onSignOut }: { session: Session; onSignOut: () => voi
           <ServicePage session={session} id={route.id} installation={installation.data} />
         )}
         {route.page === 'logs' && <Logs session={session} id={route.id} />}
+        {route.page === 'vpcs' && <Vpcs session={session} installation={installation.data} />}
+        {route.page === 'vpc' && <VpcPage session={session} id={route.id} />}
       </main>
     </>
   );

@@ -6,11 +6,14 @@ export type Route =
   | { page: 'services' }
   | { page: 'create' }
   | { page: 'service'; id: string }
-  | { page: 'logs'; id: string };
+  | { page: 'logs'; id: string }
+  | { page: 'vpcs' }
+  | { page: 'vpc'; id: string };
 
 export function parseRoute(hash: string): Route {
   const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'create') return { page: 'create' };
+  if (parts[0] === 'vpcs') return parts[1] ? { page: 'vpc', id: parts[1] } : { page: 'vpcs' };
   if (parts[0] === 'services' && parts[1]) {
     return parts[2] === 'logs' ? { page: 'logs', id: parts[1] } : { page: 'service', id: parts[1] };
   }
@@ -27,6 +30,10 @@ export function href(route: Route): string {
       return `#/services/${encodeURIComponent(route.id)}`;
     case 'logs':
       return `#/services/${encodeURIComponent(route.id)}/logs`;
+    case 'vpcs':
+      return '#/vpcs';
+    case 'vpc':
+      return `#/vpcs/${encodeURIComponent(route.id)}`;
   }
 }
 

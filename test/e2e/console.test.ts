@@ -179,6 +179,17 @@ test(
     );
     await checkPage('logs-filtered');
 
+    // VPCs: one made, opened and deleted.
+    await page.getByRole('link', { name: 'VPCs' }).click();
+    await page.getByRole('heading', { name: 'VPCs' }).waitFor();
+    await page.getByLabel('Name').fill('console-vpc');
+    await page.getByLabel(/^CIDR/).fill('10.42.0.0/16');
+    await page.getByRole('button', { name: 'Create VPC' }).click();
+    await page.getByRole('link', { name: 'console-vpc' }).click();
+    await page.getByRole('heading', { name: 'VPC console-vpc' }).waitFor();
+    const vpcId = (await page.locator('.facts dd.mono').first().innerText()).trim();
+    await checkPage('vpc');
+
     // 390 px wide: every page fits the screen.
     await page.setViewportSize({ width: 390, height: 844 });
     for (const [name, hash] of [
@@ -186,6 +197,8 @@ test(
       ['create', '#/create'],
       ['service', `#/services/${id}`],
       ['logs', `#/services/${id}/logs`],
+      ['vpcs', '#/vpcs'],
+      ['vpc', `#/vpcs/${vpcId}`],
     ] as const) {
       await page.goto(`${origin}/${hash}`);
       await page.locator('h1').first().waitFor();
@@ -194,6 +207,10 @@ test(
       await checkPage(`narrow-${name}`);
     }
     await page.setViewportSize({ width: 1280, height: 800 });
+
+    await page.getByRole('button', { name: 'Delete VPC' }).click();
+    await page.getByText('No VPCs yet.').waitFor();
+    assert.equal((await b.call('GET', `/projects/${b.projectId}/vpcs/${vpcId}`)).status, 404);
 
     // Delete, behind the name.
     await page.goto(`${origin}/#/services/${id}`);

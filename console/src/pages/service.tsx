@@ -8,6 +8,8 @@ import { CopyField, endpointOf, ErrorBox, Progress, sizeOf, StatusBadge } from '
 import { href, navigate } from '../router.js';
 import type { Session } from '../session.js';
 import { Fork } from './fork.js';
+import { Metrics } from './metrics.js';
+import { Pooler, ReplicaSets, VpcAttachment } from './service-network.js';
 
 const POLL_MS = 2000;
 /** The file name the CA certificate downloads as, which the connection strings name. */
@@ -188,6 +190,18 @@ export function ServicePage({
         </div>
         <Settings svc={svc} installation={installation} busy={busy} run={run} session={session} />
       </section>
+
+      <section aria-labelledby="network">
+        <h2 id="network">Pooler and VPC</h2>
+        <div className="settings">
+          <Pooler session={session} svc={svc} />
+          <VpcAttachment session={session} svc={svc} />
+        </div>
+      </section>
+
+      <ReplicaSets session={session} svc={svc} installation={installation} />
+
+      <Metrics svc={svc} />
 
       <Fork session={session} svc={svc} installation={installation} />
 
