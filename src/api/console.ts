@@ -1,6 +1,6 @@
 // The web console (console/, built by Vite into dist/console/): its files
 // served at `/` on the API's own port, beside `/v1`, with the headers that
-// keep a page holding a project's key safe (docs/security.md, The console).
+// keep a page holding a project's key safe (docs/security.md, The web console).
 //
 // The built files are read once, when the app is built, and answered from
 // memory: a handful of small files, fixed until the next build. Nothing here
@@ -84,7 +84,10 @@ export function consoleRoutes(app: FastifyInstance, options: ConsoleOptions): vo
   app.get('/', { schema: { hide: true } }, async (_req, reply) =>
     index
       ? send(reply, index, 'no-cache')
-      : missing(reply, 'The console is not built here; run `npm run build`.'),
+      : missing(
+          reply,
+          'The console is not built here (run `npm run build`); the API is at /v1, see /v1/openapi.json.',
+        ),
   );
   // Vite names every asset after a hash of its content: a new build is a new URL.
   app.get('/assets/*', { schema: { hide: true } }, async (req, reply) => {
