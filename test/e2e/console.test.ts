@@ -106,13 +106,14 @@ test(
       "({ session: sessionStorage.getItem('basin.apiKey'), local: localStorage.length, cookies: document.cookie })",
     );
     assert.deepEqual(stored, { session: b.bearerKey, local: 0, cookies: '' });
-    assert.equal(await page.getByText('No services yet.').count(), 1);
+    await page.getByText('No services yet.').waitFor();
     await checkPage('services-empty');
 
     // Create, with the installation's default size and region.
     await page.getByRole('link', { name: 'Create service' }).click();
     await page.getByLabel('Name').fill(NAME);
     await page.getByLabel('Type').selectOption('POSTGRES');
+    await page.locator('#size option', { hasText: '500m/2GB' }).waitFor({ state: 'attached' });
     const sizes = await page.getByLabel('Size').locator('option').allInnerTexts();
     assert.ok(sizes.includes('500m/2GB') && sizes.includes('shared'), sizes.join(', '));
     await checkPage('create');
@@ -169,7 +170,10 @@ test(
     await page.getByLabel('Search').fill('console-e2e-marker');
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.getByLabel('Follow').check();
-    const marker = page.locator('table.logs tbody tr', { hasText: 'console-e2e-marker' }).first();
+    // aria-busy: the table still shows the entries of the filters before.
+    const marker = page
+      .locator('table.logs:not([aria-busy="true"]) tbody tr', { hasText: 'console-e2e-marker' })
+      .first();
     await marker.waitFor({ timeout: 60_000 });
     assert.match(await marker.innerText(), /ERROR/);
     assert.equal(

@@ -98,7 +98,7 @@ export function Logs({ session, id }: { session: Session; id: string }) {
       </form>
       <ErrorBox error={logs.error} />
       <div className="table-wrap" role="region" aria-label="Log entries" tabIndex={0}>
-        <table className="logs">
+        <table className="logs" aria-busy={logs.isPlaceholderData}>
           <caption className="visually-hidden">Log entries, newest first</caption>
           <thead>
             <tr>

@@ -12,6 +12,16 @@ import { Metrics } from './metrics.js';
 import { Pooler, ReplicaSets, VpcAttachment } from './service-network.js';
 
 const POLL_MS = 2000;
+/** Statuses on the way to another: a new service's QUEUED and CONFIGURING too. */
+const MOVING = new Set<string>([
+  'QUEUED',
+  'CONFIGURING',
+  'PAUSING',
+  'RESUMING',
+  'DELETING',
+  'UPGRADING',
+  'OPTIMIZING',
+]);
 /** The file name the CA certificate downloads as, which the connection strings name. */
 export const CA_FILE = 'basin-ca.crt';
 
@@ -87,7 +97,12 @@ export function ServicePage({
           Logs
         </a>
       </div>
-      {pending && <Progress text={`${pending.label}: now ${svc.status}…`} />}
+      {pending ? (
+        <Progress text={`${pending.label}: now ${svc.status}…`} />
+      ) : (
+        svc.status &&
+        MOVING.has(svc.status) && <Progress text={`${svc.status}: the service is on its way…`} />
+      )}
       <ErrorBox error={action.error} />
 
       <section aria-labelledby="overview">
