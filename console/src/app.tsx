@@ -11,8 +11,12 @@ import { VpcPage, Vpcs } from './pages/vpcs.js';
 import { href, useRoute } from './router.js';
 import { forgetKey, type Session, signIn, storedKey } from './session.js';
 
+/** The event a query sends when Basin refuses the key it signed in with. */
+export const KEY_REFUSED = 'basin:key-refused';
+
 export function App() {
   const [session, setSession] = useState<Session | null>(null);
+  const [refused, setRefused] = useState<unknown>(null);
   // A reload keeps the tab signed in: the key is in its sessionStorage.
   const [resuming, setResuming] = useState(() => storedKey() !== null);
   const queries = useQueryClient();
@@ -24,13 +28,32 @@ export function App() {
       .finally(() => setResuming(false));
   }, []);
 
-  if (resuming) return <main className="page" aria-busy="true" />;
-  if (!session) return <SignIn onSignedIn={setSession} />;
   const signOut = () => {
     forgetKey();
     queries.clear();
     setSession(null);
   };
+  useEffect(() => {
+    const onRefused = (e: Event) => {
+      signOut();
+      setRefused((e as CustomEvent).detail);
+    };
+    addEventListener(KEY_REFUSED, onRefused);
+    return () => removeEventListener(KEY_REFUSED, onRefused);
+  });
+
+  if (resuming) return <main className="page" aria-busy="true" />;
+  if (!session) {
+    return (
+      <SignIn
+        refused={refused}
+        onSignedIn={(s) => {
+          setRefused(null);
+          setSession(s);
+        }}
+      />
+    );
+  }
   return <Signed session={session} onSignOut={signOut} />;
 }
 

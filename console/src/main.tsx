@@ -1,11 +1,19 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { QueryCache, QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { BasinError } from '../../src/client/index.js';
-import { App } from './app.js';
+import { App, KEY_REFUSED } from './app.js';
 import './styles.css';
 
 const queries = new QueryClient({
+  // A key revoked while the tab is open: back to the sign-in form, saying why.
+  queryCache: new QueryCache({
+    onError: (err) => {
+      if (err instanceof BasinError && err.code === 'UNAUTHORIZED') {
+        dispatchEvent(new CustomEvent(KEY_REFUSED, { detail: err }));
+      }
+    },
+  }),
   defaultOptions: {
     queries: {
       // Rate limits and a Basin restarting pass; a 4xx is an answer.

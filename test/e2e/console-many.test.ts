@@ -5,11 +5,13 @@
 // is printed, not asserted.
 
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 import { chromium } from 'playwright-core';
 import { installation } from './basin-process.js';
 
 const COUNT = 1000;
+const CHROMIUM = '/usr/bin/chromium';
 
 test(
   'the services table with 1,000 services: pages of 50, paging, filter',
@@ -33,8 +35,9 @@ test(
       );
     }
 
+    assert.ok(existsSync(CHROMIUM), `no ${CHROMIUM}: npm run setup installs Debian's chromium`);
     const browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
+      executablePath: CHROMIUM,
       args: ['--no-sandbox'],
     });
     t.after(() => browser.close());

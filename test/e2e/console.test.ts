@@ -12,7 +12,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +37,7 @@ test(
     const downloads = mkdtempSync(join(tmpdir(), 'basin-console-downloads-'));
     t.diagnostic(`screenshots in ${shots}`);
 
+    assert.ok(existsSync(CHROMIUM), `no ${CHROMIUM}: npm run setup installs Debian's chromium`);
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
       // Root (CI, this machine) cannot use Chromium's user-namespace sandbox.

@@ -2,9 +2,16 @@ import { type FormEvent, useState } from 'react';
 import { ErrorBox } from '../parts.js';
 import { type Session, signIn } from '../session.js';
 
-export function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
+export function SignIn({
+  onSignedIn,
+  refused = null,
+}: {
+  onSignedIn: (s: Session) => void;
+  /** Why the last session ended: Basin refused its key. */
+  refused?: unknown;
+}) {
   const [key, setKey] = useState('');
-  const [error, setError] = useState<unknown>(null);
+  const [error, setError] = useState<unknown>(refused);
   const [busy, setBusy] = useState(false);
   const submit = async (e: FormEvent) => {
     e.preventDefault();
