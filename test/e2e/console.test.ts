@@ -12,7 +12,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +35,7 @@ test(
     const origin = b.url.replace(/\/v1$/, '');
     const shots = mkdtempSync(join(tmpdir(), 'basin-console-shots-'));
     const downloads = mkdtempSync(join(tmpdir(), 'basin-console-downloads-'));
+    t.after(() => rmSync(downloads, { recursive: true, force: true }));
     t.diagnostic(`screenshots in ${shots}`);
 
     assert.ok(existsSync(CHROMIUM), `no ${CHROMIUM}: npm run setup installs Debian's chromium`);
