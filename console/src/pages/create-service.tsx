@@ -139,7 +139,6 @@ export function CreateService({
           id="replicas"
           type="number"
           min={0}
-          max={2}
           value={replicas}
           onChange={(e) => setReplicas(Number(e.target.value))}
         />

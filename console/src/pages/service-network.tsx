@@ -188,7 +188,6 @@ export function ReplicaSets({
           id="rs-nodes"
           type="number"
           min={1}
-          max={10}
           value={nodes}
           onChange={(e) => setNodes(Number(e.target.value))}
         />

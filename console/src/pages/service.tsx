@@ -375,7 +375,6 @@ function Settings({
           id="ha-replicas"
           type="number"
           min={0}
-          max={2}
           value={replicas}
           onChange={(e) => setReplicas(Number(e.target.value))}
         />
