@@ -3,7 +3,7 @@
 // local driver, as a person would use it: sign in (a wrong key first),
 // create a service, see it reach READY, copy its psql line and connect with
 // it (sslmode=verify-full against the CA certificate the page downloads),
-// read its logs, delete it. Every page is checked with axe-core (no serious
+// rename it and tag it PROD, read its logs, make and delete a VPC, delete it. Every page is checked with axe-core (no serious
 // or critical violation) and at 390 px wide (nothing wider than the
 // screen), and photographed into a folder the test prints. The browser may
 // reach nothing but Basin, and the page must run without a single console
@@ -25,6 +25,7 @@ const run = promisify(execFile);
 const CHROMIUM = '/usr/bin/chromium';
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const NAME = 'console-e2e';
+const RENAMED = 'console-e2e-renamed';
 
 test(
   'the console: sign in, create, READY, psql, logs, delete, in Chromium',
@@ -163,6 +164,20 @@ test(
     // An error of our own, for the logs page to find.
     await assert.rejects(sql("SELECT 'console-e2e-marker'::int"), /invalid input syntax/);
 
+    // Settings that need no restart: rename, environment; and the PITR picker's bounds.
+    await page.getByLabel('New name').fill(RENAMED);
+    await page.getByRole('button', { name: 'Rename', exact: true }).click();
+    await page.getByRole('heading', { name: RENAMED }).waitFor();
+    await page.getByRole('button', { name: 'PROD' }).click();
+    await page.getByText('Environment set to PROD.').waitFor();
+    const renamed = await b.call('GET', b.servicePath(id));
+    assert.equal(renamed.body.name, RENAMED);
+    assert.equal(renamed.body.metadata.environment, 'PROD');
+    await page.getByLabel('A point in time').check();
+    const picker = page.getByLabel('Point in time (your local time)');
+    const [min, max] = [await picker.getAttribute('min'), await picker.getAttribute('max')];
+    assert.ok(min && max && min <= max, `the recovery window ${min} … ${max}`);
+
     // Logs: filtered to ERROR and the marker, followed until it shows.
     await page.getByRole('link', { name: 'Logs' }).click();
     await page.getByRole('heading', { name: 'Logs' }).waitFor();
@@ -221,9 +236,9 @@ test(
     // Delete, behind the name.
     await page.goto(`${origin}/#/services/${id}`);
     await page.getByRole('button', { name: 'Delete service' }).click();
-    const confirm = page.getByRole('button', { name: `Delete ${NAME}` });
+    const confirm = page.getByRole('button', { name: `Delete ${RENAMED}` });
     assert.equal(await confirm.isDisabled(), true, 'not before the name is typed');
-    await page.getByLabel('Service name').fill(NAME);
+    await page.getByLabel('Service name').fill(RENAMED);
     await checkPage('delete-confirm');
     await confirm.click();
     await page.getByRole('heading', { name: 'Services' }).waitFor({ timeout: 120_000 });
