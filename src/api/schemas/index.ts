@@ -1,4 +1,8 @@
 import {
+  DEFAULT_SERVICE_TYPE_NAME,
+  type ServiceTypeName,
+} from '../../domain/service-type-names.js';
+import {
   ConnectionPooler,
   Endpoint,
   EnvironmentTag,
@@ -16,6 +20,7 @@ import {
   ReplicaSetResizeInput,
   ResizeInput,
   Service,
+  serviceSchema,
   ServiceCreateInput,
   ServiceForkInput,
   ServiceRenameInput,
@@ -59,3 +64,13 @@ export const SHARED_SCHEMAS = [
   AuthInfoApiKey,
   AuthInfo,
 ];
+
+/**
+ * The shared schemas of an installation: under another name for the
+ * time-series type, its Service body (schemas/service.ts); at the spec's, the
+ * very schemas above, so the served document is openapi.json byte for byte.
+ */
+export function sharedSchemas(serviceTypeName: ServiceTypeName) {
+  if (serviceTypeName === DEFAULT_SERVICE_TYPE_NAME) return SHARED_SCHEMAS;
+  return SHARED_SCHEMAS.map((s) => (s === Service ? serviceSchema(serviceTypeName) : s));
+}
