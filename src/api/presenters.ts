@@ -48,16 +48,15 @@ const PLAN_TYPE = 'SELF_HOSTED';
 
 export function presentAuthInfo(info: AuthInfo): Static<typeof AuthInfoBody> {
   if (info.type === 'oauth') return { type: 'oauth', oauth: { user: { ...info.user } } };
-  return {
-    type: 'apiKey',
-    api_key: {
-      public_key: info.credential.accessKey,
-      name: info.credential.name,
-      created: info.credential.createdAt,
-      project: { id: info.project.id, name: info.project.name, plan_type: PLAN_TYPE },
-      issuing_user: { ...info.issuer },
-    },
+  const apiKey = {
+    public_key: info.credential.accessKey,
+    name: info.credential.name,
+    created: info.credential.createdAt,
+    project: { id: info.project.id, name: info.project.name, plan_type: PLAN_TYPE },
+    issuing_user: { ...info.issuer },
   };
+  // Both spellings, the current one and the deprecated one older clients read.
+  return { type: 'apiKey', api_key: apiKey, apiKey };
 }
 
 export const presentVpc = (v: Vpc): Static<typeof VpcBody> => ({

@@ -1,7 +1,7 @@
 // GET /v1/auth/info: who the calling credential is, in the shape the
 // upstream CLI reads when it logs in (docs/decisions.md, Credentials).
 
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { ref } from './ref.js';
 
 export const AuthInfoUser = Type.Object(
@@ -39,10 +39,20 @@ export const AuthInfo = Type.Object(
       description: 'apiKey: a project credential; oauth: a user token',
     }),
     api_key: Type.Optional(ref(AuthInfoApiKey)),
+    // The vendor's older spelling, which its document still lists: sent beside
+    // api_key with the same value, as vpcEndpoint beside vpc_endpoint.
+    apiKey: Type.Optional(
+      Type.Unsafe<Static<typeof AuthInfoApiKey>>({
+        allOf: [Type.Ref(AuthInfoApiKey.$id as string)],
+        deprecated: true,
+        description: 'the same as api_key (the older spelling, kept for older clients)',
+      }),
+    ),
     oauth: Type.Optional(Type.Object({ user: ref(AuthInfoUser) })),
   },
   {
     $id: 'AuthInfo',
-    description: 'Exactly one of api_key (type apiKey) and oauth (type oauth) is present.',
+    description:
+      'Exactly one of api_key (type apiKey, then also as apiKey) and oauth (type oauth) is present.',
   },
 );

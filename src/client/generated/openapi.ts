@@ -2354,7 +2354,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Exactly one of api_key (type apiKey) and oauth (type oauth) is present. */
+                /** @description Exactly one of api_key (type apiKey, then also as apiKey) and oauth (type oauth) is present. */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -2622,11 +2622,16 @@ export interface components {
             project: components["schemas"]["AuthInfoProject"];
             issuing_user: components["schemas"]["AuthInfoUser"];
         };
-        /** @description Exactly one of api_key (type apiKey) and oauth (type oauth) is present. */
+        /** @description Exactly one of api_key (type apiKey, then also as apiKey) and oauth (type oauth) is present. */
         AuthInfo: {
             /** @description apiKey: a project credential; oauth: a user token */
             type: "apiKey" | "oauth";
             api_key?: components["schemas"]["AuthInfoApiKey"];
+            /**
+             * @deprecated
+             * @description the same as api_key (the older spelling, kept for older clients)
+             */
+            apiKey?: components["schemas"]["AuthInfoApiKey"];
             oauth?: {
                 user: components["schemas"]["AuthInfoUser"];
             };
