@@ -56,3 +56,16 @@ export const AuthInfo = Type.Object(
       'Exactly one of api_key (type apiKey, then also as apiKey) and oauth (type oauth) is present.',
   },
 );
+
+/** POST /v1/auth/logout's optional body, as upstream: what a client may hold besides its token. */
+export const LogoutInput = Type.Object(
+  {
+    refresh_token: Type.Optional(
+      Type.String({
+        description:
+          'accepted for upstream clients; Basin issues no refresh tokens, so it changes nothing',
+      }),
+    ),
+  },
+  { $id: 'LogoutInput', additionalProperties: false },
+);

@@ -12,7 +12,7 @@ import {
   Project,
   SetEnvironmentInput,
 } from './common.js';
-import { AuthInfo, AuthInfoApiKey, AuthInfoProject, AuthInfoUser } from './auth.js';
+import { AuthInfo, AuthInfoApiKey, AuthInfoProject, AuthInfoUser, LogoutInput } from './auth.js';
 import { ServiceLogsResponse } from './logs.js';
 import {
   ReadReplicaSet,
@@ -63,6 +63,7 @@ export const SHARED_SCHEMAS = [
   AuthInfoProject,
   AuthInfoApiKey,
   AuthInfo,
+  LogoutInput,
 ];
 
 /**

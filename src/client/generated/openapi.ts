@@ -2402,6 +2402,73 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End the caller's session: a user token is revoked (the next request with it is a 401); a project credential is the project's key and is kept. 204 either way. */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["LogoutInput"];
+                };
+            };
+            responses: {
+                /** @description no body */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description RATE_LIMITED: the credential (or, without valid credentials, the client address) made more reads or writes this minute than the limit allows. */
+                429: {
+                    headers: {
+                        /** @description Seconds until the limit is lifted. */
+                        "retry-after"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2635,6 +2702,10 @@ export interface components {
             oauth?: {
                 user: components["schemas"]["AuthInfoUser"];
             };
+        };
+        LogoutInput: {
+            /** @description accepted for upstream clients; Basin issues no refresh tokens, so it changes nothing */
+            refresh_token?: string;
         };
     };
     responses: never;
