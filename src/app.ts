@@ -21,10 +21,11 @@ import { serviceConfigRoutes } from './api/routes/service-config.js';
 import { serviceRoutes } from './api/routes/services.js';
 import { vpcRoutes } from './api/routes/vpcs.js';
 import type { RouteDeps } from './api/routes/deps.js';
-import { SHARED_SCHEMAS } from './api/schemas/index.js';
+import { sharedSchemas } from './api/schemas/index.js';
 import { openApiInfo } from './api/openapi.js';
 import { cachedSerializers, type RouteSerializers } from './api/serializers.js';
 import type { Principal } from './commands/context.js';
+import { DEFAULT_SERVICE_TYPE_NAME } from './domain/service-type-names.js';
 import { currentUsage } from './commands/usage.js';
 import type { ReadView } from './store/store.js';
 import type { HttpLimits } from './config.js';
@@ -99,7 +100,8 @@ export async function buildApp({
   };
   registerErrorHandling(app);
   jsonBodies(app);
-  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+  for (const schema of sharedSchemas(deps.present.serviceTypeName ?? DEFAULT_SERVICE_TYPE_NAME))
+    app.addSchema(schema);
   await app.register(swagger, openApiInfo);
   const limits = await registerRateLimits(app, rateLimits);
   if (fastLane) {

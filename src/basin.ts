@@ -104,6 +104,7 @@ async function assemble(
         publicHost: config.publicHost,
         serviceHostnames: config.serviceHostnames,
         volumeType: driver.name === 'sim' ? 'sim' : 'local',
+        serviceTypeName: config.serviceTypeName,
       },
     },
     bodyLimitBytes: config.bodyLimitBytes,

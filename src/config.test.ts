@@ -186,3 +186,19 @@ test('restart backoff: 1 s doubling to 5 min, stable after 10 min; flags; the ca
     /BASIN_RESTART_BACKOFF_MAX_MS \(1000\) must not be shorter than BASIN_RESTART_BACKOFF_MS \(5000\)/,
   );
 });
+
+test("the time-series type's name: the spec's by default, the vendor's by flag or environment", () => {
+  assert.equal(parseConfig([], {}).serviceTypeName, 'TIMESERIESDB');
+  assert.equal(
+    parseConfig(['--service-type-name', 'TIMESCALEDB'], {}).serviceTypeName,
+    'TIMESCALEDB',
+  );
+  assert.equal(
+    parseConfig([], { BASIN_SERVICE_TYPE_NAME: 'TIMESCALEDB' }).serviceTypeName,
+    'TIMESCALEDB',
+  );
+  assert.throws(
+    () => parseConfig([], { BASIN_SERVICE_TYPE_NAME: 'timescale' }),
+    /BASIN_SERVICE_TYPE_NAME must be TIMESERIESDB or TIMESCALEDB; got timescale/,
+  );
+});

@@ -5,6 +5,11 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { isEmail } from './domain/email.js';
+import {
+  DEFAULT_SERVICE_TYPE_NAME,
+  SERVICE_TYPE_NAMES,
+  type ServiceTypeName,
+} from './domain/service-type-names.js';
 import { DEFAULT_SIZES } from './domain/sizes.js';
 import {
   type AllowancePolicy,
@@ -70,6 +75,8 @@ export interface Config {
   adminEmail: string;
   /** Whether the web console is served at `/` (api/console.ts). */
   console: boolean;
+  /** How answers name the time-series service type: the spec's TIMESERIESDB or the vendor's TIMESCALEDB. */
+  serviceTypeName: ServiceTypeName;
 }
 
 /** How long the API waits for a client, and how many it serves at once (app.ts). */
@@ -330,6 +337,12 @@ export const OPTIONS = {
     default: 'on',
     help: 'on: serve the web console at / on the API port; off: not (the API alone)',
   },
+  serviceTypeName: {
+    env: 'BASIN_SERVICE_TYPE_NAME',
+    flag: '--service-type-name',
+    default: DEFAULT_SERVICE_TYPE_NAME,
+    help: "how answers name the time-series service type: TIMESERIESDB (the spec's) or TIMESCALEDB (the vendor's newer clients'); requests may use either",
+  },
 } satisfies Record<string, Option>;
 
 type Key = keyof typeof OPTIONS;
@@ -424,6 +437,12 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   const sharedAllowance = parsed('storageAllowanceShared', () =>
     parseBytes(need('storageAllowanceShared')),
   );
+  const serviceTypeName = need('serviceTypeName');
+  if (!(SERVICE_TYPE_NAMES as readonly string[]).includes(serviceTypeName)) {
+    throw new ConfigError(
+      `${OPTIONS.serviceTypeName.env} must be TIMESERIESDB or TIMESCALEDB; got ${serviceTypeName}.`,
+    );
+  }
   const bootstrapApiKey = get('bootstrapApiKey') ?? null;
   if (bootstrapApiKey !== null && bootstrapApiKey.length < 16) {
     throw new ConfigError(`${OPTIONS.bootstrapApiKey.env} must be at least 16 characters long.`);
@@ -477,6 +496,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
     console: onOff('console', need('console')),
+    serviceTypeName: serviceTypeName as ServiceTypeName,
   };
 }
 

@@ -3,12 +3,18 @@
 import type { Static } from '@sinclair/typebox';
 import type { AuthInfo } from '../commands/auth-info.js';
 import { replicaSetAsServiceStatus } from '../domain/replica-set-status.js';
+import {
+  answeredType,
+  DEFAULT_SERVICE_TYPE_NAME,
+  type ServiceTypeName,
+} from '../domain/service-type-names.js';
 import type {
   Metrics,
   Peering,
   Project,
   ReplicaSet,
   Service,
+  ServiceType,
   Size,
   StorageLevel,
   Vpc,
@@ -27,6 +33,8 @@ export interface PresentOptions {
    */
   serviceHostnames?: boolean;
   volumeType: string;
+  /** How answers name the time-series type (--service-type-name); the spec's when absent. */
+  serviceTypeName?: ServiceTypeName;
   metrics?: Metrics | undefined;
 }
 
@@ -40,16 +48,15 @@ const PLAN_TYPE = 'SELF_HOSTED';
 
 export function presentAuthInfo(info: AuthInfo): Static<typeof AuthInfoBody> {
   if (info.type === 'oauth') return { type: 'oauth', oauth: { user: { ...info.user } } };
-  return {
-    type: 'apiKey',
-    api_key: {
-      public_key: info.credential.accessKey,
-      name: info.credential.name,
-      created: info.credential.createdAt,
-      project: { id: info.project.id, name: info.project.name, plan_type: PLAN_TYPE },
-      issuing_user: { ...info.issuer },
-    },
+  const apiKey = {
+    public_key: info.credential.accessKey,
+    name: info.credential.name,
+    created: info.credential.createdAt,
+    project: { id: info.project.id, name: info.project.name, plan_type: PLAN_TYPE },
+    issuing_user: { ...info.issuer },
   };
+  // Both spellings, the current one and the deprecated one older clients read.
+  return { type: 'apiKey', api_key: apiKey, apiKey };
 }
 
 export const presentVpc = (v: Vpc): Static<typeof VpcBody> => ({
@@ -135,6 +142,11 @@ const resourceSpec = (size: Size, o: PresentOptions) =>
     ? { volume_type: o.volumeType }
     : { cpu_millis: size.cpuMillis, memory_gbs: size.memoryGbs, volume_type: o.volumeType };
 
+// The body's type is the spec's enum; under TIMESCALEDB the schema Basin
+// registers and serves carries that name instead (schemas/service.ts).
+const typeOf = (svc: Service, o: PresentOptions) =>
+  answeredType(svc.type, o.serviceTypeName ?? DEFAULT_SERVICE_TYPE_NAME) as ServiceType;
+
 const vpcEndpoints = (e: { host: string; port: number; vpc_id: string }) => ({
   vpc_endpoint: e,
   vpcEndpoint: e,
@@ -151,7 +163,7 @@ export function presentService(
     project_id: svc.projectId,
     name: svc.name,
     region_code: svc.regionCode,
-    service_type: svc.type,
+    service_type: typeOf(svc, o),
     status: svc.status,
     created: svc.createdAt,
     endpoint: endpoint(o, svc.id, svc.port),
@@ -195,7 +207,7 @@ export function presentReplicaSetAsService(
     project_id: rs.projectId,
     name: rs.name,
     region_code: primary.regionCode,
-    service_type: primary.type,
+    service_type: typeOf(primary, o),
     status: replicaSetAsServiceStatus(rs.status),
     created: rs.createdAt,
     endpoint: endpoint(o, rs.id, rs.port),

@@ -4,6 +4,7 @@
 // failure prints.
 
 import type { ServiceCreateInput } from '../client/index.js';
+import { parseServiceType } from '../domain/service-type-names.js';
 import type { ApiCommand, ApiContext, CliGroup, CliOption } from './command.js';
 import {
   checkOutput,
@@ -39,6 +40,12 @@ const environmentOf = (c: ApiContext) => {
   const e = c.opt('environment');
   return e === undefined ? {} : { environment_tag: e.toUpperCase() as 'DEV' | 'PROD' };
 };
+
+/** --type: a service type under either name of time-series (domain/service-type-names.ts). */
+const checkType = (type: string | undefined) =>
+  type === undefined || parseServiceType(type) !== undefined
+    ? undefined
+    : `--type must be TIMESERIESDB (or TIMESCALEDB), POSTGRES or VECTOR; got ${type}.`;
 
 function command(
   c: Omit<ApiCommand, 'kind' | 'options'> & { options?: Record<string, CliOption> },
@@ -82,14 +89,33 @@ export const serviceGroup: CliGroup = {
     command({
       name: 'list',
       args: [],
-      usage: [['list', 'list the services of the project']],
-      details: 'Lists the services of the project: id, name, status, type, region, size, endpoint.',
-      examples: ['basin service list', 'basin service list --output json | jq -r .[].service_id'],
-      check: checkOutput,
+      options: {
+        type: {
+          value: 'type',
+          help: 'only services of this type: TIMESERIESDB or TIMESCALEDB (the same), POSTGRES, VECTOR',
+        },
+      },
+      usage: [['list [--type <type>]', 'list the services of the project']],
+      details: [
+        'Lists the services of the project: id, name, status, type, region, size, endpoint.',
+        '--type takes either name of the time-series type, whichever the Basin answers with.',
+      ].join('\n'),
+      examples: [
+        'basin service list',
+        'basin service list --type TIMESCALEDB',
+        'basin service list --output json | jq -r .[].service_id',
+      ],
+      check: (opt) => checkOutput(opt) ?? checkType(opt('type')),
       async run(c) {
-        const services = await c.api.GET('/v1/projects/{project_id}/services', {
+        const all = await c.api.GET('/v1/projects/{project_id}/services', {
           params: { path: { project_id: c.projectId } },
         });
+        const type = c.opt('type');
+        const wanted = type === undefined ? undefined : parseServiceType(type);
+        const services =
+          wanted === undefined
+            ? all
+            : all.filter((s) => parseServiceType(s.service_type ?? '') === wanted);
         if (wantsJson(c)) c.print(services);
         else c.out(serviceTable(services));
       },

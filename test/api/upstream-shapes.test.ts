@@ -129,6 +129,8 @@ test('auth/info: a project credential is an apiKey issued by the administrator',
       issuing_user: { id: 'admin', name: 'Administrator', email: 'ops@example.com' },
     },
   };
+  // The vendor's deprecated spelling, the same value (issue 23).
+  Object.assign(expected, { apiKey: expected.api_key });
   const bearer = await as(b, `Bearer ${API_KEY}`, '/v1/auth/info');
   assert.equal(bearer.status, 200, JSON.stringify(bearer.body));
   assert.deepEqual(bearer.body, expected);

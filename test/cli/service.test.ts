@@ -209,6 +209,21 @@ test('basin service drives a service through its life over HTTP', async (t) => {
   assert.match(badSize.stderr, /^basin: No size offers 3000m CPU; choose one of/);
 });
 
+test('basin service list --type takes either name of time-series, whichever Basin answers', async (t) => {
+  const s = await setup(t, { BASIN_SERVICE_TYPE_NAME: 'TIMESCALEDB' });
+  await s.ok(['login', '--url', s.url, '--key', API_KEY]);
+  const ts = await s.okJson(['service', 'create', 'ts', '--wait']);
+  const pg = await s.okJson(['service', 'create', 'pg', '--addons', 'none', '--wait']);
+  assert.equal(ts.service_type, 'TIMESCALEDB');
+  const ids = async (type: string) =>
+    (await s.okJson(['service', 'list', '--type', type])).map((x: any) => x.service_id);
+  assert.deepEqual(await ids('TIMESCALEDB'), [ts.service_id]);
+  assert.deepEqual(await ids('timeseriesdb'), [ts.service_id]);
+  assert.deepEqual(await ids('POSTGRES'), [pg.service_id]);
+  assert.deepEqual(await ids('VECTOR'), []);
+  assert.match(await s.ok(['service', 'get', ts.service_id]), /\nTYPE\s+TIMESCALEDB\n/);
+});
+
 test('basin service: bad usage is exit 2 with the usage of the command', async (t) => {
   const s = await setup(t);
   const cases: [string[], RegExp][] = [
@@ -223,6 +238,7 @@ test('basin service: bad usage is exit 2 with the usage of the command', async (
     [['service', 'logs', 'a', '--source', 'tenant'], /--source must be basin or database/],
     [['service', 'create', 'x', '--replicas', 'two'], /--replicas must be a whole number/],
     [['service', 'list', '--wait'], /basin service list takes no --wait/],
+    [['service', 'list', '--type', 'MYSQL'], /--type must be TIMESERIESDB \(or TIMESCALEDB\)/],
     [['service', 'frob'], /Unknown subcommand service frob/],
   ];
   for (const [argv, message] of cases) {

@@ -349,6 +349,34 @@ test(
       assertError(await b.call('GET', `${P}/vpcs/${vpcId}`), 404, 'NOT_FOUND');
     });
 
+    await t.test(
+      'logout: a user token made by the shipped CLI is revoked; the project key is kept',
+      async () => {
+        const user = await inst.cli('--json', 'user', 'create', 'carol');
+        assert.equal(user.code, 0, user.stderr);
+        const userId = JSON.parse(user.stdout).id as string;
+        const added = await inst.cli('user', 'add', userId, '--project', b.projectId);
+        assert.equal(added.code, 0, added.stderr);
+        const made = await inst.cli('--json', 'credential', 'create', '--user', userId);
+        assert.equal(made.code, 0, made.stderr);
+        const token = `Bearer ${JSON.parse(made.stdout).bearer_key as string}`;
+        secrets.push(token.slice('Bearer '.length));
+        assert.equal((await api('GET', '/projects', { authorization: token })).status, 200);
+
+        const out = await api('POST', '/auth/logout', {
+          authorization: token,
+          body: { refresh_token: 'held-by-the-client' },
+        });
+        assert.equal(out.status, 204, out.text);
+        assert.equal(out.text, '');
+        assertError(await api('GET', '/projects', { authorization: token }), 401, 'UNAUTHORIZED');
+
+        // The project key: 204, and it still works (it is not a session).
+        assert.equal((await api('POST', '/auth/logout')).status, 204);
+        assert.equal((await call('GET', '/projects')).status, 200);
+      },
+    );
+
     await t.test('the walk called every operation of the served OpenAPI document', async () => {
       const doc = await b.request('GET', '/openapi.json');
       assert.equal(doc.status, 200, doc.text);

@@ -1,7 +1,7 @@
 // GET /v1/auth/info: who the calling credential is, in the shape the
 // upstream CLI reads when it logs in (docs/decisions.md, Credentials).
 
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { ref } from './ref.js';
 
 export const AuthInfoUser = Type.Object(
@@ -39,10 +39,33 @@ export const AuthInfo = Type.Object(
       description: 'apiKey: a project credential; oauth: a user token',
     }),
     api_key: Type.Optional(ref(AuthInfoApiKey)),
+    // The vendor's older spelling, which its document still lists: sent beside
+    // api_key with the same value, as vpcEndpoint beside vpc_endpoint.
+    apiKey: Type.Optional(
+      Type.Unsafe<Static<typeof AuthInfoApiKey>>({
+        allOf: [Type.Ref(AuthInfoApiKey.$id as string)],
+        deprecated: true,
+        description: 'the same as api_key (the older spelling, kept for older clients)',
+      }),
+    ),
     oauth: Type.Optional(Type.Object({ user: ref(AuthInfoUser) })),
   },
   {
     $id: 'AuthInfo',
-    description: 'Exactly one of api_key (type apiKey) and oauth (type oauth) is present.',
+    description:
+      'Exactly one of api_key (type apiKey, then also as apiKey) and oauth (type oauth) is present.',
   },
+);
+
+/** POST /v1/auth/logout's optional body, as upstream: what a client may hold besides its token. */
+export const LogoutInput = Type.Object(
+  {
+    refresh_token: Type.Optional(
+      Type.String({
+        description:
+          'accepted for upstream clients; Basin issues no refresh tokens, so it changes nothing',
+      }),
+    ),
+  },
+  { $id: 'LogoutInput', additionalProperties: false },
 );

@@ -1,4 +1,8 @@
 import {
+  DEFAULT_SERVICE_TYPE_NAME,
+  type ServiceTypeName,
+} from '../../domain/service-type-names.js';
+import {
   ConnectionPooler,
   Endpoint,
   EnvironmentTag,
@@ -8,7 +12,7 @@ import {
   Project,
   SetEnvironmentInput,
 } from './common.js';
-import { AuthInfo, AuthInfoApiKey, AuthInfoProject, AuthInfoUser } from './auth.js';
+import { AuthInfo, AuthInfoApiKey, AuthInfoProject, AuthInfoUser, LogoutInput } from './auth.js';
 import { ServiceLogsResponse } from './logs.js';
 import {
   ReadReplicaSet,
@@ -16,6 +20,7 @@ import {
   ReplicaSetResizeInput,
   ResizeInput,
   Service,
+  serviceSchema,
   ServiceCreateInput,
   ServiceForkInput,
   ServiceRenameInput,
@@ -58,4 +63,15 @@ export const SHARED_SCHEMAS = [
   AuthInfoProject,
   AuthInfoApiKey,
   AuthInfo,
+  LogoutInput,
 ];
+
+/**
+ * The shared schemas of an installation: under another name for the
+ * time-series type, its Service body (schemas/service.ts); at the spec's, the
+ * very schemas above, so the served document is openapi.json byte for byte.
+ */
+export function sharedSchemas(serviceTypeName: ServiceTypeName) {
+  if (serviceTypeName === DEFAULT_SERVICE_TYPE_NAME) return SHARED_SCHEMAS;
+  return SHARED_SCHEMAS.map((s) => (s === Service ? serviceSchema(serviceTypeName) : s));
+}

@@ -2354,7 +2354,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Exactly one of api_key (type apiKey) and oauth (type oauth) is present. */
+                /** @description Exactly one of api_key (type apiKey, then also as apiKey) and oauth (type oauth) is present. */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -2396,6 +2396,73 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End the caller's session: a user token is revoked (the next request with it is a 401); a project credential is the project's key and is kept. 204 either way. */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["LogoutInput"];
+                };
+            };
+            responses: {
+                /** @description no body */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description RATE_LIMITED: the credential (or, without valid credentials, the client address) made more reads or writes this minute than the limit allows. */
+                429: {
+                    headers: {
+                        /** @description Seconds until the limit is lifted. */
+                        "retry-after"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -2622,14 +2689,23 @@ export interface components {
             project: components["schemas"]["AuthInfoProject"];
             issuing_user: components["schemas"]["AuthInfoUser"];
         };
-        /** @description Exactly one of api_key (type apiKey) and oauth (type oauth) is present. */
+        /** @description Exactly one of api_key (type apiKey, then also as apiKey) and oauth (type oauth) is present. */
         AuthInfo: {
             /** @description apiKey: a project credential; oauth: a user token */
             type: "apiKey" | "oauth";
             api_key?: components["schemas"]["AuthInfoApiKey"];
+            /**
+             * @deprecated
+             * @description the same as api_key (the older spelling, kept for older clients)
+             */
+            apiKey?: components["schemas"]["AuthInfoApiKey"];
             oauth?: {
                 user: components["schemas"]["AuthInfoUser"];
             };
+        };
+        LogoutInput: {
+            /** @description accepted for upstream clients; Basin issues no refresh tokens, so it changes nothing */
+            refresh_token?: string;
         };
     };
     responses: never;

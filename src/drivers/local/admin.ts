@@ -204,6 +204,27 @@ export async function setTsdbadminPassword(target: AdminTarget, verifier: string
   });
 }
 
+/**
+ * The predefined roles tsdbadmin is made a member of, and their version
+ * (NodeState.adminGrants: a node that applied an older set gets the new one
+ * at its next converge). pg_monitor, as the admin role of other managed
+ * clouds has it: pg_stat_replication's sync_state and lag of its own
+ * standbys, pg_stat_activity of every session, the settings. All of it is
+ * about this cluster, the service's own (docs/security.md, What the admin
+ * role sees); it holds none of pg_read_server_files, pg_write_server_files
+ * or pg_execute_server_program.
+ */
+export const ADMIN_GRANTS = { version: 1, roles: ['pg_monitor'] } as const;
+
+/** Grants tsdbadmin ADMIN_GRANTS' roles (granting one it holds is a no-op). */
+export async function grantAdminRoles(target: AdminTarget): Promise<void> {
+  await withAdmin(target, 'postgres', async (c) => {
+    for (const role of ADMIN_GRANTS.roles) {
+      await c.query(`GRANT ${c.escapeIdentifier(role)} TO tsdbadmin`);
+    }
+  });
+}
+
 /** Creates extensions in `tsdb` (as the superuser: they need it); existing ones are kept. */
 export async function createExtensions(target: AdminTarget, names: string[]): Promise<void> {
   if (names.length === 0) return;

@@ -40,6 +40,8 @@ export interface NodeState {
   password?: string;
   /** Extensions created in tsdb. */
   extensions: string[];
+  /** The version of tsdbadmin's grants last applied (admin.ts, ADMIN_GRANTS). */
+  adminGrants?: number;
   /**
    * A fork's node: 'recovering' from the moment its data is in place until
    * it was promoted, its password reset and its parent's WAL source removed
@@ -109,6 +111,7 @@ export async function readNodeState(file: string): Promise<NodeState> {
       extensions: Array.isArray(raw.extensions)
         ? raw.extensions.filter((e): e is string => typeof e === 'string')
         : [],
+      ...(typeof raw.adminGrants === 'number' ? { adminGrants: raw.adminGrants } : {}),
       // Root's own file (0600 in a root directory): trusted as written.
       ...(raw.fork === 'recovering' || raw.fork === 'open' ? { fork: raw.fork } : {}),
       ...(raw.recovery ? { recovery: raw.recovery } : {}),

@@ -17,7 +17,14 @@ import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DriverError, type ServiceSpec, type SpecNode } from '../driver.js';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
-import { createExtensions, reloadConfig, setTsdbadminPassword, type AdminTarget } from './admin.js';
+import {
+  ADMIN_GRANTS,
+  createExtensions,
+  grantAdminRoles,
+  reloadConfig,
+  setTsdbadminPassword,
+  type AdminTarget,
+} from './admin.js';
 import { isConfined } from './confine.js';
 import {
   pgHba,
@@ -422,7 +429,7 @@ export class ServiceNode {
     return undefined;
   }
 
-  /** tsdbadmin's password and the extensions, each only when it differs from what was applied. */
+  /** tsdbadmin's password, grants and the extensions, each only when it differs from what was applied. */
   private async applySql(state: NodeState): Promise<void> {
     const { spec } = this;
     const target = this.admin();
@@ -437,6 +444,11 @@ export class ServiceNode {
       if (missing.length > 0) {
         await createExtensions(target, missing);
         state.extensions = [...state.extensions, ...missing];
+        await this.save(state);
+      }
+      if (state.adminGrants !== ADMIN_GRANTS.version) {
+        await grantAdminRoles(target);
+        state.adminGrants = ADMIN_GRANTS.version;
         await this.save(state);
       }
     } catch (err) {
