@@ -1,7 +1,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-// The layers of DESIGN.md §1, enforced: imports flow
+// The layers of docs/architecture.md §1, enforced: imports flow
 //   api → commands → domain ← engine → drivers,
 // the store sits behind the interfaces of store/store.ts, lib/ imports nothing
 // of Basin, and only the composition roots (basin.ts, main.ts, the CLI and
@@ -94,7 +94,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   ...LAYERS.map(({ files, ignores, forbid, regex, why }) => {
-    const message = `Layer rule (DESIGN.md §1): ${why}.`;
+    const message = `Layer rule (docs/architecture.md §1): ${why}.`;
     const patterns = [{ group: forbid, message }, ...(regex ? [{ regex, message }] : [])];
     return {
       files,

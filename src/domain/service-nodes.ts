@@ -1,4 +1,4 @@
-// A service's nodes, as recorded state (DESIGN.md §4, "nodes are state"):
+// A service's nodes, as recorded state (docs/architecture.md §9, "nodes are state"):
 // its primary and its HA standbys, each with a stable index and name, a role,
 // a port of its own, and what the driver last observed of it. Which node is
 // the primary is written here and changes only through `promoteNode`; it is

@@ -1,4 +1,4 @@
-// The layer rules of DESIGN.md §1 are part of `npm run check`: an import
+// The layer rules of docs/architecture.md §1 are part of `npm run check`: an import
 // across a layer boundary fails the linter. Each case lints one line as if
 // it were in a file of that layer, with the project's own eslint.config.js.
 
@@ -49,7 +49,7 @@ for (const [file, from] of VIOLATIONS) {
   test(`${file} may not import ${from}`, async () => {
     const errors = await layerErrors(file, from);
     assert.equal(errors.length, 1, `no layer error for ${from} in ${file}`);
-    assert.match(errors[0] as string, /Layer rule \(DESIGN\.md §1\)/);
+    assert.match(errors[0] as string, /Layer rule \(docs\/architecture\.md §1\)/);
   });
 }
 
