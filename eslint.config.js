@@ -4,9 +4,11 @@ import tseslint from 'typescript-eslint';
 // The layers of docs/architecture.md §1, enforced: imports flow
 //   api → commands → domain ← engine → drivers,
 // the store sits behind the interfaces of store/store.ts, lib/ imports nothing
-// of Basin, and only the composition roots (basin.ts, main.ts, the CLI and
-// the scripts) know the concrete store and drivers. Each entry: the files of
-// a layer and the imports they may not make, as path patterns.
+// of Basin, cli/ uses client/ and commands/, and only the composition roots
+// (basin.ts, main.ts, open-store.ts and the scripts) know the concrete store
+// and drivers. (Import cycles are dependency-cruiser's: .dependency-cruiser.mjs.)
+// Each entry: the files of a layer and the imports they may not make, as path
+// patterns.
 const ROOTS = [
   '**/basin.js',
   '**/main.js',
@@ -55,6 +57,20 @@ const LAYERS = [
       ...ROOTS,
     ],
     why: 'engine/ drives the Driver interface (drivers/driver.ts) over the store interfaces',
+  },
+  {
+    files: ['src/cli/**/*.ts'],
+    forbid: [
+      '**/api/**',
+      '**/engine/**',
+      '**/drivers/**',
+      '**/store/*/**',
+      '../basin.js',
+      '../main.js',
+      '../app.js',
+      '../openapi-document.js',
+    ],
+    why: 'cli/ talks HTTP through client/ and administers through commands/ over the store interfaces (opened by open-store.ts); it never reaches the api, the engine, a driver or a concrete store',
   },
   ...[
     ['src/drivers/*.ts', []],

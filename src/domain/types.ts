@@ -1,7 +1,7 @@
 // The resources Basin manages, as the domain sees them. Pure data: no I/O,
 // no HTTP shapes (those live in api/schemas and are produced by presenters).
 
-import type { ServiceNode } from './service-nodes.js';
+import type { ServiceNode } from './node-records.js';
 
 export const SERVICE_STATUSES = [
   'QUEUED',
