@@ -55,6 +55,36 @@ export interface Project {
   createdAt: string;
 }
 
+/** A person with access to projects (administered with the `basin` command). */
+export interface User {
+  id: string;
+  name: string;
+  /** Shown by GET /v1/auth/info; null for users made without one. */
+  email: string | null;
+  createdAt: string;
+}
+
+/**
+ * A credential: a project's (it sees that project) or a user's (it sees the
+ * user's projects). Only hashes of its secrets are kept.
+ */
+export interface Credential {
+  id: string;
+  /** A project credential sees one project; a user credential, its user's projects. */
+  kind: 'project' | 'user';
+  projectId: string | null;
+  userId: string | null;
+  name: string;
+  /** SHA-256 (hex) of the bearer key. */
+  bearerHash: string;
+  /** The public half of the Basic pair, stored as is. */
+  accessKey: string;
+  /** SHA-256 (hex) of the secret key. */
+  secretHash: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
 export interface Vpc {
   id: string;
   projectId: string;

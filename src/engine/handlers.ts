@@ -24,7 +24,7 @@ import {
 } from '../domain/service-nodes.js';
 import { failoverIfPrimaryDead } from './failover.js';
 import { type Clock, iso } from '../lib/clock.js';
-import type { DocRepo, Operation, Repos, Tx } from '../store/store.js';
+import type { DocRepo, Operation, ReadRepos, Tx } from '../store/store.js';
 import { backupHandler, backupQueued, queueBackupIfDue } from './backups.js';
 import type { HandlerDeps } from './handler-deps.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
@@ -70,7 +70,7 @@ async function moveStored<T extends { id: string; version: number }>(
 }
 
 /** A service's VPC and that VPC's peerings (whose peer networks it admits too). */
-async function loadNetwork(repos: Repos, vpcId: string | null) {
+async function loadNetwork(repos: ReadRepos, vpcId: string | null) {
   const vpc = vpcId === null ? undefined : await repos.vpcs.get(vpcId);
   return [vpc, vpc ? await repos.peerings.listByVpc(vpc.id) : []] as const;
 }
