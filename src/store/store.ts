@@ -98,6 +98,10 @@ export interface OperationRecord {
   state: OperationState;
   /** Failed attempts so far (only failures count, not "wait and call again"). */
   attempts: number;
+  /** Times it was released to be called again ("not done yet"): waits are bounded too. */
+  waits: number;
+  /** Epoch ms of its first wait; null until it waited. */
+  waitingSince: number | null;
   lastError: string | null;
   /** Epoch ms before which the operation is not run. */
   runAfter: number;
@@ -143,6 +147,19 @@ export interface ClaimLimits {
  * out: claim fails it with a last_error that says why, and get/listPending
  * leave it out.
  */
+/**
+ * How a claimed operation is put back: after a failure (`attempts` counts
+ * it) or a wait (`waits` and `waitingSince` given; absent, they are kept).
+ */
+export interface ReleaseAt {
+  now: number;
+  runAfter: number;
+  error: string | null;
+  attempts: number;
+  waits?: number;
+  waitingSince?: number;
+}
+
 export interface OperationReads {
   /** The workers that hold leases on pending operations (live or not). */
   leaseHolders(): Promise<string[]>;
@@ -174,11 +191,7 @@ export interface OperationRepo extends OperationReads {
   /** Extends every lease `worker` holds to `now + leaseMs` (its heartbeat). */
   renew(worker: string, now: number, leaseMs: number): Promise<void>;
   /** Puts a claimed operation back, to run again after `runAfter`. */
-  release(
-    id: number,
-    worker: string,
-    at: { now: number; runAfter: number; error: string | null; attempts: number },
-  ): Promise<boolean>;
+  release(id: number, worker: string, at: ReleaseAt): Promise<boolean>;
   finish(
     id: number,
     worker: string,
