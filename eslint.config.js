@@ -1,12 +1,14 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-// The layers of DESIGN.md §1, enforced: imports flow
+// The layers of docs/architecture.md §1, enforced: imports flow
 //   api → commands → domain ← engine → drivers,
 // the store sits behind the interfaces of store/store.ts, lib/ imports nothing
-// of Basin, and only the composition roots (basin.ts, main.ts, the CLI and
-// the scripts) know the concrete store and drivers. Each entry: the files of
-// a layer and the imports they may not make, as path patterns.
+// of Basin, cli/ uses client/ and commands/, and only the composition roots
+// (basin.ts, main.ts, open-store.ts and the scripts) know the concrete store
+// and drivers. (Import cycles are dependency-cruiser's: .dependency-cruiser.mjs.)
+// Each entry: the files of a layer and the imports they may not make, as path
+// patterns.
 const ROOTS = [
   '**/basin.js',
   '**/main.js',
@@ -63,6 +65,20 @@ const LAYERS = [
     forbid: ['node:*'],
     why: 'the console (a browser page) calls Basin only through basin/client, and uses nothing of Node',
   },
+  {
+    files: ['src/cli/**/*.ts'],
+    forbid: [
+      '**/api/**',
+      '**/engine/**',
+      '**/drivers/**',
+      '**/store/*/**',
+      '../basin.js',
+      '../main.js',
+      '../app.js',
+      '../openapi-document.js',
+    ],
+    why: 'cli/ talks HTTP through client/ and administers through commands/ over the store interfaces (opened by open-store.ts); it never reaches the api, the engine, a driver or a concrete store',
+  },
   ...[
     ['src/drivers/*.ts', []],
     ['src/drivers/local/**/*.ts', ['**/sim/**']],
@@ -101,7 +117,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   ...LAYERS.map(({ files, ignores, forbid, regex, why }) => {
-    const message = `Layer rule (DESIGN.md §1): ${why}.`;
+    const message = `Layer rule (docs/architecture.md §1): ${why}.`;
     const patterns = [{ group: forbid, message }, ...(regex ? [{ regex, message }] : [])];
     return {
       files,

@@ -31,7 +31,7 @@ import {
 } from './fork-bench.js';
 import { claimDataDir, type LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 const TARGET = 0.8;
 const PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';

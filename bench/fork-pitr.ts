@@ -32,7 +32,7 @@ import {
 } from './fork-bench.js';
 import { claimDataDir, type LocalBasin, postmasterPid, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 const TARGET = 2;
 const execFileP = promisify(execFile);

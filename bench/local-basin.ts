@@ -37,7 +37,7 @@ import {
 import { groupExists, readPasswd, type PasswdEntry } from '../src/drivers/local/os-user.js';
 import { installationUsers } from '../src/drivers/local/service-users.js';
 import { BasinProcess } from './basin-process.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 /** Data directories of running benchmarks: cleaned up on the way out. */
 const roots = new Set<string>();

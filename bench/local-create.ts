@@ -39,7 +39,7 @@ import {
   type ServiceBody,
 } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 const TARGET = 2.5;
 const execFileP = promisify(execFile);

@@ -26,7 +26,7 @@ import pg from 'pg';
 import { Layout } from '../src/drivers/local/layout.js';
 import { claimDataDir, LocalBasin, postmasterPid, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 import {
   READ_CATALOGUE,
   READ_CLIENTS,

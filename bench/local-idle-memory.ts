@@ -26,7 +26,7 @@ import {
   type ServiceBody,
 } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 const TARGET_MB = 40;
 const IDLE_MS = 5_000;

@@ -38,7 +38,7 @@ import { Layout } from '../src/drivers/local/layout.js';
 import { namespaceName, namespacePath } from '../src/drivers/local/network/addresses.js';
 import { claimDataDir, LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 /** At most this much more CPU a transaction through the endpoint. */
 const TARGET = 0.05;

@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { claimDataDir, LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 const TARGET = 0.7;
 const run = promisify(execFile);

@@ -37,7 +37,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { claimDataDir, LocalBasin, releaseDataDir } from './local-basin.js';
 import { median } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 const run = promisify(execFile);
 const VARIANTS = JSON.parse(process.env.AB_VARIANTS ?? '{"control":{}}') as Record<

@@ -18,6 +18,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { backupWrite } from './backup-write.js';
+import type { BenchContext, BenchSettings } from './bench-context.js';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
 import { forkNow } from './fork-now.js';
 import { forkPitr } from './fork-pitr.js';
@@ -28,21 +29,6 @@ import { localNetns } from './local-netns.js';
 import { localPooler } from './local-pooler.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
-
-export interface BenchSettings {
-  connections: number;
-  rounds: number;
-  warmupMs: number;
-  durationMs: number;
-  initialWarmupMs: number;
-  basinNodeArgs: string[];
-}
-
-export interface BenchContext {
-  settings: BenchSettings;
-  /** A directory of this run, removed at the end. */
-  tmpDir: string;
-}
 
 interface Benchmark {
   name: string;

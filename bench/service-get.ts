@@ -25,7 +25,7 @@ import { startChild } from './children.js';
 import { credentialsFor, issueBearerKeys } from './credentials.js';
 import { type LoadResult, runLoad } from './load.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
-import type { BenchContext } from './run.js';
+import type { BenchContext } from './bench-context.js';
 
 const TARGET = 0.8;
 /** Credentials enough for this many requests per second, a whole minute, under the read limit. */

@@ -124,6 +124,7 @@ async function assemble(
       projectSlots: config.engineProjectSlots,
       drainTimeoutMs: config.drainTimeoutMs,
       operationTimeoutMs: config.operationTimeoutMs,
+      retry: { maxAttempts: config.operationMaxAttempts, maxWaitMs: config.operationMaxWaitMs },
       ...options.engine,
     },
   );

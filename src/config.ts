@@ -65,6 +65,10 @@ export interface Config {
   drainTimeoutMs: number;
   /** How long one attempt of an operation may take before it is given up and retried. */
   operationTimeoutMs: number;
+  /** Failed attempts after which an operation ends failed (deletes excepted). */
+  operationMaxAttempts: number;
+  /** How long an operation may go on waiting ("not done yet") before it ends failed. */
+  operationMaxWaitMs: number;
   /** Per credential (or client address, unauthenticated) and minute; 0: no limit. */
   rateLimits: { readsPerMinute: number; writesPerMinute: number; loopback: boolean };
   /** A full backup of every running service this often, in ms. */
@@ -295,6 +299,18 @@ export const OPTIONS = {
     default: '120000',
     help: 'how long one attempt of an operation may run before it is given up and retried',
   },
+  operationMaxAttempts: {
+    env: 'BASIN_OPERATION_MAX_ATTEMPTS',
+    flag: '--operation-max-attempts',
+    default: '20',
+    help: 'failed attempts after which an operation ends failed and its resource is marked failed (deletes go on)',
+  },
+  operationMaxWaitMs: {
+    env: 'BASIN_OPERATION_MAX_WAIT_MS',
+    flag: '--operation-max-wait-ms',
+    default: '86400000',
+    help: 'how long an operation may wait for a step (a server becoming ready, a backup) before it ends failed',
+  },
   rateLimitReads: {
     env: 'BASIN_RATE_LIMIT_READS',
     flag: '--rate-limit-reads',
@@ -487,6 +503,13 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     engineProjectSlots,
     drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),
     operationTimeoutMs: integer('operationTimeoutMs', need('operationTimeoutMs'), 1_000, 3_600_000),
+    operationMaxAttempts: integer('operationMaxAttempts', need('operationMaxAttempts'), 1, 1_000),
+    operationMaxWaitMs: integer(
+      'operationMaxWaitMs',
+      need('operationMaxWaitMs'),
+      1_000,
+      30 * 86_400_000,
+    ),
     rateLimits: {
       readsPerMinute: integer('rateLimitReads', need('rateLimitReads'), 0, 1_000_000_000),
       writesPerMinute: integer('rateLimitWrites', need('rateLimitWrites'), 0, 1_000_000_000),

@@ -25,7 +25,8 @@ import { AppError } from '../domain/errors.js';
 import type { Principal } from '../commands/context.js';
 import { Lru } from '../lib/lru.js';
 import { sameHash, sha256Hex } from '../lib/secrets.js';
-import type { Credential, ReadView } from '../store/store.js';
+import type { Credential } from '../domain/types.js';
+import type { ReadView } from '../store/store.js';
 
 const unauthorized = (message: string) => new AppError('UNAUTHORIZED', message);
 

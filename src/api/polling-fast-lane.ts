@@ -37,6 +37,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { listServices } from '../commands/service-lookup.js';
 import type { ReadView } from '../store/store.js';
 import type { AccessLog } from './access-log.js';
 import { authenticate } from './auth.js';
@@ -123,9 +124,9 @@ export class PollingFastLane {
       if (!principal.projectIds.has(projectId)) return false;
       if (serviceId === undefined) {
         // As the list route answers: every service of the project, each as a GET presents it.
-        const bodies = view.services
-          .listByProject(projectId)
-          .map((svc) => this.deps.presented.read(svc, view));
+        const bodies = listServices(view, principal, projectId).map((svc) =>
+          this.deps.presented.read(svc, view),
+        );
         answer = encode(serializers.list(bodies));
       } else {
         const svc = view.services.get(serviceId);

@@ -8,6 +8,7 @@
 import type { BasinClient } from '../client/index.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store } from '../store/store.js';
+import { CliFailure } from './cli-failure.js';
 import type { Login } from './login-file.js';
 
 /** Where the CLI reads and writes: process streams in basin.ts, strings in tests. */
@@ -125,5 +126,4 @@ export class UsageError extends Error {
   }
 }
 
-/** A command that cannot be carried out: exit 1 with its message, one line. */
-export class CliFailure extends Error {}
+export { CliFailure };

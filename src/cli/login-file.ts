@@ -20,7 +20,7 @@ import {
 } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { CliFailure } from './command.js';
+import { CliFailure } from './cli-failure.js';
 
 export interface Login {
   /** Basin's address, without /v1. */

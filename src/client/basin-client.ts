@@ -5,17 +5,9 @@
 // BasinError (each with its `code`), waiting for a status (wait.ts) and
 // paging through logs (logs.ts).
 
-import createClient, {
-  type Client,
-  type FetchResponse,
-  type MaybeOptionalInit,
-} from 'openapi-fetch';
-import type {
-  HttpMethod,
-  MediaType,
-  PathsWithMethod,
-  RequiredKeysOf,
-} from 'openapi-typescript-helpers';
+import createClient, { type Client } from 'openapi-fetch';
+import type { HttpMethod } from 'openapi-typescript-helpers';
+import type { DataMethod } from './data-method.js';
 import { BasinError, errorOfResponse } from './errors.js';
 import type { paths } from './generated/openapi.js';
 import { type LogQuery, logEntries, logPages, type ServiceRef } from './logs.js';
@@ -37,30 +29,7 @@ export interface BasinClientOptions {
   fetch?: (input: Request) => Promise<Response>;
 }
 
-// openapi-fetch's own parameter shapes (its InitParam is not exported): the
-// init argument is optional exactly when nothing in it is required.
-type InitParam<Init> =
-  RequiredKeysOf<Init> extends never
-    ? [(Init & { [key: string]: unknown })?]
-    : [Init & { [key: string]: unknown }];
-type DataOf<R> = R extends { data?: infer D } ? Exclude<D, undefined> : never;
-/** The success body of a call; `undefined` for answers without one (202/204). */
-type Body<R> = [DataOf<R>] extends [never] ? undefined : DataOf<R>;
-
-/** A method that answers the success body, and throws a BasinError for anything else. */
-export type DataMethod<Paths extends object, M extends HttpMethod> = <
-  P extends PathsWithMethod<Paths, M>,
-  I extends MaybeOptionalInit<Paths[P], M & keyof Paths[P]>,
->(
-  path: P,
-  ...init: InitParam<I>
-) => Promise<Body<FetchResponse<Operation<Paths[P], M>, I, MediaType>>>;
-/** The operation of a path item for a method. */
-type Operation<Item, M extends HttpMethod> = Item extends { [K in M]: infer O }
-  ? O extends Record<string | number, unknown>
-    ? O
-    : never
-  : never;
+export type { DataMethod };
 
 export interface BasinClient {
   /** The address requests go to, without `/v1`. */

@@ -3,7 +3,7 @@
 // entries than asked for, even none, and still have a cursor (Basin bounds
 // the work of a page): only a missing cursor ends the logs.
 
-import type { BasinClient } from './basin-client.js';
+import type { Gets } from './data-method.js';
 import type { components, paths } from './generated/openapi.js';
 
 type LogsGet = paths['/v1/projects/{project_id}/services/{service_id}/logs']['get'];
@@ -27,7 +27,7 @@ export function servicePath(service: ServiceRef): { project_id: string; service_
 }
 
 export async function* logPages(
-  client: BasinClient,
+  client: Gets,
   service: ServiceRef,
   query: LogQuery = {},
 ): AsyncGenerator<LogPage> {
@@ -43,7 +43,7 @@ export async function* logPages(
 }
 
 export async function* logEntries(
-  client: BasinClient,
+  client: Gets,
   service: ServiceRef,
   query: LogQuery = {},
 ): AsyncGenerator<LogEntry> {

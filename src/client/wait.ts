@@ -3,7 +3,7 @@
 // and stop at a deadline. Rate limits, a Basin restarting and a network
 // blip are waited out, since the wait is long anyway; any other error ends it.
 
-import type { BasinClient } from './basin-client.js';
+import type { Gets } from './data-method.js';
 import { BasinError, isTransient } from './errors.js';
 import type { components } from './generated/openapi.js';
 import { type ServiceRef, servicePath } from './logs.js';
@@ -31,7 +31,7 @@ export interface WaitOptions {
 }
 
 export async function waitFor(
-  client: BasinClient,
+  client: Gets,
   service: ServiceRef,
   status: ServiceStatus,
   options: WaitOptions = {},

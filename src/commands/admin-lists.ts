@@ -3,7 +3,8 @@
 // print or log them by mistake.
 
 import type { Project } from '../domain/types.js';
-import type { Credential, Store, User } from '../store/store.js';
+import type { Credential, User } from '../domain/types.js';
+import type { Store } from '../store/store.js';
 
 /** A user with the projects it belongs to. */
 export interface UserListing extends User {

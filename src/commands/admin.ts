@@ -9,7 +9,8 @@ import type { Project } from '../domain/types.js';
 import { iso, type Clock } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import { randomToken, sha256Hex } from '../lib/secrets.js';
-import type { Credential, Store, User } from '../store/store.js';
+import type { Credential, User } from '../domain/types.js';
+import type { Store } from '../store/store.js';
 
 /** A credential as shown once: both schemes' secrets in clear. */
 export interface IssuedCredential {

@@ -6,7 +6,7 @@
 
 import { AppError } from '../domain/errors.js';
 import type { Project } from '../domain/types.js';
-import type { User } from '../store/store.js';
+import type { User } from '../domain/types.js';
 import type { Ctx, Principal } from './context.js';
 
 /** A person as clients show them. */

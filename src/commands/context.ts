@@ -66,7 +66,7 @@ export const portOwner = {
 
 /**
  * Refuses, with a 400 that says so, a request the configured driver cannot
- * carry out (DESIGN.md: a clear 400 when the host lacks what a request needs).
+ * carry out (docs/architecture.md §9: a clear 400 when the host lacks what a request needs).
  */
 export function requireCapability(ctx: Ctx, capability: keyof Capabilities, what: string): void {
   if (!ctx.driver.capabilities[capability]) {

@@ -48,20 +48,63 @@ export async function readMergedLogs(
   const node = query.node ?? 0;
   const scope = `${target.kind}:${target.id}`;
   const at = query.cursor === undefined ? START : resume(query.cursor, scope, node);
-  const limit = query.limit;
+  const read: Read = { ctx, target, query, node, at };
+  const sides = await readSides(read);
+  const merged = merge(sides, query.limit);
+  const next = await nextPosition(read, sides, merged);
+  if (next === undefined) return { entries: merged.page };
+  return { entries: merged.page, nextCursor: encodeCursor({ t: scope, n: node, ...next }) };
+}
 
-  /** The driver's page from where the cursor left it, at most `n` entries, below `until`. */
-  const driverPage = (n: number, until: number | undefined) =>
-    ctx.driver.readLogs(target, {
-      ...query,
-      node: query.nodeIndex ?? query.node,
-      cursor: at.d === '' ? undefined : at.d,
-      until: earliest(query.until, until),
-      limit: n,
-    });
+/** What one page reads: for whom, what was asked, and where the cursor left both sides. */
+interface Read {
+  ctx: Pick<Ctx, 'driver' | 'store'>;
+  target: Target;
+  query: LogQuery;
+  node: number;
+  at: Position;
+}
+
+/** Both sides' entries from where the cursor left them. */
+interface Sides {
+  fromDriver: LogPage;
+  /** The driver's upper bound while it showed nothing yet (du). */
+  driverBound: number | undefined;
+  /** The driver has nothing more for this query (or is not asked). */
+  driverDone: boolean;
+  events: StoredEvent[];
+}
+
+/** The merged page, and how far into each side it went. */
+interface Merged {
+  page: LogEntry[];
+  /** Entries of the driver's page shown. */
+  i: number;
+  /** Events shown. */
+  j: number;
+}
+
+/** The driver's page from where the cursor left it, at most `n` entries, below `until`. */
+function driverPage(read: Read, n: number, until: number | undefined): Promise<LogPage> {
+  const { ctx, target, query, at } = read;
+  return ctx.driver.readLogs(target, {
+    ...query,
+    node: query.nodeIndex ?? query.node,
+    cursor: at.d === '' ? undefined : at.d,
+    until: earliest(query.until, until),
+    limit: n,
+  });
+}
+
+/** Step 1: each side's next entries (none from a side `query.source` leaves out). */
+async function readSides(read: Read): Promise<Sides> {
+  const { ctx, target, query, node, at } = read;
+  const limit = query.limit;
   const driverBound = at.d === '' && at.du > 0 ? at.du : undefined;
   const driverDone = at.dx === 1 || query.source === 'basin';
-  const fromDriver: LogPage = driverDone ? { entries: [] } : await driverPage(limit, driverBound);
+  const fromDriver: LogPage = driverDone
+    ? { entries: [] }
+    : await driverPage(read, limit, driverBound);
   const events =
     query.source === 'database'
       ? []
@@ -74,9 +117,15 @@ export async function readMergedLogs(
           search: query.search,
           limit: limit + 1,
         });
+  return { fromDriver, driverBound, driverDone, events };
+}
 
-  // Merge. Once the driver's page is used up while it has older entries, the
-  // page ends: an event older than what the driver has not shown yet must wait.
+/**
+ * Step 2: the merge, newest first. Once the driver's page is used up while
+ * it has older entries, the page ends: an event older than what the driver
+ * has not shown yet must wait.
+ */
+function merge({ fromDriver, events }: Sides, limit: number): Merged {
   const driven = fromDriver.entries;
   const driverMore = fromDriver.nextCursor !== undefined;
   const page: LogEntry[] = [];
@@ -95,18 +144,27 @@ export async function readMergedLogs(
       break;
     }
   }
+  return { page, i, j };
+}
+
+/** Step 3: where the next page resumes on each side; undefined when nothing is older. */
+async function nextPosition(
+  read: Read,
+  { fromDriver, driverBound, driverDone, events }: Sides,
+  { page, i, j }: Merged,
+): Promise<Position | undefined> {
+  const { at } = read;
+  const driven = fromDriver.entries;
+  const driverMore = fromDriver.nextCursor !== undefined;
   const more = i < driven.length || driverMore || j < events.length;
-  if (!more) return { entries: page };
+  if (!more) return undefined;
   const last = page[page.length - 1];
   if (!last) {
     // Nothing fit: the driver stopped before its first entry (a local page
     // bounds its reading) and has more, which must come before older events.
     // Carry on from where it stopped; nothing else moves.
-    if (driverMore) {
-      const next: Position = { ...at, d: fromDriver.nextCursor as string, du: 0, dx: 0 };
-      return { entries: page, nextCursor: encodeCursor({ t: scope, n: node, ...next }) };
-    }
-    return { entries: page }; // nothing matched, nothing older
+    if (driverMore) return { ...at, d: fromDriver.nextCursor as string, du: 0, dx: 0 };
+    return undefined; // nothing matched, nothing older
   }
 
   const next: Position = { ...at };
@@ -119,7 +177,7 @@ export async function readMergedLogs(
     // the next page resumes (pinned below the newest shown, so entries written
     // meanwhile cannot shift the count).
     const pin = at.d === '' ? Math.min(driverBound ?? Infinity, timeOf(driven[0]!) + 1) : undefined;
-    const exact = await driverPage(i, pin);
+    const exact = await driverPage(read, i, pin);
     next.d = exact.nextCursor ?? '';
     next.du = 0;
     next.dx = exact.nextCursor === undefined ? 1 : 0;
@@ -137,10 +195,7 @@ export async function readMergedLogs(
     next.ea = timeOf(last);
     next.ei = Number.MAX_SAFE_INTEGER;
   }
-  return {
-    entries: page,
-    nextCursor: encodeCursor({ t: scope, n: node, ...next }),
-  };
+  return next;
 }
 
 function resume(cursor: string, scope: string, node: number): Position {

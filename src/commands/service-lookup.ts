@@ -1,7 +1,19 @@
 import { conflict, notFound } from '../domain/errors.js';
 import type { ReplicaSet, Service } from '../domain/types.js';
-import type { ReadView, Repos } from '../store/store.js';
+import type { ReadRepos, ReadView } from '../store/store.js';
 import { type Principal, visibleProject } from './context.js';
+
+/**
+ * The project's services, from a request's read view (a GET's: see
+ * docs/architecture.md §5), or a 404 for a project the principal cannot see.
+ */
+export function listServices(
+  reads: Pick<ReadView, 'services'>,
+  p: Principal,
+  projectId: string,
+): readonly Service[] {
+  return reads.services.listByProject(visibleProject(p, projectId));
+}
 
 /**
  * The service a request names, or a 404. A read replica set id is answered
@@ -9,7 +21,7 @@ import { type Principal, visibleProject } from './context.js';
  * valid but the request is not one a replica set takes.
  */
 export async function loadService(
-  repos: Repos,
+  repos: ReadRepos,
   p: Principal,
   projectId: string,
   serviceId: string,
@@ -48,7 +60,7 @@ export function loadServiceOrReplica(
 }
 
 export async function loadReplicaSet(
-  repos: Repos,
+  repos: ReadRepos,
   p: Principal,
   projectId: string,
   serviceId: string,

@@ -1,4 +1,4 @@
-// A resource's usage, as the driver last sampled it (DESIGN.md §4: metrics
+// A resource's usage, as the driver last sampled it (docs/architecture.md §9: metrics
 // come from the real processes and files). Read on every GET of a service,
 // so it never waits: the driver samples in the background.
 

@@ -1,4 +1,4 @@
-// Backups and the recovery window (DESIGN.md §4, docs/decisions.md,
+// Backups and the recovery window (docs/architecture.md §9, docs/decisions.md,
 // Backups and forks). Pure: the engine records each completed backup in the
 // store, and everything a request needs to know about a service's backups
 // is computed here from those records, without asking the driver.

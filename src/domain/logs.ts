@@ -1,5 +1,5 @@
 // Logs and metrics as the commands ask for them and the drivers answer
-// (DESIGN.md §2, Logs). Pure shapes: reading them is a driver's business.
+// (docs/architecture.md §8, Logs). Pure shapes: reading them is a driver's business.
 
 /** Which resource logs or metrics are asked of. */
 export type Target = { kind: 'service'; id: string } | { kind: 'replicaSet'; id: string };

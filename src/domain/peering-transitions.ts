@@ -7,11 +7,18 @@ import type { Peering, PeeringStatus } from './types.js';
 
 export const NEW_PEERING_STATUS: PeeringStatus = 'pending';
 
+/** Where a pending peering goes once the provisioner has answered. */
+export type SettledPeeringStatus = Exclude<PeeringStatus, typeof NEW_PEERING_STATUS>;
+
 export interface PeeringOutcome {
-  status: 'active' | 'failed';
+  status: SettledPeeringStatus;
   provisionedId: string | null;
   errorMessage: string | null;
-  /** The peer network's blocks, when the provisioner knows them. */
+  /**
+   * The peer network's blocks, when the provisioner learns them (an AWS
+   * accepter VPC's CIDRs, say): the VPC's services admit them while the
+   * peering is active. Only private IPv4 blocks are kept.
+   */
   peerCidrs?: string[];
 }
 

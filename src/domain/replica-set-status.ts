@@ -1,4 +1,4 @@
-// The read replica set state machine (DESIGN.md §2):
+// The read replica set state machine (docs/architecture.md §8):
 //
 //   create   (none)  → creating → active   (error when provisioning fails)
 //   resize   active  → resizing → active    (also from error: a user's retry)

@@ -1,4 +1,4 @@
-// A service's nodes, as recorded state (DESIGN.md §4, "nodes are state"):
+// A service's nodes, as recorded state (docs/architecture.md §9, "nodes are state"):
 // its primary and its HA standbys, each with a stable index and name, a role,
 // a port of its own, and what the driver last observed of it. Which node is
 // the primary is written here and changes only through `promoteNode`; it is
@@ -10,34 +10,10 @@
 // endpoint port is the installation's proxy (HAProxy), which routes to the
 // recorded primary: the endpoint survives a failover.
 
+import type { NodeObservation, NodeRole, ServiceNode } from './node-records.js';
 import type { HaConfig, Service } from './types.js';
 
-export type NodeRole = 'primary' | 'standby';
-
-export interface ServiceNode {
-  /** Stable for the node's life: its directory and its name derive from it. */
-  index: number;
-  role: NodeRole;
-  /** The node's own port; the service's port when it is the only node. */
-  port: number;
-  /** What the driver observed last (null until it did). */
-  observed: NodeObservation | null;
-}
-
-/** What a driver sees of one node. */
-export interface NodeObservation {
-  /** Accepts connections. */
-  ready: boolean;
-  /** What the server says it is (pg_is_in_recovery); null when it does not answer. */
-  actsAs: NodeRole | null;
-  timeline: number | null;
-  /** Its WAL position: written (a primary) or replayed (a standby). */
-  lsn: string | null;
-  /** How far behind the primary it replays, in bytes (standbys the primary sees). */
-  lagBytes: number | null;
-  /** RFC 3339. */
-  at: string;
-}
+export type { NodeObservation, NodeRole, ServiceNode };
 
 /** A node's name: its application_name, replication slot and HAProxy server name. */
 export const nodeName = (index: number) => `node${index}`;

@@ -13,7 +13,7 @@ import {
 } from './service-rules.js';
 import type { Addon, HaConfig, ServiceType } from './types.js';
 
-test('typeFromAddons follows DESIGN.md §2', () => {
+test('typeFromAddons follows docs/architecture.md §8', () => {
   const table: [Addon[] | undefined, ServiceType, boolean][] = [
     [undefined, 'TIMESERIESDB', false],
     [[], 'POSTGRES', false],

@@ -9,7 +9,7 @@ export const PASSWORD_MIN = 8;
 export const PASSWORD_MAX = 256;
 
 /**
- * DESIGN.md §2: no addons means a TIMESERIESDB service, `[]` a POSTGRES one,
+ * docs/architecture.md §8: no addons means a TIMESERIESDB service, `[]` a POSTGRES one,
  * `["ai"]` a VECTOR one, and time-series with ai a TIMESERIESDB service that
  * also has the vector extensions.
  */

@@ -1,4 +1,4 @@
-// The service state machine (DESIGN.md §2). A request is an *action*; each
+// The service state machine (docs/architecture.md §8). A request is an *action*; each
 // action is allowed from a set of states and moves the service to a
 // transitional state, which the engine later settles into a final one.
 //

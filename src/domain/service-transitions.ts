@@ -1,4 +1,4 @@
-// The status moves the engine makes on a service (DESIGN.md §2), as named
+// The status moves the engine makes on a service (docs/architecture.md §8), as named
 // pure functions; requests move services through applyServiceAction
 // (service-status.ts). Each returns the moved service, or undefined when the
 // move does not apply to the status the service is in: the engine acts on

@@ -10,7 +10,7 @@ const dedicated = (cpuMillis: number, memoryGbs: number): Size => ({
 });
 const SHARED_SIZE: Size = { shared: true, cpuMillis: 0, memoryGbs: 0 };
 
-test('the default catalogue is the one DESIGN.md fixes', () => {
+test('the default catalogue is the one docs/architecture.md §8 fixes', () => {
   assert.deepEqual(DEFAULT_SIZES, [
     SHARED_SIZE,
     dedicated(500, 2),

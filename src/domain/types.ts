@@ -1,7 +1,7 @@
 // The resources Basin manages, as the domain sees them. Pure data: no I/O,
 // no HTTP shapes (those live in api/schemas and are produced by presenters).
 
-import type { ServiceNode } from './service-nodes.js';
+import type { ServiceNode } from './node-records.js';
 
 export const SERVICE_STATUSES = [
   'QUEUED',
@@ -53,6 +53,36 @@ export interface Project {
   id: string;
   name: string;
   createdAt: string;
+}
+
+/** A person with access to projects (administered with the `basin` command). */
+export interface User {
+  id: string;
+  name: string;
+  /** Shown by GET /v1/auth/info; null for users made without one. */
+  email: string | null;
+  createdAt: string;
+}
+
+/**
+ * A credential: a project's (it sees that project) or a user's (it sees the
+ * user's projects). Only hashes of its secrets are kept.
+ */
+export interface Credential {
+  id: string;
+  /** A project credential sees one project; a user credential, its user's projects. */
+  kind: 'project' | 'user';
+  projectId: string | null;
+  userId: string | null;
+  name: string;
+  /** SHA-256 (hex) of the bearer key. */
+  bearerHash: string;
+  /** The public half of the Basic pair, stored as is. */
+  accessKey: string;
+  /** SHA-256 (hex) of the secret key. */
+  secretHash: string;
+  createdAt: string;
+  revokedAt: string | null;
 }
 
 export interface Vpc {

@@ -19,7 +19,7 @@ import { DONE, type Progress } from '../domain/progress.js';
 import type { Service, ServiceStatus } from '../domain/types.js';
 import { DriverError } from '../drivers/driver.js';
 import type { Operation, Store, Tx } from '../store/store.js';
-import type { HandlerDeps } from './handlers.js';
+import type { HandlerDeps } from './handler-deps.js';
 import { serviceSpec } from './specs.js';
 
 /** Forks in these states may still need the backup they restore: it is not expired. */

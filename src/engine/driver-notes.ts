@@ -5,7 +5,7 @@
 
 import type { Target } from '../domain/logs.js';
 import type { ProgressNote } from '../domain/progress.js';
-import type { HandlerDeps } from './handlers.js';
+import type { HandlerDeps } from './handler-deps.js';
 
 export async function recordNote(
   deps: Pick<HandlerDeps, 'store' | 'clock'>,

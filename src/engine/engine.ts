@@ -10,8 +10,10 @@
 // live work. Handlers are idempotent, so re-running a half-done step is safe.
 //
 // Failures are bounded (retry-policy.ts): retries back off exponentially up
-// to a cap, a permanent DriverError stops retrying and marks the resource
-// failed, and what happened is written into the resource's logs. Slots are
+// to a cap and stop after `maxAttempts`, a permanent DriverError stops
+// retrying at once, an operation that keeps waiting ("not done yet") stops
+// after `maxWaitMs`; each of these marks the resource failed, and what
+// happened is written into the resource's logs. Slots are
 // shared fairly between projects, an attempt that hangs is given up after
 // `operationTimeoutMs`, and close() waits for running work at most
 // `drainTimeoutMs`. See docs/decisions.md (Engine).
@@ -31,9 +33,12 @@ import {
   DEFAULT_RETRY,
   type EventText,
   failedEvent,
+  outOfAttempts,
+  outOfAttemptsReason,
   recoveredEvent,
   retryEvent,
   type RetryPolicy,
+  waitedTooLong,
 } from './retry-policy.js';
 import { isDeadWorker, newWorkerId } from './worker-id.js';
 
@@ -296,12 +301,34 @@ export class Engine {
       return;
     }
     const { notes = [] } = progress;
+    // Waiting is bounded too: counted, and given up after `maxWaitMs` from
+    // the first wait (deletes excepted, as for failures).
+    const waits = op.waits + 1;
+    const waitingSince = op.waitingSince ?? now;
+    const tooLong = isDelete(op.kind)
+      ? undefined
+      : waitedTooLong(this.retry, waitingSince, now, waits, progress.reason);
+    if (tooLong !== undefined) {
+      this.log.warn(
+        { op: op.id, kind: op.kind, resource: op.resourceId, waits, err: tooLong },
+        'operation waited too long',
+      );
+      await this.deps.store.transaction(async (tx) => {
+        if (!(await tx.operations.finish(op.id, this.worker, 'failed', tooLong, now))) return;
+        for (const note of notes) await this.record(tx, op, note);
+        await failResource(tx, op, tooLong);
+        await this.record(tx, op, failedEvent(op, tooLong));
+      });
+      return;
+    }
     await this.deps.store.transaction(async (tx) => {
       const released = await tx.operations.release(op.id, this.worker, {
         now,
         runAfter: now + progress.retryAfterMs,
         error: null,
         attempts: op.attempts,
+        waits,
+        waitingSince,
       });
       // What the step did, in the resource's own logs (a failover's steps…).
       if (released) for (const note of notes) await this.record(tx, op, note);
@@ -329,14 +356,18 @@ export class Engine {
    * A failed attempt. A permanent DriverError fails the operation and marks
    * its resource failed: nothing retries it until a user's request does.
    * Anything else is retried with backoff; after `failAfter` attempts the
-   * resource is marked failed too, and retries go on at most every `capMs`.
+   * resource is marked failed too, and retries go on at most every `capMs`
+   * until `maxAttempts`, when the operation fails as a permanent error does.
    * Deleting never gives up (a user can always delete): its permanent errors
-   * are retried like the others.
+   * are retried like the others, at most every `capMs`.
    */
   private async fail(op: Operation, err: unknown): Promise<void> {
-    const reason = err instanceof Error ? err.message : String(err);
+    const failure = err instanceof Error ? err.message : String(err);
     const attempts = op.attempts + 1;
-    const permanent = err instanceof DriverError && !err.retryable && !isDelete(op.kind);
+    const exhausted = !isDelete(op.kind) && outOfAttempts(this.retry, attempts);
+    const permanent =
+      (err instanceof DriverError && !err.retryable && !isDelete(op.kind)) || exhausted;
+    const reason = exhausted ? outOfAttemptsReason(attempts, failure) : failure;
     const now = this.deps.clock();
     const delay = backoffMs(this.retry, attempts, this.random);
     this.log.warn(

@@ -26,7 +26,7 @@ import { markUnstable } from '../domain/service-transitions.js';
 import type { Service } from '../domain/types.js';
 import type { PrimaryEvent, ServiceSpec } from '../drivers/driver.js';
 import type { Tx } from '../store/store.js';
-import type { HandlerDeps } from './handlers.js';
+import type { HandlerDeps } from './handler-deps.js';
 
 /**
  * Step 2: when the recorded primary of `svc` is dead, records the most

@@ -3,7 +3,6 @@
 // re-run from the top after a crash at any point. Status moves are the named
 // transitions of domain/.
 
-import type { BackupPolicy } from '../domain/backups.js';
 import {
   type OperationKind,
   type ResourceKind,
@@ -25,19 +24,12 @@ import {
 } from '../domain/service-nodes.js';
 import { failoverIfPrimaryDead } from './failover.js';
 import { type Clock, iso } from '../lib/clock.js';
-import type { DocRepo, Operation, Repos, Store, Tx } from '../store/store.js';
+import type { DocRepo, Operation, ReadRepos, Tx } from '../store/store.js';
 import { backupHandler, backupQueued, queueBackupIfDue } from './backups.js';
-import type { NetworkProvisioner } from './network-provisioner.js';
+import type { HandlerDeps } from './handler-deps.js';
 import { replicaSetSpec, serviceSpec } from './specs.js';
 
-export interface HandlerDeps {
-  store: Store;
-  driver: Driver;
-  provisioner: NetworkProvisioner;
-  clock: Clock;
-  /** How often services are backed up and how far back (DEFAULT_BACKUP_POLICY when absent). */
-  backups?: BackupPolicy;
-}
+export type { HandlerDeps };
 
 export type Handler<K extends OperationKind> = (
   op: Operation<K>,
@@ -78,7 +70,7 @@ async function moveStored<T extends { id: string; version: number }>(
 }
 
 /** A service's VPC and that VPC's peerings (whose peer networks it admits too). */
-async function loadNetwork(repos: Repos, vpcId: string | null) {
+async function loadNetwork(repos: ReadRepos, vpcId: string | null) {
   const vpc = vpcId === null ? undefined : await repos.vpcs.get(vpcId);
   return [vpc, vpc ? await repos.peerings.listByVpc(vpc.id) : []] as const;
 }

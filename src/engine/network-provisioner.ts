@@ -6,23 +6,13 @@
 // The recording provisioner knows no peer network, so it opens nothing.
 
 import { randomBytes } from 'node:crypto';
+import type { PeeringOutcome } from '../domain/peering-transitions.js';
 import type { Peering, Vpc } from '../domain/types.js';
 import type { Progress } from '../domain/progress.js';
 
+/** The peering settled (its statuses are the domain's), or not yet. */
 export type ProvisionResult =
-  | {
-      done: true;
-      status: 'active' | 'failed';
-      provisionedId: string | null;
-      errorMessage: string | null;
-      /**
-       * The peer network's blocks, when the provisioner learns them (an AWS
-       * accepter VPC's CIDRs, say): the VPC's services admit them while the
-       * peering is active. Only private IPv4 blocks are kept.
-       */
-      peerCidrs?: string[];
-    }
-  | Extract<Progress, { done: false }>;
+  ({ done: true } & PeeringOutcome) | Extract<Progress, { done: false }>;
 
 export interface NetworkProvisioner {
   provision(vpc: Vpc, peering: Peering): Promise<ProvisionResult>;

@@ -7,8 +7,11 @@ import {
   DEFAULT_RETRY,
   duration,
   failedEvent,
+  outOfAttempts,
+  outOfAttemptsReason,
   recoveredEvent,
   retryEvent,
+  waitedTooLong,
 } from './retry-policy.js';
 
 const op = serviceConverge({ id: 's', projectId: 'p', status: 'QUEUED' } as Service);
@@ -76,4 +79,28 @@ test('the messages a user reads in the logs', () => {
     '119 s',
     '5 min',
   ]);
+});
+
+test('attempts run out at maxAttempts, and the reason keeps the last failure', () => {
+  const policy = { ...DEFAULT_RETRY, maxAttempts: 3 };
+  assert.deepEqual(
+    [1, 2, 3, 4].map((n) => outOfAttempts(policy, n)),
+    [false, false, true, true],
+  );
+  assert.equal(outOfAttempts(DEFAULT_RETRY, 19), false);
+  assert.equal(outOfAttempts(DEFAULT_RETRY, 20), true);
+  assert.equal(
+    outOfAttemptsReason(3, 'port busy'),
+    'gave up after 3 failed attempts; the last: port busy',
+  );
+});
+
+test('a wait is too long from maxWaitMs after the first, and says what it waited for', () => {
+  const policy = { ...DEFAULT_RETRY, maxWaitMs: 60_000 };
+  assert.equal(waitedTooLong(policy, 1_000, 60_999, 30, 'starting'), undefined);
+  assert.equal(
+    waitedTooLong(policy, 1_000, 61_000, 31, 'waiting for PostgreSQL to accept connections'),
+    'still waiting for PostgreSQL to accept connections after 60 s (31 checks); Basin waits at most 60 s',
+  );
+  assert.equal(DEFAULT_RETRY.maxWaitMs, 86_400_000, 'a day: a large base backup takes hours');
 });

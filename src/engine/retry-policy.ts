@@ -18,9 +18,54 @@ export interface RetryPolicy {
    * goes on retrying at most every `capMs`.
    */
   failAfter: number;
+  /**
+   * After this many failed attempts the operation ends failed: no more
+   * retries until a user's request queues new work (deletes excepted: a user
+   * can always delete). The default, 20, is about an hour of retries.
+   */
+  maxAttempts: number;
+  /**
+   * The longest an operation may go on waiting ("not done yet, call again":
+   * a postmaster starting, a backup running), from its first wait; then it
+   * ends failed like one out of attempts. Generous by default (24 h), since a
+   * base backup of a large service legitimately takes hours.
+   */
+  maxWaitMs: number;
 }
 
-export const DEFAULT_RETRY: RetryPolicy = { baseMs: 1_000, capMs: 300_000, failAfter: 5 };
+export const DEFAULT_RETRY: RetryPolicy = {
+  baseMs: 1_000,
+  capMs: 300_000,
+  failAfter: 5,
+  maxAttempts: 20,
+  maxWaitMs: 86_400_000,
+};
+
+/** Whether a failure after `attempts` failed attempts ends the operation. */
+export function outOfAttempts(policy: RetryPolicy, attempts: number): boolean {
+  return attempts >= policy.maxAttempts;
+}
+
+/**
+ * Whether an operation that waited since `since` (and `waits` times) has
+ * waited too long, and, if so, the reason its resource's logs give.
+ */
+export function waitedTooLong(
+  policy: RetryPolicy,
+  since: number,
+  now: number,
+  waits: number,
+  reason: string,
+): string | undefined {
+  if (now - since < policy.maxWaitMs) return undefined;
+  const checks = waits === 1 ? 'check' : 'checks';
+  return `still ${reason} after ${duration(now - since)} (${waits} ${checks}); Basin waits at most ${duration(policy.maxWaitMs)}`;
+}
+
+/** The reason given when the attempts ran out. */
+export function outOfAttemptsReason(attempts: number, reason: string): string {
+  return `gave up after ${attempts} failed attempts; the last: ${reason}`;
+}
 
 /** The delay before attempt `attempts + 1`, with ±25 % jitter so retries do not march in step. */
 export function backoffMs(policy: RetryPolicy, attempts: number, random: () => number): number {

@@ -14,7 +14,7 @@ import { markUnstable } from '../domain/service-transitions.js';
 import { storageMessage } from '../domain/storage.js';
 import type { StorageEvent } from '../drivers/driver.js';
 import type { Tx } from '../store/store.js';
-import type { HandlerDeps } from './handlers.js';
+import type { HandlerDeps } from './handler-deps.js';
 
 /** Records `event`; returns whether an operation was queued. */
 export function storageEvent(deps: HandlerDeps, event: StorageEvent): Promise<boolean> {

@@ -1,4 +1,4 @@
-// Identifiers (DESIGN.md §2): projects, services and replica sets get 10 random
+// Identifiers (docs/architecture.md §8): projects, services and replica sets get 10 random
 // lowercase alphanumerics; VPCs and peerings get numeric strings.
 
 import { randomInt } from 'node:crypto';

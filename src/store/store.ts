@@ -5,58 +5,54 @@
 
 import type { Backup } from '../domain/backups.js';
 import type { NewOperation, OperationKind, ResourceKind } from '../domain/operations.js';
-import type { Peering, Project, ReplicaSet, Service, Vpc } from '../domain/types.js';
+import type {
+  Credential,
+  Peering,
+  Project,
+  ReplicaSet,
+  Service,
+  User,
+  Vpc,
+} from '../domain/types.js';
 
-export interface ProjectRepo {
+export interface ProjectReads {
   get(id: string): Promise<Project | undefined>;
   list(ids?: readonly string[]): Promise<Project[]>;
-  insert(p: Project): Promise<void>;
   count(): Promise<number>;
 }
 
-export interface User {
-  id: string;
-  name: string;
-  /** Shown by GET /v1/auth/info; null for users made without one. */
-  email: string | null;
-  createdAt: string;
+export interface ProjectRepo extends ProjectReads {
+  insert(p: Project): Promise<void>;
 }
 
-export interface UserRepo {
+export interface UserReads {
   get(id: string): Promise<User | undefined>;
   findByName(name: string): Promise<User | undefined>;
   list(): Promise<User[]>;
+  projectIds(userId: string): Promise<string[]>;
+}
+
+export interface UserRepo extends UserReads {
   insert(u: User): Promise<void>;
   addToProject(userId: string, projectId: string): Promise<void>;
-  projectIds(userId: string): Promise<string[]>;
   /** Sets a user's email; false when there is no such user. */
   setEmail(userId: string, email: string): Promise<boolean>;
 }
 
-export interface Credential {
-  id: string;
-  /** A project credential sees one project; a user credential, its user's projects. */
-  kind: 'project' | 'user';
-  projectId: string | null;
-  userId: string | null;
-  name: string;
-  /** SHA-256 (hex) of the bearer key. */
-  bearerHash: string;
-  /** The public half of the Basic pair, stored as is. */
-  accessKey: string;
-  /** SHA-256 (hex) of the secret key. */
-  secretHash: string;
-  createdAt: string;
-  revokedAt: string | null;
-}
-
-export interface CredentialRepo {
+export interface CredentialReads {
   get(id: string): Promise<Credential | undefined>;
   findByBearerHash(hash: string): Promise<Credential | undefined>;
   findByAccessKey(accessKey: string): Promise<Credential | undefined>;
+  list(): Promise<Credential[]>;
+}
+
+export interface CredentialRepo extends CredentialReads {
   insert(c: Credential): Promise<void>;
   revoke(id: string, at: string): Promise<boolean>;
-  list(): Promise<Credential[]>;
+}
+
+export interface DocReads<T extends { id: string; version: number }> {
+  get(id: string): Promise<T | undefined>;
 }
 
 /**
@@ -64,31 +60,34 @@ export interface CredentialRepo {
  * one the caller read (optimistic lock) and bumps it; otherwise it throws a
  * CONFLICT, so two writers can never silently overwrite each other.
  */
-export interface DocRepo<T extends { id: string; version: number }> {
-  get(id: string): Promise<T | undefined>;
+export interface DocRepo<T extends { id: string; version: number }> extends DocReads<T> {
   insert(doc: T): Promise<void>;
   update(doc: T): Promise<T>;
   delete(id: string): Promise<void>;
 }
 
-export interface VpcRepo extends DocRepo<Vpc> {
+export interface VpcReads extends DocReads<Vpc> {
   listByProject(projectId: string): Promise<Vpc[]>;
 }
+export interface VpcRepo extends DocRepo<Vpc>, VpcReads {}
 
-export interface PeeringRepo extends DocRepo<Peering> {
+export interface PeeringReads extends DocReads<Peering> {
   listByVpc(vpcId: string): Promise<Peering[]>;
 }
+export interface PeeringRepo extends DocRepo<Peering>, PeeringReads {}
 
-export interface ServiceRepo extends DocRepo<Service> {
+export interface ServiceReads extends DocReads<Service> {
   listByProject(projectId: string): Promise<Service[]>;
   listAll(): Promise<Service[]>;
   countByVpc(vpcId: string): Promise<number>;
 }
+export interface ServiceRepo extends DocRepo<Service>, ServiceReads {}
 
-export interface ReplicaSetRepo extends DocRepo<ReplicaSet> {
+export interface ReplicaSetReads extends DocReads<ReplicaSet> {
   listByService(serviceId: string): Promise<ReplicaSet[]>;
   listAll(): Promise<ReplicaSet[]>;
 }
+export interface ReplicaSetRepo extends DocRepo<ReplicaSet>, ReplicaSetReads {}
 
 export type OperationState = 'pending' | 'done' | 'failed' | 'cancelled';
 export type { NewOperation, ResourceKind };
@@ -99,6 +98,10 @@ export interface OperationRecord {
   state: OperationState;
   /** Failed attempts so far (only failures count, not "wait and call again"). */
   attempts: number;
+  /** Times it was released to be called again ("not done yet"): waits are bounded too. */
+  waits: number;
+  /** Epoch ms of its first wait; null until it waited. */
+  waitingSince: number | null;
   lastError: string | null;
   /** Epoch ms before which the operation is not run. */
   runAfter: number;
@@ -144,7 +147,31 @@ export interface ClaimLimits {
  * out: claim fails it with a last_error that says why, and get/listPending
  * leave it out.
  */
-export interface OperationRepo {
+/**
+ * How a claimed operation is put back: after a failure (`attempts` counts
+ * it) or a wait (`waits` and `waitingSince` given; absent, they are kept).
+ */
+export interface ReleaseAt {
+  now: number;
+  runAfter: number;
+  error: string | null;
+  attempts: number;
+  waits?: number;
+  waitingSince?: number;
+}
+
+export interface OperationReads {
+  /** The workers that hold leases on pending operations (live or not). */
+  leaseHolders(): Promise<string[]>;
+  get(id: number): Promise<Operation | undefined>;
+  listPending(): Promise<Operation[]>;
+  /** Resources whose newest operation failed: nothing retries them until a request does. */
+  latestFailures(): Promise<FailedOperation[]>;
+  /** The earliest `runAfter` of pending operations, to know when to wake. */
+  nextDue(): Promise<number | undefined>;
+}
+
+export interface OperationRepo extends OperationReads {
   /**
    * Queues `op`. A converge supersedes the queued converges of its resource
    * that no live worker holds (they are cancelled): converges drive a resource
@@ -164,11 +191,7 @@ export interface OperationRepo {
   /** Extends every lease `worker` holds to `now + leaseMs` (its heartbeat). */
   renew(worker: string, now: number, leaseMs: number): Promise<void>;
   /** Puts a claimed operation back, to run again after `runAfter`. */
-  release(
-    id: number,
-    worker: string,
-    at: { now: number; runAfter: number; error: string | null; attempts: number },
-  ): Promise<boolean>;
+  release(id: number, worker: string, at: ReleaseAt): Promise<boolean>;
   finish(
     id: number,
     worker: string,
@@ -178,19 +201,11 @@ export interface OperationRepo {
   ): Promise<boolean>;
   /** Cancels the pending operations of a resource (including one a worker runs). */
   cancelForResource(kind: ResourceKind, resourceId: string, now: number): Promise<void>;
-  /** The workers that hold leases on pending operations (live or not). */
-  leaseHolders(): Promise<string[]>;
   /**
    * Drops every lease `worker` holds, so others may run its operations at
    * once. Only for a worker known to be dead; returns how many were dropped.
    */
   releaseLeases(worker: string, now: number): Promise<number>;
-  get(id: number): Promise<Operation | undefined>;
-  listPending(): Promise<Operation[]>;
-  /** Resources whose newest operation failed: nothing retries them until a request does. */
-  latestFailures(): Promise<FailedOperation[]>;
-  /** The earliest `runAfter` of pending operations, to know when to wake. */
-  nextDue(): Promise<number | undefined>;
 }
 
 /**
@@ -231,17 +246,24 @@ export interface EventQuery {
 /** The newest events kept per resource; older ones are dropped as new ones come. */
 export const EVENTS_KEPT_PER_RESOURCE = 1000;
 
-export interface EventRepo {
-  /** Records an event, dropping the resource's oldest beyond EVENTS_KEPT_PER_RESOURCE. */
-  add(e: NewEvent): Promise<void>;
+export interface EventReads {
   /** Newest first: by `at`, then by id. */
   list(kind: ResourceKind, resourceId: string, q: EventQuery): Promise<StoredEvent[]>;
+}
+
+export interface EventRepo extends EventReads {
+  /** Records an event, dropping the resource's oldest beyond EVENTS_KEPT_PER_RESOURCE. */
+  add(e: NewEvent): Promise<void>;
   /** A resource's events go with it. */
   deleteForResource(kind: ResourceKind, resourceId: string): Promise<void>;
 }
 
 /** TCP ports handed out to services, pollers and nodes, so no two collide. */
-export interface PortRepo {
+export interface PortReads {
+  get(owner: string): Promise<number | undefined>;
+}
+
+export interface PortRepo extends PortReads {
   /**
    * The owner's port, allocating the lowest free one in [min, max] if it has
    * none; `usable` can veto a port (e.g. another program listens on it).
@@ -255,7 +277,6 @@ export interface PortRepo {
   release(owner: string): Promise<void>;
   /** Releases every port whose owner starts with `prefix`. */
   releasePrefix(prefix: string): Promise<void>;
-  get(owner: string): Promise<number | undefined>;
 }
 
 /**
@@ -278,9 +299,12 @@ export interface CounterRepo {
  * the recovery window is computed from when a fork is requested (no driver
  * is asked on a request's path).
  */
-export interface BackupRepo {
+export interface BackupReads {
   /** Oldest first. */
   listByService(serviceId: string): Promise<Backup[]>;
+}
+
+export interface BackupRepo extends BackupReads {
   /** Records a backup; recording the same label again changes nothing. */
   insert(b: Backup): Promise<void>;
   /** Forgets the service's backups that started before the one labelled `label`. */
@@ -306,6 +330,25 @@ export interface Repos {
 export type Tx = Repos;
 
 /**
+ * The repositories' reads, for reads outside a transaction (the store
+ * itself): no write method, so a write outside `transaction` does not
+ * compile. Counters have no read: taking a number is a write.
+ */
+export interface ReadRepos {
+  projects: ProjectReads;
+  users: UserReads;
+  credentials: CredentialReads;
+  vpcs: VpcReads;
+  peerings: PeeringReads;
+  services: ServiceReads;
+  replicaSets: ReplicaSetReads;
+  operations: OperationReads;
+  events: EventReads;
+  ports: PortReads;
+  backups: BackupReads;
+}
+
+/**
  * The reads that every request makes (authentication, GETs of services),
  * shaped like the repositories but synchronous: see Store.readView.
  */
@@ -326,11 +369,13 @@ export interface ReadView {
 }
 
 /**
- * The store. Its repositories, used outside `transaction`, are for reads:
- * a write there is a bug, and fails with an INTERNAL AppError (whatever the
- * store's engine would have said).
+ * The store. Outside `transaction` it is read-only, and typed so
+ * (ReadRepos): what may be written is written in a transaction
+ * (docs/architecture.md §5). Should a caller cast its way past the types, the
+ * write still fails, with an INTERNAL AppError (whatever the store's engine
+ * would have said).
  */
-export interface Store extends Repos {
+export interface Store extends ReadRepos {
   /**
    * Reads for one request. Making a view checks, once, whether anything was
    * committed since the last view was made, by this process or any other

@@ -19,7 +19,7 @@ test('the OpenAPI document covers every endpoint of the spec, and three of upstr
   const rs = `${s}/replicaSets/{replica_set_id}`;
   const expected = [
     'GET /v1/projects',
-    // Beyond the spec, as upstream has them (DESIGN.md §2).
+    // Beyond the spec, as upstream has them (docs/architecture.md §8).
     'GET /v1/auth/info',
     'POST /v1/auth/logout',
     `POST ${s}/rename`,

@@ -3,7 +3,7 @@
 // (statuses, deletions) with failure messages that quote Basin's own output.
 
 import { AssertionError } from 'node:assert';
-import type { Launched } from './basin-process.js';
+import type { Launched } from './launched.js';
 
 /** How often waits poll the API: often enough to see short states, gently enough for rate limits. */
 const POLL_MS = 50;

@@ -22,6 +22,7 @@ import { API_KEY } from '../helpers.js';
 import { removeNetworksIn } from '../../src/drivers/local/network/remove-installation.js';
 import { cleanUpDataDir } from '../local/helpers.js';
 import { answering, type BasinProcess } from './basin-api.js';
+import type { Launched } from './launched.js';
 import { claimBlock, claimPortBlock } from './port-block.js';
 
 const runFile = promisify(execFile);
@@ -32,20 +33,7 @@ const CLI = join(ROOT, 'dist/cli/basin.js');
 /** Lines of Basin's output quoted in failure messages. */
 const TAIL_LINES = 60;
 
-/** A `node dist/main.js` process, whether or not its API answers. */
-export interface Launched {
-  readonly pid: number;
-  /** Everything the process wrote to stdout and stderr (the recent part). */
-  output(): string;
-  /** Its last lines of output, for failure messages. */
-  tail(): string;
-  /** Resolves when it exits. */
-  readonly exited: Promise<{ code: number | null; signal: string | null }>;
-  /** Sends a signal, if it still runs. */
-  signal(name: NodeJS.Signals): void;
-  /** kill -9: no shutdown hooks, no draining. */
-  kill(): Promise<void>;
-}
+export type { Launched };
 
 export interface StartOptions {
   /** `local` (the default, as shipped: no BASIN_DRIVER is set) or `sim`. */

@@ -45,3 +45,18 @@ test('engine options: bad values say what to fix', () => {
     );
   }
 });
+
+test('bounded retries and waits: defaults, flags, environment, bad values', () => {
+  const d = parse([]);
+  assert.deepEqual([d.operationMaxAttempts, d.operationMaxWaitMs], [20, 86_400_000]);
+  const c = parse(['--operation-max-attempts', '3'], { BASIN_OPERATION_MAX_WAIT_MS: '30000' });
+  assert.deepEqual([c.operationMaxAttempts, c.operationMaxWaitMs], [3, 30_000]);
+  assert.throws(
+    () => parse(['--operation-max-attempts', '0']),
+    /operationMaxAttempts must be a whole number from 1 to 1000; got 0/,
+  );
+  assert.throws(
+    () => parse([], { BASIN_OPERATION_MAX_WAIT_MS: '10' }),
+    /operationMaxWaitMs must be a whole number from 1000/,
+  );
+});

@@ -254,6 +254,79 @@ test('retryable failures back off exponentially up to the cap; the service is UN
   });
 });
 
+test('retryable failures end after maxAttempts: the operation failed, the service UNSTABLE, the reason in its logs, no more calls', async (t) => {
+  const w = await world(t);
+  w.driver.set('s1', { do: 'fail', retryable: true, message: 'port 5432 busy' });
+  await w.create('s1');
+  const engine = await w.engine({ retry: { maxAttempts: 3 } });
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    await eventually(async () => w.driver.calls('s1') === attempt, `attempt ${attempt}`);
+    const op = await eventually(async () => {
+      const o = await onlyOp(w, 's1');
+      return o.attempts === attempt && o.lockedBy === null ? o : undefined;
+    }, `attempt ${attempt} recorded`);
+    assert.equal(op.state, 'pending');
+    w.advance(op.runAfter - w.now(), engine);
+  }
+  await eventually(async () => w.driver.calls('s1') === 3, 'attempt 3');
+  const op = await eventually(async () => {
+    const o = await onlyOp(w, 's1');
+    return o.state === 'failed' ? o : undefined;
+  }, 'the operation failed');
+  const reason = 'gave up after 3 failed attempts; the last: port 5432 busy';
+  assert.equal(op.lastError, reason);
+  await statusOf(w, 's1', 'UNSTABLE');
+  assert.deepEqual((await w.events('s1'))[0], {
+    severity: 'ERROR',
+    message: `basin: provisioning failed: ${reason}`,
+  });
+  // Nothing retries it: not the engine's loop, not the reconciler.
+  w.advance(3_600_000, engine);
+  assert.equal(await reconcile(w.deps), 0);
+  await engine.idle();
+  assert.equal(w.driver.calls('s1'), 3);
+});
+
+test('a step that never finishes waiting ends failed after maxWaitMs, its waits counted, with a readable reason', async (t) => {
+  const w = await world(t);
+  w.driver.set('s1', {
+    do: 'wait',
+    ms: 10_000,
+    reason: 'waiting for PostgreSQL to accept connections',
+  });
+  await w.create('s1');
+  const engine = await w.engine({ retry: { maxWaitMs: 60_000 } });
+  for (let call = 1; call <= 6; call++) {
+    await eventually(async () => w.driver.calls('s1') === call, `call ${call}`);
+    const op = await eventually(async () => {
+      const o = await onlyOp(w, 's1');
+      return o.waits === call && o.lockedBy === null ? o : undefined;
+    }, `wait ${call} recorded`);
+    assert.equal(op.state, 'pending');
+    assert.equal(op.attempts, 0, 'a wait is no failed attempt');
+    assert.equal(op.waitingSince, Date.parse('2030-01-01T00:00:00Z'));
+    w.advance(op.runAfter - w.now(), engine);
+  }
+  // The seventh call is 60 s after the first wait: the bound.
+  await eventually(async () => w.driver.calls('s1') === 7, 'call 7');
+  const op = await eventually(async () => {
+    const o = await onlyOp(w, 's1');
+    return o.state === 'failed' ? o : undefined;
+  }, 'the operation failed');
+  const reason =
+    'still waiting for PostgreSQL to accept connections after 60 s (7 checks); Basin waits at most 60 s';
+  assert.equal(op.lastError, reason);
+  await statusOf(w, 's1', 'UNSTABLE');
+  assert.deepEqual((await w.events('s1'))[0], {
+    severity: 'ERROR',
+    message: `basin: provisioning failed: ${reason}`,
+  });
+  w.advance(3_600_000, engine);
+  assert.equal(await reconcile(w.deps), 0);
+  await engine.idle();
+  assert.equal(w.driver.calls('s1'), 7);
+});
+
 test('deleting never gives up: a permanent error is retried with backoff', async (t) => {
   const w = await world(t);
   const svc = await w.create('s1');

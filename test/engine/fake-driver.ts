@@ -19,7 +19,9 @@ export type Behaviour =
   | { do: 'fail'; retryable: boolean; message: string }
   | { do: 'hang' }
   /** One step that is not done yet, with a note for the logs; then `succeed`. */
-  | { do: 'note'; note: ProgressNote };
+  | { do: 'note'; note: ProgressNote }
+  /** Never done: each call waits `ms` more (a server that never becomes ready). */
+  | { do: 'wait'; ms: number; reason: string };
 
 export class FakeDriver implements Driver {
   readonly name = 'fake';
@@ -84,6 +86,7 @@ export class FakeDriver implements Driver {
       this.behaviour.set(spec.serviceId, { do: 'succeed' });
       return wait(0, 'a step with a note', b.note);
     }
+    if (b?.do === 'wait') return wait(b.ms, b.reason);
     await this.act(spec.serviceId, spec.projectId);
     if (spec.running) this.running.add(spec.serviceId);
     else this.running.delete(spec.serviceId);

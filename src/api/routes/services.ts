@@ -1,14 +1,13 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { visibleProject } from '../../commands/context.js';
 import {
   createService,
   deleteService,
   forkService,
   setRunning,
 } from '../../commands/service-lifecycle.js';
-import { loadServiceOrReplica } from '../../commands/service-lookup.js';
+import { listServices, loadServiceOrReplica } from '../../commands/service-lookup.js';
 import { currentUsage } from '../../commands/usage.js';
 import type { Service as ServiceRecord } from '../../domain/types.js';
 import type { ReadView } from '../../store/store.js';
@@ -47,9 +46,10 @@ export const serviceRoutes: FastifyPluginAsync<RouteDeps> = async (app, deps) =>
       },
     },
     (req) => {
-      const projectId = visibleProject(principal(req), req.params.project_id);
       const view = reads(req);
-      return view.services.listByProject(projectId).map((s) => presentRead(s, view));
+      return listServices(view, principal(req), req.params.project_id).map((s) =>
+        presentRead(s, view),
+      );
     },
   );
 

@@ -1,4 +1,4 @@
-// A fork's data, made before its first start (DESIGN.md §4; the security
+// A fork's data, made before its first start (docs/architecture.md §9; the security
 // reasoning is in docs/security.md, Forks). In the background (tasks.ts),
 // from nothing every time (an interrupted attempt leaves only staging
 // directories, removed by the next):

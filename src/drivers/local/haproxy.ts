@@ -1,5 +1,5 @@
 // The installation's HAProxy (Debian's, 2.6): the stable endpoint of every
-// service with HA replicas (DESIGN.md §4). One process per installation,
+// service with HA replicas (docs/architecture.md §9). One process per installation,
 // run by Basin as the unprivileged `haproxy` OS user (Basin's own user when
 // Basin is not root), detached like a postmaster so that it outlives Basin,
 // and adopted through its pid file when Basin comes back.

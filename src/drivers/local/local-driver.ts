@@ -1,5 +1,5 @@
 // The local driver: every service node is a real PostgreSQL 15 cluster on
-// this host (DESIGN.md §4), cloned from a template, run as the service's own
+// this host (docs/architecture.md §9), cloned from a template, run as the service's own
 // unprivileged OS user (docs/security.md), with TLS, JSON logs and WAL
 // archiving. Each call moves a node one step towards its spec and returns
 // `wait` rather than blocking while a server starts or stops; all it needs

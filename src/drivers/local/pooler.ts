@@ -1,6 +1,6 @@
 // A connection pooler: one PgBouncer (Debian's, 1.18) per service, and per
 // read replica set whose pooler is enabled (replica-set-pooler.ts),
-// supervised as the service's postmaster is (postmaster.ts, DESIGN.md §4):
+// supervised as the service's postmaster is (postmaster.ts, docs/architecture.md §9):
 // - it runs as the service's (or set's) own OS user, confined like the postmaster
 //   (no_new_privs, an empty bounding set, private /tmp & co.: confine.ts),
 //   detached, so it outlives Basin; in memory and pids cgroups of its own

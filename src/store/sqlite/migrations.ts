@@ -137,4 +137,10 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (service_id, label)
   );
   `,
+  // 6: operations count their waits ("not done yet, call again") and know
+  // since when they wait, so waiting is bounded like failing (engine.ts).
+  `
+  ALTER TABLE operations ADD COLUMN waits INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE operations ADD COLUMN waiting_since INTEGER;
+  `,
 ];

@@ -7,6 +7,7 @@ import type {
   Operation,
   OperationRepo,
   OperationState,
+  ReleaseAt,
   ResourceKind,
 } from '../store.js';
 
@@ -105,17 +106,23 @@ export class SqliteOperationRepo implements OperationRepo {
       .run(now + leaseMs, worker);
   }
 
-  async release(
-    id: number,
-    worker: string,
-    at: { now: number; runAfter: number; error: string | null; attempts: number },
-  ): Promise<boolean> {
+  async release(id: number, worker: string, at: ReleaseAt): Promise<boolean> {
     const res = this.db
       .prepare(
         `UPDATE operations SET locked_by = NULL, lease_expires_at = NULL, run_after = ?, last_error = ?,
-           attempts = ?, updated_at = ? WHERE id = ? AND locked_by = ? AND state = 'pending'`,
+           attempts = ?, waits = coalesce(?, waits), waiting_since = coalesce(?, waiting_since),
+           updated_at = ? WHERE id = ? AND locked_by = ? AND state = 'pending'`,
       )
-      .run(at.runAfter, at.error, at.attempts, iso(at.now), id, worker);
+      .run(
+        at.runAfter,
+        at.error,
+        at.attempts,
+        at.waits ?? null,
+        at.waitingSince ?? null,
+        iso(at.now),
+        id,
+        worker,
+      );
     return res.changes === 1;
   }
 
@@ -230,6 +237,8 @@ function readOperation(row: unknown): { op: Operation } | { id: number; error: s
       id,
       state: r.state as OperationState,
       attempts: r.attempts as number,
+      waits: (r.waits as number | undefined) ?? 0,
+      waitingSince: (r.waiting_since as number | null | undefined) ?? null,
       lastError: (r.last_error as string | null) ?? null,
       runAfter: r.run_after as number,
       lockedBy: (r.locked_by as string | null) ?? null,

@@ -2,9 +2,16 @@
 
 import type Database from 'better-sqlite3';
 import { AppError } from '../../domain/errors.js';
-import type { Peering, Project, ReplicaSet, Service, Vpc } from '../../domain/types.js';
 import type {
   Credential,
+  Peering,
+  Project,
+  ReplicaSet,
+  Service,
+  User,
+  Vpc,
+} from '../../domain/types.js';
+import type {
   CredentialRepo,
   PeeringRepo,
   PortRepo,
@@ -13,7 +20,6 @@ import type {
   ReplicaSetRepo,
   Repos,
   ServiceRepo,
-  User,
   UserRepo,
   VpcRepo,
 } from '../store.js';
