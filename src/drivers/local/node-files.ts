@@ -20,7 +20,7 @@ import {
   rm,
   writeFile,
 } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { run } from './exec.js';
 import type { Layout, NodeRef } from './layout.js';
 import { chownTo, isRoot, type OsUser } from './os-user.js';
@@ -75,6 +75,7 @@ export async function writeOwned(
   user: OsUser,
   mode = 0o600,
 ): Promise<boolean> {
+  await sweepAside(path);
   try {
     if ((await readSmallFile(path, { owner: user.uid })) === content) return false;
   } catch {
@@ -113,6 +114,34 @@ export async function writeRootFile(
     await rm(tmp, { force: true });
   }
   return true;
+}
+
+/** How long a file written aside may take before it is taken for a killed write's. */
+const ASIDE_STALE_MS = 10_000;
+
+/**
+ * Removes what a write of `path` that Basin was killed in the middle of
+ * left beside it (writeFileAs's `<name>.basin-<12 hex digits>`). Created by
+ * root before it is given to the service's user, such a file may be root's
+ * and 0600 in a data directory, where every base backup and rewind from
+ * that node then fails on it ("Permission denied"). Only ten seconds old and
+ * more: a write under way is never one. Unlinked, never followed.
+ */
+export async function sweepAside(path: string): Promise<void> {
+  const dir = dirname(path);
+  const prefix = `${basename(path)}.basin-`;
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !/^[0-9a-f]{12}$/.test(name.slice(prefix.length))) continue;
+    const aside = join(dir, name);
+    const st = await lstat(aside).catch(() => undefined);
+    if (st && Date.now() - st.mtimeMs >= ASIDE_STALE_MS) await rm(aside, { force: true });
+  }
 }
 
 /** root:<reader's group>, `mode` (Basin not root: its own file). */
