@@ -115,7 +115,7 @@ export function renderStanzaConf(c: StanzaConf): string {
 }
 
 /** pgBackRest's configuration is line based: a value holding a line break would be two settings. */
-function checkConfLine(line: string): void {
+export function checkConfLine(line: string): void {
   if (/[\n\r\0]/.test(line)) throw new Error(`unusable pgBackRest setting ${JSON.stringify(line)}`);
 }
 
