@@ -87,6 +87,38 @@ test('sizes are whole milli-cores and gigabytes: clients read them as integers',
   );
 });
 
+test('storage options: allowance per GB of memory or fixed, and the reserve', () => {
+  const d = parseConfig([], {});
+  assert.deepEqual(d.storageAllowance, {
+    kind: 'perMemoryGb',
+    bytesPerGb: 25 * 1024 ** 3,
+    sharedBytes: 10 * 1024 ** 3,
+  });
+  assert.deepEqual(d.diskReserve, { kind: 'fraction', fraction: 0.05 });
+  const c = parseConfig(['--storage-allowance', '200MB'], { BASIN_DISK_RESERVE: '2GB' });
+  assert.deepEqual(c.storageAllowance, { kind: 'fixed', bytes: 200 * 1024 ** 2 });
+  assert.deepEqual(c.diskReserve, { kind: 'bytes', bytes: 2 * 1024 ** 3 });
+  const r = parseConfig(['--storage-allowance=2x', '--storage-allowance-shared', '300MB'], {});
+  assert.deepEqual(r.storageAllowance, {
+    kind: 'perMemoryGb',
+    bytesPerGb: 2 * 1024 ** 3,
+    sharedBytes: 300 * 1024 ** 2,
+  });
+  assert.throws(() => parseConfig(['--storage-allowance', '200'], {}), ConfigError);
+  assert.throws(
+    () => parseConfig(['--storage-allowance', '200'], {}),
+    /^Error: BASIN_STORAGE_ALLOWANCE must be <n>x .* or a size such as 500MB, 20GB or 2TB; got 200\.$/,
+  );
+  assert.throws(
+    () => parseConfig([], { BASIN_STORAGE_ALLOWANCE_SHARED: 'big' }),
+    /^Error: BASIN_STORAGE_ALLOWANCE_SHARED must be a size such as 500MB/,
+  );
+  assert.throws(
+    () => parseConfig(['--disk-reserve', '90%'], {}),
+    /^Error: BASIN_DISK_RESERVE must be a percentage of the file system under 50%/,
+  );
+});
+
 test("the services' network: a block by default, another, or off; bad blocks say what to write", () => {
   assert.equal(parseConfig([], {}).serviceNetwork, '198.18.0.0/15');
   assert.equal(

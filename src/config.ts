@@ -6,6 +6,13 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { isEmail } from './domain/email.js';
 import { DEFAULT_SIZES } from './domain/sizes.js';
+import {
+  type AllowancePolicy,
+  parseAllowance,
+  parseBytes,
+  parseReserve,
+  type ReservePolicy,
+} from './domain/storage.js';
 import type { Size } from './domain/types.js';
 import { DEFAULT_SERVICE_NETWORK, parseBlock } from './drivers/local/network/addresses.js';
 
@@ -35,6 +42,10 @@ export interface Config {
   servicePrivateTmp: 'auto' | 'on' | 'off';
   /** The size of each private tmpfs of a service, in MiB. */
   serviceTmpSizeMb: number;
+  /** How much disk each service's data may take (domain/storage.ts). */
+  storageAllowance: AllowancePolicy;
+  /** The free space the host keeps on the data directory's file system. */
+  diskReserve: ReservePolicy;
   /** The memory every `shared` node shares, in MiB; null: a quarter of the host's (local driver). */
   sharedMemoryMb: number | null;
   /** The IPv4 block of the services' network namespaces (local driver, as root), or 'off'. */
@@ -217,6 +228,24 @@ export const OPTIONS = {
     default: '1024',
     help: 'size of each private /tmp-like file system of a service, in MiB',
   },
+  storageAllowance: {
+    env: 'BASIN_STORAGE_ALLOWANCE',
+    flag: '--storage-allowance',
+    default: '25x',
+    help: "disk each service's data may take: <n>x (n GB per GB of its size's memory) or a size for every service (500MB, 50GB, 2TB)",
+  },
+  storageAllowanceShared: {
+    env: 'BASIN_STORAGE_ALLOWANCE_SHARED',
+    flag: '--storage-allowance-shared',
+    default: '10GB',
+    help: 'the allowance of a shared service when the allowance is <n>x',
+  },
+  diskReserve: {
+    env: 'BASIN_DISK_RESERVE',
+    flag: '--disk-reserve',
+    default: '5%',
+    help: "free space kept on the file system of the services' data (<data dir>/local): a percentage of it, or a size (20GB)",
+  },
   sharedMemoryMb: {
     env: 'BASIN_SHARED_MEMORY_MB',
     flag: '--shared-memory-mb',
@@ -384,6 +413,9 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       `${OPTIONS.adminEmail.env} must be an email address like admin@example.com (a domain with a dot); got ${adminEmail}.`,
     );
   }
+  const sharedAllowance = parsed('storageAllowanceShared', () =>
+    parseBytes(need('storageAllowanceShared')),
+  );
   const bootstrapApiKey = get('bootstrapApiKey') ?? null;
   if (bootstrapApiKey !== null && bootstrapApiKey.length < 16) {
     throw new ConfigError(`${OPTIONS.bootstrapApiKey.env} must be at least 16 characters long.`);
@@ -414,6 +446,10 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     serviceUidRange,
     servicePrivateTmp,
     serviceTmpSizeMb: integer('serviceTmpSizeMb', need('serviceTmpSizeMb'), 1, 1024 * 1024),
+    storageAllowance: parsed('storageAllowance', () =>
+      parseAllowance(need('storageAllowance'), sharedAllowance),
+    ),
+    diskReserve: parsed('diskReserve', () => parseReserve(need('diskReserve'))),
     sharedMemoryMb:
       sharedMemory === undefined
         ? null
@@ -539,6 +575,15 @@ function integer(name: string, text: string, min: number, max: number): number {
     throw new ConfigError(`${name} must be a whole number from ${min} to ${max}; got ${text}.`);
   }
   return n;
+}
+
+/** What `parse` returns, or a ConfigError naming the option with what the parser said. */
+function parsed<T>(name: Key, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    throw new ConfigError(`${OPTIONS[name].env} must be ${(err as Error).message}.`);
+  }
 }
 
 /** `90s`, `15m`, `6h`, `3d` → ms; at least a second, at most ten years. */

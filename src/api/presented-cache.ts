@@ -77,6 +77,8 @@ const METRIC_FIELDS = Object.keys({
   memoryMb: 0,
   milliCpu: 0,
   storageMb: 0,
+  storageAllowanceMb: 0,
+  storageLevel: 0,
 } satisfies Record<keyof Metrics, 0>) as (keyof Metrics)[];
 
 function sameMetrics(a: Metrics | undefined, b: Metrics | undefined): boolean {

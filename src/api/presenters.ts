@@ -3,7 +3,16 @@
 import type { Static } from '@sinclair/typebox';
 import type { AuthInfo } from '../commands/auth-info.js';
 import { replicaSetAsServiceStatus } from '../domain/replica-set-status.js';
-import type { Metrics, Peering, Project, ReplicaSet, Service, Size, Vpc } from '../domain/types.js';
+import type {
+  Metrics,
+  Peering,
+  Project,
+  ReplicaSet,
+  Service,
+  Size,
+  StorageLevel,
+  Vpc,
+} from '../domain/types.js';
 import type { AuthInfo as AuthInfoBody } from './schemas/auth.js';
 import type { Project as ProjectBody } from './schemas/common.js';
 import type { ReadReplicaSet, Service as ServiceBody } from './schemas/service.js';
@@ -87,7 +96,9 @@ export function presentReplicaSet(
 }
 
 // Clients read metrics as integers (a Go client's `int` rejects 30.1, failing
-// the whole response): whole megabytes and millicores.
+// the whole response): whole megabytes and millicores. The storage
+// allowance is a field beside the spec's (docs/decisions.md, Storage
+// allowances): clients that do not know it pass it by.
 const metricsBody = (m: Metrics | undefined) =>
   m
     ? {
@@ -96,8 +107,24 @@ const metricsBody = (m: Metrics | undefined) =>
           milli_cpu: Math.round(m.milliCpu),
           storage_mb: Math.round(m.storageMb),
         },
+        ...(m.storageLevel !== undefined && m.storageAllowanceMb !== undefined
+          ? {
+              storage: {
+                allowance_mb: Math.round(m.storageAllowanceMb),
+                state: STORAGE_STATE[m.storageLevel],
+              },
+            }
+          : {}),
       }
     : {};
+
+/** A storage level as the API spells it. */
+const STORAGE_STATE = {
+  ok: 'ok',
+  readOnly: 'read_only',
+  recovery: 'recovery',
+  stopped: 'stopped',
+} as const satisfies Record<StorageLevel, string>;
 
 /**
  * A resource's spec. A shared size has no dedicated allocation: clients show

@@ -2,7 +2,7 @@
 
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Capabilities, Metrics, Size } from '../domain/types.js';
-import { invalid, notFound } from '../domain/errors.js';
+import { AppError, invalid, notFound } from '../domain/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store, Tx } from '../store/store.js';
 
@@ -27,6 +27,8 @@ export interface DriverReads {
   readLogs(target: Target, query: LogQuery): Promise<LogPage>;
   /** Latest sampled usage; cheap (it is read on every GET of a service). */
   metrics(target: Target): Metrics | undefined;
+  /** The host's disk and its reserve, where the driver keeps one (bytes). */
+  disk?(): { free: number; reserve: number; low: boolean } | undefined;
 }
 
 export interface Ctx {
@@ -72,6 +74,22 @@ export function requireCapability(ctx: Ctx, capability: keyof Capabilities, what
       `This Basin runs the ${ctx.driver.name} driver, which does not support ${what} yet.`,
     );
   }
+}
+
+/**
+ * Refuses what would put new data on a host whose disk is below its
+ * reserve (docs/decisions.md, Storage allowances): a 503 that says so, and
+ * what to do. The services already there keep what room is left.
+ */
+export function requireDiskRoom(ctx: Ctx, what: string): void {
+  const disk = ctx.driver.disk?.();
+  if (!disk?.low) return;
+  const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
+  throw new AppError(
+    'UNAVAILABLE',
+    `The host's disk has ${mb(disk.free)} MB free, below the ${mb(disk.reserve)} MB it keeps in reserve: ` +
+      `Basin makes no new ${what} until it has room again. Delete what is not needed, or ask the operator to add space.`,
+  );
 }
 
 /** The owner's port from the configured range, skipping ports in use on the host. */

@@ -15,7 +15,14 @@ import type { Environment, ReplicaSet } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import type { Tx } from '../store/store.js';
-import { type Ctx, type Principal, allocatePort, portOwner, requireCapability } from './context.js';
+import {
+  type Ctx,
+  type Principal,
+  allocatePort,
+  portOwner,
+  requireCapability,
+  requireDiskRoom,
+} from './context.js';
 import { loadReplicaSet, loadService } from './service-lookup.js';
 
 export const MAX_REPLICA_NODES = 10;
@@ -38,6 +45,7 @@ export async function createReplicaSet(
   body: { name: string; nodes: number; cpu_millis: number; memory_gbs: number },
 ): Promise<ReplicaSet> {
   requireCapability(ctx, 'replicaSets', 'read replica sets');
+  requireDiskRoom(ctx, 'read replica sets');
   const name = checkName('name', body.name);
   if (!Number.isInteger(body.nodes) || body.nodes < 1 || body.nodes > MAX_REPLICA_NODES) {
     throw invalid(

@@ -21,6 +21,7 @@ import {
   allocatePort,
   portOwner,
   requireCapability,
+  requireDiskRoom,
   visibleProject,
 } from './context.js';
 import { loadService } from './service-lookup.js';
@@ -49,6 +50,7 @@ export async function createService(
   body: CreateServiceInput,
 ): Promise<Created> {
   visibleProject(p, projectId);
+  requireDiskRoom(ctx, 'services');
   const { type, vector } = typeFromAddons(body.addons);
   const size =
     pickSize(ctx.settings.sizes, { cpu: body.cpu_millis, memory: body.memory_gbs }, true) ??
@@ -100,6 +102,7 @@ export async function forkService(
   const parent = await loadService(ctx.store, p, projectId, parentId);
   requireCapability(ctx, 'forks', 'forks');
   serviceMove(parent.id, parent.status, 'fork');
+  requireDiskRoom(ctx, 'forks');
   if (body.fork_strategy !== 'PITR' && body.target_time !== undefined) {
     throw invalid('target_time is only for the PITR fork strategy.');
   }

@@ -163,7 +163,18 @@ export interface Metrics {
   memoryMb: number;
   milliCpu: number;
   storageMb: number;
+  /**
+   * Where the driver keeps storage allowances (domain/storage.ts): the
+   * service's allowance, and its level on the ladder (storageMb is what it
+   * holds against it).
+   */
+  storageAllowanceMb?: number;
+  storageLevel?: StorageLevel;
 }
+
+/** A service's storage level (domain/storage.ts). */
+export const STORAGE_LEVELS = ['ok', 'readOnly', 'recovery', 'stopped'] as const;
+export type StorageLevel = (typeof STORAGE_LEVELS)[number];
 
 /** What a driver can do; requests for the rest are refused up front with a clear message. */
 export interface Capabilities {

@@ -5,6 +5,7 @@
 // this interface and pass the same contract tests (test/contract).
 
 import type { Backup } from '../domain/backups.js';
+import type { StorageChange } from '../domain/storage.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Progress, ProgressNote } from '../domain/progress.js';
 import type { NodeObservation, NodeRole } from '../domain/service-nodes.js';
@@ -125,6 +126,16 @@ export type BackupInfo = Omit<Backup, 'serviceId'>;
 export type BackupProgress =
   { done: true; backup: BackupInfo } | { done: false; retryAfterMs: number; reason: string };
 
+/**
+ * What a driver's storage watch says of a service or replica set: its
+ * level changed (`change`, for its logs), or its nodes are not converged
+ * to its level yet (no `change`): either way a converge is wanted.
+ */
+export interface StorageEvent {
+  target: Target;
+  change?: StorageChange;
+}
+
 /** What a driver sees of a resource's processes right now. */
 export type Health = 'running' | 'stopped' | 'failed' | 'missing';
 
@@ -196,8 +207,18 @@ export interface Driver {
 
   /**
    * Latest sampled usage of the target's primary node (a replica set: one of
-   * its nodes), or undefined when nothing was sampled yet. Must be cheap: it
-   * is called on every GET of a service.
+   * its nodes), or undefined when nothing was sampled yet; with its storage
+   * allowance and level where the driver keeps them. Must be cheap: it is
+   * called on every GET of a service.
    */
   metrics(target: Target): Metrics | undefined;
+
+  /**
+   * Calls `on` when the storage level of a service or replica set changes
+   * (domain/storage.ts), and while its nodes are not converged to it.
+   * Drivers without storage allowances have none.
+   */
+  watchStorage?(on: (event: StorageEvent) => void): void;
+  /** The host's disk, where the driver keeps a reserve on it; undefined when it does not (or before it looked). */
+  disk?(): { free: number; reserve: number; low: boolean } | undefined;
 }

@@ -25,6 +25,7 @@ import { recordNote } from './driver-notes.js';
 import { primaryEvent } from './failover.js';
 import { failResource, type HandlerDeps, runHandler } from './handlers.js';
 import { reconcile } from './reconciler.js';
+import { storageEvent } from './storage.js';
 import {
   backoffMs,
   DEFAULT_RETRY,
@@ -133,6 +134,15 @@ export class Engine {
           (queued) => queued && this.kick(),
           (err: unknown) =>
             this.log.error({ err, serviceId: id, event }, "recording a primary's trouble failed"),
+        );
+      });
+      // A storage level is applied at once too (storage.ts).
+      this.deps.driver.watchStorage?.((event) => {
+        if (this.stopped) return;
+        storageEvent(this.deps, event).then(
+          (queued) => queued && this.kick(),
+          (err: unknown) =>
+            this.log.error({ err, target: event.target }, 'recording a storage level failed'),
         );
       });
       this.deps.driver.watchNotes?.((target, note) => {

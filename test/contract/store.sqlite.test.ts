@@ -2,9 +2,13 @@
 // and what only SQLite has: data directories written by earlier schemas.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
+import { AppError } from '../../src/domain/errors.js';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { tempDir } from '../helpers.js';
@@ -96,5 +100,54 @@ test('sqlite: users of an earlier Basin (schema 3) come back without an email, a
   assert.equal(
     await store.transaction((tx) => tx.users.setEmail('nobody', 'x@example.com')),
     false,
+  );
+});
+
+test('sqlite: a write the disk has no room for is a 503 that says so; with room again, writes go on', async (t) => {
+  // A file system of 4 MB of its own (tmpfs), filled up by the test.
+  const dir = mkdtempSync(join(tmpdir(), 'basin-full-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m,mode=0700', 'tmpfs', dir]);
+  t.after(() => {
+    execFileSync('umount', ['-l', dir]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const store = openSqliteStore(join(dir, 'basin.db'));
+  t.after(() => store.close());
+  const event = (message: string) => ({
+    resourceKind: 'service' as const,
+    resourceId: 's1',
+    node: null,
+    at: 0,
+    severity: 'LOG',
+    message,
+  });
+  await store.transaction((tx) => tx.events.add({ ...event('before'), at: 1 }));
+  const filler = join(dir, 'filler');
+  // Everything that is left, and then some: the write fails with ENOSPC part way.
+  try {
+    execFileSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=64k', 'count=100'], {
+      stdio: 'ignore',
+    });
+  } catch {
+    // No space left on device: the point.
+  }
+  await assert.rejects(
+    store.transaction((tx) => tx.events.add(event('x'.repeat(512 * 1024)))),
+    (err: unknown) =>
+      err instanceof AppError &&
+      err.code === 'UNAVAILABLE' &&
+      /has no room left on its disk: nothing was changed/.test(err.message),
+  );
+  rmSync(filler);
+  await store.transaction((tx) => tx.events.add({ ...event('after'), at: 2 }));
+  const events = await store.events.list('service', 's1', {
+    node: 0,
+    limit: 10,
+    severities: [],
+    search: [],
+  });
+  assert.deepEqual(
+    events.map((e) => e.message),
+    ['after', 'before'],
   );
 });

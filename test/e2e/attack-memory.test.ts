@@ -8,7 +8,7 @@
 // allocates 3 GiB is killed by the kernel at the bound, not the host's
 // memory taken; a backend that does the same is killed, and PostgreSQL
 // recovers with the same postmaster; a private /tmp filled to the bound
-// (pages no process holds) takes the whole node down, postmaster last, and
+// (pages no process holds) takes the whole node down (oom-watch.ts), and
 // it is restarted like any crashed node; Basin's process is alive and
 // untouched throughout; the service is READY again with its rows, and its
 // logs say what happened (a `basin: …` entry naming the node and its
@@ -185,8 +185,10 @@ test(
       'a private /tmp filled to the bound: the whole node dies, and is restarted with its rows',
       async () => {
         // tmpfs pages belong to no process: killing backends frees none of
-        // them, so the postmaster goes too (-900, not -1000, or 0 beside
-        // its children's 900), and its namespace and /tmp with it.
+        // them, so the whole node goes (Basin kills it, seeing its private
+        // directories hold half its bound; or the kernel's killer got to
+        // the postmaster first: -900, not -1000, or 0 beside its children's
+        // 900), and its namespace and /tmp with it.
         const killsBefore = counter(dir, 'memory.oom_control', 'oom_kill');
         const entries = (await basinLogs(b, id)).filter((l) => OOM_ENTRY.test(l)).length;
         const shell = await tenantShell(svc, svc.initial_password);

@@ -61,8 +61,10 @@ function ownerless(root: string, services: string[]): string[] {
   for (const id of readdirSync(join(root, 'instances'))) {
     if (!services.includes(id)) stray.push(`instances/${id}`);
     for (const name of readdirSync(join(root, 'instances', id))) {
-      // network.json: the record of the service's network namespace.
-      if (!/^\d+$/.test(name) && name !== 'pooler' && name !== 'network.json') {
+      // A live service's records: network.json, its network namespace;
+      // system-id, its system identifier; storage.json, the storage watch's.
+      const records = ['pooler', 'network.json', 'system-id', 'storage.json'];
+      if (!/^\d+$/.test(name) && !records.includes(name)) {
         stray.push(`instances/${id}/${name}`);
       }
     }

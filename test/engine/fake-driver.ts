@@ -9,6 +9,7 @@ import {
   DriverError,
   type Health,
   type ServiceSpec,
+  type StorageEvent,
 } from '../../src/drivers/driver.js';
 import { DONE, type Progress, type ProgressNote, wait } from '../../src/domain/progress.js';
 import type { Target } from '../../src/domain/logs.js';
@@ -37,6 +38,16 @@ export class FakeDriver implements Driver {
   private readonly hung: (() => void)[] = [];
   /** Calls currently hanging, per project. */
   readonly hanging = new Map<string, number>();
+  private readonly storageListeners: ((event: StorageEvent) => void)[] = [];
+
+  watchStorage(on: (event: StorageEvent) => void): void {
+    this.storageListeners.push(on);
+  }
+
+  /** What a storage watch would say (engine/storage.ts hears it). */
+  emitStorage(event: StorageEvent): void {
+    for (const l of this.storageListeners) l(event);
+  }
 
   /** How applyService and deleteService answer for `serviceId` from now on. */
   set(serviceId: string, b: Behaviour): void {

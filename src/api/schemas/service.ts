@@ -64,7 +64,35 @@ export const Service = Type.Object(
           milli_cpu: Type.Integer(),
           storage_mb: Type.Integer(),
         },
-        { description: 'usage, rounded to whole megabytes and millicores' },
+        {
+          description:
+            'usage, rounded to whole megabytes and millicores; storage_mb: what the largest of its nodes holds on disk (data, WAL, logs)',
+        },
+      ),
+    ),
+    storage: Type.Optional(
+      Type.Object(
+        {
+          allowance_mb: Type.Integer({
+            description: 'what its data may take (metrics.storage_mb is what it holds)',
+          }),
+          state: Type.Union(
+            [
+              Type.Literal('ok'),
+              Type.Literal('read_only'),
+              Type.Literal('recovery'),
+              Type.Literal('stopped'),
+            ],
+            {
+              description:
+                'ok; read_only: over its allowance, sessions start read-only (SET default_transaction_read_only = off to free space); recovery: past its ceiling, PostgreSQL runs in recovery and takes no write; stopped: past its limit, it does not run until resized',
+            },
+          ),
+        },
+        {
+          description:
+            "the service's storage allowance and where it stands (Basin's own field, beside the spec's; docs/decisions.md, Storage allowances)",
+        },
       ),
     ),
     resources: Type.Optional(

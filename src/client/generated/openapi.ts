@@ -2507,11 +2507,18 @@ export interface components {
             /** Format: password */
             initial_password?: string;
             metadata?: components["schemas"]["Metadata"];
-            /** @description usage, rounded to whole megabytes and millicores */
+            /** @description usage, rounded to whole megabytes and millicores; storage_mb: what the largest of its nodes holds on disk (data, WAL, logs) */
             metrics?: {
                 memory_mb: number;
                 milli_cpu: number;
                 storage_mb: number;
+            };
+            /** @description the service's storage allowance and where it stands (Basin's own field, beside the spec's; docs/decisions.md, Storage allowances) */
+            storage?: {
+                /** @description what its data may take (metrics.storage_mb is what it holds) */
+                allowance_mb: number;
+                /** @description ok; read_only: over its allowance, sessions start read-only (SET default_transaction_read_only = off to free space); recovery: past its ceiling, PostgreSQL runs in recovery and takes no write; stopped: past its limit, it does not run until resized */
+                state: "ok" | "read_only" | "recovery" | "stopped";
             };
             resources?: {
                 id: string;

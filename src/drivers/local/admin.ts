@@ -98,8 +98,9 @@ export async function withAdmin<T>(
     // synchronous standby: one being rewound or rebuilt would hold every
     // step of the converge that brings it back. Each is applied again
     // whenever it is not found (node-state.ts), so none needs a standby's
-    // copy to survive a failover.
-    options: '-c synchronous_commit=local',
+    // copy to survive a failover. Nor are they read-only when the service's
+    // sessions are (over its storage allowance: conf.ts, storageSettings).
+    options: '-c synchronous_commit=local -c default_transaction_read_only=off',
     ...(options.replication ? { replication: 'database' } : {}),
   });
   // A server going away mid-call surfaces as an error event; without a

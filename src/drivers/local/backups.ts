@@ -24,6 +24,7 @@ import {
   renderStanzaConf,
   type RepoBackup,
 } from './pgbackrest.js';
+import { inStorageRecovery } from './storage/node-storage.js';
 import { postmasterStatus } from './postmaster.js';
 import { primaryNode } from './converge-nodes.js';
 import { existsBeneath, readBeneath } from './safe-dir.js';
@@ -128,6 +129,15 @@ export class LocalBackups {
     );
     if (!pm.up || pm.state !== 'ready') {
       throw new DriverError(`Service ${id} is not running: it cannot be backed up now.`, true);
+    }
+    // In recovery for its storage it writes no WAL a backup could end on;
+    // its backups wait until it is under its ceiling (storage/node-storage.ts).
+    if (inStorageRecovery(this.ctx.storage, id)) {
+      return {
+        done: false,
+        retryAfterMs: 60_000,
+        reason: 'its storage is past its ceiling: it runs in recovery, and backups wait',
+      };
     }
     await this.ensureConfig(spec, user);
     await this.ensureStanza(id, user);

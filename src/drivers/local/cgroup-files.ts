@@ -5,6 +5,7 @@
 // in an order the kernel accepts, and a memory bound the kernel cannot
 // take yet is left for later rather than failing the node.
 
+import { readFileSync } from 'node:fs';
 import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LimitFile } from './cgroup-hierarchy.js';
@@ -65,8 +66,21 @@ export async function removed(dir: string): Promise<boolean> {
 
 /** The pids in a cgroup. */
 export async function pidsIn(dir: string): Promise<number[]> {
-  return (await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => ''))
+  return pidsOf(await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => ''));
+}
+
+/** The pids in a cgroup, read at once (none when it is not there). */
+export function pidsInNow(dir: string): number[] {
+  try {
+    return pidsOf(readFileSync(join(dir, 'cgroup.procs'), 'utf8'));
+  } catch {
+    return [];
+  }
+}
+
+/** The pids of a cgroup.procs file's text. */
+const pidsOf = (text: string): number[] =>
+  text
     .split('\n')
     .filter((l) => /^\d+$/.test(l))
     .map(Number);
-}

@@ -325,3 +325,22 @@ describe('replication settings', () => {
     assert.equal(rows(true, true).length, 0);
   });
 });
+
+test('storage: WAL kept for a quarter of the allowance at most, read-only sessions over it', () => {
+  const MB = 1024 * 1024;
+  const at = (allowance: number, readOnly = false) =>
+    postgresqlSettings(spec(), paths, { ...options, storage: { allowance, readOnly } });
+  const small = at(200 * MB);
+  assert.equal(small.max_wal_size, '50MB');
+  assert.equal(small.min_wal_size, '32MB');
+  assert.equal(small.default_transaction_read_only, undefined);
+  assert.equal(at(50 * MB).max_wal_size, '32MB'); // two segments, PostgreSQL's floor
+  const big = at(50 * 1024 * MB);
+  assert.equal(big.max_wal_size, '1024MB'); // PostgreSQL's default
+  assert.equal(big.min_wal_size, '80MB');
+  assert.equal(at(200 * MB, true).default_transaction_read_only, 'on');
+  // None of them needs a restart: a level applies with a reload.
+  assert.deepEqual(splitSettings(at(200 * MB, true)).restart, splitSettings(small).restart);
+  // Without an allowance (a replica set's floor), PostgreSQL's defaults.
+  assert.equal(postgresqlSettings(spec(), paths, options).max_wal_size, undefined);
+});

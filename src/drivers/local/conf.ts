@@ -49,6 +49,8 @@ export interface ConfOptions {
   publicCidrs: readonly string[];
   /** The host's memory; sizes larger than the host are sized as the host (see sizeProfile). */
   hostMemoryMb?: number;
+  /** The service's storage allowance, in bytes, and whether its sessions start read-only (storageSettings). */
+  storage?: { allowance: number; readOnly: boolean };
 }
 
 /** The part of a service's configuration that depends on its size. */
@@ -277,6 +279,7 @@ export function postgresqlSettings(
     // No internet here; and a managed service does not phone home by default.
     s['timescaledb.telemetry_level'] = 'off';
   }
+  if (options.storage) Object.assign(s, storageSettings(options.storage));
   if (node.synchronousStandbys) s.synchronous_standby_names = node.synchronousStandbys;
   if (node.standby) {
     // A streaming standby (https://www.postgresql.org/docs/15/warm-standby.html):
@@ -299,6 +302,29 @@ export function postgresqlSettings(
     s.hot_standby = 'off';
   }
   return { ...s, ...(recovery ? recoverySettings(recovery, paths) : {}) };
+}
+
+/**
+ * What a storage allowance asks of PostgreSQL (docs/decisions.md, Storage
+ * allowances):
+ * - the WAL a checkpoint keeps (max_wal_size, PostgreSQL's default 1 GB)
+ *   is at most a quarter of the allowance, so that a small service's
+ *   allowance goes to its data, not to WAL kept for crash recovery; at
+ *   least 32 MB, two segments, PostgreSQL's floor;
+ * - over its allowance, every session starts read-only
+ *   (default_transaction_read_only): a session may still SET it off to
+ *   free space, which is the point. Basin's own sessions do so at login
+ *   (admin.ts).
+ * Both apply with a reload.
+ */
+export function storageSettings(storage: { allowance: number; readOnly: boolean }): Settings {
+  const mb = 1024 * 1024;
+  const maxWalMb = Math.max(32, Math.min(1024, Math.floor(storage.allowance / 4 / mb)));
+  return {
+    max_wal_size: `${maxWalMb}MB`,
+    min_wal_size: `${Math.max(32, Math.min(80, Math.floor(maxWalMb / 2)))}MB`,
+    ...(storage.readOnly ? { default_transaction_read_only: 'on' } : {}),
+  };
 }
 
 /**

@@ -36,6 +36,7 @@ import { exists } from './node-files.js';
 import { isStandbyData } from './standby.js';
 import { nodeUnit } from './node-cgroups.js';
 import { join } from 'node:path';
+import { inStorageRecovery } from './storage/node-storage.js';
 
 /** The recorded primary of a spec. */
 export function primaryNode(spec: ServiceSpec): SpecNode {
@@ -84,7 +85,10 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
     if (!p.done) return p;
     const removing = await removeSurplusNodes(ctx, spec);
     if (removing) return removing;
-    if (await exists(join(ctx.layout.instanceDir(id), 'replication.secret'))) {
+    if (
+      !inStorageRecovery(ctx.storage, id) &&
+      (await exists(join(ctx.layout.instanceDir(id), 'replication.secret')))
+    ) {
       // Drops the slots of the standbys it had.
       await ensureReplicationOnPrimary(
         adminOf(ctx, id, primary),
@@ -113,11 +117,15 @@ export async function convergeNodes(ctx: DriverContext, spec: ServiceSpec): Prom
   const removing = await removeSurplusNodes(ctx, spec);
   if (removing) return removing;
   const secret = await replicationSecret(ctx.layout, id);
-  const slotsDone = await ensureReplicationOnPrimary(
-    adminOf(ctx, id, primary),
-    secret,
-    standbys.map((s) => s.index),
-  );
+  // A primary in recovery for its storage (storage/node-storage.ts) writes
+  // nothing, roles and slots included: its standbys use the slots it has.
+  const slotsDone =
+    inStorageRecovery(ctx.storage, id) ||
+    (await ensureReplicationOnPrimary(
+      adminOf(ctx, id, primary),
+      secret,
+      standbys.map((s) => s.index),
+    ));
   const all = await replicationFor(ctx, spec, built);
   // Each standby takes its step, whatever the others do (one may back off
   // its restarts while another is being built): called again when the

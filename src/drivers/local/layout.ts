@@ -12,6 +12,7 @@
 //                                in the other staging places, goes at the next
 //                                start: leftovers.ts)
 //     ca/                        the installation's certificate authority (ca.crt, ca.key)
+//     instances/<id>/storage.json   what the storage watch knows of it (root 0600; storage/)
 //     instances/<id>/system-id   the service's system identifier (system-id.ts; root 0600)
 //     instances/<id>/<node>/     one PostgreSQL cluster (a "node")
 //       pgdata/                  its data directory; pgdata/log/*.json are its logs
@@ -100,6 +101,10 @@ export class Layout {
   }
   instanceDir(id: string): string {
     return join(this.instancesDir, id);
+  }
+  /** The storage watch's record of a service or replica set (storage/storage-record.ts). */
+  storageFile(id: string): string {
+    return join(this.instanceDir(id), 'storage.json');
   }
   /** The OOM kills of the service's (or set's) cgroups last reported in its logs (oom-watch.ts). */
   oomKillsFile(id: string): string {

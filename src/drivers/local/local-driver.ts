@@ -10,7 +10,15 @@
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
-import type { Metrics } from '../../domain/types.js';
+import type { Metrics, Size } from '../../domain/types.js';
+import {
+  type AllowancePolicy,
+  allowanceOf,
+  DEFAULT_ALLOWANCE,
+  DEFAULT_RESERVE,
+  MB,
+  type ReservePolicy,
+} from '../../domain/storage.js';
 import { makeDataDir } from '../../lib/data-dir.js';
 import { type Logger, silentLogger } from '../../lib/logger.js';
 import {
@@ -23,12 +31,14 @@ import {
   type PrimaryEvent,
   type ReplicaSetSpec,
   type ServiceSpec,
+  type StorageEvent,
 } from '../driver.js';
 import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { ProgressNote } from '../../domain/progress.js';
 import { removeLeftBackupCgroups } from './backup-cgroup.js';
+import { readNodeState } from './node-state.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
 import { LocalBackups } from './backups.js';
 import {
@@ -72,7 +82,9 @@ import { processCounts } from './conf.js';
 import { ensureCa } from './tls.js';
 import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
 import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
-import { DEFAULT_RESTARTS, type RestartPolicy } from './restarts.js';
+import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './restarts.js';
+import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
+import { isStandbyData } from './standby.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -122,6 +134,16 @@ export interface LocalDriverOptions {
    * 198.18.0.0/15: --service-network).
    */
   serviceNetwork?: ServiceNetworkMode;
+  /**
+   * Each service's storage allowance and the host's reserve (default
+   * DEFAULT_ALLOWANCE, DEFAULT_RESERVE: domain/storage.ts); `watch`
+   * changes the storage watch's pace (tests).
+   */
+  storage?: {
+    allowance?: AllowancePolicy;
+    reserve?: ReservePolicy;
+    watch?: Pick<StorageWatchOptions, 'tickMs' | 'periodMs' | 'walk'>;
+  };
   log?: Logger;
   /** Bounds of Basin's administrative connections to its clusters (default ADMIN_BOUNDS; tests shorten them). */
   adminBounds?: Partial<AdminBounds>;
@@ -166,6 +188,10 @@ export interface DriverContext {
   restarts: RestartPolicy;
   /** Each service's and read replica set's network namespace, when they have them. */
   networks: ServiceNetworks;
+  /** What each service holds on the disk, and its level (storage/storage-watch.ts). */
+  storage: StorageWatch;
+  /** A size's storage allowance, in bytes. */
+  allowance(size: Size): number;
   log: Logger;
 }
 
@@ -183,6 +209,7 @@ export class LocalDriver implements Driver {
   private readonly sampler: MetricsSampler;
   private ctx: DriverContext | undefined;
   private readonly downListeners: ((serviceId: string, event: PrimaryEvent) => void)[] = [];
+  private readonly storageListeners: ((event: StorageEvent) => void)[] = [];
   private readonly noteListeners: ((target: Target, note: ProgressNote) => void)[] = [];
   /** The kills at the memory bounds, told to the engine (oom-watch.ts). */
   private readonly oomWatch = new OomWatch(
@@ -302,6 +329,14 @@ export class LocalDriver implements Driver {
       cgroups,
       oom,
       networks,
+      storage: new StorageWatch({
+        layout,
+        reserve: this.options.storage?.reserve ?? DEFAULT_RESERVE,
+        stop: (target, nodes) => this.stopForStorage(target, nodes),
+        log: this.log,
+        ...this.options.storage?.watch,
+      }),
+      allowance: (size) => allowanceOf(this.allowancePolicy, size),
       publicHost: this.options.publicHost,
       listenAddresses: this.options.listenAddresses ?? '*',
       publicCidrs: this.options.publicCidrs ?? ['0.0.0.0/0', '::/0'],
@@ -313,12 +348,17 @@ export class LocalDriver implements Driver {
     this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
     await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
     // Adopting running clusters is only this: they are found by their
-    // postmaster.pid whenever asked about; here they start being sampled.
-    for (const id of await readdir(layout.instancesDir)) {
-      if (ID.test(id)) await this.track(id);
-    }
+    // postmaster.pid whenever asked about; here they start being sampled,
+    // and held at the storage level their records say.
+    const ids = (await readdir(layout.instancesDir)).filter((id) => ID.test(id));
+    for (const id of ids) await this.track(id);
+    await ctx.storage.adopt(ids);
+    ctx.storage.onNotice(({ target, change }) => {
+      for (const l of this.storageListeners) l({ target, ...(change ? { change } : {}) });
+    });
     this.sampler.start();
     this.watch.start();
+    ctx.storage.start();
     this.oomWatch.start();
     this.poolerWatch.start();
     await ctx.haproxy.supervise().catch((err: Error) => {
@@ -346,6 +386,7 @@ export class LocalDriver implements Driver {
         oomScoreAdj: { protected: oom.protected ?? 'not possible', tenants: oom.tenant },
         serviceNproc: perService ? nproc : 'none',
         serviceNetwork: networks.describe(),
+        storage: describeStorage(this.allowancePolicy),
         root: layout.root,
       },
       'local driver ready',
@@ -360,6 +401,7 @@ export class LocalDriver implements Driver {
   async close(): Promise<void> {
     this.sampler.stop();
     this.watch.stop();
+    this.ctx?.storage.stop();
     this.oomWatch.stop();
     this.poolerWatch.stop();
     await this.ctx?.networks.closeIfUnused();
@@ -367,6 +409,49 @@ export class LocalDriver implements Driver {
 
   watchPrimaries(on: (serviceId: string, event: PrimaryEvent) => void): void {
     this.downListeners.push(on);
+  }
+
+  /** See storage/storage-watch.ts: changes of level, and levels not applied yet. */
+  watchStorage(on: (event: StorageEvent) => void): void {
+    this.storageListeners.push(on);
+  }
+
+  /** The data directory's file system and its reserve, as the storage watch last saw them. */
+  disk(): DiskState | undefined {
+    return this.ctx?.storage.diskState();
+  }
+
+  /**
+   * The stop of the storage ladder (storage-watch.ts): every process of
+   * the target's OS user at once (the writer among them), its servers
+   * recorded as stopped by the driver (the failover watch takes that for
+   * no death, and so do the restarts: restarts.ts), and whatever of its
+   * clusters is left. Its converge does not start it again while it is
+   * stopped (storage/node-storage.ts).
+   */
+  private async stopForStorage(target: Target, nodes: readonly number[]): Promise<void> {
+    const ctx = this.context();
+    // The writer first, every millisecond is disk: before anything is
+    // awaited, every process in its cgroups (its nodes', its pooler's and
+    // its helpers': node-cgroups.ts).
+    ctx.cgroups.killAllNow(target.id, nodes);
+    if (target.kind === 'service') this.watch.forget(target.id);
+    // Then anything else of its OS user (kill -1 as it), its servers
+    // recorded as stopped by the driver, and whatever of them is left.
+    const user = ctx.users.lookup(target.id);
+    if (user) await ctx.users.killAllNow(user);
+    const refs = await this.nodesOf(target.id);
+    for (const ref of refs) {
+      const pgdata = ctx.layout.pgdata(ref);
+      ctx.stopper.killed(pgdata);
+      signalAll(await clusterProcesses(pgdata), 'SIGKILL');
+    }
+    if (user) await ctx.users.killAll(user);
+    // Its nodes did not die on their own: once it is under its limit, their
+    // start is no crash loop's. Under the lock: a converge writes those files too.
+    await this.locks.run(target.id, async () => {
+      for (const ref of refs) await stoppedByBasin(ctx.layout.stateFile(ref));
+    });
   }
 
   /** Processes killed at a memory bound (oom-watch.ts). */
@@ -404,8 +489,15 @@ export class LocalDriver implements Driver {
         if (!stopping.done) return stopping;
       }
       this.watch.track(spec);
+      await this.trackStorage(spec);
+      const level = ctx.storage.state(spec.serviceId).level;
       const progress = await convergeNodes(ctx, spec);
       await this.track(spec.serviceId, primaryNode(spec).index);
+      if (progress.done) {
+        // Its nodes may have been made, restored or rebuilt: measured afresh.
+        ctx.storage.due(spec.serviceId);
+        if (spec.running) await ctx.storage.applied(spec.serviceId, level);
+      }
       if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
       return pooler.converge(await ctx.users.ensure(spec.serviceId));
     });
@@ -425,6 +517,7 @@ export class LocalDriver implements Driver {
     const ctx = this.context();
     await ctx.tasks.abort(forkTask(serviceId));
     this.watch.forget(serviceId);
+    ctx.storage.forget(serviceId);
     return this.locks.run(serviceId, async () => {
       const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
@@ -503,6 +596,7 @@ export class LocalDriver implements Driver {
     const ref = { id: spec.serviceId, node: primary.index };
     this.watch.track(spec);
     if (!(await nodeExists(layout, ref))) return 'missing';
+    await this.trackStorage(spec);
     const pm = await postmasterStatus(layout.pgdata(ref));
     this.sampler.track(metricsKey(spec.serviceId), {
       pgdata: layout.pgdata(ref),
@@ -523,6 +617,16 @@ export class LocalDriver implements Driver {
       await keepBounds(ctx, spec.serviceId, spec.size, processCounts(spec), indices);
     }
     if (pm.state !== 'ready') return spec.running ? 'failed' : 'running';
+    // In recovery for its storage, but promoted by its own tenant: the
+    // apply that 'failed' brings restarts it in recovery (service-node.ts).
+    if (
+      spec.running &&
+      ctx.storage.state(spec.serviceId).level === 'recovery' &&
+      (await readNodeState(layout.stateFile(ref))).storageRecovery &&
+      !(await isStandbyData(layout.pgdata(ref)))
+    ) {
+      return 'failed';
+    }
     // Every standby runs too, and the endpoint routes to the primary.
     if (spec.running && spec.nodes.length > 1) {
       for (const n of spec.nodes) {
@@ -579,6 +683,7 @@ export class LocalDriver implements Driver {
     checkId(spec.serviceId);
     const ctx = this.context();
     return this.locks.run(spec.replicaSetId, async () => {
+      await this.trackReplicaSetStorage(spec);
       // Its nodes' and pooler's ports lead into its namespace; its
       // connections to its service's arrive there from that one's gateway.
       if (ctx.networks.enabled) {
@@ -592,6 +697,7 @@ export class LocalDriver implements Driver {
         if (!stopping.done) return stopping;
       }
       const progress = await convergeReplicaSet(ctx, spec);
+      if (progress.done) ctx.storage.due(spec.replicaSetId);
       const pgdata = ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 });
       const pm = await postmasterStatus(pgdata);
       this.sampler.track(replicaSetKey(spec.replicaSetId), {
@@ -611,6 +717,7 @@ export class LocalDriver implements Driver {
   async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
     checkId(spec.replicaSetId);
     const ctx = this.context();
+    await this.trackReplicaSetStorage(spec);
     const health = await inspectReplicaSet(ctx, spec);
     await keepBounds(
       ctx,
@@ -645,11 +752,23 @@ export class LocalDriver implements Driver {
     });
   }
 
-  /** The latest background sample of the service's primary (see metrics/metrics-sampler.ts). */
+  /**
+   * The latest background sample of the service's primary (see
+   * metrics/metrics-sampler.ts), with its storage, allowance and level
+   * (storage/storage-watch.ts); undefined until both were taken.
+   */
   metrics(target: Target): Metrics | undefined {
-    return this.sampler.latest(
+    const sampled = this.sampler.latest(
       target.kind === 'service' ? metricsKey(target.id) : replicaSetKey(target.id),
     );
+    const view = this.ctx?.storage.view(target.id);
+    if (!sampled || !view) return undefined;
+    return {
+      ...sampled,
+      storageMb: Math.round((view.usage.data / MB) * 10) / 10,
+      storageAllowanceMb: view.limits.allowance / MB,
+      storageLevel: view.level,
+    };
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */
@@ -662,6 +781,32 @@ export class LocalDriver implements Driver {
       pgdata: layout.pgdata(ref),
       pid: pm.up ? pm.pid : undefined,
     });
+  }
+
+  /** The storage watch follows the service's allowance (its size's) and nodes. */
+  private trackStorage(spec: ServiceSpec): Promise<void> {
+    const ctx = this.context();
+    return ctx.storage.track({
+      target: { kind: 'service', id: spec.serviceId },
+      allowance: ctx.allowance(spec.size),
+      nodes: spec.nodes.length > 0 ? spec.nodes.map((n) => n.index) : [primaryNode(spec).index],
+      grows: this.allowancePolicy.kind === 'perMemoryGb',
+    });
+  }
+
+  /** A read replica set holds its service's data: its allowance is its service's. */
+  private trackReplicaSetStorage(spec: ReplicaSetSpec): Promise<void> {
+    const ctx = this.context();
+    return ctx.storage.track({
+      target: { kind: 'replicaSet', id: spec.replicaSetId },
+      allowance: ctx.allowance(spec.primary.size),
+      nodes: spec.nodePorts.map((_, i) => i),
+      grows: this.allowancePolicy.kind === 'perMemoryGb',
+    });
+  }
+
+  private get allowancePolicy(): AllowancePolicy {
+    return this.options.storage?.allowance ?? DEFAULT_ALLOWANCE;
   }
 
   private context(): DriverContext {
@@ -692,6 +837,14 @@ const replicaSetKey = (id: string) => `replicaSet:${id}`;
 const ID = /^[a-z0-9]{1,32}$/;
 function checkId(id: string): void {
   if (!ID.test(id)) throw new DriverError(`Invalid service id ${JSON.stringify(id)}.`, false);
+}
+
+/** The storage allowance, as the `local driver ready` line says it. */
+function describeStorage(policy: AllowancePolicy): string {
+  const gb = (bytes: number) => `${Math.round((bytes / 1024 ** 3) * 100) / 100} GB`;
+  return policy.kind === 'fixed'
+    ? `an allowance of ${gb(policy.bytes)} per service`
+    : `an allowance of ${gb(policy.bytesPerGb)} per GB of memory, ${gb(policy.sharedBytes)} for shared`;
 }
 
 export function createLocalDriver(options: LocalDriverOptions): LocalDriver {

@@ -10,6 +10,7 @@
 // (cgroup v1 on this machine) is in test/e2e/.
 
 import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -282,6 +283,53 @@ test("leftovers: only this installation's cgroups of units that are gone, only e
   assert.ok(!existsSync(join(root, live)), 'the installation removed: its empty cgroups go');
   assert.ok(!existsSync(sharedParent), 'the shared parent after its children');
   assert.ok(existsSync(join(root, busy)) && existsSync(join(root, theirs)));
+});
+
+test("killAllNow: SIGKILL at once to every process in the service's cgroups (nodes, either memory place, pooler, helpers), no other's", async (t) => {
+  const { hs } = v1Root(t);
+  const [cpu, memory, pids] = hs.map((h) => h.dir) as [string, string, string];
+  const cgroups = new NodeCgroups(hs, INST);
+  const id = 'svc0000009';
+  const sleeper = () => {
+    const child = spawn('sleep', ['60'], { stdio: 'ignore' });
+    t.after(() => child.kill('SIGKILL'));
+    return child;
+  };
+  const [node0, node1, pooler, helper, other] = [
+    sleeper(),
+    sleeper(),
+    sleeper(),
+    sleeper(),
+    sleeper(),
+  ];
+  const put = (dir: string, ...procs: ChildProcess[]) => {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'cgroup.procs'), procs.map((p) => `${p.pid}\n`).join(''));
+  };
+  const name = (part: number | 'pooler' | 'tasks') => unitCgroupName(INST, { id, part });
+  // node 0 dedicated (listed by each of its hierarchies), node 1 shared
+  // (its memory cgroup below the shared parent), its pooler and helpers in
+  // memory and pids only; another service's node beside them.
+  for (const dir of [cpu, memory, pids]) put(join(dir, name(0)), node0);
+  put(join(cpu, name(1)), node1);
+  put(join(memory, sharedCgroupName(INST), name(1)), node1);
+  put(join(memory, name('pooler')), pooler);
+  put(join(pids, name('tasks')), helper);
+  put(join(pids, unitCgroupName(INST, { id: 'svc0000010', part: 0 })), other);
+  const ended = (p: ChildProcess) =>
+    new Promise<NodeJS.Signals | null>((resolve) => p.once('exit', (_code, sig) => resolve(sig)));
+  const endings = [node0, node1, pooler, helper].map(ended);
+
+  assert.equal(
+    cgroups.killAllNow(id, [0, 1]),
+    4,
+    'each process once, however many cgroups list it',
+  );
+  assert.deepEqual(await Promise.all(endings), ['SIGKILL', 'SIGKILL', 'SIGKILL', 'SIGKILL']);
+  assert.equal(other.exitCode, null);
+  assert.equal(other.signalCode, null, "another service's process runs on");
+  assert.equal(cgroups.killAllNow('svc0000011', [0]), 0, 'no cgroups: nothing');
+  assert.equal(new NodeCgroups([], INST).killAllNow(id, [0]), 0, 'no hierarchy: nothing');
 });
 
 test('without a hierarchy every bound is a no-op', async () => {

@@ -51,7 +51,7 @@ import type { Prelude } from './exec.js';
 import type { OomScores } from './oom-scores.js';
 import { isRoot } from './os-user.js';
 import { exists } from './node-files.js';
-import { mkdirOnce, pidsIn, removed, writeLimits } from './cgroup-files.js';
+import { mkdirOnce, pidsIn, pidsInNow, removed, writeLimits } from './cgroup-files.js';
 import { postmasterStatus } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
 import type { Size } from '../../domain/types.js';
@@ -310,6 +310,43 @@ export class NodeCgroups {
       }
     }
     return done;
+  }
+
+  /**
+   * SIGKILL to every process in the cgroups of `id` (a service or a read
+   * replica set): its nodes' (`nodes`), its pooler's and its helpers', so
+   * every process of its OS user, none of which can leave them. The
+   * storage stop's first move (storage/storage-watch.ts), and synchronous
+   * on purpose: a read of a few small kernel files, no scan of /proc,
+   * nothing queued behind the disk walks that keep libuv's threads busy
+   * meanwhile. Returns how many processes it signalled.
+   */
+  killAllNow(id: string, nodes: readonly number[]): number {
+    return this.killNow([
+      ...nodes.map((part) => ({ id, part })),
+      { id, part: 'pooler' },
+      { id, part: 'tasks' },
+    ]);
+  }
+
+  /** SIGKILL to every process in the units' cgroups, at once (as killAllNow); how many it signalled. */
+  killNow(units: readonly Unit[]): number {
+    const pids = new Set(units.flatMap((unit) => this.pidsNow(unit)));
+    signalAll([...pids], 'SIGKILL');
+    return pids.size;
+  }
+
+  /**
+   * The processes in the unit's cgroups now: every hierarchy, and both
+   * places of a node's memory cgroup (a process is in one cgroup of each,
+   * whichever was joined).
+   */
+  pidsNow(unit: Unit): number[] {
+    const pids = new Set<number>();
+    for (const { h, dir } of this.placed(unit, false)) {
+      for (const d of this.places(h, unit, dir)) for (const pid of pidsInNow(d)) pids.add(pid);
+    }
+    return [...pids];
   }
 
   /** Removes the cgroups of every unit of `id` (a service or a read replica set), as remove; false while some still hold processes. */

@@ -74,6 +74,13 @@ export interface NodeState {
   /** The primary's timeline this node was last rewound onto: one still behind it afterwards is rebuilt. */
   rewoundFor?: number;
   /**
+   * Basin started this primary in recovery (standby.signal) because its
+   * service is past its storage ceiling (storage/node-storage.ts): the
+   * signal file is Basin's to take away, and the node is not a standby to
+   * promote.
+   */
+  storageRecovery?: boolean;
+  /**
    * Since when (epoch ms) the server runs, as Basin first saw it accept
    * connections; cleared when Basin stops it. Found not running while set,
    * it died on its own (restarts.ts).
@@ -112,6 +119,7 @@ export async function readNodeState(file: string): Promise<NodeState> {
         ? { rewind: raw.rewind }
         : {}),
       ...(typeof raw.rewoundFor === 'number' ? { rewoundFor: raw.rewoundFor } : {}),
+      ...(raw.storageRecovery === true ? { storageRecovery: true } : {}),
       ...(typeof raw.upSince === 'number' ? { upSince: raw.upSince } : {}),
       ...(typeof raw.restarts?.count === 'number' && typeof raw.restarts.dueAt === 'number'
         ? { restarts: { count: raw.restarts.count, dueAt: raw.restarts.dueAt } }

@@ -9,6 +9,16 @@
 // recovers); a dead postmaster or pooler is found by the reconciler and
 // started again (or the primary failed over, where it has standbys).
 //
+// But one: what a node's private /tmp, /var/tmp, /dev/shm and /run/lock
+// hold is charged to its memory cgroup and belongs to no process, so no
+// kill frees it. A tenant that fills them to the bound leaves the kernel
+// killing whatever its node starts next, for as long as the postmaster
+// lives (the last it kills: oom-scores.ts), and the node neither serves nor
+// dies. So when the kernel killed in a node whose private directories hold
+// at least half its bound, Basin kills every process of that node: its
+// mount namespace, and those files with it, go, and the reconciler starts
+// it again with empty ones, as after any crash; the entry says so.
+//
 // The counts last reported are kept in `instances/<id>/oom-kills.json`
 // (root's, 0600), so that a restarted Basin reports only kills that
 // happened since, and none twice; a count found lower than the one kept
@@ -28,6 +38,7 @@ import { exists } from './node-files.js';
 import type { NodeCgroups } from './node-cgroups.js';
 import { formatBytes } from './node-bounds.js';
 import { postmasterStatus } from './postmaster.js';
+import { privateTmpBytes } from './private-tmp-usage.js';
 
 /** How often the counts are read: a few small files per service. */
 export const OOM_WATCH_MS = 2_000;
@@ -103,7 +114,8 @@ export class OomWatch {
       kept[key] = count;
       changed = true;
       if (count < before) continue;
-      const message = await describeKills(ctx, id, unit, count - before);
+      const message =
+        (await describeKills(ctx, id, unit, count - before)) + (await freeHeld(ctx, unit));
       ctx.log.warn({ [`${target.kind}Id`]: id, part: unit.part, killed: count - before }, message);
       this.report(target, { severity: 'WARNING', message });
     }
@@ -142,6 +154,29 @@ export async function describeKills(
   }
   const processes = killed === 1 ? '1 of its processes' : `${killed} of its processes`;
   return `basin: ${what} ran out of memory${limit}: the kernel killed ${processes}${after}`;
+}
+
+/**
+ * Kills every process of a node (not its pooler or helpers) whose private
+ * directories hold at least half its bound; what to add to the entry then.
+ */
+async function freeHeld(ctx: OomWatchContext, unit: Unit): Promise<string> {
+  if (typeof unit.part !== 'number') return '';
+  const bound = await ctx.cgroups.memoryBound(unit);
+  const pid = ctx.cgroups.pidsNow(unit)[0];
+  if (!bound || pid === undefined) return '';
+  const held = await privateTmpBytes(pid);
+  if (held === undefined || held < bound.bytes / 2) return '';
+  const killed = ctx.cgroups.killNow([unit]);
+  ctx.log.warn(
+    { id: unit.id, part: unit.part, held, killed },
+    'stopped a node its private /tmp filled',
+  );
+  const node = nodeName(unit.part);
+  return (
+    `; its private /tmp, /var/tmp, /dev/shm and /run/lock held ${formatBytes(held)}, ` +
+    `which no process's death frees: Basin stopped ${node}, and it is started again with them empty`
+  );
 }
 
 async function readCounts(file: string): Promise<Record<string, number>> {

@@ -279,6 +279,15 @@ export class Stopper {
     return Math.min(1000, 100 + Math.floor(elapsed / 10));
   }
 
+  /**
+   * Records that the driver stopped the server of `pgdata` by other means
+   * (the storage stop kills its processes outright): busy, so that it is
+   * taken for no death; nothing is signalled here.
+   */
+  killed(pgdata: string, now = Date.now()): void {
+    if (!this.stops.has(pgdata)) this.stops.set(pgdata, { pid: 0, since: now, sent: 'SIGKILL' });
+  }
+
   /** Whether a stop of this very postmaster is under way. */
   stopping(pgdata: string, pid: number): boolean {
     return this.stops.get(pgdata)?.pid === pid;

@@ -37,6 +37,7 @@ import { ensureSlots, replicationSecret } from './replication.js';
 import { readNodeState } from './node-state.js';
 import { ServiceNode, type NodeReplication } from './service-node.js';
 import { latestTimeline } from './timeline.js';
+import { inStorageRecovery } from './storage/node-storage.js';
 
 /** A read replica node's application_name and slot on the primary. */
 export const replicaName = (setId: string) => (index: number) => `rs_${setId}_${index}`;
@@ -110,13 +111,16 @@ export async function convergeReplicaSet(
   if (!pm.up || pm.state !== 'ready') {
     return wait(500, `waiting for the primary of service ${spec.serviceId}`);
   }
+  // The primary in recovery for its storage (node-storage.ts) writes
+  // nothing, roles and slots included: the set's slots are those it has.
   try {
-    await ensureSlots(
-      primary,
-      secret,
-      spec.nodePorts.map((_, i) => names(i)),
-      `rs_${id}_`,
-    );
+    if (!inStorageRecovery(ctx.storage, spec.serviceId))
+      await ensureSlots(
+        primary,
+        secret,
+        spec.nodePorts.map((_, i) => names(i)),
+        `rs_${id}_`,
+      );
   } catch (err) {
     throw new DriverError(
       `Could not prepare replication on service ${spec.serviceId}: ${(err as Error).message}`,

@@ -3,11 +3,20 @@
 // the entries say, and when a restart is held.
 
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { silentLogger } from '../../lib/logger.js';
-import type { NodeState } from './node-state.js';
+import { type NodeState, readNodeState, writeNodeState } from './node-state.js';
 import type { Spawned } from './postmaster.js';
-import { DEFAULT_RESTARTS, deathReason, holdRestart, restartDelayMs } from './restarts.js';
+import {
+  DEFAULT_RESTARTS,
+  deathReason,
+  holdRestart,
+  restartDelayMs,
+  stoppedByBasin,
+} from './restarts.js';
 
 const PGDATA = '/data/local/instances/s1/0/pgdata';
 const REF = { id: 's1', node: 0 };
@@ -102,4 +111,27 @@ test('a restart scheduled before the clock was set back is due at once', async (
   const held = await n.hold(10_000_000 - 500);
   assert.ok(held && !held.done);
   assert.equal(held.retryAfterMs, 500);
+});
+
+test('a node Basin killed for its storage is no death: its start once it may is at once, with no entry', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'basin-restarts-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'state.json');
+  const now = 1_000_000;
+  // Ran for a while after two deaths in a row, then the storage stop killed it (SIGKILL).
+  await writeNodeState(file, {
+    extensions: [],
+    upSince: now - 5_000,
+    restarts: { count: 2, dueAt: now - 6_000 },
+  });
+  await stoppedByBasin(file);
+  const state = await readNodeState(file);
+  assert.equal(state.upSince, undefined);
+  assert.deepEqual(state.restarts, { count: 2, dueAt: now - 6_000 }, 'earlier deaths are kept');
+  const n = node({ code: null, signal: 'SIGKILL' });
+  Object.assign(n.state, state);
+  assert.equal(await n.hold(now), undefined, 'started at once, no entry');
+  assert.equal(n.state.restarts?.count, 2, 'no restart in a row counted');
+  await stoppedByBasin(join(dir, 'none.json')); // a node without a state file: nothing to do
+  assert.equal(existsSync(join(dir, 'none.json')), false);
 });

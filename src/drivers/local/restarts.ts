@@ -14,16 +14,17 @@
 // so it survives Basin's restarts and no tenant changes it): `upSince` is
 // set once Basin sees the server run as it should, and cleared as soon as
 // Basin decides to stop it (the service is stopped, a restart for new
-// settings, a rewind after a failover), so a node found not running while
-// it is set was not stopped by Basin. A server a tenant stops with a
-// signal is stopping on its own, even when Basin hurries it along.
+// settings, a rewind after a failover, a stop for its storage), so a node
+// found not running while it is set was not stopped by Basin. A server a
+// tenant stops with a signal is stopping on its own, even when Basin
+// hurries it along.
 
 import { nodeName } from '../../domain/service-nodes.js';
 import { type Progress, wait } from '../../domain/progress.js';
 import { duration } from '../../lib/duration.js';
 import type { DriverContext } from './local-driver.js';
 import type { NodeRef } from './layout.js';
-import type { NodeState } from './node-state.js';
+import { type NodeState, readNodeState, writeNodeState } from './node-state.js';
 
 export interface RestartPolicy {
   /** The delay before the second restart in a row; it doubles with each further one. */
@@ -109,4 +110,17 @@ export async function holdRestart(
     return wait(left, `restarting ${name} in ${duration(left)}`);
   }
   return undefined;
+}
+
+/**
+ * Records that Basin stopped the node whose state is `file` other than
+ * through its converge (the storage stop kills every process of its
+ * service outright: storage/storage-watch.ts): no death, so its next
+ * start, once it may, is no crash loop's restart.
+ */
+export async function stoppedByBasin(file: string): Promise<void> {
+  const state = await readNodeState(file);
+  if (state.upSince === undefined) return;
+  delete state.upSince;
+  await writeNodeState(file, state);
 }

@@ -6,9 +6,10 @@
 //      its parent: fork-restore.ts) and belongs to that user;
 //   2. its configuration files and certificate are what the spec says;
 //   3. the server runs or not, as `spec.running` says, in the cgroups
-//      of its size (node-cgroups.ts); a restart when a setting that needs
-//      one changed, a reload when only others did; its WAL archived up to
-//      the stop before it stops (wal-mark.ts);
+//      of its size (node-cgroups.ts), at its storage level (read-only, in
+//      recovery, or not at all: storage/node-storage.ts); a restart when
+//      a setting that needs one changed, a reload when only others did;
+//      its WAL archived up to the stop before it stops (wal-mark.ts);
 //   4. a fork, once recovered, is opened (fork-open.ts);
 //   5. tsdbadmin's password and the type's extensions are applied.
 
@@ -56,6 +57,12 @@ import { nodeBounds } from './node-bounds.js';
 import { nodeUnit } from './node-cgroups.js';
 import { postmasterOomEnv, protectedPrelude } from './oom-scores.js';
 import { holdRestart } from './restarts.js';
+import {
+  inStorageRecovery,
+  prepareRecovery,
+  storageHold,
+  storageReadOnly,
+} from './storage/node-storage.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
 /**
@@ -189,7 +196,16 @@ export class ServiceNode {
     if (!(await this.isStarting()) && !(await serverCertIsCurrent(ctx.layout, pgdata, hosts))) {
       await issueServerCert(ctx.layout, pgdata, hosts, user);
     }
-    const restartHash = hash(renderConf(splitSettings(this.settings(state)).restart));
+    // A primary past its storage ceiling runs in recovery (node-storage.ts):
+    // entering or leaving it is a restart. Not a fork still recovering its
+    // parent's WAL: a standby.signal would keep it from ever opening; it
+    // goes into recovery once it is open.
+    const recovery =
+      !this.isStandby &&
+      state.fork !== 'recovering' &&
+      inStorageRecovery(ctx.storage, spec.serviceId);
+    const restartConf = renderConf(splitSettings(this.settings(state)).restart);
+    const restartHash = recovery ? hash(restartConf, 'storage recovery') : hash(restartConf);
     const cert = await readSmallFile(join(pgdata, 'server.crt'), { maxBytes: 64 * 1024 });
     const loadedHash = hash(files.conf, files.hba, files.ident, cert);
     const pm = await postmasterStatus(pgdata);
@@ -199,8 +215,12 @@ export class ServiceNode {
       // Stopped as asked: no death, and the next start (a user's) is at once.
       await this.stoppingOnPurpose(state, true);
       if (pm.up) {
+        // A server in recovery writes no WAL: there is nothing to archive.
         const marking =
-          !this.isStandby && pm.state === 'ready' && !ctx.stopper.stopping(pgdata, pm.pid)
+          !this.isStandby &&
+          !state.storageRecovery &&
+          pm.state === 'ready' &&
+          !ctx.stopper.stopping(pgdata, pm.pid)
             ? await archiveBeforeStop(this.admin(), state, () => this.save(state), ctx.log)
             : undefined;
         if (marking) return marking;
@@ -218,6 +238,14 @@ export class ServiceNode {
       ctx.spawned.delete(pgdata);
       return DONE;
     }
+    // Past its storage limit: the watch stopped it, and it is not started,
+    // by the restarts' backoff either. Its stop was Basin's, no death: the
+    // start once it is under its limit is at once (restarts.ts).
+    const stopped = storageHold(ctx.storage, spec.serviceId, this.what());
+    if (stopped) {
+      await this.stoppingOnPurpose(state);
+      throw stopped;
+    }
     const ready = pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
     if (!pm.up) {
       // One that died on its own is restarted, later each time it keeps dying (restarts.ts).
@@ -227,6 +255,9 @@ export class ServiceNode {
       if (!this.isStandby) {
         await ctx.backups.ensureConfig(spec, user);
         await ctx.backups.ensureStanza(spec.serviceId, user);
+      }
+      if (!this.isStandby) {
+        await prepareRecovery(pgdata, user, state, recovery, () => this.save(state));
       }
       return this.start(user, state, restartHash, loadedHash, cgroups);
     }
@@ -242,27 +273,43 @@ export class ServiceNode {
     // (confine.ts).
     const inNetwork = (pid: number) => ctx.networks.holds(spec.serviceId, pid);
     const unconfined = !(await isConfined(pm.pid, ctx.privateTmp !== undefined, inNetwork));
+    // In storage recovery, but its own tenant promoted it (the promotion
+    // took standby.signal away): restarted in recovery.
+    const promoted = recovery && state.storageRecovery === true && !(await isStandbyData(pgdata));
     const why = unconfined
       ? 'restarting PostgreSQL to confine it (no_new_privs, private /tmp, its network namespace)'
-      : 'restarting PostgreSQL to apply new settings';
-    const mustRestart = state.startedWith !== restartHash || unconfined;
+      : promoted
+        ? 'restarting PostgreSQL in recovery: its storage is past its ceiling, and it left recovery'
+        : recovery !== (state.storageRecovery === true)
+          ? `restarting PostgreSQL ${recovery ? 'in' : 'out of'} recovery for its storage level`
+          : 'restarting PostgreSQL to apply new settings';
+    const mustRestart = state.startedWith !== restartHash || unconfined || promoted;
     if (mustRestart || pm.state === 'stopping' || ctx.stopper.stopping(pgdata, pm.pid)) {
-      if (mustRestart && !ctx.stopper.stopping(pgdata, pm.pid)) {
-        ctx.log.info({ serviceId: spec.serviceId }, why);
-      }
-      // Basin's own restart is no death; a server stopping on its own (a
-      // tenant's signal), which Basin only hurries, is one (restarts.ts).
+      const first = mustRestart && !ctx.stopper.stopping(pgdata, pm.pid);
+      if (first) ctx.log.info({ serviceId: spec.serviceId }, why);
+      // Basin's own restart (new settings, its confinement, its storage
+      // level) is no death; a server stopping on its own (a tenant's
+      // signal), which Basin only hurries, is one (restarts.ts).
       if (mustRestart) await this.stoppingOnPurpose(state);
       const ms = await ctx.stopper.step(pgdata, pm.pid, 'fast');
-      return wait(ms, why);
+      // Undone from inside: said in the service's logs, once.
+      const note =
+        first && promoted
+          ? {
+              severity: 'WARNING' as const,
+              message: `basin: PostgreSQL left recovery (it was promoted from inside the service) while its storage is past its ceiling: it is restarted in recovery`,
+            }
+          : undefined;
+      return wait(ms, why, note);
     }
     // Running as it should: from now on, found not running it died (restarts.ts).
     if (ready && state.upSince === undefined) {
       state.upSince = Date.now();
       await this.save(state);
     }
-    // The recorded primary still a standby: a failover chose it (promoteNode).
-    if (!this.isStandby && ready && (await isStandbyData(pgdata))) {
+    // The recorded primary still a standby: a failover chose it (promoteNode);
+    // not one Basin runs in recovery for its storage.
+    if (!this.isStandby && ready && !state.storageRecovery && (await isStandbyData(pgdata))) {
       ctx.log.info({ serviceId: spec.serviceId, node: ref.node }, 'promoting the standby');
       try {
         await promote(this.admin());
@@ -305,8 +352,15 @@ export class ServiceNode {
         () => this.save(state),
       );
     }
-    await this.applySql(state);
+    // In recovery nothing can be written: the password and extensions wait
+    // until it is out (the level's change brings a converge).
+    if (!state.storageRecovery) await this.applySql(state);
     return DONE;
+  }
+
+  /** How its storage errors name it. */
+  private what(): 'service' | 'replica set' {
+    return this.replication?.separateUser ? 'replica set' : 'service';
   }
 
   /** A new node, cloned from the template. */
@@ -483,6 +537,10 @@ export class ServiceNode {
         listenAddresses: ctx.networks.listenAddresses(spec.serviceId, ctx.listenAddresses),
         publicCidrs: ctx.publicCidrs,
         hostMemoryMb: Math.floor(totalmem() / 1024 / 1024),
+        storage: {
+          allowance: ctx.allowance(spec.size),
+          readOnly: storageReadOnly(ctx.storage, spec.serviceId),
+        },
       },
       state.fork === 'recovering' ? state.recovery : undefined,
       {

@@ -36,7 +36,7 @@ export function openSqliteStore(file: string): Store {
 
   const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
     const run = async () => {
-      writer.exec('BEGIN IMMEDIATE');
+      writer.exec('BEGIN IMMEDIATE'); // (a full disk can refuse even this)
       try {
         const result = await fn(txRepos);
         writer.exec('COMMIT');
@@ -47,7 +47,11 @@ export function openSqliteStore(file: string): Store {
         throw err;
       }
     };
-    const next = queue.then(run, run);
+    const guarded = () =>
+      run().catch((err: unknown) => {
+        throw diskFull(err, file);
+      });
+    const next = queue.then(guarded, guarded);
     queue = next.catch(() => undefined);
     return next;
   };
@@ -119,4 +123,19 @@ function migrate(db: Database.Database): void {
       db.pragma(`user_version = ${i + 1}`);
     })();
   }
+}
+
+/**
+ * A write the disk had no room for (SQLITE_FULL): nothing was committed,
+ * and the request that asked for it gets a 503 that says why (the API's
+ * callers retry 503s), rather than a 500. Basin goes on answering reads,
+ * and writes again once there is room (docs/decisions.md, Storage
+ * allowances: the store belongs on a file system of its own).
+ */
+function diskFull(err: unknown, file: string): unknown {
+  if ((err as { code?: unknown }).code !== 'SQLITE_FULL') return err;
+  return new AppError(
+    'UNAVAILABLE',
+    `Basin's store (${file}) has no room left on its disk: nothing was changed. Free space there, then retry.`,
+  );
 }

@@ -2,22 +2,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { diskUsageBytes } from './disk-usage.js';
 import { MetricsSampler } from './metrics-sampler.js';
 
-const MiB = 1024 * 1024;
-
-/** A data directory holding `mb` MiB of incompressible bytes. */
-function withDataDir(fn: (dir: string) => Promise<void>, mb = 2) {
+/** A node's data directory (the sampler tells a node's successive servers apart by it). */
+function withDataDir(fn: (dir: string) => Promise<void>) {
   return async () => {
     const dir = mkdtempSync(join(tmpdir(), 'basin-metrics-'));
     try {
-      writeFileSync(join(dir, 'data'), Buffer.alloc(mb * MiB, 7));
       await fn(dir);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -41,7 +36,7 @@ function manualClock() {
 }
 
 test(
-  'this process: memory, CPU over the window, storage',
+  'this process: memory, CPU over the window',
   withDataDir(async (dir) => {
     const clock = manualClock();
     const sampler = new MetricsSampler({ intervalMs: 60_000, clock: clock.read });
@@ -52,7 +47,6 @@ test(
     assert.ok(first);
     assert.ok(first.memoryMb > 10 && Number.isInteger(first.memoryMb), `${first.memoryMb} MB`);
     assert.equal(first.milliCpu, 0); // no window yet
-    assert.ok(first.storageMb >= 2 && first.storageMb < 2.1, `${first.storageMb} MB`);
 
     busy(300);
     clock.now += 1_000; // 300 ms of CPU in a 1 s window: 300 millicores, plus whatever else ran
@@ -84,7 +78,7 @@ test(
 );
 
 test(
-  'a stopped or dead node has no memory or CPU, but its storage',
+  'a stopped or dead node has no memory or CPU',
   withDataDir(async (dir) => {
     const child = spawn('true');
     await once(child, 'exit');
@@ -93,11 +87,10 @@ test(
     sampler.track('stopped', { pgdata: dir, pid: undefined });
     sampler.track('nowhere', { pgdata: join(dir, 'missing'), pid: 99_999_999 });
     await sampler.sampleNow();
-    for (const key of ['dead', 'stopped']) {
-      assert.deepEqual(sampler.latest(key), { memoryMb: 0, milliCpu: 0, storageMb: 2 }, key);
+    for (const key of ['dead', 'stopped', 'nowhere']) {
+      assert.deepEqual(sampler.latest(key), { memoryMb: 0, milliCpu: 0 }, key);
     }
-    assert.deepEqual(sampler.latest('nowhere'), { memoryMb: 0, milliCpu: 0, storageMb: 0 });
-  }, 2),
+  }),
 );
 
 test(
@@ -116,41 +109,10 @@ test(
       assert.ok(m.memoryMb < 10, `${m.memoryMb} MB`); // sleep's, not Node's
       sampler.track('n', { pgdata: dir, pid: undefined });
       await sampler.sampleNow();
-      assert.deepEqual(sampler.latest('n'), { memoryMb: 0, milliCpu: 0, storageMb: 2 });
+      assert.deepEqual(sampler.latest('n'), { memoryMb: 0, milliCpu: 0 });
     } finally {
       sleeper.kill('SIGKILL');
       await once(sleeper, 'exit');
-    }
-  }),
-);
-
-test(
-  'storage is measured on track, then only every storageIntervalMs',
-  withDataDir(async (dir) => {
-    const clock = { now: 1_000 };
-    const sampler = new MetricsSampler({
-      intervalMs: 60_000,
-      storageIntervalMs: 30_000,
-      clock: () => clock.now,
-    });
-    sampler.track('n', { pgdata: dir, pid: undefined });
-    await sampler.sampleNow();
-    assert.equal(sampler.latest('n')!.storageMb, 2);
-    writeFileSync(join(dir, 'more'), Buffer.alloc(3 * MiB, 7));
-    clock.now += 29_000;
-    await sampler.sampleNow();
-    assert.equal(sampler.latest('n')!.storageMb, 2); // not due yet
-    clock.now += 1_000;
-    await sampler.sampleNow();
-    assert.equal(sampler.latest('n')!.storageMb, 5);
-    // Another pgdata for the same key is measured at once.
-    const other = mkdtempSync(join(tmpdir(), 'basin-metrics-'));
-    try {
-      sampler.track('n', { pgdata: other, pid: undefined });
-      await sampler.sampleNow();
-      assert.ok(sampler.latest('n')!.storageMb < 0.1);
-    } finally {
-      rmSync(other, { recursive: true, force: true });
     }
   }),
 );
@@ -191,46 +153,3 @@ test('a started sampler does not keep the process alive', { timeout: 30_000 }, a
   assert.equal(stderr, '');
   assert.ok(Date.now() - started < 20_000);
 });
-
-test(
-  'a data directory of many files is walked a bounded pass per tick; its last complete size shows meanwhile',
-  withDataDir(async (dir) => {
-    const clock = { now: 1_000 };
-    const sampler = new MetricsSampler({
-      intervalMs: 60_000,
-      storageIntervalMs: 30_000,
-      clock: () => clock.now,
-      walk: { entriesPerTick: 40, entriesPerSlice: 20 },
-    });
-    sampler.track('n', { pgdata: dir, pid: undefined });
-    await sampler.sampleNow();
-    assert.equal(sampler.latest('n')!.storageMb, 2);
-
-    // A tenant adds files by the hundred (each takes a block or more).
-    mkdirSync(join(dir, 'many'));
-    for (let i = 0; i < 300; i++) writeFileSync(join(dir, 'many', `f${i}`), Buffer.alloc(8192, 1));
-    clock.now += 30_000;
-    let passes = 0;
-    while (sampler.latest('n')!.storageMb === 2) {
-      await sampler.walkTick();
-      passes++;
-      assert.ok(passes < 100, 'the walk ends');
-    }
-    // 302 entries, at most about 40 a pass.
-    assert.ok(passes >= 6, `${passes} passes`);
-    assert.equal(
-      sampler.latest('n')!.storageMb,
-      Math.round(((await diskUsageBytes(dir)) / MiB) * 10) / 10,
-    );
-
-    // A node untracked half way through its walk leaves no directory open.
-    const fds = () => readdirSync('/proc/self/fd').length;
-    const before = fds();
-    sampler.track('other', { pgdata: dir, pid: undefined });
-    await sampler.walkTick();
-    assert.ok(fds() > before, 'the walk is under way');
-    sampler.untrack('other');
-    for (let i = 0; i < 100 && fds() > before; i++) await sleep(10); // closing is asynchronous
-    assert.equal(fds(), before);
-  }),
-);

@@ -6,7 +6,7 @@ import { MetricsSampler } from './metrics-sampler.js';
 import { processTree, readProcessTable } from './proc.js';
 
 test(
-  'a real PostgreSQL: memory of the whole tree, CPU of exited backends, storage of pgdata',
+  'a real PostgreSQL: memory of the whole tree, CPU of exited backends',
   { timeout: 60_000 },
   async (t) => {
     const server = await startScratchPostgres();
@@ -20,7 +20,6 @@ test(
       await sampler.sampleNow();
       const first = sampler.latest('pg')!;
       assert.ok(first.memoryMb > 0, `${first.memoryMb} MB`);
-      assert.ok(first.storageMb > 10, `${first.storageMb} MB`); // a fresh cluster is ~40 MB
 
       // A backend burns CPU and exits before the next sample: the postmaster reaped it.
       const client = new pg.Client({ host: server.socketDir, port: server.port, user: 'postgres' });
