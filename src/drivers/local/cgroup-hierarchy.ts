@@ -167,7 +167,10 @@ export function parseUnitCgroupName(installation: string, name: string): Unit | 
   );
   if (!m) return undefined;
   const part = m[2]!;
-  return { id: m[1]!, part: /^\d+$/.test(part) ? Number(part) : (part as Exclude<UnitPart, number>) };
+  return {
+    id: m[1]!,
+    part: /^\d+$/.test(part) ? Number(part) : (part as Exclude<UnitPart, number>),
+  };
 }
 
 const prefix = (installation: string) => `basin-${installation}-`;

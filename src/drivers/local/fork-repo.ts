@@ -61,7 +61,10 @@ export async function copyRepoSubset(
 ): Promise<RepoSubset> {
   const consistentOnly = target === 'immediate';
   const { layout } = ctx;
-  const owner = await parentOwner(ctx, parent);
+  // Its local repository (its user's), or its repository user's (repository/).
+  const { dir: repoDir, owner } = await ctx.backups.repositoryOf(parent, {
+    uid: await parentOwner(ctx, parent),
+  });
   const opened: SafeDir[] = [];
   const openDir = async (from: SafeDir, names: string[]) => {
     const dir = await from.dirPath(names);
@@ -81,7 +84,7 @@ export async function copyRepoSubset(
     let backupDir: SafeDir;
     let info: string;
     try {
-      repo = await SafeDir.open(layout.backupDirs(parent).repo, owner);
+      repo = await SafeDir.open(repoDir, owner);
       opened.push(repo);
       backupDir = await openDir(repo, ['backup', parent]);
       info = await backupDir.readSmall('backup.info', 4 << 20);

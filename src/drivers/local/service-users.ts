@@ -223,7 +223,10 @@ export class ServiceUsers {
             '--uid', String(uid), ...only('SYS_UID'), ...only('SYS_GID'),
             '--comment', comment(this.kind, id, this.o.installation), name,
           ]); // prettier-ignore
-          this.o.log.info({ serviceId: id, osUser: name, uid }, `created the ${this.kind}'s OS user`);
+          this.o.log.info(
+            { serviceId: id, osUser: name, uid },
+            `created the ${this.kind}'s OS user`,
+          );
         } catch (err) {
           if (attempt < 40 && passwdBusy(err)) {
             await sleep(25 + Math.floor(Math.random() * 50));
