@@ -11,11 +11,13 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
 import { readPasswd } from '../../src/drivers/local/os-user.js';
 import { repositoryUserName, serviceUserName } from '../../src/drivers/local/service-users.js';
+import { silentLogger } from '../../src/lib/logger.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
 import { claimPortBlock, type PortBlock } from '../e2e/port-block.js';
 import { backupUntilDone } from '../contract/driver-contract.js';
@@ -38,12 +40,16 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
   let block: PortBlock;
   let spec: ServiceSpec;
   const password = 'repo-server-password-0123';
+  const FORK_PASSWORD = 'repo-server-fork-0123';
+  const forks: ServiceSpec[] = [];
+  const logged: Record<string, unknown>[] = [];
   const uids = testUids();
   const start = async () => {
     const d = createLocalDriver({
       ...uids,
       dataDir,
       publicHost: 'db.example.test',
+      log: { ...silentLogger, info: (obj, msg) => logged.push({ ...obj, msg }) },
       serviceNetwork: serviceNetwork(block.claimed),
       repositoryServers: true,
     });
@@ -65,6 +71,7 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
   });
 
   after(async () => {
+    for (const f of forks) await deleteUntilDone(driver, f.serviceId).catch(() => {});
     if (spec) await deleteUntilDone(driver, spec.serviceId).catch(() => {});
     await driver.close();
     await cleanUpDataDir(dataDir);
@@ -116,6 +123,73 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
     const wal = join(archive, '15-1', '0000000100000000');
     assert.ok(readdirSync(wal).some((f) => /^[0-9A-F]{24}-/.test(f)));
     for (const f of readdirSync(wal)) assert.equal(statSync(join(wal, f)).uid, user.uid);
+  });
+
+  test("LAST_SNAPSHOT and PITR forks restore through the parent's server, admitted while they are made", async () => {
+    await query(spec, password, 'CREATE TABLE f (v text)');
+    await query(spec, password, "INSERT INTO f VALUES ('1 in the backup')");
+    const b = await backupUntilDone(driver, spec);
+    await query(spec, password, "INSERT INTO f VALUES ('2 before the target')");
+    await sleep(1_000);
+    const target = new Date().toISOString();
+    await sleep(1_000);
+    await query(spec, password, "INSERT INTO f VALUES ('3 after the target')");
+    const rows = async (f: ServiceSpec) =>
+      (await query(f, FORK_PASSWORD, 'SELECT v FROM f ORDER BY v')).map((r) => r.v as string);
+    const forkOf = async (strategy: 'LAST_SNAPSHOT' | 'PITR') => {
+      const f = await makeSpec('POSTGRES', FORK_PASSWORD, {
+        source: {
+          kind: 'fork',
+          parentServiceId: spec.serviceId,
+          strategy,
+          targetTime: strategy === 'PITR' ? target : null,
+          backupLabel: b.label,
+        },
+      });
+      forks.push(f);
+      await applyUntilDone(driver, f, 120_000);
+      return f;
+    };
+    const snapshot = await forkOf('LAST_SNAPSHOT');
+    assert.deepEqual(await rows(snapshot), ['1 in the backup']);
+    const pitr = await forkOf('PITR');
+    assert.deepEqual(await rows(pitr), ['1 in the backup', '2 before the target']);
+    for (const f of [snapshot, pitr]) {
+      assert.ok(
+        logged.some(
+          (l) =>
+            l.serviceId === f.serviceId && l.msg === "admitted to its parent's repository server",
+        ),
+        'restored through the server',
+      );
+      // Nothing of the parent's repository was copied; its admission is gone once open.
+      assert.equal(existsSync(layout.forkSource(f.serviceId).repo), false);
+      assert.equal(existsSync(layout.forkSource(f.serviceId).conf), false);
+      // A repository of its own, its own user's.
+      assert.ok(existsSync(layout.repository(f.serviceId).repo));
+    }
+    const guests = layout.repository(spec.serviceId).guests;
+    assert.deepEqual(JSON.parse(readFileSync(guests, 'utf8')), []);
+    assert.doesNotMatch(
+      readFileSync(layout.repository(spec.serviceId).serverConf, 'utf8'),
+      new RegExp(`basin-service-(?!${spec.serviceId}=)`),
+    );
+    const record = JSON.parse(
+      readFileSync(join(layout.instanceDir(spec.serviceId), 'network.json'), 'utf8'),
+    ) as { hostGuests?: string[] };
+    assert.equal(record.hostGuests, undefined);
+  });
+
+  test('expiry runs as the repository user: the older backup goes', async () => {
+    const dir = join(layout.repository(spec.serviceId).repo, 'backup', spec.serviceId);
+    const labels = () =>
+      readdirSync(dir)
+        .filter((n) => /^\d{8}-\d{6}F$/.test(n))
+        .sort();
+    const before = labels();
+    assert.equal(before.length, 2);
+    await driver.expireBackups(spec.serviceId, before[1] as string);
+    assert.deepEqual(labels(), [before[1]]);
   });
 
   test('a restarted driver adopts the running server', async () => {

@@ -37,6 +37,7 @@
 //       server.crt .key          its TLS identity, client.crt .key its identity as a client of
 //                                the service's side, ca.crt (root, 0640 to that group)
 //       server.json server.log   the pid Basin started, and its output (root 0600)
+//       guests.json              the forks its server serves too while they are made (root 0600)
 //     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
 //     instances/<id>/oom-kills.json   the OOM kills of its cgroups last reported (oom-watch.ts, root 0600)
 //     instances/<id>/pooler/     the service's (or set's) PgBouncer (pooler.ts), root 0711:
@@ -206,6 +207,7 @@ export class Layout {
     ca: string;
     state: string;
     output: string;
+    guests: string;
   } {
     const dir = join(this.repositoriesDir, id);
     return {
@@ -222,6 +224,7 @@ export class Layout {
       ca: join(dir, 'ca.crt'),
       state: join(dir, 'server.json'),
       output: join(dir, 'server.log'),
+      guests: join(dir, 'guests.json'),
     };
   }
   /** A service's or read replica set's PgBouncer: its configuration, Basin's record of it and its output (pooler.ts). */

@@ -209,6 +209,14 @@ export function renderForkSourceConf(c: {
   dirs: Required<Dirs>;
   repo: TlsPeer;
   processMax: number;
+  /** The parent's stanza… */
+  stanza: string;
+  /**
+   * …and where archive-get reads the identifier it looks the parent's WAL
+   * up by: the parent's control file (fork-check.ts). The restore names
+   * the fork's data directory itself.
+   */
+  pgPath: string;
 }): string {
   return render([
     '[global]',
@@ -216,5 +224,8 @@ export function renderForkSourceConf(c: {
     ...dirs(c.dirs),
     ...LOGS,
     `process-max=${c.processMax}`,
+    '',
+    `[${checkName(c.stanza)}]`,
+    `pg1-path=${c.pgPath}`,
   ]);
 }

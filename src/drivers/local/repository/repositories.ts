@@ -117,8 +117,6 @@ interface ServerState {
 const LISTEN_MS = 15_000;
 
 export class Repositories {
-  /** Forks authorized at each parent's server, by parent: fork id → its client's CN. */
-  private readonly guests = new Map<string, Map<string, string>>();
   /** One change of a repository at a time (a fork authorizes itself at its parent's meanwhile). */
   private readonly locks = new KeyedLock();
 
@@ -164,7 +162,7 @@ export class Repositories {
       dirs: { lock: r.lock, log: r.log },
       listen: net.hostAddress,
       identity: { cert: r.serverCert, key: r.serverKey, ca: r.ca },
-      authorized: this.authorized(id),
+      authorized: await this.authorized(id),
     });
     await writeRootFile(r.serverConf, conf, user);
     await networks.reserveHostPorts(id, [REPO_PORT]);
@@ -174,17 +172,20 @@ export class Repositories {
 
   /**
    * Lets the fork `forkId` (its client certificate's CN) read `parent`'s
-   * stanza at the parent's server while it is made; `undefined` takes that
-   * away. Loaded at once (SIGHUP). Not recorded: a Basin that restarts
-   * meanwhile starts the fork's restore over, which authorizes it again.
+   * stanza at the parent's server while it is made, or no longer
+   * (`allowed` false). Recorded (guests.json: a Basin restarted while the
+   * fork recovers serves it still) and loaded at once (SIGHUP).
    */
-  async authorize(parent: string, forkId: string, allowed: boolean): Promise<void> {
-    const guests = this.guests.get(parent) ?? new Map<string, string>();
-    if (allowed) guests.set(forkId, serviceClientName(forkId));
-    else guests.delete(forkId);
-    if (guests.size > 0) this.guests.set(parent, guests);
-    else this.guests.delete(parent);
-    await this.ensure(parent);
+  authorize(parent: string, forkId: string, allowed: boolean): Promise<void> {
+    return this.locks.run(parent, async () => {
+      const file = this.o.layout.repository(parent).guests;
+      const rest = (await this.guestsOf(parent)).filter((g) => g !== forkId);
+      const guests = allowed ? [...rest, forkId].sort() : rest;
+      if (await exists(this.o.layout.repository(parent).dir)) {
+        await writeJson(file, guests);
+      }
+      await this.ensureNow(parent);
+    });
   }
 
   /** The running server's pid of `id`, if it runs. */
@@ -208,7 +209,6 @@ export class Repositories {
     if (pid !== undefined) signalAll([pid], 'SIGKILL');
     if (user && (await this.o.users.killAll(user)) > 0) return false;
     if (!(await this.o.cgroups.remove({ id, part: 'repo' }))) return false;
-    this.guests.delete(id);
     await removeTrees([this.o.layout.repository(id).dir]);
     if (user) {
       await this.o.users.removeLeftovers(user);
@@ -234,9 +234,26 @@ export class Repositories {
     }
   }
 
-  private authorized(id: string): Authorized[] {
-    const forks = [...(this.guests.get(id)?.values() ?? [])];
-    return [serviceClientName(id), ...forks].map((client) => ({ client, stanza: id }));
+  /** Whom the server serves: the service, and the forks being made of it that still exist. */
+  private async authorized(id: string): Promise<Authorized[]> {
+    const forks: string[] = [];
+    for (const g of await this.guestsOf(id)) {
+      if (await exists(this.o.layout.instanceDir(g))) forks.push(g);
+    }
+    return [id, ...forks].map((s) => ({ client: serviceClientName(s), stanza: id }));
+  }
+
+  private async guestsOf(id: string): Promise<string[]> {
+    try {
+      const raw = JSON.parse(
+        await readFile(this.o.layout.repository(id).guests, 'utf8'),
+      ) as unknown;
+      return Array.isArray(raw)
+        ? raw.filter((g): g is string => /^[a-z0-9]{1,32}$/.test(String(g)))
+        : [];
+    } catch {
+      return [];
+    }
   }
 
   /** Starts the server, or reloads a running one whose configuration changed; waits until it listens. */
@@ -316,8 +333,13 @@ async function readState(file: string): Promise<ServerState> {
   }
 }
 
-async function writeState(file: string, state: ServerState): Promise<void> {
+function writeState(file: string, state: ServerState): Promise<void> {
+  return writeJson(file, state);
+}
+
+/** Root's record (0600), written aside and renamed. */
+async function writeJson(file: string, value: unknown): Promise<void> {
   const tmp = `${file}.${randomBytes(4).toString('hex')}`;
-  await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
+  await writeFile(tmp, JSON.stringify(value), { mode: 0o600 });
   await rename(tmp, file);
 }

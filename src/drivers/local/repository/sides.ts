@@ -142,6 +142,26 @@ export async function ensureSides(
   return endpoint;
 }
 
+/**
+ * The service's client identity at repository servers, and the CA, alone:
+ * what a fork needs to restore through its parent's server, whether or
+ * not it has a server of its own.
+ */
+export async function ensureClientIdentity(
+  ctx: DriverContext,
+  id: string,
+  user: OsUser,
+): Promise<void> {
+  const mine = ctx.layout.backupIdentity(id);
+  await mkdirIn(ctx.layout.backupDir(id), 0o711);
+  await writeRootFile(mine.ca, await readFile(ctx.layout.caCert, 'utf8'), user);
+  await ensureIdentity(
+    ctx,
+    { cn: serviceClientName(id), use: 'client', cert: mine.clientCert, key: mine.clientKey },
+    user,
+  );
+}
+
 async function ensureIdentity(ctx: DriverContext, id: Identity, reader: OsUser): Promise<void> {
   if (!(await identityIsCurrent(ctx.layout, id))) await issueIdentity(ctx.layout, id, reader);
 }
