@@ -201,9 +201,12 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
     assert.equal(await driver.inspectService(spec), 'running');
   });
 
-  test('deleting the service takes its server, repository and user', async () => {
+  test('deleting the service, in the middle of a backup, takes its server, repository and user', async () => {
     const pid = serverPid();
     const r = layout.repository(spec.serviceId);
+    const started = await driver.backupService(spec, Date.now());
+    assert.equal(started.done, false, 'a backup runs');
+    await sleep(Number(process.env.DELAY ?? 500));
     await deleteUntilDone(driver, spec.serviceId);
     assert.equal(existsSync(r.dir), false);
     assert.equal(repoUser(), undefined);

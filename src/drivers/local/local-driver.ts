@@ -586,11 +586,13 @@ export class LocalDriver implements Driver {
       if (user && (await users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
       }
-      await ctx.backups.settle(serviceId);
-      // Its repository's server, user and files (its backups), if it has one.
+      // Its repository's server, user and files (its backups), if it has
+      // one: first, since a backup runs as that user (its wait next ends
+      // with its processes).
       if (ctx.repositories && !(await ctx.repositories.remove(serviceId))) {
         return wait(100, "stopping the processes of the service's repository");
       }
+      await ctx.backups.settle(serviceId);
       // Its cgroups, by name (also of nodes whose files a crash already took).
       if (!(await ctx.cgroups.removeAll(serviceId))) {
         return wait(100, 'waiting for the processes of its cgroups to exit');
