@@ -1,14 +1,16 @@
 // A service's stanza and its backups (pgbackrest.ts says how pgBackRest is
-// set up), in a local repository (its user's) or, with repository servers,
-// in a repository of its own OS user reached over TLS (repository/). The stanza is made before the service's server first starts, so
-// that archiving works from its first segment; backups run in the
-// background, as the service's user, confined, niced and limited in CPU
-// (backup-cgroup.ts), and are polled by the engine's backup operation;
-// expiry keeps what the recovery window needs (engine/backups.ts decides
-// which). Basin learns what backups exist
-// from the stanza's backup.info, read as root from the service's user's
-// repository: every directory on the way opened without following a link
-// (safe-dir.ts), and a regular file owned by that user, or nothing.
+// set up), in a local repository (the service's user's) or in a
+// repository of an OS user of its own, reached over TLS through its
+// pgBackRest server (repository/). The stanza is made before the
+// service's server first starts, so that archiving works from its first
+// segment; backups run in the background, confined, niced and limited in
+// CPU (backup-cgroup.ts): as the service's user, or as the repository's
+// user through a server on the service's side; they are polled by the
+// engine's backup operation; expiry keeps what the recovery window needs
+// (engine/backups.ts decides which). Basin learns what backups exist from
+// the stanza's backup.info, read as root from the repository: every
+// directory on the way opened without following a link (safe-dir.ts), and
+// a regular file owned by the repository's owner, or nothing.
 
 import { backupCgroupPath, prepareBackupCgroup, removeBackupCgroup } from './backup-cgroup.js';
 import { DriverError, type BackupProgress, type ServiceSpec } from '../driver.js';

@@ -216,8 +216,9 @@ export async function leaveParentRepository(
   parent: string,
 ): Promise<void> {
   if (!ctx.repositories?.lookup(parent)) return;
-  await ctx.repositories.authorize(parent, forkId, false);
+  // The port first: the kernel's refusal is at once, the server's reload a moment later.
   await ctx.networks.admitToHostPorts(parent, forkId, false);
+  await ctx.repositories.authorize(parent, forkId, false);
 }
 
 /**

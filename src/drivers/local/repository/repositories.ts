@@ -1,5 +1,6 @@
 // A pgBackRest repository per service that no tenant can write
-// (docs/security.md, "Repositories"; docs/decisions.md, Backups and forks).
+// (docs/security.md, "Backups and their repositories"; docs/decisions.md,
+// Backups and forks).
 //
 // Why one server per service, as an OS user of its own: pgBackRest 2.45's
 // TLS server authorizes a client certificate for a stanza *name*
@@ -87,7 +88,7 @@ export async function startRepositories(o: RepositoriesOptions): Promise<Reposit
       o.log.warn(
         {},
         'WARNING: --repository-servers needs Basin to run as root with service networks; ' +
-          "every service's backups stay in its own directories (docs/security.md, Repositories).",
+          "every service's backups stay in its own directories (docs/security.md, Backups and their repositories).",
       );
     }
     return undefined;
