@@ -60,7 +60,8 @@ export async function backupWrite(ctx: BenchContext): Promise<BenchOutcome> {
     await firstBackup(basin, svc.id);
     const init = Date.now();
     await pgbench(svc, ['-i', '-q', '-s', String(scale)]);
-    const { uid } = serviceFiles(basin, svc.id);
+    const files = serviceFiles(basin, svc.id);
+    const uids = [files.uid, ...(files.repoUid === undefined ? [] : [files.repoUid])];
     console.log(
       `service ${svc.id} initialised at scale ${scale} in ${((Date.now() - init) / 1000).toFixed(1)} s; ` +
         `${rounds} rounds of ${seconds} s with and without a backup, 4 clients`,
@@ -80,10 +81,10 @@ export async function backupWrite(ctx: BenchContext): Promise<BenchOutcome> {
       }
       const withBackup = during.length < without.length;
       // Wait for the state the run needs: a backup running, or none.
-      while (backupRunning(uid) !== withBackup) await sleep(50);
+      while (backupRunning(uids) !== withBackup) await sleep(50);
       const tps = await run(svc, seconds);
       // A run counts only if the backup (or its absence) lasted all along.
-      if (backupRunning(uid) !== withBackup) {
+      if (backupRunning(uids) !== withBackup) {
         discarded++;
         continue;
       }
@@ -140,13 +141,13 @@ async function pgbench(svc: BenchService, args: string[]): Promise<string> {
   return `${stdout}${stderr}`;
 }
 
-/** Whether a `pgbackrest … backup` of the service's OS user runs now. */
-function backupRunning(uid: number): boolean {
+/** Whether a `pgbackrest … backup` of the service's OS user (or its repository's) runs now. */
+function backupRunning(uids: readonly number[]): boolean {
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
       const status = readFileSync(`/proc/${name}/status`, 'utf8');
-      if (Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid) continue;
+      if (!uids.includes(Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]))) continue;
       const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
       if (argv.some((a) => /pgbackrest$/.test(a)) && argv.includes('backup')) return true;
     } catch {

@@ -23,7 +23,10 @@ export function startForkBasin(
   nodeArgs: readonly string[],
   flags: readonly string[] = ['--backup-schedule', '1d', '--pitr-window', '1d'],
 ): Promise<LocalBasin> {
-  return LocalBasin.start(dataDir, logPath, nodeArgs, flags);
+  // BENCH_REPOSITORY_SERVERS=on: each service's repository with a server of its own.
+  const servers = process.env.BENCH_REPOSITORY_SERVERS;
+  const all = servers ? [...flags, '--repository-servers', servers] : flags;
+  return LocalBasin.start(dataDir, logPath, nodeArgs, all);
 }
 
 /** Creates a service and waits until it is READY. */
@@ -113,7 +116,11 @@ export function serviceFiles(basin: LocalBasin, id: string) {
   const layout = new Layout(basin.dataDir);
   const pgdata = layout.pgdata({ id, node: 0 });
   const st = statSync(pgdata);
-  return { layout, pgdata, uid: st.uid, gid: st.gid, conf: layout.backupConf(id) };
+  // Where it has a repository server, its backups run as the repository's user.
+  const repoUid = existsSync(layout.repository(id).repo)
+    ? statSync(layout.repository(id).repo).uid
+    : undefined;
+  return { layout, pgdata, uid: st.uid, gid: st.gid, conf: layout.backupConf(id), repoUid };
 }
 
 /** A whole number from the environment, or `fallback`. */

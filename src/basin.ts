@@ -189,6 +189,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
         ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
         restarts: config.restarts,
         serviceNetwork: config.serviceNetwork,
+        repositoryServers: config.repositoryServers,
         storage: { allowance: config.storageAllowance, reserve: config.diskReserve },
         log,
       });

@@ -57,6 +57,8 @@ export interface Config {
   serviceNetwork: string;
   /** Endpoints report `<id>.<public host>` (the installation has wildcard DNS for it). */
   serviceHostnames: boolean;
+  /** A pgBackRest repository server per service, as an OS user of its own (local driver, root, service networks). */
+  repositoryServers: boolean;
   /** Operations the engine runs at once. */
   engineSlots: number;
   /** Of those, the most one project may hold. */
@@ -275,6 +277,12 @@ export const OPTIONS = {
     flag: '--service-hostnames',
     default: 'off',
     help: "on: endpoints report <service id>.<public host>, which only that service's certificate names (needs wildcard DNS for *.<public host>)",
+  },
+  repositoryServers: {
+    env: 'BASIN_REPOSITORY_SERVERS',
+    flag: '--repository-servers',
+    default: 'off',
+    help: "on: each new service's backups and WAL go to a repository of an OS user of its own, through a pgBackRest TLS server (needs root and --service-network); off: into the service's own directories",
   },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',
@@ -499,6 +507,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
         : integer('sharedMemoryMb', sharedMemory, 256, 1024 * 1024 * 1024),
     serviceNetwork,
     serviceHostnames,
+    repositoryServers: onOff('repositoryServers', need('repositoryServers')),
     engineSlots,
     engineProjectSlots,
     drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),

@@ -53,6 +53,8 @@ function ownerless(root: string, services: string[]): string[] {
     's',
     'archive',
     'backup',
+    // Services' repositories with servers of their own (repository/).
+    'repos',
     'haproxy',
     // The nftables table last loaded (network/service-networks.ts).
     'network.nft',
@@ -81,6 +83,9 @@ function ownerless(root: string, services: string[]): string[] {
       stray.push(`s/${name}`);
     }
   }
+  for (const id of existsSync(join(root, 'repos')) ? readdirSync(join(root, 'repos')) : []) {
+    if (!services.includes(id)) stray.push(`repos/${id}`);
+  }
   for (const id of readdirSync(join(root, 'backup'))) {
     if (!services.includes(id)) stray.push(`backup/${id}`);
     for (const name of readdirSync(join(root, 'backup', id))) {
@@ -90,10 +95,13 @@ function ownerless(root: string, services: string[]): string[] {
   return stray;
 }
 
-/** Processes under the data directory that are not a live service's server or the HAProxy. */
+/** Processes under the data directory that are not a live service's server (or its repository's) or the HAProxy. */
 function strayProcesses(root: string, services: string[]): Proc[] {
   return processesUnder(root).filter((p) => {
-    const ownedBy = services.find((id) => p.cwd.startsWith(join(root, 'instances', id) + '/'));
+    const ownedBy = services.find(
+      (id) =>
+        p.cwd.startsWith(join(root, 'instances', id) + '/') || p.cwd === join(root, 'repos', id),
+    );
     const haproxy = p.argv.some((a) => a.startsWith(join(root, 'haproxy') + '/'));
     return !ownedBy && !haproxy;
   });

@@ -1,18 +1,21 @@
 // A service's stanza and its backups (pgbackrest.ts says how pgBackRest is
-// set up). The stanza is made before the service's server first starts, so
-// that archiving works from its first segment; backups run in the
-// background, as the service's user, confined, niced and limited in CPU
-// (backup-cgroup.ts), and are polled by the engine's backup operation;
-// expiry keeps what the recovery window needs (engine/backups.ts decides
-// which). Basin learns what backups exist
-// from the stanza's backup.info, read as root from the service's user's
-// repository: every directory on the way opened without following a link
-// (safe-dir.ts), and a regular file owned by that user, or nothing.
+// set up), in a local repository (the service's user's) or in a
+// repository of an OS user of its own, reached over TLS through its
+// pgBackRest server (repository/). The stanza is made before the
+// service's server first starts, so that archiving works from its first
+// segment; backups run in the background, confined, niced and limited in
+// CPU (backup-cgroup.ts): as the service's user, or as the repository's
+// user through a server on the service's side; they are polled by the
+// engine's backup operation; expiry keeps what the recovery window needs
+// (engine/backups.ts decides which). Basin learns what backups exist from
+// the stanza's backup.info, read as root from the repository: every
+// directory on the way opened without following a link (safe-dir.ts), and
+// a regular file owned by the repository's owner, or nothing.
 
 import { backupCgroupPath, prepareBackupCgroup, removeBackupCgroup } from './backup-cgroup.js';
 import { DriverError, type BackupProgress, type ServiceSpec } from '../driver.js';
 import { helperCommand } from './confine.js';
-import { CommandError, lastLines, run, withPrelude } from './exec.js';
+import { CommandError, lastLines, run, withPrelude, type Prelude } from './exec.js';
 import { helperPrelude } from './node-cgroups.js';
 import type { DriverContext } from './local-driver.js';
 import { ensureOwnedDir, mkdirIn, writeRootFile } from './node-files.js';
@@ -28,6 +31,10 @@ import { inStorageRecovery } from './storage/node-storage.js';
 import { postmasterStatus } from './postmaster.js';
 import { primaryNode } from './converge-nodes.js';
 import { existsBeneath, readBeneath } from './safe-dir.js';
+import { exists } from './node-files.js';
+import { REPOSITORY_BOUNDS } from './node-bounds.js';
+import type { Repositories } from './repository/repositories.js';
+import { ensureSides, withServiceServer } from './repository/sides.js';
 
 const backingUp = (): BackupProgress => ({ done: false, retryAfterMs: 500, reason: 'backing up' });
 
@@ -73,6 +80,11 @@ export class LocalBackups {
   async ensureConfig(spec: ServiceSpec, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
     const id = spec.serviceId;
+    const repositories = await this.serverOf(id);
+    if (repositories) {
+      await ensureSides(this.ctx, repositories, spec, user);
+      return;
+    }
     await mkdirIn(layout.backupDir(id), 0o711);
     const dirs = layout.backupDirs(id);
     for (const dir of Object.values(dirs)) await ensureOwnedDir(dir, user);
@@ -97,7 +109,8 @@ export class LocalBackups {
   async ensureStanza(id: string, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
     const info = ['backup', id, 'backup.info'];
-    if (await existsBeneath(layout.backupDirs(id).repo, info, user.uid).catch(() => false)) {
+    const { dir, owner } = await this.repositoryOf(id, user);
+    if (await existsBeneath(dir, info, owner).catch(() => false)) {
       return;
     }
     const pm = await postmasterStatus(layout.pgdata({ id, node: 0 }));
@@ -146,11 +159,13 @@ export class LocalBackups {
     // must not stall it).
     const checkpoint = backupCheckpoint(spec.size, existing.length === 0);
     const cgroup = await this.cgroup(id, backupProcesses(spec.size));
-    started.done = this.pgbackrest(user, id, [checkpoint, '--type=full', 'backup'], {
-      timeoutMs: BACKUP_TIMEOUT_MS,
-      nice: true,
-      cgroup,
-    })
+    const args = [checkpoint, '--type=full', 'backup'];
+    const options = { timeoutMs: BACKUP_TIMEOUT_MS, nice: true, cgroup };
+    started.done = (
+      (await this.serverOf(id))
+        ? this.backupThroughServer(id, user, args, options)
+        : this.pgbackrest(user, id, args, options)
+    )
       .then(
         () => undefined,
         (err: Error) => {
@@ -177,12 +192,13 @@ export class LocalBackups {
     const i = backups.findIndex((b) => b.label === oldestKept);
     if (i <= 0) return;
     const keep = String(backups.length - i);
-    await this.pgbackrest(
-      user,
-      id,
-      [`--repo1-retention-full=${keep}`, `--repo1-retention-archive=${keep}`, 'expire'],
-      { timeoutMs: SHORT_MS },
-    );
+    const args = [`--repo1-retention-full=${keep}`, `--repo1-retention-archive=${keep}`, 'expire'];
+    const repositories = await this.serverOf(id);
+    const repoUser = repositories?.lookup(id);
+    if (repositories && !repoUser) return; // its repository is gone: nothing to expire
+    await (repoUser
+      ? this.asRepository(repoUser, id, args, { timeoutMs: SHORT_MS })
+      : this.pgbackrest(user, id, args, { timeoutMs: SHORT_MS }));
     this.ctx.log.info({ serviceId: id, oldestKept }, 'expired backups');
   }
 
@@ -193,13 +209,40 @@ export class LocalBackups {
   async list(id: string, user: OsUser): Promise<RepoBackup[]> {
     let text: string;
     try {
-      const repo = this.ctx.layout.backupDirs(id).repo;
-      text = await readBeneath(repo, ['backup', id, 'backup.info'], user.uid, 4 * 1024 * 1024);
+      const { dir, owner } = await this.repositoryOf(id, user);
+      text = await readBeneath(dir, ['backup', id, 'backup.info'], owner, 4 * 1024 * 1024);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw new DriverError(`Could not read the list of backups: ${(err as Error).message}`, true);
     }
     return parseBackupInfo(text);
+  }
+
+  /**
+   * The repository servers when the service's repository has one: a
+   * service that has one (repos/<id>) keeps it; with them on, every new
+   * service gets one, and those made before keep their local repository
+   * (backup/<id>/repo, in root's backup/<id>: no tenant can remove it).
+   */
+  async serverOf(id: string): Promise<Repositories | undefined> {
+    const { repositories, layout } = this.ctx;
+    if (!repositories) return undefined;
+    if (await exists(layout.repository(id).dir)) return repositories;
+    if (!repositories.enabled) return undefined;
+    return (await exists(layout.backupDirs(id).repo)) ? undefined : repositories;
+  }
+
+  /**
+   * The service's repository and the uid that owns its files: its
+   * repository user's, or, for a local repository, its own user's.
+   */
+  async repositoryOf(id: string, user: { uid: number }): Promise<{ dir: string; owner: number }> {
+    const { layout } = this.ctx;
+    const repositories = await this.serverOf(id);
+    if (!repositories) return { dir: layout.backupDirs(id).repo, owner: user.uid };
+    const repoUser = repositories.lookup(id);
+    // No user: no repository either; -1 is nobody (reads find nothing).
+    return { dir: layout.repository(id).repo, owner: repoUser?.uid ?? -1 };
   }
 
   /** Waits for the service's running backup, if any, to end (it is being deleted; its processes are killed). */
@@ -227,15 +270,67 @@ export class LocalBackups {
     }
   }
 
+  /**
+   * A backup where the repository has a server: the service's own
+   * pgBackRest server runs for it (as its user, in its namespace, at the
+   * backup's priority and in its CPU cap: it reads and compresses the
+   * files), and the backup runs as the repository's user next to the
+   * repository, reaching the data through that server.
+   */
+  private async backupThroughServer(
+    id: string,
+    user: OsUser,
+    args: string[],
+    options: { timeoutMs: number; nice: boolean; cgroup?: string | undefined },
+  ): Promise<void> {
+    const repoUser = this.ctx.repositories?.lookup(id);
+    if (!repoUser) throw new DriverError(`The repository of ${id} is gone.`, true);
+    const prelude = await helperPrelude(this.ctx, id);
+    await withServiceServer(
+      this.ctx,
+      id,
+      user,
+      { ...prelude, ...(options.cgroup ? { tryCgroups: [options.cgroup] } : {}) },
+      (file, all) => ['setsid', ['sh', '-c', LOW_PRIORITY, 'basin-backup', file, ...all]],
+      () => this.asRepository(repoUser, id, args, options),
+    );
+  }
+
+  /** Runs pgBackRest as the repository's user with its backup.conf, confined, in its cgroups. */
+  private async asRepository(
+    repoUser: OsUser,
+    id: string,
+    args: string[],
+    options: { timeoutMs: number; nice?: boolean; cgroup?: string | undefined },
+  ): Promise<void> {
+    await this.pgbackrest(repoUser, id, args, {
+      ...options,
+      config: this.ctx.layout.repository(id).backupConf,
+      prelude: {
+        cgroups: await this.ctx.cgroups.ensure({ id, part: 'repo' }, REPOSITORY_BOUNDS),
+        oomScoreAdj: this.ctx.oom.tenant,
+      },
+    });
+  }
+
   /** Runs pgBackRest on the service's stanza, as its user, confined; rejects with its last lines. */
   private async pgbackrest(
     user: OsUser,
     id: string,
     args: string[],
-    options: { timeoutMs: number; nice?: boolean; cgroup?: string },
+    options: {
+      timeoutMs: number;
+      nice?: boolean;
+      cgroup?: string | undefined;
+      /** Another configuration than the service's (the repository's side). */
+      config?: string;
+      /** Other cgroups than the service's helpers' (the repository's). */
+      prelude?: Prelude;
+    },
   ): Promise<void> {
     const { layout, privateTmp, pg } = this.ctx;
-    const base = [`--config=${layout.backupConf(id)}`, `--stanza=${id}`, ...args];
+    const config = options.config ?? layout.backupConf(id);
+    const base = [`--config=${config}`, `--stanza=${id}`, ...args];
     const [file, all] = options.nice
       ? ['setsid', ['sh', '-c', LOW_PRIORITY, 'basin-backup', pg.pgbackrest, ...base]]
       : [pg.pgbackrest, base];
@@ -243,7 +338,7 @@ export class LocalBackups {
     // Bounded in memory and processes with the service's other helpers; if
     // the move into its CPU cap fails, the backup still runs, with its
     // priority alone.
-    const prelude = await helperPrelude(this.ctx, id);
+    const prelude = options.prelude ?? (await helperPrelude(this.ctx, id));
     const cmd = withPrelude(
       { ...prelude, ...(options.cgroup ? { tryCgroups: [options.cgroup] } : {}) },
       confined,

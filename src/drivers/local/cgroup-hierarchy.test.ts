@@ -57,14 +57,14 @@ function tempDir(t: { after: (fn: () => void) => void }): string {
 
 const read = (path: string) => readFileSync(path, 'utf8');
 
-test('a cgroup is named by installation, id and part (node, pooler, helpers); only this installation’s are read back', () => {
+test('a cgroup is named by installation, id and part (node, pooler, helpers, repository); only this installation’s are read back', () => {
   const ref = { id: 'd1k5vk7hf2', node: 1 };
   assert.equal(nodeCgroupName(INST, ref), 'basin-0123456789abcdef-d1k5vk7hf2-1');
   assert.deepEqual(parseUnitCgroupName(INST, nodeCgroupName(INST, ref)), {
     id: 'd1k5vk7hf2',
     part: 1,
   });
-  for (const part of ['pooler', 'tasks'] as const) {
+  for (const part of ['pooler', 'tasks', 'repo'] as const) {
     const name = unitCgroupName(INST, { id: 'd1k5vk7hf2', part });
     assert.equal(name, `basin-0123456789abcdef-d1k5vk7hf2-${part}`);
     assert.deepEqual(parseUnitCgroupName(INST, name), { id: 'd1k5vk7hf2', part });

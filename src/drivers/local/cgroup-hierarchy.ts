@@ -24,9 +24,11 @@
 //
 // What gets a cgroup (a "unit"), named `basin-<installation>-<id>-<part>`:
 // each PostgreSQL node (`<part>` its index: every controller), and per
-// service or read replica set its PgBouncer (`pooler`) and the helpers
+// service or read replica set its PgBouncer (`pooler`), the helpers
 // Basin runs as its OS user (`tasks`: backups, restores, base backups,
-// rewinds), those two in the memory and pids hierarchies (on v2, where
+// rewinds) and a service's repository user's processes (`repo`: its
+// pgBackRest server, and the backups and expiry run as that user), those
+// three in the memory and pids hierarchies (on v2, where
 // one cgroup has every controller, with a CPU weight of their own). The
 // installation tag (16 random hex digits, service-users.ts) keeps two Basin
 // installations on one host apart, so that neither ever lists, changes or
@@ -128,8 +130,8 @@ export async function detectCpuHierarchy(
   return h ?? { none: found.missing.find((m) => m.controller === 'cpu')?.why ?? 'no cpu' };
 }
 
-/** What a cgroup of Basin's holds: a node (its index), or a service's or set's pooler or helpers. */
-export type UnitPart = number | 'pooler' | 'tasks';
+/** What a cgroup of Basin's holds: a node (its index), a service's or set's pooler or helpers, a service's repository. */
+export type UnitPart = number | 'pooler' | 'tasks' | 'repo';
 
 export interface Unit {
   /** A service's or read replica set's id. */
@@ -160,12 +162,15 @@ export function sharedCgroupName(installation: string): string {
 /** The unit whose cgroup of this installation `name` is; undefined for any other name. */
 export function parseUnitCgroupName(installation: string, name: string): Unit | undefined {
   if (!name.startsWith(prefix(installation))) return undefined;
-  const m = /^([a-z0-9]{1,32})-(\d{1,6}|pooler|tasks)$/.exec(
+  const m = /^([a-z0-9]{1,32})-(\d{1,6}|pooler|tasks|repo)$/.exec(
     name.slice(prefix(installation).length),
   );
   if (!m) return undefined;
   const part = m[2]!;
-  return { id: m[1]!, part: /^\d+$/.test(part) ? Number(part) : (part as 'pooler' | 'tasks') };
+  return {
+    id: m[1]!,
+    part: /^\d+$/.test(part) ? Number(part) : (part as Exclude<UnitPart, number>),
+  };
 }
 
 const prefix = (installation: string) => `basin-${installation}-`;

@@ -7,6 +7,7 @@
 
 import { DriverError, type ServiceSpec } from '../driver.js';
 import { type Progress, wait } from '../../domain/progress.js';
+import { leaveParentRepository } from './fork-repo.js';
 import { restoreFork } from './fork-restore.js';
 import type { DriverContext } from './local-driver.js';
 import { removeTrees } from './node-files.js';
@@ -53,6 +54,10 @@ export async function openFork(
   save: () => Promise<void>,
 ): Promise<Progress> {
   await applySql();
+  // Recovered: it no longer reads its parent's repository (repository/).
+  if (spec.source.kind === 'fork') {
+    await leaveParentRepository(ctx, spec.serviceId, spec.source.parentServiceId);
+  }
   const { repo, conf, pg } = ctx.layout.forkSource(spec.serviceId);
   await removeTrees([repo, conf, pg]);
   state.fork = 'open';

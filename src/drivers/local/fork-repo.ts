@@ -31,7 +31,10 @@ import {
   type RepoBackup,
 } from './pgbackrest.js';
 import { copyEntries } from './safe-copy.js';
-import { SafeDir } from './safe-dir.js';
+import { readBeneath, SafeDir } from './safe-dir.js';
+import { renderForkSourceConf } from './repository/repo-conf.js';
+import type { Repositories } from './repository/repositories.js';
+import { ensureClientIdentity } from './repository/sides.js';
 import { UnsafeFileError } from './safe-fs.js';
 
 /** What was copied out of the parent's repository: the backup as its backup.info listed it. */
@@ -61,7 +64,10 @@ export async function copyRepoSubset(
 ): Promise<RepoSubset> {
   const consistentOnly = target === 'immediate';
   const { layout } = ctx;
-  const owner = await parentOwner(ctx, parent);
+  // Its local repository (its user's), or its repository user's (repository/).
+  const { dir: repoDir, owner } = await ctx.backups.repositoryOf(parent, {
+    uid: await parentOwner(ctx, parent),
+  });
   const opened: SafeDir[] = [];
   const openDir = async (from: SafeDir, names: string[]) => {
     const dir = await from.dirPath(names);
@@ -81,23 +87,14 @@ export async function copyRepoSubset(
     let backupDir: SafeDir;
     let info: string;
     try {
-      repo = await SafeDir.open(layout.backupDirs(parent).repo, owner);
+      repo = await SafeDir.open(repoDir, owner);
       opened.push(repo);
       backupDir = await openDir(repo, ['backup', parent]);
       info = await backupDir.readSmall('backup.info', 4 << 20);
     } catch (err) {
       throw unreadable(err, "Could not read the parent's backups");
     }
-    const backup = parseBackupInfo(info).find((b) => b.label === label);
-    if (!backup) {
-      throw new DriverError(`The backup ${label} of ${parent} no longer exists.`, false);
-    }
-    if (typeof target === 'object' && Date.parse(target.time) < Date.parse(backup.stoppedAt)) {
-      throw new DriverError(
-        `${target.time} is before the backup ${label} of ${parent} ended (${backup.stoppedAt}).`,
-        false,
-      );
-    }
+    const backup = chooseBackup(info, parent, label, target);
     const staging = join(layout.backupDir(forkId), `.source-${randomBytes(4).toString('hex')}`);
     await mkdirIn(staging, 0o700);
     const copy = async (from: SafeDir, rel: string, names: string[], vanishedOk = false) => {
@@ -149,6 +146,82 @@ export async function copyRepoSubset(
 }
 
 /**
+ * The backup `label` as the parent's backup.info lists it; a target before
+ * it ended fails for good: PostgreSQL would either refuse it or, with no
+ * commit to stop at before the backup's end, open the backup's state as if
+ * it were the target's.
+ */
+function chooseBackup(
+  info: string,
+  parent: string,
+  label: string,
+  target: Extract<Recovery, { kind: 'repo' }>['target'],
+): RepoBackup {
+  const backup = parseBackupInfo(info).find((b) => b.label === label);
+  if (!backup) {
+    throw new DriverError(`The backup ${label} of ${parent} no longer exists.`, false);
+  }
+  if (typeof target === 'object' && Date.parse(target.time) < Date.parse(backup.stoppedAt)) {
+    throw new DriverError(
+      `${target.time} is before the backup ${label} of ${parent} ended (${backup.stoppedAt}).`,
+      false,
+    );
+  }
+  return backup;
+}
+
+/**
+ * Where the parent's repository has a server (repository/): the backup
+ * `label` as its backup.info lists it (read by root, the repository
+ * user's file or nothing: no tenant writes there), and the fork admitted
+ * to the parent's server (its client certificate for the parent's stanza,
+ * its namespace to the server's port) until it is open (fork-open.ts).
+ * Nothing is copied: the fork restores, and fetches WAL, through the
+ * server, as its own user.
+ */
+export async function admitToParentRepository(
+  ctx: DriverContext,
+  forkId: string,
+  forkUser: OsUser,
+  parent: string,
+  label: string,
+  target: Extract<Recovery, { kind: 'repo' }>['target'],
+): Promise<RepoSubset> {
+  const repositories = ctx.repositories as Repositories;
+  const repoUser = repositories.lookup(parent);
+  if (!repoUser) throw new DriverError(`Its parent ${parent} has no repository.`, false);
+  let info: string;
+  try {
+    info = await readBeneath(
+      ctx.layout.repository(parent).repo,
+      ['backup', parent, 'backup.info'],
+      repoUser.uid,
+      4 << 20,
+    );
+  } catch (err) {
+    throw unreadable(err, "Could not read the parent's backups");
+  }
+  const backup = chooseBackup(info, parent, label, target);
+  await ensureClientIdentity(ctx, forkId, forkUser);
+  await ctx.networks.admitToHostPorts(parent, forkId, true);
+  await repositories.authorize(parent, forkId, true);
+  ctx.log.info({ serviceId: forkId, parent }, "admitted to its parent's repository server");
+  return { backup, stanzaSystemId: backupInfoSystemId(info) };
+}
+
+/** The fork no longer reaches its parent's repository (it is open, or gone). */
+export async function leaveParentRepository(
+  ctx: DriverContext,
+  forkId: string,
+  parent: string,
+): Promise<void> {
+  if (!ctx.repositories?.lookup(parent)) return;
+  // The port first: the kernel's refusal is at once, the server's reload a moment later.
+  await ctx.networks.admitToHostPorts(parent, forkId, false);
+  await ctx.repositories.authorize(parent, forkId, false);
+}
+
+/**
  * A failure to read the parent's repository: for good when something in
  * it is not what pgBackRest leaves (a link, a file of another uid, a
  * backup that backup.info lists and its directory does not hold: its
@@ -183,30 +256,52 @@ export async function restoreAsFork(
   const src = layout.forkSource(spec.serviceId);
   const dirs = layout.backupDirs(spec.serviceId);
   const stanza = (copied.recovery as Extract<Recovery, { kind: 'repo' }>).stanza;
-  await chownTree([src.repo], user);
-  await writeRootFile(
-    src.conf,
-    [
-      "# Written by Basin: the parent's backup this fork restores, while it recovers.",
-      '[global]',
-      `repo1-path=${src.repo}`,
-      `spool-path=${dirs.spool}`,
-      `lock-path=${dirs.lock}`,
-      `log-path=${dirs.log}`,
-      'log-level-console=warn',
-      'log-level-stderr=off',
-      'log-level-file=warn',
-      `process-max=${backupProcesses(spec.size)}`,
-      '',
-      `[${stanza}]`,
-      // Where archive-get reads the identifier it looks the parent's WAL up
-      // by: the parent's control file (fork-check.ts). The restore names
-      // the fork's data directory itself.
-      `pg1-path=${src.pg}`,
-      '',
-    ].join('\n'),
-    user,
-  );
+  if (copied.throughServer) {
+    // Through the parent's server: nothing of its repository was copied.
+    const mine = layout.backupIdentity(spec.serviceId);
+    await writeRootFile(
+      src.conf,
+      renderForkSourceConf({
+        dirs: { spool: dirs.spool, lock: dirs.lock, log: dirs.log },
+        repo: {
+          host: (await ctx.networks.ensure(stanza)).hostAddress,
+          cert: mine.clientCert,
+          key: mine.clientKey,
+          ca: mine.ca,
+          config: layout.repository(stanza).serverConf,
+        },
+        processMax: backupProcesses(spec.size),
+        stanza,
+        pgPath: src.pg,
+      }),
+      user,
+    );
+  } else {
+    await chownTree([src.repo], user);
+    await writeRootFile(
+      src.conf,
+      [
+        "# Written by Basin: the parent's backup this fork restores, while it recovers.",
+        '[global]',
+        `repo1-path=${src.repo}`,
+        `spool-path=${dirs.spool}`,
+        `lock-path=${dirs.lock}`,
+        `log-path=${dirs.log}`,
+        'log-level-console=warn',
+        'log-level-stderr=off',
+        'log-level-file=warn',
+        `process-max=${backupProcesses(spec.size)}`,
+        '',
+        `[${stanza}]`,
+        // Where archive-get reads the identifier it looks the parent's WAL up
+        // by: the parent's control file (fork-check.ts). The restore names
+        // the fork's data directory itself.
+        `pg1-path=${src.pg}`,
+        '',
+      ].join('\n'),
+      user,
+    );
+  }
   await ensureOwnedDir(pgdata, user);
   // --type=none: Basin writes the recovery settings itself (conf.ts).
   const cmd = helperCommand(

@@ -36,7 +36,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DriverError, type ServiceSpec } from '../driver.js';
 import type { DriverContext } from './local-driver.js';
 import { checkAndIdentify } from './fork-check.js';
-import { copyRepoSubset, parentOwner, type RepoSubset, restoreAsFork } from './fork-repo.js';
+import {
+  admitToParentRepository,
+  copyRepoSubset,
+  parentOwner,
+  type RepoSubset,
+  restoreAsFork,
+} from './fork-repo.js';
 import { chownTree, ensureOwnedDir, mkdirIn, nodeExists, removeTrees } from './node-files.js';
 import { readNodeState, type Recovery, writeNodeState } from './node-state.js';
 import { copyRunningCluster, keepTablespaceLink, NOT_COPIED, REMADE_DIRS } from './now-copy.js';
@@ -58,7 +64,13 @@ type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
  * backup or label file, and, for a restored backup, that backup as the
  * parent's backup.info listed it.
  */
-export type Copied = { recovery: Recovery; backupLabel?: string; repo?: RepoSubset };
+export type Copied = {
+  recovery: Recovery;
+  backupLabel?: string;
+  repo?: RepoSubset;
+  /** Restored through the parent's repository server, nothing copied (repository/). */
+  throughServer?: boolean;
+};
 
 /** Restores a fork's data into its node's place (see the top of this file). */
 export async function restoreFork(
@@ -81,11 +93,17 @@ export async function restoreFork(
   // the parent while its data or its repository is read.
   const copied = await ctx.locks.run(parent, async () => {
     signal.throwIfAborted();
-    return copyFromParent(ctx, spec, source, pgdata, signal);
+    const c = await copyFromParent(ctx, spec, user, source, pgdata, signal);
+    // Through the parent's server, the restore reads its repository: still
+    // under its lock (no expiry meanwhile), as a copy would be.
+    if (c.throughServer) await restoreAsFork(ctx, spec, user, c, pgdata, signal);
+    return c;
   });
   signal.throwIfAborted();
   const restored = copied.recovery.kind === 'repo';
-  if (restored) await restoreAsFork(ctx, spec, user, copied, pgdata, signal);
+  if (restored && !copied.throughServer) {
+    await restoreAsFork(ctx, spec, user, copied, pgdata, signal);
+  }
   // Checked against the parent, and given the fork's own identifier, while
   // nothing runs on it: a copy is still root's alone, a restore's files
   // are the fork's user's, which runs nothing yet (startOver).
@@ -152,6 +170,7 @@ async function startOver(
 async function copyFromParent(
   ctx: DriverContext,
   spec: ServiceSpec,
+  user: OsUser,
   source: ForkSource,
   pgdata: string,
   signal: AbortSignal,
@@ -163,13 +182,13 @@ async function copyFromParent(
   const parentPgdata = layout.pgdata(parentRef);
   const hasData = await nodeExists(layout, parentRef);
   const owner = await parentOwner(ctx, parent).catch(() => undefined);
+  const repository =
+    owner === undefined ? undefined : await ctx.backups.repositoryOf(parent, { uid: owner });
   const hasRepo =
-    owner !== undefined &&
-    (await existsBeneath(
-      layout.backupDirs(parent).repo,
-      ['backup', parent, 'backup.info'],
-      owner,
-    ).catch(() => false));
+    repository !== undefined &&
+    (await existsBeneath(repository.dir, ['backup', parent, 'backup.info'], repository.owner).catch(
+      () => false,
+    ));
   if (!hasData && !hasRepo) {
     throw new DriverError(`Its parent ${parent} does not exist (any more).`, false);
   }
@@ -224,8 +243,13 @@ async function copyFromParent(
       }
     }
   }
+  const recovery: Recovery = { kind: 'repo', stanza: parent, target };
+  if (await ctx.backups.serverOf(parent)) {
+    const repo = await admitToParentRepository(ctx, spec.serviceId, user, parent, label, target);
+    return { recovery, backupLabel: label, repo, throughServer: true };
+  }
   const repo = await copyRepoSubset(ctx, spec.serviceId, parent, label, target, signal);
-  return { recovery: { kind: 'repo', stanza: parent, target }, backupLabel: label, repo };
+  return { recovery, backupLabel: label, repo };
 }
 
 /** A stopped cluster's data directory, as it is (it needs no recovery, or a crash recovery). */

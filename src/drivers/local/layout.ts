@@ -18,13 +18,26 @@
 //       pgdata/                  its data directory; pgdata/log/*.json are its logs
 //       state.json               what the driver last applied to it (root 0600)
 //       startup.log              the postmaster's output until its log collector runs (root 0600)
-//     backup/<id>/               a service's pgBackRest stanza (root 0711):
+//     backup/<id>/               a service's pgBackRest stanza, its side (root 0711):
 //       pgbackrest.conf          its configuration (root, 0640 to the service's group: read, not changed)
-//       repo/                    its repository: backups and archived WAL
+//       repo/                    its repository, where it has no server of its own (local
+//                                repositories: repository/repositories.ts)
 //       spool/ lock/ log/        pgBackRest's asynchronous queue, locks and logs
-//       source/, source.conf     while a fork is made: the part of its parent's
-//       source-pg/               repository it restores, and the parent's pg_control
-//                                (fork-repo.ts, fork-check.ts)
+//       client.crt client.key    its identity at its repository's server, and the CA (ca.crt)
+//       pgserver.conf            the pgBackRest server a backup reaches it through, with
+//       pgserver.crt .key        its identity (root, 0640 to the service's group)
+//       source.conf              while a fork is made: how it reaches its parent's repository
+//       source/, source-pg/      the part of its parent's repository it restores, and the
+//                                parent's pg_control, when it copies (fork-repo.ts, fork-check.ts)
+//     repos/<id>/                a service's repository with its server (root 0711; repository/):
+//       repo/ lock/ log/         the repository, pgBackRest's locks and logs: its repository
+//                                user's (basin-r-<id>, 0700), no tenant's
+//       server.conf backup.conf  the server's configuration, and its backups' (root, 0640 to that
+//                                user's group)
+//       server.crt .key          its TLS identity, client.crt .key its identity as a client of
+//                                the service's side, ca.crt (root, 0640 to that group)
+//       server.json server.log   the pid Basin started, and its output (root 0600)
+//       guests.json              the forks its server serves too while they are made (root 0600)
 //     archive/<id>/              WAL archive of a service made by an older Basin (removed at delete)
 //     instances/<id>/oom-kills.json   the OOM kills of its cgroups last reported (oom-watch.ts, root 0600)
 //     instances/<id>/pooler/     the service's (or set's) PgBouncer (pooler.ts), root 0711:
@@ -35,8 +48,9 @@
 //                                paths are limited to 107 bytes)
 //
 // pgdata, the socket directories and what lies in backup/<id>/ but the
-// configuration files belong to the service's OS user (0700); everything
-// else to root (Basin) or, for the template, to the template user.
+// configuration and identity files belong to the service's OS user (0700);
+// what lies in repos/<id>/ but its files, to the repository's user;
+// everything else to root (Basin) or, for the template, to the template user.
 //
 // `<id>` is a service id or a read replica set id (both are unique random
 // ids); node 0 is a service's primary, nodes 1… its HA replicas. A replica
@@ -148,9 +162,70 @@ export class Layout {
       log: join(dir, 'log'),
     };
   }
-  /** backup.info of the service's own stanza: the list of its backups. */
+  /** backup.info of the service's own stanza in a local repository (backupDirs' repo). */
   backupInfo(id: string): string {
     return join(this.backupDirs(id).repo, 'backup', id, 'backup.info');
+  }
+  /**
+   * The service's side of a repository with a server (repository/): its
+   * identity as that server's client, the CA, and the pgBackRest server a
+   * backup reaches its data directory through, with that server's identity.
+   */
+  backupIdentity(id: string): {
+    clientCert: string;
+    clientKey: string;
+    ca: string;
+    serverConf: string;
+    serverCert: string;
+    serverKey: string;
+  } {
+    const dir = this.backupDir(id);
+    return {
+      clientCert: join(dir, 'client.crt'),
+      clientKey: join(dir, 'client.key'),
+      ca: join(dir, 'ca.crt'),
+      serverConf: join(dir, 'pgserver.conf'),
+      serverCert: join(dir, 'pgserver.crt'),
+      serverKey: join(dir, 'pgserver.key'),
+    };
+  }
+  get repositoriesDir(): string {
+    return join(this.root, 'repos');
+  }
+  /** A service's repository with its server, its repository user's (repository/). */
+  repository(id: string): {
+    dir: string;
+    repo: string;
+    lock: string;
+    log: string;
+    serverConf: string;
+    backupConf: string;
+    serverCert: string;
+    serverKey: string;
+    clientCert: string;
+    clientKey: string;
+    ca: string;
+    state: string;
+    output: string;
+    guests: string;
+  } {
+    const dir = join(this.repositoriesDir, id);
+    return {
+      dir,
+      repo: join(dir, 'repo'),
+      lock: join(dir, 'lock'),
+      log: join(dir, 'log'),
+      serverConf: join(dir, 'server.conf'),
+      backupConf: join(dir, 'backup.conf'),
+      serverCert: join(dir, 'server.crt'),
+      serverKey: join(dir, 'server.key'),
+      clientCert: join(dir, 'client.crt'),
+      clientKey: join(dir, 'client.key'),
+      ca: join(dir, 'ca.crt'),
+      state: join(dir, 'server.json'),
+      output: join(dir, 'server.log'),
+      guests: join(dir, 'guests.json'),
+    };
   }
   /** A service's or read replica set's PgBouncer: its configuration, Basin's record of it and its output (pooler.ts). */
   pooler(id: string): {
@@ -177,9 +252,11 @@ export class Layout {
     };
   }
   /**
-   * While a fork is made: the part of its parent's repository it restores,
-   * its configuration, and the parent's control file (a `pg1-path` whose
-   * identifier archive-get finds in that repository: fork-check.ts).
+   * While a fork is made: how it reaches its parent's repository (its
+   * configuration), and when it copies from it (local repositories, or a
+   * parent's not moved yet), the part of it that it restores, and the
+   * parent's control file (a `pg1-path` whose identifier archive-get finds
+   * in that repository: fork-check.ts).
    */
   forkSource(id: string): { repo: string; conf: string; pg: string } {
     return {

@@ -71,6 +71,7 @@ import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
 import { clusterProcesses, signalAll } from './processes.js';
 import { mkdirIn, nodeExists, removeTrees } from './node-files.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
+import { type Repositories, startRepositories } from './repository/repositories.js';
 import { Template } from './template.js';
 import { tightenLayout } from './tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
@@ -135,6 +136,11 @@ export interface LocalDriverOptions {
    */
   serviceNetwork?: ServiceNetworkMode;
   /**
+   * A pgBackRest repository server per new service, as an OS user of its
+   * own (repository/); needs root and service networks. Off by default.
+   */
+  repositoryServers?: boolean;
+  /**
    * Each service's storage allowance and the host's reserve (default
    * DEFAULT_ALLOWANCE, DEFAULT_RESERVE: domain/storage.ts); `watch`
    * changes the storage watch's pace (tests).
@@ -172,6 +178,8 @@ export interface DriverContext {
   adminBounds: AdminBounds;
   /** The services' stanzas and backups (backups.ts). */
   backups: LocalBackups;
+  /** Each service's repository with a server of its own, when repositories have them (repository/). */
+  repositories: Repositories | undefined;
   /** One service's work at a time (a fork holds its parent's while it copies from it). */
   locks: KeyedLock;
   /** Work in the background, such as a fork's restore (tasks.ts). */
@@ -258,6 +266,7 @@ export class LocalDriver implements Driver {
       layout.socketsDir,
       layout.archivesDir,
       layout.backupsDir,
+      layout.repositoriesDir,
     ]) {
       await mkdirIn(dir, 0o711);
     }
@@ -289,15 +298,39 @@ export class LocalDriver implements Driver {
     );
     const uidRange = this.options.serviceUidRange ?? DEFAULT_UID_RANGE;
     const nproc = serviceNproc(await pidMax());
+    // Services' and repositories' users take their uids from one allocator.
+    const allocateUid = this.options.allocateUid ?? memoryUidAllocator(uidRange);
     const users = new ServiceUsers({
       perService,
       layout,
       shared: templateUser,
       installation,
       uidRange,
-      allocateUid: this.options.allocateUid ?? memoryUidAllocator(uidRange),
+      allocateUid,
       nproc,
       ...(networks.enabled ? { networks } : {}),
+      log: this.log,
+    });
+    const repositories = await startRepositories({
+      on: this.options.repositoryServers === true,
+      perService,
+      networks,
+      users: new ServiceUsers({
+        perService,
+        kind: 'repository',
+        layout,
+        shared: templateUser,
+        installation,
+        uidRange,
+        allocateUid,
+        nproc,
+        log: this.log,
+      }),
+      layout,
+      cgroups,
+      oom,
+      privateTmp,
+      pgbackrest: pg.pgbackrest,
       log: this.log,
     });
     const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
@@ -343,6 +376,7 @@ export class LocalDriver implements Driver {
       adminOsUsers,
       adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
       restarts: { ...DEFAULT_RESTARTS, ...this.options.restarts },
+      repositories,
       log: this.log,
     };
     this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
@@ -386,6 +420,7 @@ export class LocalDriver implements Driver {
         oomScoreAdj: { protected: oom.protected ?? 'not possible', tenants: oom.tenant },
         serviceNproc: perService ? nproc : 'none',
         serviceNetwork: networks.describe(),
+        repositoryServers: repositories?.enabled ? 'one per new service' : 'off',
         storage: describeStorage(this.allowancePolicy),
         root: layout.root,
       },
@@ -493,6 +528,11 @@ export class LocalDriver implements Driver {
       const level = ctx.storage.state(spec.serviceId).level;
       const progress = await convergeNodes(ctx, spec);
       await this.track(spec.serviceId, primaryNode(spec).index);
+      // Its repository's server runs while it does (started with its first
+      // start; started again here if it died, say at a memory bound).
+      if (progress.done && spec.running && (await ctx.backups.serverOf(spec.serviceId))) {
+        await ctx.repositories?.ensure(spec.serviceId);
+      }
       if (progress.done) {
         // Its nodes may have been made, restored or rebuilt: measured afresh.
         ctx.storage.due(spec.serviceId);
@@ -545,6 +585,12 @@ export class LocalDriver implements Driver {
       const user = users.lookup(serviceId);
       if (user && (await users.killAll(user)) > 0) {
         return wait(100, "stopping the processes of the service's OS user");
+      }
+      // Its repository's server, user and files (its backups), if it has
+      // one: first, since a backup runs as that user (its wait next ends
+      // with its processes).
+      if (ctx.repositories && !(await ctx.repositories.remove(serviceId))) {
+        return wait(100, "stopping the processes of the service's repository");
       }
       await ctx.backups.settle(serviceId);
       // Its cgroups, by name (also of nodes whose files a crash already took).
@@ -634,6 +680,15 @@ export class LocalDriver implements Driver {
         if (!st.up) return 'failed';
       }
       if (!(await ctx.haproxy.hasService(spec.serviceId))) return 'failed';
+    }
+    // So is its repository's server (repository/repositories.ts).
+    if (
+      spec.running &&
+      ctx.repositories &&
+      (await ctx.backups.serverOf(spec.serviceId)) &&
+      (await ctx.repositories.pid(spec.serviceId)) === undefined
+    ) {
+      return 'failed';
     }
     // A pooler that died is started again by the apply that 'failed' brings.
     if (spec.running && spec.pooler.enabled) {

@@ -15,7 +15,8 @@
 //   clients it may hold (each a TLS session and its buffers).
 // - The helpers Basin runs as the service's user (backups, restores, base
 //   backups, rewinds): a few processes, 1 GiB (their page cache included,
-//   which the kernel reclaims under the bound).
+//   which the kernel reclaims under the bound); the same for what runs as
+//   its repository's user (its server, backups, expiry).
 // - The service's OS user, across all of those: RLIMIT_NPROC.
 
 import type { Size } from '../../domain/types.js';
@@ -90,6 +91,15 @@ export function poolerBounds(maxClients: number, nice: number): Bounds {
  * cgroup v2 the priority of the backups (backups.ts), below the databases.
  */
 export const TASKS_BOUNDS: Bounds = { memoryBytes: 1 * GiB, pidsMax: 64, cpuNice: 10 };
+
+/**
+ * A service's repository user's bounds (repository/): its pgBackRest
+ * server (~14 MB idle, and a process per client connection: the
+ * archiver's, a fork's restore with its processes), and the backups and
+ * expiry Basin runs as that user (at most 4 processes each): as the
+ * helpers, whose work it shares with the service's side.
+ */
+export const REPOSITORY_BOUNDS: Bounds = { memoryBytes: 1 * GiB, pidsMax: 64, cpuNice: 10 };
 
 /** The shared nodes' bound when the operator sets none: a quarter of the host's memory. */
 export function sharedMemoryBytes(hostBytes: number, configuredMb?: number): number {

@@ -505,8 +505,9 @@ export class NodeCgroups {
   }
 }
 
-/** "node 1 of abc", "the pooler of abc", "the helpers of abc". */
+/** "node 1", "the connection pooler", "the service's helpers", "the service's repository". */
 function describeUnit(unit: Unit): string {
   if (typeof unit.part === 'number') return `node ${unit.part}`;
+  if (unit.part === 'repo') return "the service's repository";
   return unit.part === 'pooler' ? 'the connection pooler' : "the service's helpers";
 }

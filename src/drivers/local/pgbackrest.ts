@@ -12,6 +12,10 @@
 // repository (anything: it is that user) stays in its repository, and
 // nothing of pgBackRest's defaults (/var/lib/pgbackrest, /tmp/pgbackrest,
 // /var/log/pgbackrest) is shared between services.
+//
+// That is a local repository. With repository servers (--repository-servers),
+// a service's repository belongs to an OS user of its own instead, and its
+// configurations are repository/repo-conf.ts's.
 
 import type { Size } from '../../domain/types.js';
 import type { BackupInfo } from '../driver.js';
@@ -115,7 +119,7 @@ export function renderStanzaConf(c: StanzaConf): string {
 }
 
 /** pgBackRest's configuration is line based: a value holding a line break would be two settings. */
-function checkConfLine(line: string): void {
+export function checkConfLine(line: string): void {
   if (/[\n\r\0]/.test(line)) throw new Error(`unusable pgBackRest setting ${JSON.stringify(line)}`);
 }
 

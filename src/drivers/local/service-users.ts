@@ -16,6 +16,11 @@
 // user that it made for that very service, never one that merely has the
 // name. Every step can be repeated: a user that exists is used, a user that
 // is gone is not an error.
+//
+// The same class makes each service's repository user, `basin-r-<id>`
+// (kind 'repository'), from the same uids: the OS user its pgBackRest
+// repository and repository server run as, which no tenant is
+// (repository/repositories.ts).
 
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -32,8 +37,13 @@ import { processesOfUser, signalAll } from './processes.js';
 import { idIsFree, ownsFiles, type AllocateUid, type UidRange } from './uids.js';
 
 export const USER_PREFIX = 'basin-';
+/** A repository user's: `basin-r-` never is a service's (ids have no `-`). */
+const REPOSITORY_PREFIX = 'basin-r-';
 /** The longest user name useradd accepts on Debian (and utmp can hold). */
 const NAME_MAX = 32;
+
+/** Whose OS user: a service's (or read replica set's), or a service's repository's. */
+export type UserKind = 'service' | 'repository';
 
 /**
  * The OS user name of a service: `basin-<id>` (ids are lowercase
@@ -41,15 +51,24 @@ const NAME_MAX = 32;
  * again with a hash; the user's comment keeps the whole id.
  */
 export function serviceUserName(id: string): string {
-  const plain = USER_PREFIX + id;
-  if (plain.length <= NAME_MAX) return plain;
-  const h = createHash('sha256').update(id).digest('hex').slice(0, 8);
-  return `${USER_PREFIX}${id.slice(0, NAME_MAX - USER_PREFIX.length - h.length - 1)}-${h}`;
+  return userName(USER_PREFIX, id);
 }
 
-const COMMENT = /^Basin service ([a-z0-9]+) installation ([0-9a-f]{16})$/;
-const comment = (id: string, installation: string) =>
-  `Basin service ${id} installation ${installation}`;
+/** The OS user name of a service's repository: `basin-r-<id>`, shortened as a service's. */
+export function repositoryUserName(id: string): string {
+  return userName(REPOSITORY_PREFIX, id);
+}
+
+function userName(prefix: string, id: string): string {
+  const plain = prefix + id;
+  if (plain.length <= NAME_MAX) return plain;
+  const h = createHash('sha256').update(id).digest('hex').slice(0, 8);
+  return `${prefix}${id.slice(0, NAME_MAX - prefix.length - h.length - 1)}-${h}`;
+}
+
+const COMMENT = /^Basin (service|repository) ([a-z0-9]+) installation ([0-9a-f]{16})$/;
+const comment = (kind: UserKind, id: string, installation: string) =>
+  `Basin ${kind} ${id} installation ${installation}`;
 
 /**
  * The host's directories where every user may write (Debian's, and POSIX
@@ -98,17 +117,32 @@ export function checkUserTools(): void {
   }
 }
 
-/** The OS users this installation made for its services (for tools and tests that clean up). */
-export function installationUsers(installation: string): PasswdEntry[] {
+/**
+ * The OS users this installation made for its services and their
+ * repositories (for tools and tests that clean up), or of one `kind`.
+ */
+export function installationUsers(installation: string, kind?: UserKind): PasswdEntry[] {
   return readPasswd().filter((p) => {
     const m = COMMENT.exec(p.comment);
-    return m !== null && m[2] === installation && p.name.startsWith(USER_PREFIX);
+    return (
+      m !== null &&
+      m[3] === installation &&
+      (kind === undefined || m[1] === kind) &&
+      p.name.startsWith(USER_PREFIX)
+    );
   });
+}
+
+/** The id a user of installationUsers was made for. */
+export function installationUserId(user: PasswdEntry): string | undefined {
+  return COMMENT.exec(user.comment)?.[2];
 }
 
 export interface ServiceUsersOptions {
   /** One OS user per service (needs root); otherwise every cluster runs as `shared`. */
   perService: boolean;
+  /** Services' users (the default), or their repositories' (no network namespace of their own). */
+  kind?: UserKind;
   layout: Layout;
   /** The template user: every cluster's user when not perService. */
   shared: OsUser;
@@ -143,6 +177,14 @@ export class ServiceUsers {
     return this.o.perService;
   }
 
+  private get kind(): UserKind {
+    return this.o.kind ?? 'service';
+  }
+
+  private nameOf(id: string): string {
+    return this.kind === 'service' ? serviceUserName(id) : repositoryUserName(id);
+  }
+
   /**
    * The OS user the service's clusters run as, created when missing, with
    * its network namespace (made when missing too) when services have them.
@@ -163,7 +205,7 @@ export class ServiceUsers {
       for (let attempt = 0; ; attempt++) {
         const made = this.find(id, true);
         if (made) return made;
-        const name = serviceUserName(id);
+        const name = this.nameOf(id);
         // A user is only made for an installation that is still there: not
         // for a data directory removed under a running driver.
         if (!existsSync(this.o.layout.installationFile)) {
@@ -179,9 +221,12 @@ export class ServiceUsers {
             '--system', '--no-create-home', '--home-dir', '/nonexistent',
             '--shell', '/usr/sbin/nologin', '--user-group', '--no-log-init',
             '--uid', String(uid), ...only('SYS_UID'), ...only('SYS_GID'),
-            '--comment', comment(id, this.o.installation), name,
+            '--comment', comment(this.kind, id, this.o.installation), name,
           ]); // prettier-ignore
-          this.o.log.info({ serviceId: id, osUser: name, uid }, "created the service's OS user");
+          this.o.log.info(
+            { serviceId: id, osUser: name, uid },
+            `created the ${this.kind}'s OS user`,
+          );
         } catch (err) {
           if (attempt < 40 && passwdBusy(err)) {
             await sleep(25 + Math.floor(Math.random() * 50));
@@ -205,7 +250,7 @@ export class ServiceUsers {
             continue;
           }
           throw new DriverError(
-            `Could not create the OS user ${name} for the service: ${(err as Error).message}`,
+            `Could not create the OS user ${name} for the ${this.kind}: ${(err as Error).message}`,
             true,
           );
         }
@@ -354,19 +399,19 @@ export class ServiceUsers {
         });
       }
     });
-    this.o.log.info({ serviceId: id, osUser: user.name }, "deleted the service's OS user");
+    this.o.log.info({ serviceId: id, osUser: user.name }, `deleted the ${this.kind}'s OS user`);
   }
 
   /** A user of this installation for this very service; another user of that name is refused. */
   private find(id: string, strict: boolean): OsUser | undefined {
-    const name = serviceUserName(id);
+    const name = this.nameOf(id);
     const e = readPasswd().find((p) => p.name === name);
     if (!e) return undefined;
-    if (e.comment !== comment(id, this.o.installation) || e.uid === 0) {
+    if (e.comment !== comment(this.kind, id, this.o.installation) || e.uid === 0) {
       if (!strict) return undefined;
       throw new DriverError(
-        `The OS user ${name} exists but was not made by this Basin installation for service ${id}; ` +
-          'Basin will not run the service as it. Remove it (userdel) or move it aside.',
+        `The OS user ${name} exists but was not made by this Basin installation for ${this.kind} ` +
+          `${id}; Basin will not run anything as it. Remove it (userdel) or move it aside.`,
         false,
       );
     }

@@ -20,6 +20,7 @@ export async function tightenLayout(layout: Layout): Promise<void> {
     [layout.socketsDir, 0o711],
     [layout.archivesDir, 0o711],
     [layout.backupsDir, 0o711],
+    [layout.repositoriesDir, 0o711],
     [layout.installationFile, 0o600],
     [layout.caDir, 0o700],
     [layout.templateDir, 0o711],
@@ -50,17 +51,28 @@ export async function tightenLayout(layout: Layout): Promise<void> {
   for (const dir of [layout.socketsDir, layout.archivesDir]) {
     for (const name of await list(dir)) await setMode(join(dir, name), 0o700);
   }
-  // A stanza: root's directory and configuration files (its user's group
-  // reads them), the service user's repository, spool, locks and logs.
-  for (const id of await list(layout.backupsDir)) {
-    const dir = layout.backupDir(id);
-    await setMode(dir, 0o711);
-    for (const name of await list(dir)) {
-      const path = join(dir, name);
-      await setMode(path, name.endsWith('.conf') ? 0o640 : 0o700);
+  // A stanza: root's directory, configuration and identity files (its
+  // user's group reads them), the service user's repository, spool, locks
+  // and logs. A repository with a server (repository/) the same way, with
+  // root's record of the server and its output private.
+  for (const [top, dirOf] of [
+    [layout.backupsDir, (id: string) => layout.backupDir(id)],
+    [layout.repositoriesDir, (id: string) => layout.repository(id).dir],
+  ] as const) {
+    for (const id of await list(top)) {
+      const dir = dirOf(id);
+      await setMode(dir, 0o711);
+      for (const name of await list(dir)) {
+        const path = join(dir, name);
+        const isDir = (await lstat(path).catch(() => undefined))?.isDirectory() === true;
+        await setMode(path, isDir ? 0o700 : READ_BY_GROUP.test(name) ? 0o640 : 'private');
+      }
     }
   }
 }
+
+/** Files of root's that a stanza's or repository's user reads through its group. */
+const READ_BY_GROUP = /\.(conf|crt|key)$/;
 
 /** The names in a directory; none when it is not there. */
 async function list(dir: string): Promise<string[]> {

@@ -6,6 +6,14 @@
 // or the loopback addresses. Keys are ECDSA P-256: small, fast,
 // and supported by libpq, JDBC, node-postgres and every TLS 1.2+ client.
 //
+// The same CA signs the identities of the pgBackRest servers and clients
+// of the services' repositories (repository/identities.ts): a server's
+// certificate names the address it listens on (its CN: pgBackRest compares
+// the CN with the host it connects to, and accepts no IP address in a SAN),
+// a client's names what the server authorizes (tls-server-auth); each
+// carries the one extended key usage of its side, so that neither passes
+// for the other (OpenSSL checks the purpose on both ends).
+//
 // openssl does the work (Node cannot issue certificates); Node's
 // X509Certificate reads them back to decide whether a node's certificate is
 // still right, so that nothing about certificates needs remembering.
@@ -13,12 +21,12 @@
 import { X509Certificate, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { access, chmod, lstat, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, chown, lstat, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from './exec.js';
 import type { Layout } from './layout.js';
 import { mkdirIn } from './node-files.js';
-import { chownTo, type OsUser } from './os-user.js';
+import { chownTo, isRoot, type OsUser } from './os-user.js';
 import { readSmallFile } from './safe-fs.js';
 
 const CA_DAYS = 3650;
@@ -178,6 +186,105 @@ export async function issueServerCert(
   } finally {
     await rm(staging, { recursive: true, force: true });
   }
+}
+
+/** A certificate and its key for one side of a pgBackRest TLS connection. */
+export interface Identity {
+  /** The subject's CN: a server's address, a client's name. */
+  cn: string;
+  use: 'server' | 'client';
+  cert: string;
+  key: string;
+}
+
+const USAGE = { server: 'serverAuth', client: 'clientAuth' } as const;
+const USAGE_OID = { server: '1.3.6.1.5.5.7.3.1', client: '1.3.6.1.5.5.7.3.2' } as const;
+
+/**
+ * Whether `id`'s certificate is signed by the current CA, names its CN, is
+ * for its use alone and not near its expiry, and its key is a regular file
+ * of root's. Anything else (missing, unreadable) is "no".
+ */
+export async function identityIsCurrent(
+  layout: Layout,
+  id: Identity,
+  now = Date.now(),
+): Promise<boolean> {
+  try {
+    const ca = new X509Certificate(await readFile(layout.caCert));
+    const cert = new X509Certificate(await readSmallFile(id.cert, { maxBytes: 64 * 1024 }));
+    const key = await lstat(id.key);
+    if (!key.isFile() || key.uid !== (process.getuid?.() ?? key.uid)) return false;
+    if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) return false;
+    if (Date.parse(cert.validTo) - now < RENEW_BEFORE_MS) return false;
+    const usage = cert.keyUsage ?? [];
+    return (
+      cert.subject === `CN=${id.cn}` &&
+      usage.length === 1 &&
+      usage[0] === USAGE_OID[id.use] &&
+      cert.subjectAltName === undefined
+    );
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Issues `id`'s key and certificate, signed by the CA, both root's and
+ * readable by `reader`'s group alone (0640): pgBackRest, running as
+ * `reader`, reads them; nobody else. Made in a root-only staging directory
+ * and renamed into place, the certificate last.
+ */
+export async function issueIdentity(layout: Layout, id: Identity, reader: OsUser): Promise<void> {
+  const staging = layout.staging(`id-${randomBytes(4).toString('hex')}`);
+  await mkdirIn(staging, 0o700);
+  try {
+    const cnf = join(staging, 'id.cnf');
+    await writeFile(
+      cnf,
+      [
+        '[req]',
+        'distinguished_name = dn',
+        'prompt = no',
+        '[dn]',
+        `CN = ${identityName(id.cn)}`,
+        '[v3_id]',
+        'basicConstraints = critical,CA:FALSE',
+        'keyUsage = critical,digitalSignature',
+        `extendedKeyUsage = ${USAGE[id.use]}`,
+        'subjectKeyIdentifier = hash',
+        'authorityKeyIdentifier = keyid',
+        '',
+      ].join('\n'),
+    );
+    await chmod(cnf, 0o600);
+    const key = join(staging, 'id.key');
+    const csr = join(staging, 'id.csr');
+    const crt = join(staging, 'id.crt');
+    await run('openssl', [
+      'req', '-new', '-config', cnf, '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+      '-nodes', '-keyout', key, '-out', csr,
+    ]); // prettier-ignore
+    await run('openssl', [
+      'x509', '-req', '-in', csr, '-CA', layout.caCert, '-CAkey', layout.caKey,
+      '-set_serial', serial(), '-days', String(SERVER_DAYS), '-sha256',
+      '-extfile', cnf, '-extensions', 'v3_id', '-out', crt,
+    ]); // prettier-ignore
+    for (const file of [key, crt]) {
+      if (isRoot()) await chown(file, 0, reader.gid);
+      await chmod(file, isRoot() ? 0o640 : 0o600);
+    }
+    await rename(key, id.key);
+    await rename(crt, id.cert);
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** A CN for an identity: an address, or a name of letters, digits and dashes; anything else is refused. */
+function identityName(cn: string): string {
+  if (isIP(cn) || /^[a-z0-9][a-z0-9-]{0,62}$/.test(cn)) return cn;
+  throw new Error(`not an identity name: ${JSON.stringify(cn)}`);
 }
 
 /**

@@ -145,6 +145,22 @@ test('a reserved host port: its namespace and the host only', () => {
   );
 });
 
+test("a namespace admitted to another's reserved port reaches it too; one without a record admits nothing", () => {
+  const { streamsFrom: _service, ...bare } = replicaSet;
+  const fork: TableNamespace = { ...bare, id: 'fork1' };
+  const text = renderTable({
+    installation: TAG,
+    block: '198.18.0.0/15',
+    restrictForwarding: false,
+    namespaces: [{ ...service, hostGuests: ['fork1', 'gone1'] }, fork],
+  });
+  nftAccepts(text);
+  assert.match(
+    squeeze(text),
+    /set reserved_for \{ type ifname \. ipv4_addr \. ipv4_addr \. inet_service elements = \{ "bsn000000000001" \. 198\.18\.0\.1 \. 198\.18\.0\.0 \. 8432, "bsn000000000002" \. 198\.18\.0\.3 \. 198\.18\.0\.0 \. 8432 \} \}/,
+  );
+});
+
 test('a port two records claim goes to one of them; an empty installation still loads', () => {
   const clash = { ...replicaSet, ports: [16001, 16003] };
   const t = squeeze(

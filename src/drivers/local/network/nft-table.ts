@@ -28,8 +28,9 @@
 //   not a router), nothing but traffic from or to a Basin veth is
 //   forwarded at all.
 // - Input: a host-side port reserved for a namespace (`hostPorts` on its
-//   `hostAddress`) is reachable from that namespace and from the host
-//   itself only; everything else a namespace sends the host is as before.
+//   `hostAddress`) is reachable from that namespace (and the namespaces it
+//   admits meanwhile: `hostGuests`) and from the host itself only;
+//   everything else a namespace sends the host is as before.
 
 import { VETH_PREFIX } from './addresses.js';
 
@@ -43,8 +44,10 @@ export interface TableNamespace {
   ports: readonly number[];
   /** A read replica set's service (its id): connections to it are SNATed to the service's gateway. */
   streamsFrom?: string;
-  /** Ports on its hostAddress that only it (and the host) may reach. */
+  /** Ports on its hostAddress that only it (and the host) may reach… */
   hostPorts: readonly number[];
+  /** …and these other namespaces (a fork's, while it restores from its parent's repository). */
+  hostGuests?: readonly string[];
 }
 
 export interface TableSpec {
@@ -85,9 +88,12 @@ export function renderTable(spec: TableSpec): string {
     if (service) pairs.push(`${n.address} . ${service.address}`);
   }
   const reserved = namespaces.flatMap((n) => n.hostPorts.map((p) => `${n.hostAddress} . ${p}`));
-  const reservedFor = namespaces.flatMap((n) =>
-    n.hostPorts.map((p) => `"${n.veth}" . ${n.address} . ${n.hostAddress} . ${p}`),
-  );
+  const reservedFor = namespaces.flatMap((n) => {
+    const admitted = [n, ...(n.hostGuests ?? []).flatMap((g) => byId.get(g) ?? [])];
+    return n.hostPorts.flatMap((p) =>
+      admitted.map((a) => `"${a.veth}" . ${a.address} . ${n.hostAddress} . ${p}`),
+    );
+  });
   const set = (name: string, type: string, elements: string[]) => [
     `\tset ${name} {`,
     `\t\ttype ${type}`,

@@ -9,6 +9,8 @@ test('a record round-trips; anything malformed is no record', () => {
   const r = { slot: 3, ports: [16001, 16005], streamsFrom: 'abc123', hostPorts: [8432] };
   assert.deepEqual(parseRecord(JSON.stringify(r)), r);
   assert.deepEqual(parseRecord('{"slot":0,"ports":[]}'), { slot: 0, ports: [], hostPorts: [] });
+  const admitting = { slot: 2, ports: [], hostPorts: [8432], hostGuests: ['fork1'] };
+  assert.deepEqual(parseRecord(JSON.stringify(admitting)), admitting);
   for (const bad of [
     '',
     '{"slot":',
@@ -22,6 +24,8 @@ test('a record round-trips; anything malformed is no record', () => {
     '{"slot":1,"ports":["16001"]}',
     '{"slot":1,"ports":[],"streamsFrom":"../x"}',
     '{"slot":1,"ports":[],"hostPorts":"8432"}',
+    '{"slot":1,"ports":[],"hostPorts":[8432],"hostGuests":["../x"]}',
+    '{"slot":1,"ports":[],"hostPorts":[8432],"hostGuests":"fork1"}',
   ]) {
     assert.equal(parseRecord(bad), undefined, bad);
   }

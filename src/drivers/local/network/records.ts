@@ -2,7 +2,7 @@
 // beside the nodes it serves, so it goes with them. It holds the slot of
 // the block (which pair of addresses: addresses.ts), the host ports that
 // lead into it, a read replica set's service, and the host-side ports
-// reserved for it. A restarted Basin reads every record (readRecords) and
+// reserved for it (with the namespaces admitted to them meanwhile). A restarted Basin reads every record (readRecords) and
 // renders its table from them; the namespaces, veths and table outlive
 // Basin, as the databases do.
 
@@ -18,6 +18,8 @@ export interface NetworkRecord {
   streamsFrom?: string;
   /** Ports on the namespace's hostAddress reserved for it (sorted, unique). */
   hostPorts: number[];
+  /** Other namespaces (their ids) admitted to those ports too, for a while: a fork's, at its parent's repository. */
+  hostGuests?: string[];
 }
 
 const ID = /^[a-z0-9]{1,32}$/;
@@ -76,6 +78,13 @@ export function parseRecord(text: string): NetworkRecord | undefined {
   const ports = portList(o.ports);
   const hostPorts = portList(o.hostPorts ?? []);
   if (!ports || !hostPorts) return undefined;
+  const guests = o.hostGuests;
+  if (
+    guests !== undefined &&
+    !(Array.isArray(guests) && guests.every((g) => typeof g === 'string' && ID.test(g)))
+  ) {
+    return undefined;
+  }
   if (
     o.streamsFrom !== undefined &&
     !(typeof o.streamsFrom === 'string' && ID.test(o.streamsFrom))
@@ -87,6 +96,7 @@ export function parseRecord(text: string): NetworkRecord | undefined {
     ports,
     ...(o.streamsFrom === undefined ? {} : { streamsFrom: o.streamsFrom }),
     hostPorts,
+    ...(guests === undefined || guests.length === 0 ? {} : { hostGuests: guests as string[] }),
   };
 }
 

@@ -36,6 +36,9 @@
 //                 the namespace's processes at hostAddress:port, through
 //                 their default route. Nothing else a namespace sends the
 //                 host is filtered.
+//   admitToHostPorts(id, guest, allowed)
+//                 admits another namespace to those ports (a fork's, at its
+//                 parent's repository server while it is made), or no longer.
 //   remove(id)    the namespace, its veth and its entries go (after its
 //                 last process: the delete of its service or set).
 //   enabled       false with --service-network off, or where the host
@@ -233,6 +236,7 @@ export class ServiceNetworks {
         ports,
         ...(o.streamsFrom === undefined ? {} : { streamsFrom: o.streamsFrom }),
         hostPorts: r.hostPorts,
+        ...(r.hostGuests === undefined ? {} : { hostGuests: r.hostGuests }),
       };
       if (JSON.stringify(next) !== JSON.stringify(r)) await this.write(id, next);
       await this.apply();
@@ -248,6 +252,25 @@ export class ServiceNetworks {
       if (JSON.stringify(hostPorts) !== JSON.stringify(r.hostPorts)) {
         await this.write(id, { ...r, hostPorts });
       }
+      await this.apply();
+    });
+  }
+
+  /**
+   * Admits `guest`'s namespace to the ports reserved on `id`'s hostAddress
+   * (a fork's, while it restores from its parent's repository), or no
+   * longer (`allowed` false). Recorded: it outlives a restart of Basin.
+   */
+  admitToHostPorts(id: string, guest: string, allowed: boolean): Promise<void> {
+    return this.serially(async () => {
+      await this.ensureNow(id);
+      if (allowed) await this.ensureNow(guest);
+      const r = this.records.get(id) as NetworkRecord;
+      const rest = (r.hostGuests ?? []).filter((g) => g !== guest);
+      const hostGuests = allowed ? [...rest, guest].sort() : rest;
+      const { hostGuests: _old, ...bare } = r;
+      const next = hostGuests.length > 0 ? { ...bare, hostGuests } : bare;
+      if (JSON.stringify(next) !== JSON.stringify(r)) await this.write(id, next);
       await this.apply();
     });
   }
@@ -371,6 +394,7 @@ export class ServiceNetworks {
         ports: r.ports,
         ...(r.streamsFrom === undefined ? {} : { streamsFrom: r.streamsFrom }),
         hostPorts: r.hostPorts,
+        ...(r.hostGuests === undefined ? {} : { hostGuests: r.hostGuests }),
       })),
     });
     if (text === this.applied) return;

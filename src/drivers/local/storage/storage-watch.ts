@@ -337,7 +337,10 @@ export class StorageWatch {
         layout.nodeDir({ id, node }),
         layout.socketDir({ id, node }),
       ]),
-      backups: w.record.repo ? [layout.backupDir(id), layout.archiveDir(id)] : [],
+      // Its repository where it has a server of its own (repository/) counts as its backups too.
+      backups: w.record.repo
+        ? [layout.backupDir(id), layout.archiveDir(id), layout.repository(id).dir]
+        : [],
     });
     w.measuring = { m, at: this.clock(), moved: { ...this.movement }, urgent };
     w.stale = false;
