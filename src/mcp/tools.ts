@@ -2,9 +2,9 @@
 // MCP server names them (service_list, service_get, …, db_execute_query),
 // each one call of the typed client (basin/client), plus the bounded SQL
 // tool (sql.ts). Inputs and outputs are declared with zod, as the SDK
-// expects; every answer is the API's own JSON, with the initial password of
-// a service this session created kept out of the answer's text only when
-// the caller does not need it: create and fork return it once, as the API does.
+// expects; every answer is the API's own JSON. create and fork return the
+// new service's initial password once, as the API does, and the server keeps
+// it in memory for db_execute_query.
 
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
@@ -18,6 +18,8 @@ export interface ToolContext {
   /** The installation's CA certificate file, for verify-full; undefined: not verified. */
   ca: string | undefined;
   readOnly: boolean;
+  /** Passwords of services created or forked by this server, for db_execute_query. */
+  passwords: Map<string, string>;
 }
 
 /** The names of the tools that change something: --read-only leaves them out. */
@@ -42,8 +44,7 @@ const size = {
 };
 
 export function registerTools(server: McpServer, t: ToolContext): void {
-  // Passwords of services created or forked in this session, for db_execute_query.
-  const passwords = new Map<string, string>();
+  const passwords = t.passwords;
   const path = (id: string) => ({ params: { path: { project_id: t.projectId, service_id: id } } });
   const one = '/v1/projects/{project_id}/services/{service_id}' as const;
   const waited = async (svc: Service, ask: boolean | undefined) =>
@@ -52,6 +53,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'service_list',
     {
+      annotations: { readOnlyHint: true },
       description: 'List the services of the project.',
       inputSchema: {},
       outputSchema: { services: z.array(serviceOut.service) },
@@ -67,6 +69,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'service_get',
     {
+      annotations: { readOnlyHint: true },
       description:
         'Get one service: status, endpoint, size, and its current metrics (memory_mb, milli_cpu, storage_mb).',
       inputSchema: { service_id: serviceId },
@@ -78,6 +81,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'service_logs',
     {
+      annotations: { readOnlyHint: true },
       description: "A service's log entries, newest first.",
       inputSchema: {
         service_id: serviceId,
@@ -115,6 +119,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'db_execute_query',
     {
+      annotations: { readOnlyHint: t.readOnly, destructiveHint: !t.readOnly },
       description: [
         'Run one SQL statement on a service as tsdbadmin, over TLS verified against the installation CA.',
         `Read-only transaction unless read_only is false${t.readOnly ? ' (not allowed: this server is read-only)' : ''};`,
@@ -168,6 +173,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'service_create',
     {
+      annotations: { destructiveHint: false, idempotentHint: false },
       description:
         'Create a service. The answer holds its initial_password, shown once; db_execute_query remembers it for this session.',
       inputSchema: {
@@ -194,6 +200,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'service_fork',
     {
+      annotations: { destructiveHint: false, idempotentHint: false },
       description:
         'Fork a READY service into a new one (NOW, LAST_SNAPSHOT, or PITR at target_time).',
       inputSchema: {
@@ -220,6 +227,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
       `service_${action}`,
       {
         description: `${action === 'start' ? 'Start a stopped' : 'Stop a running'} service.`,
+        annotations: { destructiveHint: action === 'stop', idempotentHint: true },
         inputSchema: { service_id: serviceId },
         outputSchema: serviceOut,
       },
@@ -232,6 +240,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'service_resize',
     {
+      annotations: { destructiveHint: true, idempotentHint: true },
       description: 'Change the CPU and memory of a READY service (a size of the catalogue).',
       inputSchema: {
         service_id: serviceId,
@@ -249,6 +258,7 @@ export function registerTools(server: McpServer, t: ToolContext): void {
   server.registerTool(
     'service_delete',
     {
+      annotations: { destructiveHint: true, idempotentHint: true },
       description: 'Delete a service and its read replica sets (forks stay).',
       inputSchema: { service_id: serviceId, wait },
       outputSchema: serviceOut,

@@ -2,9 +2,11 @@
 // SDK's own client over stdio, against `node dist/main.js` on the local
 // driver: an agent's session (list tools, create a service, wait for it,
 // query it through db_execute_query over verify-full TLS, read its logs,
-// delete it), and the read-only server's tools, and its refusal of writes.
+// delete it), and the read-only server's tools, and its refusal of writes;
+// then --http, which serves a bearer of the login's key alone.
 
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -12,6 +14,7 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { installation } from './basin-process.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -183,6 +186,69 @@ test(
     assert.deepEqual(
       structured(await agent.callTool({ name: 'service_list', arguments: {} })).services,
       [],
+    );
+  },
+);
+
+test(
+  '`basin mcp --http` serves the tools over Streamable HTTP to a bearer of the key alone (sim)',
+  { timeout: 120_000 },
+  async (t) => {
+    const inst = await installation(t, { driver: 'sim', env: { BASIN_SIM_DELAY_MS: '0' } });
+    const b = await inst.start();
+    const home = mkdtempSync(join(tmpdir(), 'basin-mcp-home-'));
+    t.after(() => rmSync(home, { recursive: true, force: true }));
+    const child = spawn(process.execPath, [CLI, 'mcp', '--http', '127.0.0.1:0'], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: home,
+        XDG_CONFIG_HOME: join(home, 'config'),
+        BASIN_URL: b.url,
+        BASIN_API_KEY: b.bearerKey,
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const exited = new Promise((done) => child.once('exit', done));
+    t.after(async () => {
+      child.kill('SIGTERM');
+      await exited;
+    });
+    let stderr = '';
+    const url = await new Promise<string>((found, fail) => {
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+        const m = /serving on (http:\S+)/.exec(stderr);
+        if (m) found(m[1] as string);
+      });
+      child.once('exit', () => fail(new Error(`basin mcp --http exited:\n${stderr}`)));
+    });
+
+    const refused = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer bsn_wrong' },
+      body: '{}',
+    });
+    assert.equal(refused.status, 401);
+    assert.equal(((await refused.json()) as { code: string }).code, 'UNAUTHORIZED');
+
+    const client = new Client({ name: 'basin-e2e', version: '0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(url), {
+        requestInit: { headers: { authorization: `Bearer ${b.bearerKey}` } },
+      }),
+    );
+    t.after(() => client.close());
+    assert.equal((await client.listTools()).tools.length, 10);
+    const created = structured(
+      await client.callTool({ name: 'service_create', arguments: { name: 'web', wait: true } }),
+    ).service;
+    assert.equal(created.status, 'READY');
+    assert.deepEqual(
+      structured(await client.callTool({ name: 'service_list', arguments: {} })).services.map(
+        (s: { service_id: string }) => s.service_id,
+      ),
+      [created.service_id],
     );
   },
 );
