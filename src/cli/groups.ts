@@ -4,6 +4,7 @@
 
 import type { CliGroup } from './command.js';
 import { credentialGroup } from './credential-group.js';
+import { mcpGroup } from '../mcp/mcp-group.js';
 import { loginGroup } from './login-group.js';
 import { projectGroup } from './project-group.js';
 import { serviceGroup } from './service-group.js';
@@ -15,4 +16,5 @@ export const GROUPS: readonly CliGroup[] = [
   credentialGroup,
   loginGroup,
   serviceGroup,
+  mcpGroup,
 ];

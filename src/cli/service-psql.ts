@@ -88,7 +88,7 @@ function quote(v: string): string {
   return /^[^\s'\\]+$/.test(v) ? v : `'${v.replace(/[\\']/g, (m) => `\\${m}`)}'`;
 }
 
-function caCertificate(c: ApiContext): string | undefined {
+export function caCertificate(c: ApiContext): string | undefined {
   const given = c.opt('ca') ?? c.login.ca;
   if (given !== undefined) {
     const file = resolve(given);
