@@ -206,10 +206,15 @@ test(
       'past its limit with files: every process stopped, and a start does not undo it',
       async () => {
         const comms = async () =>
-          (await processesOfUser(uid)).map((pid) =>
-            readFileSync(`/proc/${pid}/comm`, 'utf8').trim(),
-          );
-        assert.ok((await comms()).includes('pgbouncer'), 'its pooler runs before');
+          (await processesOfUser(uid)).map((pid) => {
+            try {
+              return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+            } catch {
+              return ''; // ended meanwhile
+            }
+          });
+        // Its pooler runs before (once the restart into recovery has settled).
+        await b.waitFor(async () => (await comms()).includes('pgbouncer'), 'its pooler to run');
         // COPY … TO PROGRAM runs in recovery too (it writes no table): 300 MB of
         // zeros into its data directory, at the disk's speed.
         const shell = await connect(a);
