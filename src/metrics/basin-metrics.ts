@@ -6,7 +6,6 @@
 
 import { Gauge, Histogram, Registry } from 'prom-client';
 import type { Driver } from '../drivers/driver.js';
-import { SERVICE_STATUSES } from '../domain/types.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store } from '../store/store.js';
 
@@ -21,6 +20,9 @@ const SERVICE_LABELS = ['project', 'service', 'node', 'role'] as const;
 
 /** Request durations' buckets, in seconds: polls take a millisecond, creates a few hundred. */
 const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** How often the store's backups are read again (their ages are computed per scrape). */
+const BACKUPS_REREAD_MS = 30_000;
 
 export class BasinMetrics {
   readonly registry = new Registry();
@@ -58,6 +60,43 @@ export class BasinMetrics {
       },
     });
     this.serviceGauges();
+  }
+
+  /** When each service's last backup started (epoch ms), as last read; see lastBackups(). */
+  private backupStarts = new Map<string, number>();
+  private backupsReadAt = -Infinity;
+  private backupsRead = false;
+  private readingBackups: Promise<void> | undefined;
+
+  /**
+   * When each service's last backup started, read from the store at most
+   * every BACKUPS_REREAD_MS and in the background (a lookup per service is
+   * half of a scrape's time with 1,000 services, and backups come daily):
+   * only the first scrape waits for it. The age itself is computed per scrape.
+   */
+  private async lastBackups(serviceIds: readonly string[]): Promise<Map<string, number>> {
+    const { clock } = this.sources;
+    if (clock() - this.backupsReadAt >= BACKUPS_REREAD_MS && !this.readingBackups) {
+      this.backupsReadAt = clock();
+      const reading = this.readBackups(serviceIds).finally(() => (this.readingBackups = undefined));
+      // A failed read is tried again at the next scrape (the first scrape reports it).
+      reading.catch(() => (this.backupsReadAt = -Infinity));
+      this.readingBackups = reading;
+    }
+    if (!this.backupsRead && this.readingBackups) await this.readingBackups;
+    return this.backupStarts;
+  }
+
+  private async readBackups(serviceIds: readonly string[]): Promise<void> {
+    const starts = new Map<string, number>();
+    for (const id of serviceIds) {
+      for (const b of await this.sources.store.backups.listByService(id)) {
+        const t = Date.parse(b.startedAt);
+        if (t > (starts.get(id) ?? -Infinity)) starts.set(id, t);
+      }
+    }
+    this.backupStarts = starts;
+    this.backupsRead = true;
   }
 
   /** Counts one answered request (Fastify's onResponse hook; app.ts). */
@@ -105,7 +144,7 @@ export class BasinMetrics {
     );
     const status = gauge(
       'basin_service_status',
-      'The service status, as a 1 on the series of its status',
+      'The service status: 1 on the series of its current status (no series for the others)',
       ['status'],
     );
     const cpu = gauge('basin_service_cpu_millicores', 'CPU the node used lately, in millicores');
@@ -123,13 +162,17 @@ export class BasinMetrics {
     const MB = 1024 * 1024;
     const { store, driver, clock } = this.sources;
     const fill = async () => {
+      const services = await store.services.listAll();
+      const lastBackups = await this.lastBackups(services.map((s) => s.id));
       for (const g of all) g.reset();
       const now = clock();
-      for (const svc of await store.services.listAll()) {
+      for (const svc of services) {
         const labels = { project: svc.projectId, service: svc.id, node: '0', role: 'primary' };
         up.set(labels, svc.status === 'READY' ? 1 : 0);
-        for (const s of SERVICE_STATUSES)
-          status.set({ ...labels, status: s }, s === svc.status ? 1 : 0);
+        // The current status only: one series per service, not one per
+        // status (10x the scrape with 1,000 services); the old one goes
+        // stale in Prometheus when the status changes.
+        status.set({ ...labels, status: svc.status }, 1);
         const m = driver.metrics({ kind: 'service', id: svc.id });
         if (m) {
           cpu.set(labels, m.milliCpu);
@@ -137,13 +180,8 @@ export class BasinMetrics {
           storage.set(labels, m.storageMb * MB);
           if (m.storageAllowanceMb !== undefined) allowance.set(labels, m.storageAllowanceMb * MB);
         }
-        const backups = await store.backups.listByService(svc.id);
-        const last = backups.reduce<string | undefined>(
-          (a, b) => (a === undefined || b.startedAt > a ? b.startedAt : a),
-          undefined,
-        );
-        if (last !== undefined)
-          sinceBackup.set(labels, Math.max(0, (now - Date.parse(last)) / 1000));
+        const last = lastBackups.get(svc.id);
+        if (last !== undefined) sinceBackup.set(labels, Math.max(0, (now - last) / 1000));
       }
       for (const rs of await store.replicaSets.listAll()) {
         const labels = { project: rs.projectId, service: rs.id, node: '0', role: 'replica_set' };

@@ -64,7 +64,12 @@ test('/metrics on its own listener has the requests, the queue and each service'
   };
   assert.equal(one('basin_service_up'), 1);
   assert.equal(one('basin_service_status', { status: 'READY' }), 1);
-  assert.equal(one('basin_service_status', { status: 'PAUSED' }), 0);
+  assert.ok(
+    !series(families, 'basin_service_status').some(
+      (s) => s.labels.service === serviceId && s.labels.status !== 'READY',
+    ),
+    'only the current status has a series',
+  );
   const svc = await b.call('GET', `/v1/projects/${b.projectId}/services/${serviceId}`);
   const m = svc.body.metrics as { memory_mb: number; storage_mb: number; milli_cpu: number };
   assert.ok(one('basin_service_storage_bytes') > 0);
@@ -123,4 +128,30 @@ test('the text parser refuses what Prometheus would refuse', () => {
   assert.throws(() => parsePrometheusText('a one\n'), /bad value/);
   const f = parsePrometheusText('# HELP a the a\n# TYPE a gauge\na{x="q\\"z"} 2.5\n');
   assert.deepEqual(f.get('a')?.samples, [{ name: 'a', labels: { x: 'q"z' }, value: 2.5 }]);
+});
+
+test("seconds since the last backup: the store's last backup, aged at each scrape", async (t) => {
+  let offsetMs = 0;
+  const b = await startBasin(t, { options: { clock: () => Date.now() + offsetMs } });
+  const created = await b.call('POST', `/v1/projects/${b.projectId}/services`, { name: 'db' });
+  const serviceId = created.body.service_id as string;
+  const backups = await eventually(async () => {
+    const list = await b.basin.store.backups.listByService(serviceId);
+    return list.length > 0 ? list : undefined;
+  }, 'the first backup');
+  const startedAt = Math.max(...backups.map((x) => Date.parse(x.startedAt)));
+  const age = async () => {
+    const f = parsePrometheusText((await b.basin.metrics.render()).body);
+    const s = series(f, 'basin_service_seconds_since_last_backup').find(
+      (x) => x.labels.service === serviceId,
+    );
+    assert.ok(s, 'the service has the series');
+    return s.value;
+  };
+  const first = await age();
+  assert.ok(first >= 0 && first < 600, `age ${first}`);
+  offsetMs = 3_600_000;
+  const later = await age();
+  assert.ok(later >= 3600 && later - first >= 3600 && later - first < 3700, `${first} → ${later}`);
+  assert.ok(Math.abs(later - (Date.now() + offsetMs - startedAt) / 1000) < 60);
 });
