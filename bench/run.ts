@@ -27,6 +27,7 @@ import { localFailover } from './local-failover.js';
 import { localIdleMemory } from './local-idle-memory.js';
 import { localNetns } from './local-netns.js';
 import { localPooler } from './local-pooler.js';
+import { metricsScrape } from './metrics-scrape.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
 
@@ -45,6 +46,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'fork-pitr', run: forkPitr },
   { name: 'backup-write', run: backupWrite },
   { name: 'local-failover', run: localFailover },
+  { name: 'metrics-scrape', run: metricsScrape },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

@@ -29,6 +29,7 @@ import { DEFAULT_SERVICE_TYPE_NAME } from './domain/service-type-names.js';
 import { currentUsage } from './commands/usage.js';
 import type { ReadView } from './store/store.js';
 import type { HttpLimits } from './config.js';
+import type { BasinMetrics } from './metrics/basin-metrics.js';
 
 export interface AppOptions {
   deps: Omit<RouteDeps, 'presented'>;
@@ -47,6 +48,8 @@ export interface AppOptions {
   fastLane?: boolean;
   /** The web console at `/` (api/console.ts); none when absent (`--console off`). */
   webConsole?: ConsoleOptions | null;
+  /** Counts every request Fastify answers (metrics/basin-metrics.ts); none when absent. */
+  metrics?: BasinMetrics | undefined;
 }
 
 export async function buildApp({
@@ -58,6 +61,7 @@ export async function buildApp({
   fastLane = true,
   http,
   webConsole = null,
+  metrics,
 }: AppOptions): Promise<FastifyInstance> {
   const accessLog = loggerInstance ? new AccessLog(loggerInstance) : undefined;
   const nextRequestId = requestIds();
@@ -100,6 +104,12 @@ export async function buildApp({
   };
   registerErrorHandling(app);
   jsonBodies(app);
+  if (metrics) {
+    app.addHook('onResponse', (req, reply, done) => {
+      metrics.observeRequest(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime);
+      done();
+    });
+  }
   for (const schema of sharedSchemas(deps.present.serviceTypeName ?? DEFAULT_SERVICE_TYPE_NAME))
     app.addSchema(schema);
   await app.register(swagger, openApiInfo);

@@ -20,6 +20,7 @@ import { secureDataDir } from './lib/data-dir.js';
 import { lockDataDir } from './lib/data-dir-lock.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
+import { BasinMetrics } from './metrics/basin-metrics.js';
 import { openStore } from './open-store.js';
 import type { Store } from './store/store.js';
 
@@ -28,6 +29,8 @@ export interface Basin {
   engine: Engine;
   store: Store;
   driver: Driver;
+  /** The Prometheus series (metrics/); main.ts serves them where --metrics-listen says. */
+  metrics: BasinMetrics;
   /** Set when an empty data directory was bootstrapped: show it once. */
   bootstrapped: Awaited<ReturnType<typeof bootstrap>>;
   close(): Promise<void>;
@@ -97,7 +100,9 @@ async function assemble(
     // Sim endpoints are not real; the local driver's are ports on this host.
     portUsable: config.driver === 'local' ? portIsFree : async () => true,
   };
+  const metrics = new BasinMetrics({ store, driver, clock });
   const app = await buildApp({
+    metrics,
     deps: {
       ctx,
       present: {
@@ -137,6 +142,7 @@ async function assemble(
     engine,
     store,
     driver,
+    metrics,
     bootstrapped,
     async close() {
       await app.close();

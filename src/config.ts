@@ -81,6 +81,8 @@ export interface Config {
   adminEmail: string;
   /** Whether the web console is served at `/` (api/console.ts). */
   console: boolean;
+  /** Where GET /metrics (Prometheus) listens, apart from the API (metrics/listener.ts); null: nowhere. */
+  metricsListen: { host: string; port: number } | null;
   /** How answers name the time-series service type: the spec's TIMESERIESDB or the vendor's TIMESCALEDB. */
   serviceTypeName: ServiceTypeName;
 }
@@ -361,6 +363,12 @@ export const OPTIONS = {
     default: 'on',
     help: 'on: serve the web console at / on the API port; off: not (the API alone)',
   },
+  metricsListen: {
+    env: 'BASIN_METRICS_LISTEN',
+    flag: '--metrics-listen',
+    default: 'off',
+    help: "host:port of a separate listener serving GET /metrics (Prometheus; every project's series: for the operator, keep it on loopback or a private network); off: none",
+  },
   serviceTypeName: {
     env: 'BASIN_SERVICE_TYPE_NAME',
     flag: '--service-type-name',
@@ -528,6 +536,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     pitrWindowMs: duration('pitrWindow', need('pitrWindow')),
     adminEmail,
     console: onOff('console', need('console')),
+    metricsListen: parsed('metricsListen', () => parseListen(need('metricsListen'))),
     serviceTypeName: serviceTypeName as ServiceTypeName,
   };
 }
@@ -658,6 +667,16 @@ function duration(name: Key, text: string): number {
     );
   }
   return ms;
+}
+
+/** `off`, or `host:port` (`[::1]:9187` for an IPv6 address; port 0: any free one). */
+export function parseListen(text: string): { host: string; port: number } | null {
+  if (/^off$/i.test(text)) return null;
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([\w.-]+)):(\d{1,5})$/.exec(text);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || !(port <= 65535))
+    throw new Error(`off or host:port (e.g. 127.0.0.1:9187); got ${text}`);
+  return { host: (m[1] ?? m[2]) as string, port };
 }
 
 function onOff(name: Key, text: string): boolean {

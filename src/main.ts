@@ -9,6 +9,7 @@ import { makeDataDir } from './lib/data-dir.js';
 import { DataDirInUseError } from './lib/data-dir-lock.js';
 import { createServerLog, exitOnFatalErrors, type ServerLog } from './lib/logger.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
+import { listenMetrics } from './metrics/listener.js';
 
 /** Set once the logger exists; flushed when Basin stops. */
 let serverLog: ServerLog | undefined;
@@ -72,6 +73,18 @@ async function main(): Promise<void> {
     );
   }
 
+  // Off by default: the series span every project (docs/decisions.md).
+  const metricsListener = config.metricsListen
+    ? await listenMetrics(basin.metrics, config.metricsListen.host, config.metricsListen.port)
+    : null;
+  if (metricsListener) {
+    const { address, port: metricsPort } = metricsListener.address;
+    log.info(
+      { metricsPort },
+      `Prometheus metrics at http://${address.includes(':') ? `[${address}]` : address}:${metricsPort}/metrics`,
+    );
+  }
+
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;
@@ -80,6 +93,7 @@ async function main(): Promise<void> {
     // The engine drains for at most drainTimeoutMs; the rest is a hang.
     const force = setTimeout(() => process.exit(1), config.drainTimeoutMs + 20_000);
     force.unref();
+    await metricsListener?.close();
     await basin.close();
     log.info({}, 'stopped');
     await serverLog?.flush();

@@ -1,0 +1,123 @@
+// Prometheus, as an operator runs it: Basin as shipped (`node dist/main.js`,
+// local driver) with `--metrics-listen`; a real service gets data and work;
+// its series, read with a strict text-format parser, carry its labels and
+// move. The API's port does not serve them.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { API_KEY } from '../helpers.js';
+import { installation } from './basin-process.js';
+import { pgQuery } from './clients.js';
+import { parsePrometheusText, type Family } from '../metrics/prom-text.js';
+
+test(
+  "a real service's series are on the metrics listener, labelled, and move with its work",
+  { timeout: 300_000 },
+  async (t) => {
+    const inst = await installation(t);
+    const b = await inst.start({ args: ['--metrics-listen', '127.0.0.1:0'] });
+    // The log is written asynchronously: the line may come a little after the API answers.
+    const started = Date.now();
+    let announced: RegExpExecArray | null = null;
+    while (!announced && Date.now() - started < 30_000) {
+      announced = /Prometheus metrics at (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(b.output());
+      if (!announced) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(announced, `the metrics address is logged: ${b.tail()}`);
+    const url = announced[1] as string;
+    const scrape = async (): Promise<Map<string, Family>> => {
+      const res = await fetch(url);
+      assert.equal(res.status, 200);
+      return parsePrometheusText(await res.text());
+    };
+
+    const created = await b.call('POST', b.servicePath(), { name: 'scraped' });
+    assert.equal(created.status, 202, created.text);
+    const id: string = created.body.service_id;
+    const password: string = created.body.initial_password;
+    const svc = await b.waitForStatus(id, 'READY');
+    const port: number = svc.endpoint.port;
+    const projectId = svc.project_id as string;
+
+    const value = (families: Map<string, Family>, name: string): number | undefined => {
+      const found = (families.get(name)?.samples ?? []).filter((s) => s.labels.service === id);
+      if (found.length === 0) return undefined;
+      assert.equal(found.length, 1, `${name}: one series`);
+      assert.deepEqual(found[0]?.labels, {
+        project: projectId,
+        service: id,
+        node: '0',
+        role: 'primary',
+      });
+      return found[0]?.value;
+    };
+    const until = async <T>(what: string, f: () => Promise<T | undefined>): Promise<T> => {
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const v = await f();
+        if (v !== undefined) return v;
+        if (Date.now() > deadline) throw new Error(`not seen in time: ${what}`);
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    };
+
+    const first = await until('storage and memory sampled', async () => {
+      const f = await scrape();
+      const storage = value(f, 'basin_service_storage_bytes');
+      const memory = value(f, 'basin_service_memory_bytes');
+      return storage && memory ? { f, storage } : undefined;
+    });
+    assert.equal(value(first.f, 'basin_service_up'), 1);
+    const statuses = (first.f.get('basin_service_status')?.samples ?? []).filter(
+      (s) => s.labels.service === id && s.value === 1,
+    );
+    assert.deepEqual(
+      statuses.map((s) => s.labels.status),
+      ['READY'],
+    );
+
+    // Work: some 60 MB of rows, and a query that keeps a core busy while we scrape.
+    await pgQuery(
+      port,
+      password,
+      "CREATE TABLE filler AS SELECT g, repeat('x', 500) AS pad FROM generate_series(1, 100000) g",
+    );
+    const busy = pgQuery(
+      port,
+      password,
+      'SELECT count(*) FROM generate_series(1, 60000000) a, LATERAL (SELECT a % 7) b',
+    );
+    const cpu = await until('CPU used by the query', async () => {
+      const v = value(await scrape(), 'basin_service_cpu_millicores');
+      return v !== undefined && v > 0 ? v : undefined;
+    });
+    assert.ok(cpu > 0);
+    await busy;
+    const grown = await until('storage grown by the rows', async () => {
+      const v = value(await scrape(), 'basin_service_storage_bytes');
+      return v !== undefined && v >= first.storage + 30 * 1024 * 1024 ? v : undefined;
+    });
+    assert.ok(grown > first.storage);
+
+    // The API's own requests are counted by route pattern.
+    const http = (await scrape()).get('basin_http_request_duration_seconds');
+    assert.equal(http?.type, 'histogram');
+    assert.ok(
+      http?.samples.some(
+        (s) =>
+          s.name.endsWith('_count') &&
+          s.labels.method === 'POST' &&
+          s.labels.route === '/v1/projects/:project_id/services' &&
+          s.labels.status === '202' &&
+          s.value >= 1,
+      ),
+    );
+
+    // Not on the API's port, whatever the key.
+    const onApi = await fetch(`http://127.0.0.1:${inst.apiPort}/metrics`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    assert.equal(onApi.status, 404);
+    assert.ok(!(await onApi.text()).includes('basin_service_up'));
+  },
+);
