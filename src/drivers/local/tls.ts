@@ -58,7 +58,6 @@ export async function ensureCa(layout: Layout): Promise<void> {
         '',
       ].join('\n'),
     );
-    await chmod(cnf, 0o600);
     await run('openssl', [
       'req', '-x509', '-new', '-config', cnf, '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
       '-nodes', '-sha256', '-days', String(CA_DAYS), '-set_serial', serial(),
@@ -139,53 +138,29 @@ export async function issueServerCert(
   hosts: string[],
   user: OsUser,
 ): Promise<void> {
-  const staging = layout.staging(`cert-${randomBytes(4).toString('hex')}`);
-  await mkdirIn(staging, 0o700);
-  try {
-    const cnf = join(staging, 'server.cnf');
-    const san = hosts.map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
-    await writeFile(
-      cnf,
-      [
-        '[req]',
-        'distinguished_name = dn',
-        'prompt = no',
-        '[dn]',
-        `CN = ${hosts[0] ?? 'localhost'}`,
-        '[v3_server]',
-        'basicConstraints = critical,CA:FALSE',
-        'keyUsage = critical,digitalSignature',
-        'extendedKeyUsage = serverAuth',
-        `subjectAltName = ${san}`,
-        'subjectKeyIdentifier = hash',
-        'authorityKeyIdentifier = keyid',
-        '',
-      ].join('\n'),
-    );
-    await chmod(cnf, 0o600);
-    const key = join(staging, 'server.key');
-    const csr = join(staging, 'server.csr');
-    const crt = join(staging, 'server.crt');
-    await run('openssl', [
-      'req', '-new', '-config', cnf, '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
-      '-nodes', '-keyout', key, '-out', csr,
-    ]); // prettier-ignore
-    await run('openssl', [
-      'x509', '-req', '-in', csr, '-CA', layout.caCert, '-CAkey', layout.caKey,
-      '-set_serial', serial(), '-days', String(SERVER_DAYS), '-sha256',
-      '-extfile', cnf, '-extensions', 'v3_server', '-out', crt,
-    ]); // prettier-ignore
-    for (const file of [key, crt]) {
-      await chmod(file, 0o600);
-      await chownTo(file, user);
-    }
-    // PostgreSQL reads the pair at start and at reload (SIGHUP), which the
-    // driver sends only once both are in place.
-    await rename(crt, join(pgdata, 'server.crt'));
-    await rename(key, join(pgdata, 'server.key'));
-  } finally {
-    await rm(staging, { recursive: true, force: true });
-  }
+  const san = hosts.map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
+  await signed(
+    layout,
+    'cert',
+    [
+      `CN = ${hosts[0] ?? 'localhost'}`,
+      '[v3]',
+      'basicConstraints = critical,CA:FALSE',
+      'keyUsage = critical,digitalSignature',
+      'extendedKeyUsage = serverAuth',
+      `subjectAltName = ${san}`,
+    ],
+    async ({ key, crt }) => {
+      for (const file of [key, crt]) {
+        await chmod(file, 0o600);
+        await chownTo(file, user);
+      }
+      // PostgreSQL reads the pair at start and at reload (SIGHUP), which the
+      // driver sends only once both are in place.
+      await rename(crt, join(pgdata, 'server.crt'));
+      await rename(key, join(pgdata, 'server.key'));
+    },
+  );
 }
 
 /** A certificate and its key for one side of a pgBackRest TLS connection. */
@@ -236,31 +211,50 @@ export async function identityIsCurrent(
  * and renamed into place, the certificate last.
  */
 export async function issueIdentity(layout: Layout, id: Identity, reader: OsUser): Promise<void> {
-  const staging = layout.staging(`id-${randomBytes(4).toString('hex')}`);
+  await signed(
+    layout,
+    'id',
+    [
+      `CN = ${identityName(id.cn)}`,
+      '[v3]',
+      'basicConstraints = critical,CA:FALSE',
+      'keyUsage = critical,digitalSignature',
+      `extendedKeyUsage = ${USAGE[id.use]}`,
+    ],
+    async ({ key, crt }) => {
+      for (const file of [key, crt]) {
+        if (isRoot()) await chown(file, 0, reader.gid);
+        await chmod(file, isRoot() ? 0o640 : 0o600);
+      }
+      await rename(key, id.key);
+      await rename(crt, id.cert);
+    },
+  );
+}
+
+/**
+ * A key and a certificate signed by the CA, made in a root-only staging
+ * directory that `place` moves them out of (and that goes afterwards).
+ * `subject` is the `[dn]` section's CN line, then the `[v3]` extensions
+ * (subject and authority key identifiers are added). The CA's key never
+ * leaves root's 0700 ca/ directory.
+ */
+async function signed(
+  layout: Layout,
+  kind: string,
+  subject: string[],
+  place: (files: { key: string; crt: string }) => Promise<void>,
+): Promise<void> {
+  const staging = layout.staging(`${kind}-${randomBytes(4).toString('hex')}`);
   await mkdirIn(staging, 0o700);
   try {
-    const cnf = join(staging, 'id.cnf');
-    await writeFile(
-      cnf,
-      [
-        '[req]',
-        'distinguished_name = dn',
-        'prompt = no',
-        '[dn]',
-        `CN = ${identityName(id.cn)}`,
-        '[v3_id]',
-        'basicConstraints = critical,CA:FALSE',
-        'keyUsage = critical,digitalSignature',
-        `extendedKeyUsage = ${USAGE[id.use]}`,
-        'subjectKeyIdentifier = hash',
-        'authorityKeyIdentifier = keyid',
-        '',
-      ].join('\n'),
-    );
-    await chmod(cnf, 0o600);
-    const key = join(staging, 'id.key');
-    const csr = join(staging, 'id.csr');
-    const crt = join(staging, 'id.crt');
+    const cnf = join(staging, 'req.cnf');
+    const lines = ['[req]', 'distinguished_name = dn', 'prompt = no', '[dn]', ...subject];
+    lines.push('subjectKeyIdentifier = hash', 'authorityKeyIdentifier = keyid', '');
+    await writeFile(cnf, lines.join('\n'), { mode: 0o600 });
+    const key = join(staging, 'req.key');
+    const csr = join(staging, 'req.csr');
+    const crt = join(staging, 'req.crt');
     await run('openssl', [
       'req', '-new', '-config', cnf, '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
       '-nodes', '-keyout', key, '-out', csr,
@@ -268,14 +262,9 @@ export async function issueIdentity(layout: Layout, id: Identity, reader: OsUser
     await run('openssl', [
       'x509', '-req', '-in', csr, '-CA', layout.caCert, '-CAkey', layout.caKey,
       '-set_serial', serial(), '-days', String(SERVER_DAYS), '-sha256',
-      '-extfile', cnf, '-extensions', 'v3_id', '-out', crt,
+      '-extfile', cnf, '-extensions', 'v3', '-out', crt,
     ]); // prettier-ignore
-    for (const file of [key, crt]) {
-      if (isRoot()) await chown(file, 0, reader.gid);
-      await chmod(file, isRoot() ? 0o640 : 0o600);
-    }
-    await rename(key, id.key);
-    await rename(crt, id.cert);
+    await place({ key, crt });
   } finally {
     await rm(staging, { recursive: true, force: true });
   }
