@@ -23,7 +23,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import {
   type BenchService,
-  envInt,
   firstBackup,
   readyService,
   serviceFiles,
@@ -32,6 +31,7 @@ import {
 import { claimDataDir, type LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
+import { envInt } from './env.js';
 
 const TARGET = 0.8;
 const PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';

@@ -122,12 +122,3 @@ export function serviceFiles(basin: LocalBasin, id: string) {
     : undefined;
   return { layout, pgdata, uid: st.uid, gid: st.gid, conf: layout.backupConf(id), repoUid };
 }
-
-/** A whole number from the environment, or `fallback`. */
-export function envInt(name: string, fallback: number, min: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return fallback;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be a whole number >= ${min}`);
-  return n;
-}

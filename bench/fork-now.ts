@@ -22,17 +22,11 @@ import { execFile } from 'node:child_process';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  connect,
-  envInt,
-  readyFork,
-  readyService,
-  serviceFiles,
-  startForkBasin,
-} from './fork-bench.js';
+import { connect, readyFork, readyService, serviceFiles, startForkBasin } from './fork-bench.js';
 import { claimDataDir, type LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
+import { envInt } from './env.js';
 
 const TARGET = 1.5;
 const execFileP = promisify(execFile);

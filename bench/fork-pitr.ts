@@ -21,7 +21,6 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import {
-  envInt,
   firstBackup,
   readyFork,
   readyService,
@@ -33,6 +32,7 @@ import {
 import { claimDataDir, type LocalBasin, postmasterPid, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
+import { envInt } from './env.js';
 
 const TARGET = 2;
 const execFileP = promisify(execFile);

@@ -40,6 +40,7 @@ import {
 } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
+import { envInt } from './env.js';
 
 const TARGET = 2.5;
 const execFileP = promisify(execFile);
@@ -338,12 +339,4 @@ function freePort(): Promise<number> {
       srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
     });
   });
-}
-
-function envInt(name: string, fallback: number, min: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return fallback;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be a whole number >= ${min}`);
-  return n;
 }

@@ -39,6 +39,7 @@ import { namespaceName, namespacePath } from '../src/drivers/local/network/addre
 import { claimDataDir, LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
+import { envInt, pgEnv } from './env.js';
 
 /** At most this much more CPU a transaction through the endpoint. */
 const TARGET = 0.05;
@@ -211,16 +212,4 @@ async function measure(
     0,
   );
   return { tps, cpuUsPerTx: ((server + client + irq) * 1_000_000) / tx };
-}
-
-/** The environment without PG* settings of the person running the bench. */
-function pgEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PG')));
-}
-
-function envInt(name: string, fallback: number): number {
-  const v = process.env[name];
-  const n = v === undefined || v === '' ? fallback : Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number >= 1`);
-  return n;
 }

@@ -26,6 +26,7 @@ import { promisify } from 'node:util';
 import { claimDataDir, LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
+import { envInt, pgEnv } from './env.js';
 
 const TARGET = 0.7;
 const run = promisify(execFile);
@@ -174,16 +175,4 @@ async function pgbench(
     failed: num(/number of failed transactions: (\d+)/) || 0,
     aborted: (stderr.match(/aborted/g) ?? []).length,
   };
-}
-
-/** The environment without PG* settings of the person running the bench. */
-function pgEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PG')));
-}
-
-function envInt(name: string, fallback: number): number {
-  const v = process.env[name];
-  const n = v === undefined || v === '' ? fallback : Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number >= 1`);
-  return n;
 }
