@@ -232,16 +232,20 @@ test(
       for (let attempt = 0; attempt < 5 && !caught; attempt++) {
         const b = await inst.start();
         let killed: Promise<void> | undefined;
-        const stop = onStagedFile(root, '.staging-cert-', 'server.key', () => (killed = b.kill()));
+        const stop = onStagedFile(root, '.staging-cert-', 'req.key', () => (killed = b.kill()));
         const res = await b.call('POST', b.servicePath(), { name: `cert-kill-${attempt}` });
         assert.equal(res.status, 202, res.text);
         const password = res.body.initial_password as string;
         for (let i = 0; !killed && i < 2400; i++) await sleep(25);
         stop();
-        assert.ok(killed, `no certificate was issued:\n${b.tail()}`);
+        if (!killed) {
+          const tail = b.tail();
+          await b.kill(); // the tests after this one need the data directory
+          assert.fail(`no certificate was issued:\n${tail}`);
+        }
         await killed;
         caught = readdirSync(root).some(
-          (n) => n.startsWith('.staging-cert-') && existsSync(join(root, n, 'server.key')),
+          (n) => n.startsWith('.staging-cert-') && existsSync(join(root, n, 'req.key')),
         );
         const after = await inst.start();
         const ready = await after.waitForStatus(res.body.service_id, 'READY', 120_000);
