@@ -46,11 +46,15 @@ SOURCE_SUITE=trixie
 # translated into it (docs/security.md, A network of its own); util-linux
 # (nsenter, unshare, setpriv) is essential, listed anyway. chromium (and a
 # font for its pages) is for the tests alone: test/e2e/console.test.ts drives
-# Debian's browser with playwright-core, which never downloads one.
+# Debian's browser with playwright-core, which never downloads one. clang
+# (with linux-libc-dev's headers) builds, in `npm run build`, the eBPF program
+# that gives local clients a service's namespace address at connect, and
+# bpftool loads it (src/drivers/local/network/connect-redirect.ts).
 RUNTIME_PKGS=(
   "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl haproxy
   python3 make g++ passwd procps iproute2 nftables util-linux
   chromium fonts-dejavu-core
+  clang bpftool linux-libc-dev
 )
 # Only needed while building the extensions. postgresql-server-dev-all
 # provides pg_buildext and the dh "pgxs"/"pgxs_loop" sequences the trixie

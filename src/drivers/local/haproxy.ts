@@ -35,6 +35,9 @@ import { exists, mkdirIn } from './node-files.js';
 import { isRoot, readPasswd, type OsUser } from './os-user.js';
 import { isLive, procCmdline } from './processes.js';
 
+/** How long ensureService waits for HAProxy's check to see the enabled servers up (a few check intervals). */
+const UP_WAIT_MS = 5_000;
+
 export interface ProxiedServer {
   index: number;
   /**
@@ -146,7 +149,42 @@ export class Haproxy {
             ],
       );
       await this.command(commands.join(';'));
+      await this.untilUp(
+        backend,
+        servers.filter((s) => s.enabled).map((s) => nodeName(s.index)),
+      );
     });
+  }
+
+  /**
+   * Waits until HAProxy's health check has each of `names` up: a server the
+   * check marked down (its node was stopped) is not made up by `state
+   * ready`, only by its next check (every 500 ms), and until then a client
+   * is accepted and cut at once. The service is not READY before its
+   * endpoint serves. Bounded: a node that is not reachable yet is the
+   * caller's to find out; this never fails.
+   */
+  private async untilUp(backend: string, names: string[]): Promise<void> {
+    if (names.length === 0) return;
+    for (const deadline = Date.now() + UP_WAIT_MS; ;) {
+      const stat = await this.command('show stat').catch(() => '');
+      const up = new Set(
+        stat
+          .split('\n')
+          .map((line) => line.split(','))
+          .filter((f) => f[0] === backend && /^(UP|no check)/.test(f[17] ?? ''))
+          .map((f) => f[1]),
+      );
+      if (names.every((n) => up.has(n))) return;
+      if (Date.now() > deadline) {
+        this.o.log.warn(
+          { backend, servers: names },
+          "HAProxy does not see the service's primary up yet",
+        );
+        return;
+      }
+      await sleep(50);
+    }
   }
 
   /** Stops routing the service's port (the port is free once the reload is done). */
