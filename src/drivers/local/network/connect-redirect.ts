@@ -36,13 +36,12 @@
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../../../lib/logger.js';
 import { onPath, run } from '../exec.js';
-import type { Layout } from '../layout.js';
 import { isRoot } from '../os-user.js';
 
 const BPFFS = '/sys/fs/bpf';
@@ -63,7 +62,6 @@ export class ConnectRedirect {
   private failed: string | undefined;
 
   private constructor(
-    private readonly layout: Layout,
     private readonly installation: string,
     private readonly object: string,
     private readonly cgroup: string,
@@ -75,15 +73,11 @@ export class ConnectRedirect {
    * have it (a string: for the driver's start line). Removes what
    * installations whose table is gone left pinned.
    */
-  static prepare(o: {
-    layout: Layout;
-    installation: string;
-    log: Logger;
-  }): ConnectRedirect | string {
+  static prepare(o: { installation: string; log: Logger }): ConnectRedirect | string {
     const why = whyUnavailable();
     if (typeof why === 'string') return why;
     sweepOrphans(o.installation);
-    return new ConnectRedirect(o.layout, o.installation, why.object, why.cgroup, o.log);
+    return new ConnectRedirect(o.installation, why.object, why.cgroup, o.log);
   }
 
   /**
@@ -111,9 +105,11 @@ export class ConnectRedirect {
         }
       }
       if (lines.length === 0) return;
-      const batch = join(this.layout.root, 'connect-redirect.batch');
-      await writeFile(batch, `${lines.join('\n')}\n`, { mode: 0o600 });
-      await run('bpftool', ['batch', 'file', batch], { timeoutMs: 30_000 });
+      // One bpftool for every change, its commands on stdin.
+      await run('bpftool', ['batch', 'file', '-'], {
+        timeoutMs: 30_000,
+        input: `${lines.join('\n')}\n`,
+      });
       this.loaded = new Map(ports);
     } catch (err) {
       this.failed = (err as Error).message;
