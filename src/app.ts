@@ -124,6 +124,7 @@ export async function buildApp({
         takeRead: limits.takeRead,
         accessLog,
         nextRequestId,
+        observe: metrics ? (...a) => metrics.observeRequest(...a) : undefined,
       }),
     );
   }

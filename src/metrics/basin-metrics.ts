@@ -4,10 +4,11 @@
 // driver's cached samples (Driver.metrics, "must be cheap"), the store's
 // rows; it never asks PostgreSQL anything.
 
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client';
 import type { Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store } from '../store/store.js';
+import { RequestHistogram } from './request-histogram.js';
 
 export interface MetricsSources {
   store: Store;
@@ -29,19 +30,18 @@ const BACKUPS_REREAD_MS = 30_000;
 
 export class BasinMetrics {
   readonly registry = new Registry();
-  private readonly http: Histogram<'method' | 'route' | 'status'>;
+  private readonly http: RequestHistogram;
   private readonly operations: Histogram<'kind' | 'outcome'>;
   private readonly attemptFailures: Counter<'kind'>;
 
   constructor(private readonly sources: MetricsSources) {
     const registers = [this.registry];
-    this.http = new Histogram({
-      name: 'basin_http_request_duration_seconds',
-      help: 'API requests by method, route pattern and status code, and how long they took',
-      labelNames: ['method', 'route', 'status'],
-      buckets: HTTP_BUCKETS,
-      registers,
-    });
+    this.http = new RequestHistogram(
+      'basin_http_request_duration_seconds',
+      'API requests by method, route pattern and status code, and how long they took',
+      HTTP_BUCKETS,
+    );
+    this.registry.registerMetric(this.http as unknown as Metric);
     this.operations = new Histogram({
       name: 'basin_engine_operation_duration_seconds',
       help: 'Operations this process ended, by kind and outcome (done, failed), from their acceptance to their end',
@@ -120,7 +120,7 @@ export class BasinMetrics {
   /** Counts one answered request (Fastify's onResponse hook; app.ts). */
   observeRequest(method: string, route: string | undefined, status: number, ms: number): void {
     // A request that matched no route is one series, not one per URL.
-    this.http.observe({ method, route: route ?? 'unmatched', status: String(status) }, ms / 1000);
+    this.http.observe(method, route ?? 'unmatched', status, ms / 1000);
   }
 
   /** The engine's observer (engine.ts, OperationObserver): how operations end. */
