@@ -257,8 +257,10 @@ export class Engine {
     let wait = 1000;
     try {
       const free = this.slots - this.inFlight.size;
+      // When the claim looked (with no free slot, as if now: nothing was claimable).
+      const claimedAt = this.deps.clock();
       if (free > 0) {
-        const now = this.deps.clock();
+        const now = claimedAt;
         const ops = await this.deps.store.transaction((tx) =>
           tx.operations.claim(this.worker, now, {
             leaseMs: this.leaseMs,
@@ -268,12 +270,16 @@ export class Engine {
         );
         for (const op of ops) this.launch(op);
       }
-      // Wake when the next operation is due. One that is due already but was
-      // not claimed waits for a slot (a finished operation kicks) or for its
-      // project's turn: poll, rather than spin.
+      // Wake when the next operation is due. One that was due when the claim
+      // looked but was not claimed waits for a slot (a finished operation
+      // kicks) or for its project's turn: poll, rather than spin. One that
+      // fell due since (the claim took longer than its wait: 20 ms steps of
+      // a starting server, on a busy host) is claimed at once, not a second
+      // later.
       const next = await this.deps.store.operations.nextDue();
-      const dueIn = next === undefined ? 1000 : next - this.deps.clock();
-      wait = dueIn > 0 ? Math.min(dueIn, 1000) : 1000;
+      if (next !== undefined && next > claimedAt) {
+        wait = Math.min(Math.max(0, next - this.deps.clock()), 1000);
+      }
     } catch (err) {
       this.log.error({ err }, 'engine loop failed; retrying');
     }
@@ -313,6 +319,17 @@ export class Engine {
       return;
     }
     const { notes = [] } = progress;
+    // Each step of a long operation, for whoever profiles one (--log-level debug).
+    this.log.debug(
+      {
+        op: op.id,
+        kind: op.kind,
+        resource: op.resourceId,
+        step: progress.reason,
+        inMs: progress.retryAfterMs,
+      },
+      'operation waits',
+    );
     // Waiting is bounded too: counted, and given up after `maxWaitMs` from
     // the first wait (deletes excepted, as for failures).
     const waits = op.waits + 1;

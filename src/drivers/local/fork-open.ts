@@ -15,8 +15,15 @@ import type { NodeState } from './node-state.js';
 import type { OsUser } from './os-user.js';
 import { forkTask } from './tasks.js';
 
-/** How soon to look again while a restore runs. */
+/**
+ * How soon to look again while a restore runs: soon while it is young (a
+ * NOW copy on a file system with reflinks is done in a few hundred ms, and
+ * each ms waited past its end is a ms of the fork's), a tenth of its age
+ * after that, at most every RESTORE_POLL_MS (a restore of a large backup
+ * takes minutes, and each look is a converge step).
+ */
 const RESTORE_POLL_MS = 200;
+const restorePoll = (ageMs: number) => Math.min(RESTORE_POLL_MS, Math.max(20, ageMs / 10));
 
 /**
  * One step of making a fork's data: undefined once it is in place;
@@ -32,11 +39,11 @@ export async function forkData(
 ): Promise<Progress | undefined> {
   const key = forkTask(spec.serviceId);
   const last = ctx.tasks.take(key);
-  if (last === 'running') return wait(RESTORE_POLL_MS, 'restoring the fork');
+  if (last === 'running') return wait(restorePoll(ctx.tasks.runningFor(key)), 'restoring the fork');
   if (last !== 'none' && last.error) throw last.error;
   if (await exists()) return undefined;
   ctx.tasks.start(key, (signal) => restoreFork(ctx, spec, user, signal));
-  return wait(RESTORE_POLL_MS, 'restoring the fork');
+  return wait(restorePoll(0), 'restoring the fork');
 }
 
 /**
