@@ -5,7 +5,8 @@
 // `ALTER ROLE … SET tsdb_admin.read_only_role = true`, refuse every write a
 // hostile session tries (turning read-only off in every way SQL has, COPY
 // … PROGRAM after granting itself pg_execute_server_program, large objects
-// through the fast-path protocol), while an ordinary connection writes.
+// through the fast-path protocol, timescaledb's functions), while an
+// ordinary connection writes.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -22,8 +23,8 @@ test(
     const inst = await installation(t);
     const b = await inst.start();
     const created = await b.call('POST', b.servicePath(), {
+      // Time-series: timescaledb's hooks run under basin_readonly's.
       name: 'guarded',
-      addons: [],
       cpu_millis: 'shared',
       memory_gbs: 'shared',
     });
@@ -38,6 +39,7 @@ test(
     // right to run programs, a role marked read-only the vendor's way
     // (`tiger db create role --read-only --from tsdbadmin`).
     await admin('CREATE TABLE t (i int); INSERT INTO t VALUES (1)');
+    await admin('CREATE TABLE m (ts timestamptz NOT NULL, v int)');
     await admin('GRANT pg_execute_server_program TO tsdbadmin');
     await admin("CREATE ROLE analyst WITH LOGIN PASSWORD 'analyst-pw' IN ROLE tsdbadmin");
     await admin('ALTER ROLE analyst SET tsdb_admin.read_only_role = true');
@@ -109,6 +111,11 @@ test(
           ro,
           "COPY t TO '/tmp/basin-read-only-test'",
           /COPY TO a server file is not allowed/,
+        );
+        await refused(
+          ro,
+          "SELECT create_hypertable('m', 'ts')",
+          /cannot execute create_hypertable\(\) in a read-only transaction/,
         );
         await refused(
           ro,
