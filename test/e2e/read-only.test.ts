@@ -6,7 +6,8 @@
 // hostile session tries (turning read-only off in every way SQL has, COPY
 // … PROGRAM after granting itself pg_execute_server_program, large objects
 // through the fast-path protocol, timescaledb's functions), while an
-// ordinary connection writes.
+// ordinary connection writes; the pooler, which cannot pass the option on,
+// refuses it rather than drop it.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -176,6 +177,27 @@ test(
         psql(uri, password, '\\lo_import /etc/hostname'),
         /lo_creat\(\) is not allowed in a read-only session/,
       );
+    });
+
+    await t.test('through the pooler, which cannot pass the option on, it is refused', async () => {
+      const on = await b.call('POST', `${b.servicePath(id)}/enablePooler`);
+      assert.equal(on.status, 200, on.text);
+      const pooled = (await b.waitForStatus(id, 'READY')).connection_pooler?.endpoint;
+      assert.ok(pooled, 'the pooler endpoint');
+      for (const dbname of ['tsdb', 'tsdb_transaction']) {
+        const through = conninfo(pooled.port, { dbname });
+        await assert.rejects(
+          psql(
+            `${through} options='-c tsdb_admin.read_only_connection=true'`,
+            password,
+            'SELECT 1',
+          ),
+          /unsupported startup parameter: options/,
+          dbname,
+        );
+        // Without the option, the pooler serves as ever.
+        assert.equal(await psql(through, password, 'SELECT count(*) FROM t'), '1', dbname);
+      }
     });
 
     await t.test('a role cannot mark itself read-only (it could never undo it)', async () => {
