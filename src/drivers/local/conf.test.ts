@@ -90,9 +90,9 @@ describe('sizeProfile', () => {
 });
 
 describe('postgresqlSettings', () => {
-  test('TIMESERIESDB preloads timescaledb without telemetry, and auth_delay', () => {
+  test('TIMESERIESDB preloads timescaledb without telemetry, auth_delay and basin_readonly', () => {
     const s = postgresqlSettings(spec(), paths, options);
-    assert.equal(s.shared_preload_libraries, 'timescaledb,auth_delay');
+    assert.equal(s.shared_preload_libraries, 'timescaledb,auth_delay,basin_readonly');
     assert.equal(s['auth_delay.milliseconds'], '1000');
     assert.equal(s['timescaledb.telemetry_level'], 'off');
     assert.equal(s.shared_buffers, '2048MB');
@@ -115,10 +115,10 @@ describe('postgresqlSettings', () => {
     assert.equal(s.max_worker_processes, '9');
   });
 
-  test('POSTGRES and VECTOR preload auth_delay alone', () => {
+  test('POSTGRES and VECTOR preload auth_delay and basin_readonly alone', () => {
     for (const type of ['POSTGRES', 'VECTOR'] as const) {
       const s = postgresqlSettings(spec({ type }), paths, options);
-      assert.equal(s.shared_preload_libraries, 'auth_delay');
+      assert.equal(s.shared_preload_libraries, 'auth_delay,basin_readonly');
       assert.equal(s['auth_delay.milliseconds'], '1000');
       assert.equal(s['timescaledb.telemetry_level'], undefined);
       assert.equal(s.max_worker_processes, '8');

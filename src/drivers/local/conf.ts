@@ -151,6 +151,9 @@ export function processCounts(spec: Pick<ServiceSpec, 'size' | 'type'>): {
 
 export const hasTimescale = (type: ServiceType) => type === 'TIMESERIESDB';
 
+/** Basin's own library (extensions/basin_readonly), built and installed by scripts/setup-host.sh. */
+export const READ_ONLY_LIBRARY = 'basin_readonly';
+
 /** How long the server waits before it answers a failed login (auth_delay.milliseconds). */
 export const AUTH_DELAY_MS = 1000;
 
@@ -231,7 +234,15 @@ export function postgresqlSettings(
     // many a second). A person who mistypes loses a second. It hooks the
     // authentication of the postmaster's children: preloaded, and a change
     // of these libraries needs a restart (docs/decisions.md, Credentials).
-    shared_preload_libraries: tsdb ? 'timescaledb,auth_delay' : 'auth_delay',
+    // basin_readonly (extensions/basin_readonly) makes the vendor's
+    // read-only settings hold: tsdb_admin.read_only_connection at connect,
+    // tsdb_admin.read_only_role on a role (docs/security.md, Read-only
+    // sessions). Preloaded too: it hooks every session.
+    shared_preload_libraries: [
+      ...(tsdb ? ['timescaledb'] : []),
+      'auth_delay',
+      READ_ONLY_LIBRARY,
+    ].join(','),
     'auth_delay.milliseconds': String(AUTH_DELAY_MS),
     // WAL archiving into the service's own pgBackRest repository, for PITR
     // and forks: archive-push queues each segment and a background

@@ -8,6 +8,7 @@
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
+import { READ_ONLY_LIBRARY } from './conf.js';
 import { HostCheckError } from './errors.js';
 import { run } from './exec.js';
 import { PGBACKREST } from './pgbackrest.js';
@@ -93,6 +94,11 @@ export async function checkHost(pg: PgInstall): Promise<HostReport> {
     await need(join(pg.share, 'extension', `${ext}.control`), label);
     await need(join(pg.lib, `${ext}.so`), `${label} library`);
   }
+  // Every node preloads it (conf.ts): without it no server starts.
+  await need(
+    join(pg.lib, `${READ_ONLY_LIBRARY}.so`),
+    "Basin's read-only library (extensions/basin_readonly)",
+  );
   try {
     await run('openssl', ['version']);
   } catch {

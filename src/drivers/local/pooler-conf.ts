@@ -153,8 +153,12 @@ export function pgbouncerIni(
     // database; it is never an admin (no PAUSE, KILL or SHUTDOWN).
     ['stats_users', 'tsdbadmin'],
     // Drivers (JDBC, node-postgres…) send these at connect; PgBouncer would
-    // refuse the connection over a parameter it does not track.
-    ['ignore_startup_parameters', 'extra_float_digits,options,statement_timeout'],
+    // refuse the connection over a parameter it does not track. Not
+    // `options`: PgBouncer 1.18 cannot pass it on, and dropped it would turn
+    // a read-only connection (-c tsdb_admin.read_only_connection=true)
+    // into a writable one without a word; refused, the client is told
+    // (docs/security.md, Read-only sessions).
+    ['ignore_startup_parameters', 'extra_float_digits,statement_timeout'],
     // Logs go to its standard error, which pooler.ts keeps in pooler.log
     // (root's, emptied beyond 1 MB: trimLog). No connections, errors sent to
     // clients or periodic statistics (SHOW STATS has them); PgBouncer still
