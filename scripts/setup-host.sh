@@ -53,12 +53,13 @@ SOURCE_SUITE=trixie
 # Debian's browser with playwright-core, which never downloads one. clang
 # (with linux-libc-dev's headers) builds, in `npm run build`, the eBPF program
 # that gives local clients a service's namespace address at connect, and
-# bpftool loads it (src/drivers/local/network/connect-redirect.ts).
+# bpftool loads it (src/drivers/local/network/connect-redirect.ts). xfsprogs
+# makes the XFS with reflinks that test/e2e/fork-xfs.test.ts forks on.
 RUNTIME_PKGS=(
   "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl haproxy
   python3 make g++ passwd procps iproute2 nftables util-linux
   chromium fonts-dejavu-core
-  clang bpftool linux-libc-dev
+  clang bpftool linux-libc-dev xfsprogs
 )
 # Only needed while building the extensions. postgresql-server-dev-all
 # provides pg_buildext and the dh "pgxs"/"pgxs_loop" sequences the trixie

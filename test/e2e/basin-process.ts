@@ -76,13 +76,15 @@ export interface Installation {
 export async function installation(
   t: TestContext,
   defaults: StartOptions = {},
+  /** Where its directory is made (a file system the test made); the system's temporary directory by default. */
+  under: string = tmpdir(),
 ): Promise<Installation> {
   checkBuilt();
   await removeAbandoned();
   const ports = await claimPortBlock();
   // What a killed test on this block left in its addresses (its directory may be gone).
   removeNetworksIn(serviceNetwork(ports.claimed));
-  const parent = mkdtempSync(join(tmpdir(), `basin-e2e-${ports.claimed}-`));
+  const parent = mkdtempSync(join(under, `basin-e2e-${ports.claimed}-`));
   // The services' OS users must cross it to reach their clusters; an operator
   // gives the directories above the data directory this bit (README).
   chmodSync(parent, 0o711);

@@ -197,7 +197,10 @@ export async function cloneNode(
   await mkdirIn(staging, 0o700);
   try {
     const pgdata = join(staging, 'pgdata');
-    await run('cp', ['-a', layout.templatePgdata, pgdata], { timeoutMs: 120_000 });
+    // A clone where the file system has reflinks (XFS, btrfs), a copy elsewhere: said, not left to coreutils' default.
+    await run('cp', ['-a', '--reflink=auto', layout.templatePgdata, pgdata], {
+      timeoutMs: 120_000,
+    });
     // Still root's alone (the staging directory is 0700): the template's files, any owner.
     const systemId = newSystemId();
     await withSafeDir(pgdata, undefined, (dir) => setSystemId(dir, systemId));
