@@ -17,7 +17,7 @@ import { HostCheckError } from '../../src/drivers/local/errors.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { ServiceNetworks } from '../../src/drivers/local/network/service-networks.js';
 import { silentLogger } from '../../src/lib/logger.js';
-import { ensureInstallation } from '../../src/drivers/local/service-users.js';
+import { ensureInstallation } from '../../src/drivers/local/host/service-users.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
 import { claimPortBlock } from '../e2e/port-block.js';
 import { dataDirFor } from './helpers.js';

@@ -37,55 +37,65 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { ProgressNote } from '../../domain/progress.js';
-import { removeLeftBackupCgroups } from './backup-cgroup.js';
-import { readNodeState } from './node-state.js';
-import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
-import { LocalBackups } from './backups.js';
+import { removeLeftBackupCgroups } from './host/cgroups/backup-cgroup.js';
+import { readNodeState } from './node/node-state.js';
+import { ADMIN_BOUNDS, type AdminBounds } from './node/admin.js';
+import { LocalBackups } from './backups/backups.js';
 import {
   checkConfineTools,
   detectPrivateTmp,
   isConfined,
   type PrivateTmp,
   type PrivateTmpMode,
-} from './confine.js';
+} from './host/confine.js';
 import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
-import { ServicePooler } from './pooler.js';
-import { PoolerWatch } from './pooler-watch.js';
-import { convergeNodes, namespacePorts, observeNodes, primaryNode } from './converge-nodes.js';
-import { Haproxy } from './haproxy.js';
-import { PrimaryWatch, prepareFailover } from './failover.js';
+import { ServicePooler } from './endpoints/pooler.js';
+import { PoolerWatch } from './endpoints/pooler-watch.js';
+import {
+  convergeNodes,
+  namespacePorts,
+  observeNodes,
+  primaryNode,
+} from './converge/converge-nodes.js';
+import { Haproxy } from './endpoints/haproxy.js';
+import { PrimaryWatch, prepareFailover } from './replication/failover.js';
 import {
   convergeReplicaSet,
   dropReplicaSetSlots,
   inspectReplicaSet,
   replicaSetCounts,
-} from './replica-set.js';
-import { ReplicaSetPooler } from './replica-set-pooler.js';
-import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
-import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
-import { clusterProcesses, signalAll } from './processes.js';
-import { mkdirIn, nodeExists, removeTrees } from './node-files.js';
-import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
-import { type Repositories, startRepositories } from './repository/repositories.js';
-import { Template } from './template.js';
-import { tightenLayout } from './tighten.js';
+} from './converge/replica-set.js';
+import { ReplicaSetPooler } from './endpoints/replica-set-pooler.js';
+import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './host/os-user.js';
+import { postmasterStatus, Stopper, type Spawned } from './node/postmaster.js';
+import { clusterProcesses, signalAll } from './host/processes.js';
+import { mkdirIn, nodeExists, removeTrees } from './node/node-files.js';
+import { checkUserTools, ensureInstallation, ServiceUsers } from './host/service-users.js';
+import { type Repositories, startRepositories } from './backups/repository/repositories.js';
+import { Template } from './node/template.js';
+import { tightenLayout } from './host/tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
-import { keepBounds, type NodeCgroups, startNodeCgroups } from './node-cgroups.js';
-import { serviceNproc, sharedMemoryBytes } from './node-bounds.js';
-import { type OomScores, protectedPrelude, startOomScores } from './oom-scores.js';
-import { OomWatch } from './oom-watch.js';
-import { processCounts } from './conf.js';
-import { ensureCa } from './tls.js';
+import { keepBounds, type NodeCgroups, startNodeCgroups } from './host/cgroups/node-cgroups.js';
+import { serviceNproc, sharedMemoryBytes } from './host/cgroups/node-bounds.js';
+import { type OomScores, protectedPrelude, startOomScores } from './host/cgroups/oom-scores.js';
+import { OomWatch } from './host/cgroups/oom-watch.js';
+import { processCounts } from './config/conf.js';
+import { ensureCa } from './node/tls.js';
 import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
-import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
-import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './restarts.js';
+import {
+  DEFAULT_UID_RANGE,
+  memoryUidAllocator,
+  type AllocateUid,
+  type UidRange,
+} from './host/uids.js';
+import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './node/restarts.js';
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
-import { isStandbyData } from './standby.js';
+import { isStandbyData } from './replication/standby.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
