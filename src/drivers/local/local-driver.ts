@@ -10,7 +10,7 @@
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
-import type { Metrics, Size } from '../../domain/types.js';
+import type { Metrics } from '../../domain/types.js';
 import {
   type AllowancePolicy,
   allowanceOf,
@@ -45,10 +45,9 @@ import {
   checkConfineTools,
   detectPrivateTmp,
   isConfined,
-  type PrivateTmp,
   type PrivateTmpMode,
 } from './host/confine.js';
-import { checkHost, pgInstall, type PgInstall } from './host-check.js';
+import { checkHost, pgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
@@ -56,12 +55,7 @@ import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServicePooler } from './endpoints/pooler.js';
 import { PoolerWatch } from './endpoints/pooler-watch.js';
-import {
-  convergeNodes,
-  namespacePorts,
-  observeNodes,
-  primaryNode,
-} from './converge/converge-nodes.js';
+import { convergeNodes, namespacePorts, observeNodes } from './converge/converge-nodes.js';
 import { Haproxy } from './endpoints/haproxy.js';
 import { PrimaryWatch, prepareFailover } from './replication/failover.js';
 import {
@@ -72,17 +66,17 @@ import {
 } from './converge/replica-set.js';
 import { ReplicaSetPooler } from './endpoints/replica-set-pooler.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './host/os-user.js';
-import { postmasterStatus, Stopper, type Spawned } from './node/postmaster.js';
+import { postmasterStatus, Stopper } from './node/postmaster.js';
 import { clusterProcesses, signalAll } from './host/processes.js';
-import { mkdirIn, nodeExists, removeTrees } from './node/node-files.js';
+import { isStandbyData, mkdirIn, nodeExists, removeTrees } from './node/node-files.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './host/service-users.js';
-import { type Repositories, startRepositories } from './backups/repository/repositories.js';
+import { startRepositories } from './backups/repository/repositories.js';
 import { Template } from './node/template.js';
 import { tightenLayout } from './host/tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
-import { keepBounds, type NodeCgroups, startNodeCgroups } from './host/cgroups/node-cgroups.js';
+import { keepBounds, startNodeCgroups } from './host/cgroups/node-cgroups.js';
 import { serviceNproc, sharedMemoryBytes } from './host/cgroups/node-bounds.js';
-import { type OomScores, protectedPrelude, startOomScores } from './host/cgroups/oom-scores.js';
+import { protectedPrelude, startOomScores } from './host/cgroups/oom-scores.js';
 import { OomWatch } from './host/cgroups/oom-watch.js';
 import { processCounts } from './config/conf.js';
 import { ensureCa } from './node/tls.js';
@@ -95,7 +89,8 @@ import {
 } from './host/uids.js';
 import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './node/restarts.js';
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
-import { isStandbyData } from './replication/standby.js';
+import type { DriverContext } from './context.js';
+import { primaryNode } from './primary-node.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -165,52 +160,6 @@ export interface LocalDriverOptions {
   adminBounds?: Partial<AdminBounds>;
   /** How nodes that keep dying are restarted (default DEFAULT_RESTARTS: restarts.ts). */
   restarts?: Partial<RestartPolicy>;
-}
-
-/** What a ServiceNode needs from the driver; shared by all nodes. */
-export interface DriverContext {
-  layout: Layout;
-  pg: PgInstall;
-  /** The services' OS users (one each when Basin is root). */
-  users: ServiceUsers;
-  template: Template;
-  /** Each server's private directories, when the host allows them (confine.ts). */
-  privateTmp: PrivateTmp | undefined;
-  stopper: Stopper;
-  /** Postmasters this process started, by data directory, to report how a failed start ended. */
-  spawned: Map<string, { proc: Spawned; sawReady: boolean }>;
-  publicHost: string;
-  listenAddresses: string;
-  publicCidrs: readonly string[];
-  /** The OS users that may log in as `postgres` over a cluster's socket (pg_ident), for a cluster run as `user`. */
-  adminOsUsers(user: OsUser): string[];
-  /** How long an administrative connection may take (admin.ts). */
-  adminBounds: AdminBounds;
-  /** The services' stanzas and backups (backups.ts). */
-  backups: LocalBackups;
-  /** Each service's repository with a server of its own, when repositories have them (repository/). */
-  repositories: Repositories | undefined;
-  /** One service's work at a time (a fork holds its parent's while it copies from it). */
-  locks: KeyedLock;
-  /** Work in the background, such as a fork's restore (tasks.ts). */
-  tasks: Tasks;
-  /** The installation's proxy: the endpoints of services with HA replicas (haproxy.ts). */
-  haproxy: Haproxy;
-  /** Primaries found hung (primary-health.ts): data directory → postmaster pid. */
-  unresponsive: Map<string, number>;
-  /** The cgroups of each node, pooler and helper, with their bounds (node-cgroups.ts). */
-  cgroups: NodeCgroups;
-  /** What the kernel's OOM killer is told of each process (oom-scores.ts). */
-  oom: OomScores;
-  /** How soon a node that died on its own starts again (restarts.ts). */
-  restarts: RestartPolicy;
-  /** Each service's and read replica set's network namespace, when they have them. */
-  networks: ServiceNetworks;
-  /** What each service holds on the disk, and its level (storage/storage-watch.ts). */
-  storage: StorageWatch;
-  /** A size's storage allowance, in bytes. */
-  allowance(size: Size): number;
-  log: Logger;
 }
 
 export class LocalDriver implements Driver {
@@ -352,7 +301,7 @@ export class LocalDriver implements Driver {
       privateTmp,
       log: this.log,
     });
-    const ctx: Omit<DriverContext, 'backups'> = {
+    const parts: Omit<DriverContext, 'backups'> = {
       haproxy: new Haproxy({
         layout,
         listenAddresses: this.options.listenAddresses ?? '*',
@@ -389,7 +338,8 @@ export class LocalDriver implements Driver {
       repositories,
       log: this.log,
     };
-    this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
+    const ctx: DriverContext = { ...parts, backups: new LocalBackups(parts) };
+    this.ctx = ctx;
     await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
     // Adopting running clusters is only this: they are found by their
     // postmaster.pid whenever asked about; here they start being sampled,

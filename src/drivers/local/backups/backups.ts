@@ -21,7 +21,6 @@ import { DriverError, type BackupProgress, type ServiceSpec } from '../../driver
 import { helperCommand } from '../host/confine.js';
 import { CommandError, lastLines, run, withPrelude, type Prelude } from '../host/exec.js';
 import { helperPrelude } from '../host/cgroups/node-cgroups.js';
-import type { DriverContext } from '../local-driver.js';
 import { ensureOwnedDir, mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { OsUser } from '../host/os-user.js';
 import {
@@ -33,12 +32,24 @@ import {
 } from '../config/pgbackrest.js';
 import { inStorageRecovery } from '../storage/node-storage.js';
 import { postmasterStatus } from '../node/postmaster.js';
-import { primaryNode } from '../converge/converge-nodes.js';
 import { existsBeneath, readBeneath } from '../host/files/safe-dir.js';
 import { exists } from '../node/node-files.js';
 import { REPOSITORY_BOUNDS } from '../host/cgroups/node-bounds.js';
 import type { Repositories } from './repository/repositories.js';
-import { ensureSides, withServiceServer } from './repository/sides.js';
+import { ensureSides, type SidesContext, withServiceServer } from './repository/sides.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { StorageWatch } from '../storage/storage-watch.js';
+import { primaryNode } from '../primary-node.js';
+
+/**
+ * What LocalBackups needs of the driver: DriverContext's fields, named here
+ * because the context holds LocalBackups (context.ts).
+ */
+export interface BackupsContext extends SidesContext {
+  repositories: Repositories | undefined;
+  storage: StorageWatch;
+  log: Logger;
+}
 
 const backingUp = (): BackupProgress => ({ done: false, retryAfterMs: 500, reason: 'backing up' });
 
@@ -74,7 +85,7 @@ interface Running {
 export class LocalBackups {
   private readonly running = new Map<string, Running>();
 
-  constructor(private readonly ctx: DriverContext) {}
+  constructor(private readonly ctx: BackupsContext) {}
 
   /**
    * The service's pgBackRest directories (its user's, 0700) and

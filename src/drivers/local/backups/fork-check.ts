@@ -29,7 +29,6 @@
 
 import { join } from 'node:path';
 import { DriverError } from '../../driver.js';
-import type { Copied } from './fork-restore.js';
 import type { Layout } from '../layout.js';
 import { mkdirIn } from '../node/node-files.js';
 import type { Recovery } from '../node/node-state.js';
@@ -39,6 +38,7 @@ import { withSafeDir } from '../host/files/safe-dir.js';
 import { UnsafeFileError, writeFileAs } from '../host/files/safe-fs.js';
 import { FORK_ID_FILE, PARENT_ID_FILE } from '../config/pgbackrest.js';
 import { idBytes, readControlFile, readId, setSystemId } from '../node/system-id.js';
+import type { Copied } from './fork-repo.js';
 
 export interface StagedData {
   /** The staged data directory (in a staging directory of root's). */

@@ -9,11 +9,29 @@ import { DriverError, type ServiceSpec } from '../../driver.js';
 import { type Progress, wait } from '../../../domain/progress.js';
 import { leaveParentRepository } from './fork-repo.js';
 import { restoreFork } from './fork-restore.js';
-import type { DriverContext } from '../local-driver.js';
 import { removeTrees } from '../node/node-files.js';
 import type { NodeState } from '../node/node-state.js';
 import type { OsUser } from '../host/os-user.js';
 import { forkTask } from '../tasks.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  | 'adminBounds'
+  | 'backups'
+  | 'cgroups'
+  | 'layout'
+  | 'locks'
+  | 'log'
+  | 'networks'
+  | 'oom'
+  | 'pg'
+  | 'privateTmp'
+  | 'repositories'
+  | 'tasks'
+  | 'users'
+>;
 
 /** How soon to look again while a restore runs. */
 const RESTORE_POLL_MS = 200;
@@ -25,7 +43,7 @@ const RESTORE_POLL_MS = 200;
  * next step starts it afresh.
  */
 export async function forkData(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   user: OsUser,
   exists: () => Promise<boolean>,
@@ -47,7 +65,7 @@ export async function forkData(
  * parent's roles and passwords.
  */
 export async function openFork(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   state: NodeState,
   applySql: () => Promise<void>,

@@ -19,8 +19,6 @@ import { DriverError, type ServiceSpec } from '../../driver.js';
 import { helperCommand } from '../host/confine.js';
 import { CommandError, lastLines, run, withPrelude } from '../host/exec.js';
 import { helperPrelude } from '../host/cgroups/node-cgroups.js';
-import type { Copied } from './fork-restore.js';
-import type { DriverContext } from '../local-driver.js';
 import { chownTree, ensureOwnedDir, mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { Recovery } from '../node/node-state.js';
 import type { OsUser } from '../host/os-user.js';
@@ -36,6 +34,22 @@ import { renderForkSourceConf } from './repository/repo-conf.js';
 import type { Repositories } from './repository/repositories.js';
 import { ensureClientIdentity } from './repository/sides.js';
 import { UnsafeFileError } from '../host/files/safe-fs.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  | 'backups'
+  | 'cgroups'
+  | 'layout'
+  | 'log'
+  | 'networks'
+  | 'oom'
+  | 'pg'
+  | 'privateTmp'
+  | 'repositories'
+  | 'users'
+>;
 
 /** What was copied out of the parent's repository: the backup as its backup.info listed it. */
 export interface RepoSubset {
@@ -43,6 +57,19 @@ export interface RepoSubset {
   /** The system identifier backup.info gives the parent's stanza (undefined: none given). */
   stanzaSystemId: string | undefined;
 }
+
+/**
+ * What the copy from the parent gave: how the fork recovers, from which
+ * backup or label file, and, for a restored backup, that backup as the
+ * parent's backup.info listed it.
+ */
+export type Copied = {
+  recovery: Recovery;
+  backupLabel?: string;
+  repo?: RepoSubset;
+  /** Restored through the parent's repository server, nothing copied (repository/). */
+  throughServer?: boolean;
+};
 
 /**
  * Copies from the parent's repository what restoring `label` to `target`
@@ -55,7 +82,7 @@ export interface RepoSubset {
  * open the backup's state as if it were the target's.
  */
 export async function copyRepoSubset(
-  ctx: DriverContext,
+  ctx: Ctx,
   forkId: string,
   parent: string,
   label: string,
@@ -180,7 +207,7 @@ function chooseBackup(
  * server, as its own user.
  */
 export async function admitToParentRepository(
-  ctx: DriverContext,
+  ctx: Ctx,
   forkId: string,
   forkUser: OsUser,
   parent: string,
@@ -211,7 +238,7 @@ export async function admitToParentRepository(
 
 /** The fork no longer reaches its parent's repository (it is open, or gone). */
 export async function leaveParentRepository(
-  ctx: DriverContext,
+  ctx: Ctx,
   forkId: string,
   parent: string,
 ): Promise<void> {
@@ -237,7 +264,7 @@ function unreadable(err: unknown, what: string): Error {
 }
 
 /** The uid of the parent's OS user, which owns its files (the shared one when services share one). */
-export async function parentOwner(ctx: DriverContext, parent: string): Promise<number> {
+export async function parentOwner(ctx: Ctx, parent: string): Promise<number> {
   const user = ctx.users.perService ? ctx.users.lookup(parent) : await ctx.users.ensure(parent);
   if (!user) throw new DriverError(`Its parent ${parent} does not exist (any more).`, false);
   return user.uid;
@@ -245,7 +272,7 @@ export async function parentOwner(ctx: DriverContext, parent: string): Promise<n
 
 /** Hands the copied source to the fork's user and restores the backup from it, as that user. */
 export async function restoreAsFork(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   user: OsUser,
   copied: Copied,

@@ -34,16 +34,22 @@ import { readdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DriverError, type ServiceSpec } from '../../driver.js';
-import type { DriverContext } from '../local-driver.js';
 import { checkAndIdentify } from './fork-check.js';
 import {
   admitToParentRepository,
+  type Copied,
   copyRepoSubset,
   parentOwner,
-  type RepoSubset,
   restoreAsFork,
 } from './fork-repo.js';
-import { chownTree, ensureOwnedDir, mkdirIn, nodeExists, removeTrees } from '../node/node-files.js';
+import {
+  chownTree,
+  ensureOwnedDir,
+  mkdirIn,
+  isStandbyData,
+  nodeExists,
+  removeTrees,
+} from '../node/node-files.js';
 import { readNodeState, type Recovery, writeNodeState } from '../node/node-state.js';
 import { copyRunningCluster, keepTablespaceLink, NOT_COPIED, REMADE_DIRS } from './now-copy.js';
 import { isRoot, type OsUser } from '../host/os-user.js';
@@ -54,27 +60,31 @@ import { existsBeneath, withSafeDir } from '../host/files/safe-dir.js';
 import { UnsafeFileError, writeFileAs } from '../host/files/safe-fs.js';
 import { newSystemId, recordedSystemId, recordSystemId } from '../node/system-id.js';
 import { archived, markWal } from '../node/wal-mark.js';
-import { isStandbyData } from '../replication/standby.js';
 import type { Layout, NodeRef } from '../layout.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  | 'adminBounds'
+  | 'backups'
+  | 'cgroups'
+  | 'layout'
+  | 'locks'
+  | 'log'
+  | 'networks'
+  | 'oom'
+  | 'pg'
+  | 'privateTmp'
+  | 'repositories'
+  | 'users'
+>;
 
 type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
 
-/**
- * What the copy from the parent gave: how the fork recovers, from which
- * backup or label file, and, for a restored backup, that backup as the
- * parent's backup.info listed it.
- */
-export type Copied = {
-  recovery: Recovery;
-  backupLabel?: string;
-  repo?: RepoSubset;
-  /** Restored through the parent's repository server, nothing copied (repository/). */
-  throughServer?: boolean;
-};
-
 /** Restores a fork's data into its node's place (see the top of this file). */
 export async function restoreFork(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   user: OsUser,
   signal: AbortSignal,
@@ -143,12 +153,7 @@ export async function restoreFork(
 }
 
 /** Kills what an earlier attempt left running as the fork's user, and removes its staging. */
-async function startOver(
-  ctx: DriverContext,
-  id: string,
-  user: OsUser,
-  signal: AbortSignal,
-): Promise<void> {
+async function startOver(ctx: Ctx, id: string, user: OsUser, signal: AbortSignal): Promise<void> {
   for (let i = 0; (await ctx.users.killAll(user)) > 0; i++) {
     if (i > 100) throw new DriverError("The fork's OS user keeps running processes.", true);
     await sleep(100, undefined, { signal });
@@ -168,7 +173,7 @@ async function startOver(
 
 /** Under the parent's lock: copies what the fork is made from, as its strategy and the parent's state say. */
 async function copyFromParent(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   user: OsUser,
   source: ForkSource,
@@ -311,12 +316,7 @@ async function archiveUpToNow(
  * TLS key or certificate of the parent's (the fork gets its own), no lock
  * or signal files, an empty log directory, and the recovery's own files.
  */
-async function finishData(
-  ctx: DriverContext,
-  pgdata: string,
-  user: OsUser,
-  copied: Copied,
-): Promise<void> {
+async function finishData(ctx: Ctx, pgdata: string, user: OsUser, copied: Copied): Promise<void> {
   const template = await readFile(join(ctx.layout.templatePgdata, 'postgresql.conf'), 'utf8');
   await removeTrees(
     [

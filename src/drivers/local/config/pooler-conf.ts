@@ -24,9 +24,9 @@
 //   pass-through, PgBouncer ≥ 1.14), so the two verifiers must be equal:
 //   they are, both come from the spec.
 
+import { isIP } from 'node:net';
 import type { ServiceSpec } from '../../driver.js';
 import { admittedCidrs, sizeProfile } from './conf.js';
-import { hostBlock } from '../endpoints/pooler-guard.js';
 
 /** Where the pooler's files are. */
 export interface PoolerPaths {
@@ -215,6 +215,11 @@ export function poolerHba(
     ...cidrs.map((c) => `hostssl all tsdbadmin ${c} scram-sha-256`),
     '',
   ].join('\n');
+}
+
+/** The reject line's block for one address (endpoints/pooler-guard.ts decides which are blocked). */
+function hostBlock(addr: string): string {
+  return isIP(addr) === 6 ? `${addr}/128` : `${addr}/32`;
 }
 
 /** The hba lines that refuse `blocked` addresses, sorted (the text, and so its hash, is stable). */

@@ -18,8 +18,7 @@ import { readdir } from 'node:fs/promises';
 import { nodeName, type NodeRole } from '../../../domain/service-nodes.js';
 import { DONE, type Progress, sooner, wait } from '../../../domain/progress.js';
 import type { ObservedNode, ServiceSpec, SpecNode } from '../../driver.js';
-import type { DriverContext } from '../local-driver.js';
-import { nodeExists, removeTrees } from '../node/node-files.js';
+import { isStandbyData, nodeExists, removeTrees } from '../node/node-files.js';
 import { readNodeState } from '../node/node-state.js';
 import { postmasterStatus } from '../node/postmaster.js';
 import { clusterProcesses, signalAll } from '../host/processes.js';
@@ -31,19 +30,14 @@ import {
   synchronousStandbyNames,
 } from '../replication/replication.js';
 import { admittedCidrs } from '../config/conf.js';
-import { type NodeReplication, ServiceNode } from './service-node.js';
+import { ServiceNode } from './service-node.js';
 import { exists } from '../node/node-files.js';
-import { isStandbyData } from '../replication/standby.js';
 import { nodeUnit } from '../host/cgroups/node-cgroups.js';
 import { join } from 'node:path';
 import { inStorageRecovery } from '../storage/node-storage.js';
-
-/** The recorded primary of a spec. */
-export function primaryNode(spec: ServiceSpec): SpecNode {
-  return (
-    spec.nodes.find((n) => n.role === 'primary') ?? { index: 0, role: 'primary', port: spec.port }
-  );
-}
+import { primaryNode } from '../primary-node.js';
+import type { DriverContext } from '../context.js';
+import type { NodeReplication } from '../replication/replication.js';
 
 const standbysOf = (spec: ServiceSpec) => spec.nodes.filter((n) => n.role === 'standby');
 

@@ -28,16 +28,18 @@ import { DriverError, type ReplicaSetSpec, type ServiceSpec, type SpecNode } fro
 import { withAdmin } from '../node/admin.js';
 import { admittedCidrs, postgresqlSettings, processCounts } from '../config/conf.js';
 import type { ProcessCounts } from '../host/cgroups/node-bounds.js';
-import { nodeIndices, primaryNode } from './converge-nodes.js';
-import type { DriverContext } from '../local-driver.js';
+import { nodeIndices } from './converge-nodes.js';
 import { mkdirIn, nodeExists, writeRootFile } from '../node/node-files.js';
 import { postmasterPort, postmasterStatus } from '../node/postmaster.js';
 import { hostSideOf, poolerSourceCidr } from '../endpoints/replica-set-pooler.js';
 import { ensureSlots, replicationSecret } from '../replication/replication.js';
 import { readNodeState } from '../node/node-state.js';
-import { ServiceNode, type NodeReplication } from './service-node.js';
+import { ServiceNode } from './service-node.js';
 import { latestTimeline } from '../replication/timeline.js';
 import { inStorageRecovery } from '../storage/node-storage.js';
+import { primaryNode } from '../primary-node.js';
+import type { DriverContext } from '../context.js';
+import type { NodeReplication } from '../replication/replication.js';
 
 /** A read replica node's application_name and slot on the primary. */
 export const replicaName = (setId: string) => (index: number) => `rs_${setId}_${index}`;

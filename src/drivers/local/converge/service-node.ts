@@ -35,19 +35,19 @@ import {
   splitSettings,
   wantedExtensions,
 } from '../config/conf.js';
-import type { DriverContext } from '../local-driver.js';
 import type { NodeRef } from '../layout.js';
 import {
   cloneNode,
   ensureNodeDirs,
   handOverNode,
+  isStandbyData,
   nodeExists,
   nodeOwner,
   writeNodeConfig,
   type NodeConfigFiles,
 } from '../node/node-files.js';
 import { nodeName } from '../../../domain/service-nodes.js';
-import { promote, standbyConninfo } from '../replication/replication.js';
+import { type NodeReplication, promote, standbyConninfo } from '../replication/replication.js';
 import { hash, readNodeState, writeNodeState, type NodeState } from '../node/node-state.js';
 import { isRoot, type OsUser } from '../host/os-user.js';
 import {
@@ -61,7 +61,7 @@ import { forkData, openFork, recoveryFailed } from '../backups/fork-open.js';
 import { archiveBeforeStop } from '../node/wal-mark.js';
 import { readSmallFile } from '../host/files/safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from '../node/tls.js';
-import { buildStandby, dropInterruptedRewind, isStandbyData } from '../replication/standby.js';
+import { buildStandby, dropInterruptedRewind } from '../replication/standby.js';
 import { checkFollows, rewindStandby } from '../replication/follow.js';
 import { portFree } from '../host/port-free.js';
 import type { Bounds } from '../host/cgroups/cgroup-hierarchy.js';
@@ -75,6 +75,7 @@ import {
   storageHold,
   storageReadOnly,
 } from '../storage/node-storage.js';
+import type { DriverContext } from '../context.js';
 
 /** A SCRAM-SHA-256 verifier as PostgreSQL stores it; anything else would be taken for a password. */
 /**
@@ -95,39 +96,6 @@ export const ENDING = 'PostgreSQL is ending';
 const RECOVERY_POLL_MS = 100;
 
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
-
-/**
- * A node's part in replication, from the driver (local-driver.ts): a
- * standby streams from the primary's port with the service's secret; a
- * primary names its synchronous standbys.
- */
-export interface NodeReplication {
-  /** Where a standby streams from (a read replica set's node: the service's endpoint). */
-  primary: SpecNode;
-  /** Basin's administrative door to the primary node itself (follow.ts, standby.ts). */
-  primaryAdmin: AdminTarget;
-  /**
-   * A read replica set's node: it runs as an OS user of its own, which the
-   * primary's socket does not admit, so it is rewound as the replication
-   * role over loopback TLS (standby.ts, rewindSource).
-   */
-  separateUser?: boolean;
-  /**
-   * Where such a node reaches its service from its own network namespace:
-   * an address of the host (docs/decisions.md, Service networks);
-   * undefined: loopback, in the service's own namespace or the host's.
-   */
-  via?: string | undefined;
-  secret: string;
-  synchronousStandbys: string;
-  /** A standby's application_name and slot (default nodeName: `node<i>`). */
-  nameOf?: (index: number) => string;
-  /**
-   * Settings a hot standby needs at least as high as its primary's
-   * (max_connections…): a smaller read replica than its primary would not start.
-   */
-  floor?: Settings;
-}
 
 export class ServiceNode {
   private readonly ref: NodeRef;

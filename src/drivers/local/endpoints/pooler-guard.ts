@@ -54,11 +54,6 @@ export function failedLoginAddress(line: string): string | undefined {
   return isIP(addr) === 0 ? undefined : addr.toLowerCase();
 }
 
-/** The reject line's block for one address. */
-export function hostBlock(addr: string): string {
-  return isIP(addr) === 6 ? `${addr}/128` : `${addr}/32`;
-}
-
 /** Blocked addresses and until when (epoch ms). */
 export type Blocks = Record<string, number>;
 

@@ -7,7 +7,6 @@
 // they logged before Basin first looked is not counted.
 
 import { open, readdir } from 'node:fs/promises';
-import type { DriverContext } from '../local-driver.js';
 import { applyBlocks, readBlocks } from './pooler.js';
 import {
   type Blocks,
@@ -16,6 +15,23 @@ import {
   POOLER_LOGIN_LIMITS,
   sameAddresses,
 } from './pooler-guard.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  | 'cgroups'
+  | 'layout'
+  | 'listenAddresses'
+  | 'locks'
+  | 'log'
+  | 'networks'
+  | 'oom'
+  | 'privateTmp'
+  | 'publicCidrs'
+  | 'spawned'
+  | 'users'
+>;
 
 /** How often the logs are read. */
 const LOOK_MS = 1_000;
@@ -41,7 +57,7 @@ export class PoolerWatch {
   private looking = false;
 
   constructor(
-    private readonly ctx: () => DriverContext,
+    private readonly ctx: () => Ctx,
     private readonly limits: LoginLimits = POOLER_LOGIN_LIMITS,
   ) {}
 

@@ -28,9 +28,7 @@ import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../../driver.js';
 import { postmasterCommand } from '../host/confine.js';
-import { primaryNode } from '../converge/converge-nodes.js';
 import { lastLines, withPrelude } from '../host/exec.js';
-import type { DriverContext } from '../local-driver.js';
 import { hash } from '../node/node-state.js';
 import { exists, mkdirIn, removeTrees, writeRootFile } from '../node/node-files.js';
 import type { OsUser } from '../host/os-user.js';
@@ -53,6 +51,23 @@ import { readSmallFile } from '../host/files/safe-fs.js';
 import type { Unit } from '../host/cgroups/cgroup-hierarchy.js';
 import { poolerBounds } from '../host/cgroups/node-bounds.js';
 import { protectedPrelude } from '../host/cgroups/oom-scores.js';
+import { primaryNode } from '../primary-node.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  | 'cgroups'
+  | 'layout'
+  | 'listenAddresses'
+  | 'log'
+  | 'networks'
+  | 'oom'
+  | 'privateTmp'
+  | 'publicCidrs'
+  | 'spawned'
+  | 'users'
+>;
 
 /** Debian's pgbouncer. */
 export const PGBOUNCER = '/usr/sbin/pgbouncer';
@@ -106,7 +121,7 @@ export class Pooler {
   private readonly files;
 
   constructor(
-    private readonly ctx: DriverContext,
+    private readonly ctx: Ctx,
     private readonly target: PoolerTarget,
   ) {
     this.files = ctx.layout.pooler(target.id);
@@ -423,7 +438,7 @@ export async function readBlocks(files: PoolerFiles, now = Date.now()): Promise<
  * converge wrote them, and a reload of the running PgBouncer. Called with
  * the pooler's lock held (the id's: converges write the same files).
  */
-export async function applyBlocks(ctx: DriverContext, id: string, blocks: Blocks): Promise<void> {
+export async function applyBlocks(ctx: Ctx, id: string, blocks: Blocks): Promise<void> {
   const files = ctx.layout.pooler(id);
   if (!(await exists(files.dir))) return; // disabled or deleted meanwhile
   const tmp = `${files.blocked}.tmp`;
@@ -474,7 +489,7 @@ async function favour(pid: number): Promise<void> {
  * primary's certificate.
  */
 export class ServicePooler extends Pooler {
-  constructor(ctx: DriverContext, spec: ServiceSpec) {
+  constructor(ctx: Ctx, spec: ServiceSpec) {
     const node = primaryNode(spec);
     const ref = { id: spec.serviceId, node: node.index };
     super(ctx, {

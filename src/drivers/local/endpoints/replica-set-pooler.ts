@@ -19,12 +19,27 @@
 
 import { isIP } from 'node:net';
 import type { ReplicaSetSpec } from '../../driver.js';
-import type { DriverContext } from '../local-driver.js';
 import { Pooler } from './pooler.js';
 import { replicaSetPoolSizes } from '../config/pooler-conf.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  | 'cgroups'
+  | 'layout'
+  | 'listenAddresses'
+  | 'log'
+  | 'networks'
+  | 'oom'
+  | 'privateTmp'
+  | 'publicCidrs'
+  | 'spawned'
+  | 'users'
+>;
 
 export class ReplicaSetPooler extends Pooler {
-  constructor(ctx: DriverContext, spec: ReplicaSetSpec) {
+  constructor(ctx: Ctx, spec: ReplicaSetSpec) {
     super(ctx, {
       id: spec.replicaSetId,
       kind: 'replicaSetId',
@@ -62,7 +77,7 @@ export function endpointHost(listenAddresses: string): string {
  * service's endpoint, translated, leads too). Undefined without
  * namespaces, or before the set's is made (endpointHost then).
  */
-export function hostSideOf(ctx: DriverContext, id: string): string | undefined {
+export function hostSideOf(ctx: Ctx, id: string): string | undefined {
   const gateway = ctx.networks.get(id)?.hostAddress;
   if (gateway === undefined) return undefined;
   const host = endpointHost(ctx.listenAddresses);
@@ -70,7 +85,7 @@ export function hostSideOf(ctx: DriverContext, id: string): string | undefined {
 }
 
 /** The block the set's frontend admits for its pooler: that one address. */
-export function poolerSourceCidr(ctx: DriverContext, id: string): string {
+export function poolerSourceCidr(ctx: Ctx, id: string): string {
   const net = ctx.networks.get(id);
   if (net) return `${net.address}/32`;
   const host = endpointHost(ctx.listenAddresses);

@@ -167,6 +167,9 @@ export async function present(path: string): Promise<boolean> {
 export const nodeExists = (layout: Layout, ref: NodeRef) =>
   present(join(layout.pgdata(ref), 'PG_VERSION'));
 
+/** Whether the data directory is a standby's (it has standby.signal). */
+export const isStandbyData = (pgdata: string) => present(join(pgdata, 'standby.signal'));
+
 /**
  * Copies the template's stopped cluster into the node's place: a copy and a
  * rename take a fraction of the time of initdb. `cp -a` keeps the modes

@@ -72,6 +72,9 @@ export interface Spawned {
   exit?: Exit;
 }
 
+/** Postmasters this process started, by data directory, to report how a failed start ended. */
+export type SpawnedServers = Map<string, { proc: Spawned; sawReady: boolean }>;
+
 /** Startup output beyond this is dropped at the next start, so the file never grows without bound. */
 const STARTUP_LOG_MAX = 1024 * 1024;
 

@@ -22,9 +22,10 @@
 import { nodeName } from '../../../domain/service-nodes.js';
 import { type Progress, wait } from '../../../domain/progress.js';
 import { duration } from '../../../lib/duration.js';
-import type { DriverContext } from '../local-driver.js';
 import type { NodeRef } from '../layout.js';
 import { type NodeState, readNodeState, writeNodeState } from './node-state.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { SpawnedServers } from './postmaster.js';
 
 export interface RestartPolicy {
   /** The delay before the second restart in a row; it doubles with each further one. */
@@ -54,7 +55,7 @@ export function restartDelayMs(policy: RestartPolicy, count: number): number {
  * found not running. Never anything the server wrote: its logs are the
  * tenant's to fill, and this goes into an entry of Basin's.
  */
-export function deathReason(ctx: Pick<DriverContext, 'spawned'>, pgdata: string): string {
+export function deathReason(ctx: { spawned: SpawnedServers }, pgdata: string): string {
   const exit = ctx.spawned.get(pgdata)?.proc.exit;
   if (!exit) return 'found not running';
   if (exit.signal) return `killed by ${exit.signal}`;
@@ -69,7 +70,7 @@ export function deathReason(ctx: Pick<DriverContext, 'spawned'>, pgdata: string)
  * may start now. `save` writes `state`.
  */
 export async function holdRestart(
-  ctx: Pick<DriverContext, 'spawned' | 'restarts' | 'log'>,
+  ctx: { spawned: SpawnedServers; restarts: RestartPolicy; log: Logger },
   ref: NodeRef,
   pgdata: string,
   state: NodeState,

@@ -10,14 +10,20 @@
 
 import { nodeName } from '../../../domain/service-nodes.js';
 import type { FailoverView, PrimaryEvent, ServiceSpec } from '../../driver.js';
-import { primaryNode } from '../converge/converge-nodes.js';
-import type { DriverContext } from '../local-driver.js';
 import { nodeExists } from '../node/node-files.js';
 import { readNodeState } from '../node/node-state.js';
 import { postmasterStatus } from '../node/postmaster.js';
 import { CHECK_TIMEOUT_MS, PrimaryHealth } from './primary-health.js';
 import { clusterProcesses, signalAll } from '../host/processes.js';
 import { nodeStatus } from './replication.js';
+import { primaryNode } from '../primary-node.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  'adminBounds' | 'haproxy' | 'layout' | 'log' | 'spawned' | 'stopper' | 'unresponsive'
+>;
 
 /** How often the watch looks at the primaries… */
 export const WATCH_MS = 200;
@@ -29,7 +35,7 @@ const SUPERVISE_EVERY = 5;
  * stopped or started by the driver; or running but hung (it left too many
  * checks in a row unanswered: primary-health.ts).
  */
-export async function primaryIsDead(ctx: DriverContext, spec: ServiceSpec): Promise<boolean> {
+export async function primaryIsDead(ctx: Ctx, spec: ServiceSpec): Promise<boolean> {
   if (!spec.running || spec.nodes.length < 2) return false;
   const primary = primaryNode(spec);
   const ref = { id: spec.serviceId, node: primary.index };
@@ -45,7 +51,7 @@ export async function primaryIsDead(ctx: DriverContext, spec: ServiceSpec): Prom
 }
 
 /** What postmaster.pid and /proc say of the recorded primary. */
-function primaryStatus(ctx: DriverContext, spec: ServiceSpec) {
+function primaryStatus(ctx: Ctx, spec: ServiceSpec) {
   const ref = { id: spec.serviceId, node: primaryNode(spec).index };
   return postmasterStatus(ctx.layout.pgdata(ref));
 }
@@ -56,10 +62,7 @@ function primaryStatus(ctx: DriverContext, spec: ServiceSpec) {
  * killed whole, SIGKILL reaching even stopped processes), and every
  * standby that answers says how far it received WAL.
  */
-export async function prepareFailover(
-  ctx: DriverContext,
-  spec: ServiceSpec,
-): Promise<FailoverView> {
+export async function prepareFailover(ctx: Ctx, spec: ServiceSpec): Promise<FailoverView> {
   if (!(await primaryIsDead(ctx, spec))) return { dead: false };
   const primary = primaryNode(spec);
   const pgdata = ctx.layout.pgdata({ id: spec.serviceId, node: primary.index });
@@ -109,7 +112,7 @@ export class PrimaryWatch {
   private ticks = 0;
 
   constructor(
-    private readonly ctx: () => DriverContext,
+    private readonly ctx: () => Ctx,
     private readonly report: (serviceId: string, event: PrimaryEvent) => void,
   ) {
     this.health = new PrimaryHealth(ctx, report);

@@ -12,14 +12,17 @@ import { nodeName } from '../../../domain/service-nodes.js';
 import { type Progress, wait } from '../../../domain/progress.js';
 import type { ServiceSpec, SpecNode } from '../../driver.js';
 import type { AdminTarget } from '../node/admin.js';
-import type { DriverContext } from '../local-driver.js';
 import { type NodeState } from '../node/node-state.js';
 import type { OsUser } from '../host/os-user.js';
 import { postmasterStatus, prepareStart } from '../node/postmaster.js';
-import type { NodeReplication } from '../converge/service-node.js';
 import { removeTrees } from '../node/node-files.js';
 import { rewindToStandby } from './standby.js';
 import { latestTimeline, standbyDivergence } from './timeline.js';
+import type { DriverContext } from '../context.js';
+import type { NodeReplication } from './replication.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<DriverContext, 'cgroups' | 'layout' | 'log' | 'oom' | 'pg' | 'spawned' | 'stopper'>;
 
 /**
  * For a standby that runs: whether it can follow its primary, looked at
@@ -30,7 +33,7 @@ import { latestTimeline, standbyDivergence } from './timeline.js';
  * again at the next apply.
  */
 export async function checkFollows(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   node: SpecNode,
   replication: NodeReplication,
@@ -75,7 +78,7 @@ export async function checkFollows(
  * rebuilt). A wait while it stops; undefined once its files are done.
  */
 export async function rewindStandby(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   node: SpecNode,
   replication: NodeReplication,

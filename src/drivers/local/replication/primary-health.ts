@@ -15,8 +15,11 @@
 
 import type { PrimaryEvent, ServiceSpec } from '../../driver.js';
 import { AdminTimeoutError, withAdmin } from '../node/admin.js';
-import { primaryNode } from '../converge/converge-nodes.js';
-import type { DriverContext } from '../local-driver.js';
+import { primaryNode } from '../primary-node.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<DriverContext, 'layout' | 'log' | 'stopper' | 'unresponsive'>;
 
 /** How often a running primary is asked… */
 export const CHECK_EVERY_MS = 1_000;
@@ -36,7 +39,7 @@ export class PrimaryHealth {
   private readonly checks = new Map<string, Check>();
 
   constructor(
-    private readonly ctx: () => DriverContext,
+    private readonly ctx: () => Ctx,
     private readonly report: (serviceId: string, event: PrimaryEvent) => void,
   ) {}
 

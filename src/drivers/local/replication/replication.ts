@@ -21,6 +21,8 @@ import { type AdminSession, type AdminTarget, withAdmin } from '../node/admin.js
 import { REPLICATION_ROLE } from '../config/conf.js';
 import type { Layout } from '../layout.js';
 import { mkdirIn } from '../node/node-files.js';
+import type { SpecNode } from '../../driver.js';
+import type { Settings } from '../config/conf.js';
 
 /** The replication role's password of service `id`, made at first need. */
 export async function replicationSecret(layout: Layout, id: string): Promise<string> {
@@ -261,4 +263,37 @@ export async function promote(target: AdminTarget, waitSeconds = 10): Promise<bo
     );
     return rows[0]?.ok === true;
   });
+}
+
+/**
+ * A node's part in replication, from the driver (local-driver.ts): a
+ * standby streams from the primary's port with the service's secret; a
+ * primary names its synchronous standbys.
+ */
+export interface NodeReplication {
+  /** Where a standby streams from (a read replica set's node: the service's endpoint). */
+  primary: SpecNode;
+  /** Basin's administrative door to the primary node itself (follow.ts, standby.ts). */
+  primaryAdmin: AdminTarget;
+  /**
+   * A read replica set's node: it runs as an OS user of its own, which the
+   * primary's socket does not admit, so it is rewound as the replication
+   * role over loopback TLS (standby.ts, rewindSource).
+   */
+  separateUser?: boolean;
+  /**
+   * Where such a node reaches its service from its own network namespace:
+   * an address of the host (docs/decisions.md, Service networks);
+   * undefined: loopback, in the service's own namespace or the host's.
+   */
+  via?: string | undefined;
+  secret: string;
+  synchronousStandbys: string;
+  /** A standby's application_name and slot (default nodeName: `node<i>`). */
+  nameOf?: (index: number) => string;
+  /**
+   * Settings a hot standby needs at least as high as its primary's
+   * (max_connections…): a smaller read replica than its primary would not start.
+   */
+  floor?: Settings;
 }

@@ -23,16 +23,16 @@ import { withAdmin } from '../node/admin.js';
 import { tenantCommand } from '../host/confine.js';
 import { CommandError, type Prelude, run } from '../host/exec.js';
 import type { NodeRef } from '../layout.js';
-import type { DriverContext } from '../local-driver.js';
-import { ensureOwnedDir, mkdirIn, present, removeTrees, writeOwned } from '../node/node-files.js';
+import { ensureOwnedDir, mkdirIn, removeTrees, writeOwned } from '../node/node-files.js';
 import { type NodeState, readNodeState, writeNodeState } from '../node/node-state.js';
 import type { OsUser } from '../host/os-user.js';
 import { REPLICATION_CA, standbyConninfo } from './replication.js';
-import type { NodeReplication } from '../converge/service-node.js';
 import { helperPrelude } from '../host/cgroups/node-cgroups.js';
+import type { DriverContext } from '../context.js';
+import type { NodeReplication } from './replication.js';
 
-/** Whether the data directory is a standby's (it has standby.signal). */
-export const isStandbyData = (pgdata: string) => present(join(pgdata, 'standby.signal'));
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<DriverContext, 'cgroups' | 'layout' | 'log' | 'oom' | 'pg'>;
 
 /**
  * A new standby `node` of the service, copied from its running primary.
@@ -40,7 +40,7 @@ export const isStandbyData = (pgdata: string) => present(join(pgdata, 'standby.s
  * ready yet, its slot not made yet): the next apply tries again.
  */
 export async function buildStandby(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   node: SpecNode,
   replication: NodeReplication,
@@ -116,7 +116,7 @@ export async function buildStandby(
  * Returns whether it was rewound (false: removed, to be rebuilt).
  */
 export async function rewindToStandby(
-  ctx: DriverContext,
+  ctx: Ctx,
   spec: ServiceSpec,
   node: SpecNode,
   replication: NodeReplication,
@@ -188,7 +188,7 @@ export async function rewindToStandby(
  * (replication.ts, ensureSlots).
  */
 async function rewindSource(
-  ctx: DriverContext,
+  ctx: Ctx,
   node: SpecNode,
   replication: NodeReplication,
   user: OsUser,
@@ -220,7 +220,7 @@ async function rewindSource(
  * pg_rewind ran): the node's files are half rewound and are removed, so
  * that the next apply rebuilds the node from a base backup.
  */
-export async function dropInterruptedRewind(ctx: DriverContext, ref: NodeRef): Promise<boolean> {
+export async function dropInterruptedRewind(ctx: Ctx, ref: NodeRef): Promise<boolean> {
   const stateFile = ctx.layout.stateFile(ref);
   const state = await readNodeState(stateFile);
   if (state.rewind !== 'running') return false;
@@ -243,7 +243,7 @@ export async function dropInterruptedRewind(ctx: DriverContext, ref: NodeRef): P
  * Basin never lists it and removes what it named (rm does not follow the
  * link it removes; the data directory itself lies in a directory of root's).
  */
-async function finishStandbyData(ctx: DriverContext, pgdata: string, user: OsUser): Promise<void> {
+async function finishStandbyData(ctx: Ctx, pgdata: string, user: OsUser): Promise<void> {
   await writeOwned(join(pgdata, 'standby.signal'), '', user);
   await ownedCopy(ctx.layout.caCert, join(pgdata, REPLICATION_CA), user);
   await removeTrees(['log', 'postmaster.opts', 'postmaster.pid'].map((name) => join(pgdata, name)));

@@ -33,11 +33,9 @@ import type { ServiceSpec } from '../../../driver.js';
 import { DriverError } from '../../../driver.js';
 import { helperCommand } from '../../host/confine.js';
 import { childEnv, lastLines, withPrelude, type Prelude } from '../../host/exec.js';
-import type { DriverContext } from '../../local-driver.js';
 import { ensureOwnedDir, mkdirIn, writeRootFile } from '../../node/node-files.js';
 import type { OsUser } from '../../host/os-user.js';
 import { backupProcesses } from '../../config/pgbackrest.js';
-import { primaryNode } from '../../converge/converge-nodes.js';
 import { identityIsCurrent, issueIdentity, type Identity } from '../../node/tls.js';
 import { listens, type Repositories, type RepositoryEndpoint } from './repositories.js';
 import {
@@ -48,13 +46,33 @@ import {
   repositoryClientName,
   serviceClientName,
 } from './repo-conf.js';
+import type { Layout } from '../../layout.js';
+import type { PgInstall } from '../../host-check.js';
+import type { PrivateTmp } from '../../host/confine.js';
+import type { NodeCgroups } from '../../host/cgroups/node-cgroups.js';
+import type { OomScores } from '../../host/cgroups/oom-scores.js';
+import type { ServiceNetworks } from '../../network/service-networks.js';
+import { primaryNode } from '../../primary-node.js';
+
+/**
+ * What the sides need of the driver (DriverContext's fields, named here
+ * because the context holds LocalBackups, which uses them).
+ */
+export interface SidesContext {
+  layout: Layout;
+  pg: PgInstall;
+  privateTmp: PrivateTmp | undefined;
+  networks: ServiceNetworks;
+  cgroups: NodeCgroups;
+  oom: OomScores;
+}
 
 /**
  * Both sides' configurations and identities, made or brought up to date,
  * with the repository's server running; returns how to reach it.
  */
 export async function ensureSides(
-  ctx: DriverContext,
+  ctx: SidesContext,
   repositories: Repositories,
   spec: ServiceSpec,
   user: OsUser,
@@ -148,7 +166,7 @@ export async function ensureSides(
  * not it has a server of its own.
  */
 export async function ensureClientIdentity(
-  ctx: DriverContext,
+  ctx: SidesContext,
   id: string,
   user: OsUser,
 ): Promise<void> {
@@ -162,7 +180,7 @@ export async function ensureClientIdentity(
   );
 }
 
-async function ensureIdentity(ctx: DriverContext, id: Identity, reader: OsUser): Promise<void> {
+async function ensureIdentity(ctx: SidesContext, id: Identity, reader: OsUser): Promise<void> {
   if (!(await identityIsCurrent(ctx.layout, id))) await issueIdentity(ctx.layout, id, reader);
 }
 
@@ -173,7 +191,7 @@ async function ensureIdentity(ctx: DriverContext, id: Identity, reader: OsUser):
  * happened. A server that does not listen fails the work, retryably.
  */
 export async function withServiceServer<T>(
-  ctx: DriverContext,
+  ctx: SidesContext,
   id: string,
   user: OsUser,
   prelude: Prelude,
