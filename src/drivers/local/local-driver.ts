@@ -45,9 +45,10 @@ import {
   checkConfineTools,
   detectPrivateTmp,
   isConfined,
+  type PrivateTmp,
   type PrivateTmpMode,
 } from './host/confine.js';
-import { checkHost, pgInstall } from './host-check.js';
+import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
@@ -70,13 +71,13 @@ import { postmasterStatus, Stopper } from './node/postmaster.js';
 import { clusterProcesses, signalAll } from './host/processes.js';
 import { isStandbyData, mkdirIn, nodeExists, removeTrees } from './node/node-files.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './host/service-users.js';
-import { startRepositories } from './backups/repository/repositories.js';
+import { type Repositories, startRepositories } from './backups/repository/repositories.js';
 import { Template } from './node/template.js';
 import { tightenLayout } from './host/tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
-import { keepBounds, startNodeCgroups } from './host/cgroups/node-cgroups.js';
+import { keepBounds, type NodeCgroups, startNodeCgroups } from './host/cgroups/node-cgroups.js';
 import { serviceNproc, sharedMemoryBytes } from './host/cgroups/node-bounds.js';
-import { protectedPrelude, startOomScores } from './host/cgroups/oom-scores.js';
+import { type OomScores, protectedPrelude, startOomScores } from './host/cgroups/oom-scores.js';
 import { OomWatch } from './host/cgroups/oom-watch.js';
 import { processCounts } from './config/conf.js';
 import { ensureCa } from './node/tls.js';
@@ -162,6 +163,33 @@ export interface LocalDriverOptions {
   restarts?: Partial<RestartPolicy>;
 }
 
+/** What LocalDriver.start learnt of the host (checkHost). */
+interface HostFacts {
+  pg: PgInstall;
+  report: Awaited<ReturnType<typeof checkHost>>;
+  /** The template's owner (and every service's, when Basin is not root). */
+  templateUser: OsUser;
+  /** Whether each service gets an OS user of its own (Basin is root). */
+  perService: boolean;
+}
+
+/** What holds tenants apart on this host (LocalDriver.startIsolation). */
+interface Isolation {
+  installation: string;
+  networks: ServiceNetworks;
+  oom: OomScores;
+  cgroups: NodeCgroups;
+  privateTmp: PrivateTmp | undefined;
+}
+
+/** The services' and repositories' OS users (LocalDriver.startUsers). */
+interface People {
+  uidRange: UidRange;
+  nproc: number;
+  users: ServiceUsers;
+  repositories: Repositories | undefined;
+}
+
 export class LocalDriver implements Driver {
   readonly name = 'local';
   readonly capabilities: Capabilities = {
@@ -206,8 +234,27 @@ export class LocalDriver implements Driver {
    * background: start stays fast, and the first create waits for the
    * template (a few seconds, once per data directory). Running clusters need
    * nothing: they are found through their postmaster.pid when asked about.
+   *
+   * In its steps: the host's programs → the data directory (a dead Basin's
+   * leftovers swept, the CA) → the host's isolation (networks, OOM scores,
+   * cgroups, modes, private /tmp) → the services' users and repositories →
+   * the context (the template, the installation's proxy, the watches'
+   * parts) → adopting what runs → the watches started → ready.
    */
   async start(): Promise<void> {
+    const host = await this.checkHost();
+    const layout = await this.prepareDataDir(host);
+    const isolation = await this.startIsolation(layout);
+    const people = await this.startUsers(host, layout, isolation);
+    const ctx = this.makeContext(host, layout, isolation, people);
+    this.ctx = ctx;
+    await this.adopt(ctx);
+    await this.startWatches(ctx);
+    this.reportReady(host, layout, isolation, people);
+  }
+
+  /** PostgreSQL, pgBackRest and the other programs, and whether Basin may make OS users. */
+  private async checkHost(): Promise<HostFacts> {
     const pg = pgInstall(this.options.pgBin, this.options.pgShare);
     const report = await checkHost(pg);
     const templateUser = resolveOsUser(this.options.osUser);
@@ -215,6 +262,11 @@ export class LocalDriver implements Driver {
     const perService = isRoot();
     if (perService) checkUserTools();
     checkConfineTools();
+    return { pg, report, templateUser, perService };
+  }
+
+  /** The driver's tree under the data directory, a dead Basin's leftovers gone, the CA made. */
+  private async prepareDataDir({ templateUser, perService }: HostFacts): Promise<Layout> {
     makeDataDir(this.options.dataDir);
     // /proc reports real paths; so must the layout, for processes to be recognised.
     const dataDir = await realpath(resolve(this.options.dataDir));
@@ -234,6 +286,11 @@ export class LocalDriver implements Driver {
     await removeLeftovers(layout, this.log);
     await ensureCa(layout);
     removeLeftBackupCgroups(layout.backupsDir);
+    return layout;
+  }
+
+  /** What holds tenants apart on this host: networks, OOM scores, cgroups, modes, private /tmp. */
+  private async startIsolation(layout: Layout): Promise<Isolation> {
     const installation = await ensureInstallation(layout);
     const networks = await ServiceNetworks.start({
       layout,
@@ -255,6 +312,15 @@ export class LocalDriver implements Driver {
       { sizeMb: this.options.privateTmpMb ?? 1024, keep: layout.root },
       this.log,
     );
+    return { installation, networks, oom, cgroups, privateTmp };
+  }
+
+  /** The services' OS users and the repositories' (with servers of their own, when on). */
+  private async startUsers(
+    { pg, templateUser, perService }: HostFacts,
+    layout: Layout,
+    { installation, networks, oom, cgroups, privateTmp }: Isolation,
+  ): Promise<People> {
     const uidRange = this.options.serviceUidRange ?? DEFAULT_UID_RANGE;
     const nproc = serviceNproc(await pidMax());
     // Services' and repositories' users take their uids from one allocator.
@@ -292,6 +358,16 @@ export class LocalDriver implements Driver {
       pgbackrest: pg.pgbackrest,
       log: this.log,
     });
+    return { uidRange, nproc, users, repositories };
+  }
+
+  /** What the driver's parts share (context.ts), the template and the installation's proxy in it. */
+  private makeContext(
+    { pg, templateUser }: HostFacts,
+    layout: Layout,
+    { networks, oom, cgroups, privateTmp }: Isolation,
+    { users, repositories }: People,
+  ): DriverContext {
     const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
     const template = new Template({
       layout,
@@ -338,18 +414,27 @@ export class LocalDriver implements Driver {
       repositories,
       log: this.log,
     };
-    const ctx: DriverContext = { ...parts, backups: new LocalBackups(parts) };
-    this.ctx = ctx;
-    await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
-    // Adopting running clusters is only this: they are found by their
-    // postmaster.pid whenever asked about; here they start being sampled,
-    // and held at the storage level their records say.
-    const ids = (await readdir(layout.instancesDir)).filter((id) => ID.test(id));
+    return { ...parts, backups: new LocalBackups(parts) };
+  }
+
+  /**
+   * The template's build started, and what runs adopted. Adopting running
+   * clusters is only this: they are found by their postmaster.pid whenever
+   * asked about; here they start being sampled, and held at the storage
+   * level their records say.
+   */
+  private async adopt(ctx: DriverContext): Promise<void> {
+    await ctx.template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
+    const ids = (await readdir(ctx.layout.instancesDir)).filter((id) => ID.test(id));
     for (const id of ids) await this.track(id);
     await ctx.storage.adopt(ids);
     ctx.storage.onNotice(({ target, change }) => {
       for (const l of this.storageListeners) l({ target, ...(change ? { change } : {}) });
     });
+  }
+
+  /** The background watches: usage, primaries, storage, OOM kills, poolers' logins; HAProxy. */
+  private async startWatches(ctx: DriverContext): Promise<void> {
     this.sampler.start();
     this.watch.start();
     ctx.storage.start();
@@ -358,6 +443,15 @@ export class LocalDriver implements Driver {
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
+  }
+
+  /** What this host gives the services, in Basin's log (a warning when they are not isolated). */
+  private reportReady(
+    { report, templateUser, perService }: HostFacts,
+    layout: Layout,
+    { networks, oom, cgroups, privateTmp }: Isolation,
+    { uidRange, nproc, repositories }: People,
+  ): void {
     if (!perService) {
       this.log.warn(
         { osUser: templateUser.name },

@@ -51,10 +51,12 @@ import { type NodeReplication, promote, standbyConninfo } from '../replication/r
 import { hash, readNodeState, writeNodeState, type NodeState } from '../node/node-state.js';
 import { isRoot, type OsUser } from '../host/os-user.js';
 import {
+  type PostmasterStatus,
   postmasterStatus,
   prepareStart,
   spawnPostmaster,
   startFailure,
+  type SpawnedServers,
 } from '../node/postmaster.js';
 import { clusterProcesses, signalAll } from '../host/processes.js';
 import { forkData, openFork, recoveryFailed } from '../backups/fork-open.js';
@@ -97,6 +99,26 @@ const RECOVERY_POLL_MS = 100;
 
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
+/** A node whose data is there and its user's (ServiceNode.ensureData). */
+interface NodeData {
+  user: OsUser;
+  state: NodeState;
+}
+
+/** What configure found and wrote: what the start, restart and settle phases go by. */
+interface Configured {
+  /** Its cgroups, when it is to run. */
+  cgroups: string[] | undefined;
+  /** Whether it is to run in recovery for its storage level. */
+  recovery: boolean;
+  /** The settings that need a restart, and what it would load (with its certificate). */
+  restartHash: string;
+  loadedHash: string;
+  pm: PostmasterStatus;
+  /** The postmaster this process started for it, if any. */
+  starting: ReturnType<SpawnedServers['get']>;
+}
+
 export class ServiceNode {
   private readonly ref: NodeRef;
   private readonly pgdata: string;
@@ -120,11 +142,34 @@ export class ServiceNode {
     }
   }
 
+  /**
+   * One step towards the spec, in its phases: the node's data (ensureData),
+   * its files, cgroups and certificate (configure), then its server stopped
+   * (stop) or started, restarted as needed (startOrRestart), and, once it
+   * runs as it should, brought to what the spec asks of a running node
+   * (settle). Each phase returns a Progress when the step ends there.
+   */
   async converge(): Promise<Progress> {
-    const { ctx, spec, ref, pgdata } = this;
-    if (!VERIFIER.test(spec.passwordVerifier)) {
+    if (!VERIFIER.test(this.spec.passwordVerifier)) {
       throw new DriverError('The service password is not a SCRAM-SHA-256 verifier.', false);
     }
+    const data = await this.ensureData();
+    if (!('user' in data)) return data;
+    const { user, state } = data;
+    const configured = await this.configure(user, state);
+    if (!this.spec.running) return this.stop(user, state, configured);
+    return (
+      (await this.startOrRestart(user, state, configured)) ?? (await this.settle(state, configured))
+    );
+  }
+
+  /**
+   * The node's data, its user's: made (cloned, copied from the primary, a
+   * fork's restored), handed over, and rewound onto its primary's timeline
+   * when it must follow another.
+   */
+  private async ensureData(): Promise<Progress | NodeData> {
+    const { ctx, spec, ref, pgdata } = this;
     // useradd takes ~100 ms (it syncs the password files): it runs while the
     // template is copied, which does not need the user until its chown.
     const userMade = ctx.users.ensure(spec.serviceId);
@@ -168,6 +213,15 @@ export class ServiceNode {
       const rewinding = await rewindStandby(ctx, spec, this.node, replication, user, state, save);
       if (rewinding) return rewinding;
     }
+    return { user, state };
+  }
+
+  /**
+   * Its directories, configuration files, cgroups and certificate as the
+   * spec says, and what its server was started and loaded with.
+   */
+  private async configure(user: OsUser, state: NodeState): Promise<Configured> {
+    const { ctx, spec, ref, pgdata } = this;
     await ensureNodeDirs(ctx.layout, ref, user);
     const files = this.configFiles(user, state);
     // Its cgroups (node-cgroups.ts), made before it starts so that it
@@ -197,34 +251,53 @@ export class ServiceNode {
     const loadedHash = hash(files.conf, files.hba, files.ident, cert);
     const pm = await postmasterStatus(pgdata);
     const starting = ctx.spawned.get(pgdata);
+    return { cgroups, recovery, restartHash, loadedHash, pm, starting };
+  }
 
-    if (!spec.running) {
-      // Stopped as asked: no death, and the next start (a user's) is at once.
-      await this.stoppingOnPurpose(state, true);
-      if (pm.up) {
-        // A server in recovery writes no WAL: there is nothing to archive.
-        const marking =
-          !this.isStandby &&
-          !state.storageRecovery &&
-          pm.state === 'ready' &&
-          !ctx.stopper.stopping(pgdata, pm.pid)
-            ? await archiveBeforeStop(this.admin(), state, () => this.save(state), ctx.log)
-            : undefined;
-        if (marking) return marking;
-        return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), 'stopping PostgreSQL');
-      }
-      if (starting && !starting.proc.exit) {
-        return wait(100, 'waiting for PostgreSQL to finish starting before stopping it');
-      }
-      // Nothing of the tenant's runs while its server does not (see start);
-      // its primary stops last (local-driver.ts), and sweeps.
-      if (!this.isStandby && (await ctx.users.killAll(user)) > 0) {
-        return wait(100, "stopping the processes of the service's OS user");
-      }
-      ctx.stopper.forget(pgdata);
-      ctx.spawned.delete(pgdata);
-      return DONE;
+  /** Stopped as the spec asks: its WAL archived, the server and the tenant's processes ended. */
+  private async stop(user: OsUser, state: NodeState, c: Configured): Promise<Progress> {
+    const { ctx, pgdata } = this;
+    const { pm, starting } = c;
+    // Stopped as asked: no death, and the next start (a user's) is at once.
+    await this.stoppingOnPurpose(state, true);
+    if (pm.up) {
+      // A server in recovery writes no WAL: there is nothing to archive.
+      const marking =
+        !this.isStandby &&
+        !state.storageRecovery &&
+        pm.state === 'ready' &&
+        !ctx.stopper.stopping(pgdata, pm.pid)
+          ? await archiveBeforeStop(this.admin(), state, () => this.save(state), ctx.log)
+          : undefined;
+      if (marking) return marking;
+      return wait(await ctx.stopper.step(pgdata, pm.pid, 'fast'), 'stopping PostgreSQL');
     }
+    if (starting && !starting.proc.exit) {
+      return wait(100, 'waiting for PostgreSQL to finish starting before stopping it');
+    }
+    // Nothing of the tenant's runs while its server does not (see start);
+    // its primary stops last (local-driver.ts), and sweeps.
+    if (!this.isStandby && (await ctx.users.killAll(user)) > 0) {
+      return wait(100, "stopping the processes of the service's OS user");
+    }
+    ctx.stopper.forget(pgdata);
+    ctx.spawned.delete(pgdata);
+    return DONE;
+  }
+
+  /**
+   * Running as the spec asks: started when it is not (unless its storage or
+   * the restarts' backoff holds it), moved into its cgroups, restarted when
+   * a setting, its confinement or its storage level needs it. Undefined
+   * when it runs as it should.
+   */
+  private async startOrRestart(
+    user: OsUser,
+    state: NodeState,
+    c: Configured,
+  ): Promise<Progress | undefined> {
+    const { ctx, spec, ref, pgdata } = this;
+    const { pm, starting, recovery, restartHash, loadedHash, cgroups } = c;
     // Past its storage limit: the watch stopped it, and it is not started,
     // by the restarts' backoff either. Its stop was Basin's, no death: the
     // start once it is under its limit is at once (restarts.ts).
@@ -233,7 +306,6 @@ export class ServiceNode {
       await this.stoppingOnPurpose(state);
       throw stopped;
     }
-    const ready = pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
     if (!pm.up) {
       // A postmaster of ours just killed is a zombie until Node reaps it, a
       // turn of its loop later: its exit, which says how it ended in the
@@ -255,7 +327,7 @@ export class ServiceNode {
       }
       return this.start(user, state, restartHash, loadedHash, cgroups);
     }
-    if (starting?.proc.pid === pm.pid && ready) starting.sawReady = true;
+    if (starting?.proc.pid === pm.pid && this.isReady(pm)) starting.sawReady = true;
     if (await ctx.cgroups.place(nodeUnit(ref), pm.pid, spec.size.shared, pgdata)) {
       ctx.log.info(
         { serviceId: spec.serviceId, node: ref.node },
@@ -296,6 +368,19 @@ export class ServiceNode {
           : undefined;
       return wait(ms, why, note);
     }
+    return undefined;
+  }
+
+  /**
+   * A server that runs as it should: recorded as up, promoted when a
+   * failover chose it, waited for until it accepts connections, kept on its
+   * primary's timeline (a standby), its configuration reloaded, a fork
+   * opened, tsdbadmin's password and the extensions applied.
+   */
+  private async settle(state: NodeState, c: Configured): Promise<Progress> {
+    const { ctx, spec, ref, pgdata } = this;
+    const { pm, loadedHash } = c;
+    const ready = this.isReady(pm);
     // Running as it should: from now on, found not running it died (restarts.ts).
     if (ready && state.upSince === undefined) {
       state.upSince = Date.now();
@@ -350,6 +435,11 @@ export class ServiceNode {
     // until it is out (the level's change brings a converge).
     if (!state.storageRecovery) await this.applySql(state);
     return DONE;
+  }
+
+  /** Whether its server accepts what it should: connections (a standby: in recovery). */
+  private isReady(pm: PostmasterStatus): boolean {
+    return pm.up && (pm.state === 'ready' || (this.isStandby && pm.state === 'standby'));
   }
 
   /** How its storage errors name it. */

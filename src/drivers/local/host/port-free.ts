@@ -1,22 +1,13 @@
-// Whether a TCP port is free, before a server is started on it.
+// Whether a TCP port is free, before a server is started on it. On the
+// host this is lib/port-probe.ts's probe, the one Basin also uses before it
+// hands a port out: a server that can bind one address of several (IPv4,
+// IPv6) starts anyway and would leave clients of the others unserved, so
+// every address family is checked.
 
-import { createServer } from 'node:net';
+import { portIsFree } from '../../../lib/port-probe.js';
 import { DriverError } from '../../driver.js';
 import { listensIn } from '../network/namespace.js';
 import type { ServiceNetworks } from '../network/service-networks.js';
-
-/**
- * Whether nothing listens on `port` on any IPv4 address. A server that can
- * bind one address of several starts anyway, and would leave clients of the
- * others unserved: checked before it is started.
- */
-export function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen({ port, host: '0.0.0.0', exclusive: true }, () => srv.close(() => resolve(true)));
-  });
-}
 
 /**
  * Whether nothing listens on `port` where `id`'s servers listen: in its
