@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { startScratchPostgres } from '../logs/scratch-postgres.js';
-import { MetricsSampler } from './metrics-sampler.js';
-import { processTree, readProcessTable } from './proc.js';
+import { startScratchPostgres } from './scratch-postgres.js';
+import { MetricsSampler } from '../../src/drivers/local/metrics/metrics-sampler.js';
+import { processTree, readProcessTable } from '../../src/drivers/local/metrics/proc.js';
 
 test(
   'a real PostgreSQL: memory of the whole tree, CPU of exited backends',

@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { LogPage, LogQuery } from '../../../domain/logs.js';
-import { readNodeLogs } from './read-node-logs.js';
+import type { LogPage, LogQuery } from '../../src/domain/logs.js';
+import { readNodeLogs } from '../../src/drivers/local/logs/read-node-logs.js';
 import { startScratchPostgres } from './scratch-postgres.js';
 
 const SCOPE = 'service:scratch000:0';
