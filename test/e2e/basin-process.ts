@@ -288,7 +288,7 @@ function newestMtime(dir: string): number {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) newest = Math.max(newest, newestMtime(path));
-    else if (entry.name.endsWith('.ts') && !/\.test\.ts$|^scratch-/.test(entry.name)) {
+    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) {
       newest = Math.max(newest, statSync(path).mtimeMs);
     }
   }

@@ -19,7 +19,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { removeConnectRedirect } from '../../src/drivers/local/network/connect-redirect.js';
 import { ServiceNetworks } from '../../src/drivers/local/network/service-networks.js';
 import { silentLogger } from '../../src/lib/logger.js';
-import { ensureInstallation } from '../../src/drivers/local/service-users.js';
+import { ensureInstallation } from '../../src/drivers/local/host/service-users.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
 import { claimPortBlock } from '../e2e/port-block.js';
 import { dataDirFor } from './helpers.js';

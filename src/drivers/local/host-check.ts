@@ -8,10 +8,10 @@
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
-import { READ_ONLY_LIBRARY } from './conf.js';
+import { READ_ONLY_LIBRARY } from './config/conf.js';
 import { HostCheckError } from './errors.js';
-import { run } from './exec.js';
-import { PGBACKREST } from './pgbackrest.js';
+import { run } from './host/exec.js';
+import { PGBACKREST } from './config/pgbackrest.js';
 
 export const PG_MAJOR = 15;
 export const DEFAULT_PG_BIN = `/usr/lib/postgresql/${PG_MAJOR}/bin`;

@@ -41,8 +41,8 @@ import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../../../lib/logger.js';
-import { onPath, run } from '../exec.js';
-import { isRoot } from '../os-user.js';
+import { onPath, run } from '../host/exec.js';
+import { isRoot } from '../host/os-user.js';
 
 const BPFFS = '/sys/fs/bpf';
 const PIN_PREFIX = 'basin-';

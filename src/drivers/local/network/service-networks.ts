@@ -57,12 +57,12 @@ import { readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../../../lib/logger.js';
 import { DriverError } from '../../driver.js';
-import { HOST_NETWORK, type HbaSources, namespaceSources } from '../conf.js';
+import { HOST_NETWORK, type HbaSources, namespaceSources } from '../config/conf.js';
 import { HostCheckError } from '../errors.js';
-import { onPath, run } from '../exec.js';
+import { onPath, run } from '../host/exec.js';
 import type { Layout } from '../layout.js';
-import { mkdirIn } from '../node-files.js';
-import { isRoot } from '../os-user.js';
+import { mkdirIn } from '../node/node-files.js';
+import { isRoot } from '../host/os-user.js';
 import {
   type Block,
   capacity,
