@@ -6,6 +6,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { StoreConfig } from './config.js';
 import { makeDataDir } from './lib/data-dir.js';
+import { lockDataDir } from './lib/data-dir-lock.js';
+import { copySqliteToPostgres, type CopyResult } from './store/copy-store.js';
 import { describe, openPostgresStore } from './store/postgres/pg-store.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
@@ -38,4 +40,20 @@ export function storeWhere(config: StoreConfig): string {
   return config.storeUrl !== null
     ? `at PostgreSQL ${describe(config.storeUrl)}`
     : `in ${config.dataDir}`;
+}
+
+/**
+ * Copies the SQLite store of `dataDir` into the empty PostgreSQL store at
+ * `url` (`basin store migrate`). The data directory is locked meanwhile, as
+ * a running Basin locks it: a Basin that runs there must be stopped first.
+ */
+export async function migrateStore(dataDir: string, url: string): Promise<CopyResult> {
+  const file = join(dataDir, 'basin.db');
+  if (!existsSync(file)) throw new Error(`There is no store to move: ${file} does not exist.`);
+  const lock = lockDataDir(dataDir);
+  try {
+    return await copySqliteToPostgres(file, url);
+  } finally {
+    lock.release();
+  }
 }

@@ -8,12 +8,14 @@ import { mcpGroup } from '../mcp/mcp-group.js';
 import { loginGroup } from './login-group.js';
 import { projectGroup } from './project-group.js';
 import { serviceGroup } from './service-group.js';
+import { storeGroup } from './store-group.js';
 import { userGroup } from './user-group.js';
 
 export const GROUPS: readonly CliGroup[] = [
   projectGroup,
   userGroup,
   credentialGroup,
+  storeGroup,
   loginGroup,
   serviceGroup,
   mcpGroup,
