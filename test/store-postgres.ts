@@ -56,7 +56,24 @@ async function startCluster(): Promise<StorePostgres> {
     const runAs = { uid, gid, cwd: root, stdio: 'pipe' as const };
     execFileSync(
       join(PG_BIN, 'initdb'),
-      ['-D', pgdata, '-U', 'postgres', '-A', 'trust', '-N', '-E', 'UTF8', '--locale', 'C.UTF-8'],
+      [
+        ...[
+          '-D',
+          pgdata,
+          '-U',
+          'postgres',
+          '-A',
+          'trust',
+          '-N',
+          '-E',
+          'UTF8',
+          '--locale',
+          'C.UTF-8',
+        ],
+        // A natural-language default collation (ICU's en-US: 'a' before 'B'), so that
+        // the store's byte-wise sorts are tested, not given.
+        ...['--locale-provider', 'icu', '--icu-locale', 'en-US'],
+      ],
       runAs,
     );
     const port = await freePort();
