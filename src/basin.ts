@@ -79,7 +79,7 @@ async function assemble(
   parts: { clock: Clock; logger: PinoLogger | undefined; log: Logger; release: () => void },
 ): Promise<Basin> {
   const { clock, logger, log } = parts;
-  const { store } = openStore(config);
+  const { store } = await openStore(config);
   const driver = options.driver ?? createDriver(config, clock, log, store);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 

@@ -32,6 +32,8 @@ export interface Config {
   host: string;
   port: number;
   dataDir: string;
+  /** A PostgreSQL store (postgres://…); null: SQLite in the data directory. */
+  storeUrl: string | null;
   driver: 'sim' | 'local';
   tls: { cert: string; key: string } | 'self-signed' | null;
   regions: string[];
@@ -123,6 +125,11 @@ export const OPTIONS = {
     flag: '--data-dir',
     default: '.basin',
     help: 'where the store, clusters and logs live',
+  },
+  storeUrl: {
+    env: 'BASIN_STORE_URL',
+    flag: '--store-url',
+    help: 'keep the store in PostgreSQL (postgres://user:password@host:port/database) rather than SQLite in the data directory',
   },
   driver: {
     env: 'BASIN_DRIVER',
@@ -580,7 +587,7 @@ function httpLimits(need: (k: Key) => string): HttpLimits {
 }
 
 /** What locates the store: all the `basin` administration command needs. */
-export type StoreConfig = Pick<Config, 'dataDir'>;
+export type StoreConfig = Pick<Config, 'dataDir' | 'storeUrl'>;
 
 /**
  * The store's options alone, read as parseConfig reads them (flag, then
@@ -593,7 +600,13 @@ export function parseStoreConfig(argv: readonly string[], env: NodeJS.ProcessEnv
 }
 
 function storeConfigOf(raw: Map<Key, string>): StoreConfig {
-  return { dataDir: resolve(raw.get('dataDir') ?? OPTIONS.dataDir.default) };
+  const storeUrl = raw.get('storeUrl')?.trim() || null;
+  if (storeUrl !== null && !/^postgres(ql)?:\/\/./.test(storeUrl)) {
+    throw new ConfigError(
+      `${OPTIONS.storeUrl.env} must be a PostgreSQL URL like postgres://basin:secret@db.example.com:5432/basin.`,
+    );
+  }
+  return { dataDir: resolve(raw.get('dataDir') ?? OPTIONS.dataDir.default), storeUrl };
 }
 
 /** `shared,500m/2GB,1000m/4GB` → size catalogue entries. */
