@@ -7,6 +7,8 @@
 // state.json), so a restarted Basin adopts the running clusters as they
 // are: databases outlive the API server.
 
+import type { SeriesSample } from '../../domain/series/catalogue.js';
+import { sampleServiceSeries } from './metrics/series-sample.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
@@ -824,6 +826,17 @@ export class LocalDriver implements Driver {
       storageAllowanceMb: view.limits.allowance / MB,
       storageLevel: view.level,
     };
+  }
+
+  async sampleSeries(spec: ServiceSpec): Promise<SeriesSample[]> {
+    const ctx = this.context();
+    const view = ctx.storage.view(spec.serviceId);
+    return sampleServiceSeries(
+      ctx,
+      spec,
+      this.sampler.latest(metricsKey(spec.serviceId)),
+      view?.usage.data,
+    );
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */
