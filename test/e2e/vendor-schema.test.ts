@@ -256,7 +256,6 @@ test(
     const missed = [...VENDOR_OPS.keys()].filter((op) => !succeeded.has(op) && !(op in NOT_SERVED));
     assert.deepEqual(missed, [], 'vendor operations the walk did not call');
     // Those are not served: a 404 in the vendor's error shape.
-    const P = `/projects/${b.projectId}`;
     const unserved: Record<string, [string, string, unknown]> = {
       identifyUser: ['POST', '/analytics/identify', { properties: {} }],
       trackEvent: ['POST', '/analytics/track', { event: 'x', properties: {} }],
