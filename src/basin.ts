@@ -108,7 +108,7 @@ async function assemble(
     // Sim endpoints are not real; the local driver's are ports on this host.
     portUsable: config.driver === 'local' ? portIsFree : async () => true,
   };
-  const metrics = new BasinMetrics({ store, driver, clock });
+  const metrics = new BasinMetrics({ store, driver, clock, series });
   const app = await buildApp({
     metrics,
     deps: {

@@ -149,6 +149,17 @@ export class SeriesStore {
     return [...names].sort();
   }
 
+  /** The last raw sample of each of the service's series of `name` (Prometheus gauges). */
+  latest(serviceId: string, name: MetricName): { labels: Record<string, string>; value: number }[] {
+    const out: { labels: Record<string, string>; value: number }[] = [];
+    for (const s of this.services.get(serviceId)?.values() ?? []) {
+      const n = s.raw.length;
+      if (s.name === name && n > 0)
+        out.push({ labels: { ...s.labels }, value: s.raw.at(n - 1, 1) });
+    }
+    return out;
+  }
+
   /** The label keys the service's series of `name` carry. */
   labelKeys(serviceId: string, name: MetricName): Set<string> {
     const keys = new Set<string>();
