@@ -10,7 +10,7 @@
 // `--backup-schedule 30s`: its reconciler queues a backup whenever the last
 // one started 30 s ago (long enough for a backup and a run without one in
 // between), and the backup runs as Basin runs every backup
-// (src/drivers/local/backups.ts: pgBackRest as the service's user,
+// (src/drivers/local/backups/backups.ts: pgBackRest as the service's user,
 // confined, below the database in priority, capped in CPU). Rounds
 // alternate: a run while no backup runs, and a run that starts once a
 // backup has started (so just after its checkpoint) and ends before it

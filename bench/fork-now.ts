@@ -14,7 +14,7 @@
 // only the WAL of its own backup), so a second, stricter floor copies
 // every entry but pg_wal, and its ratio is shown beside.
 // Basin's copy is a low-level backup copied with cp --reflink=auto
-// (src/drivers/local/now-copy.ts), then a recovery to its end, a promotion,
+// (src/drivers/local/backups/now-copy.ts), then a recovery to its end, a promotion,
 // and the fork's own password, stanza and certificate; on a copy-on-write
 // file system both copies share blocks, here (ext4) they copy bytes.
 

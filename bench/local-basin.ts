@@ -27,15 +27,15 @@ import {
 } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
-import { removeLeftBackupCgroups } from '../src/drivers/local/backup-cgroup.js';
-import { removeInstallationCgroups } from '../src/drivers/local/cgroup-hierarchy.js';
+import { removeLeftBackupCgroups } from '../src/drivers/local/host/cgroups/backup-cgroup.js';
+import { removeInstallationCgroups } from '../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import { Layout } from '../src/drivers/local/layout.js';
 import {
   removeInstallationNetwork,
   removeNetworksIn,
 } from '../src/drivers/local/network/remove-installation.js';
-import { groupExists, readPasswd, type PasswdEntry } from '../src/drivers/local/os-user.js';
-import { installationUsers } from '../src/drivers/local/service-users.js';
+import { groupExists, readPasswd, type PasswdEntry } from '../src/drivers/local/host/os-user.js';
+import { installationUsers } from '../src/drivers/local/host/service-users.js';
 import { BasinProcess } from './basin-process.js';
 import type { BenchContext } from './bench-context.js';
 

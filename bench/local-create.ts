@@ -18,7 +18,7 @@
 //
 // The floor runs as the template's owner (the `postgres` OS user). When Basin
 // is root, each service runs as an OS user of its own, made for it and
-// deleted with it (src/drivers/local/service-users.ts): making and removing
+// deleted with it (src/drivers/local/host/service-users.ts): making and removing
 // such a user is Basin's work, not the floor's, and a deleted service's uid
 // is not borrowed (the next service may get it, and Basin kills every process
 // of a uid whose service it deletes). The chown -R costs the floor what the

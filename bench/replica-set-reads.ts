@@ -35,7 +35,7 @@ import {
   type CpuHierarchy,
   detectCpuHierarchy,
   nodeCgroupName,
-} from '../src/drivers/local/cgroup-hierarchy.js';
+} from '../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import type { Layout } from '../src/drivers/local/layout.js';
 import { DEFAULT_SIZES } from '../src/domain/sizes.js';
 import type { LocalBasin } from './local-basin.js';

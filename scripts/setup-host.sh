@@ -4,7 +4,9 @@
 #     PgBouncer, OpenSSL, and a toolchain for Node
 #     native addons (better-sqlite3 falls back to node-gyp when no prebuilt
 #     binary can be downloaded, which is always the case without internet);
-#   - the pgvector and timescaledb extensions for PostgreSQL 15.
+#   - the pgvector and timescaledb extensions for PostgreSQL 15;
+#   - basin_readonly, Basin's own library that every node preloads
+#     (extensions/basin_readonly), built here with PGXS.
 #
 # Run as root. Only the Debian mirrors (and the npm registry) need to be
 # reachable. Idempotent: when everything is present it does no network access
@@ -32,6 +34,8 @@ BUILD_ROOT=$BASIN_CACHE/build
 LOG_DIR=$BASIN_CACHE/logs
 EXT_DIR=/usr/share/postgresql/$PG_MAJOR/extension
 PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_LIB=/usr/lib/postgresql/$PG_MAJOR/lib
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SOURCE_SUITE=trixie
 
 # Runtime packages. python3/make/g++ are what node-gyp needs. passwd
@@ -46,11 +50,16 @@ SOURCE_SUITE=trixie
 # translated into it (docs/security.md, A network of its own); util-linux
 # (nsenter, unshare, setpriv) is essential, listed anyway. chromium (and a
 # font for its pages) is for the tests alone: test/e2e/console.test.ts drives
-# Debian's browser with playwright-core, which never downloads one.
+# Debian's browser with playwright-core, which never downloads one. clang
+# (with linux-libc-dev's headers) builds, in `npm run build`, the eBPF program
+# that gives local clients a service's namespace address at connect, and
+# bpftool loads it (src/drivers/local/network/connect-redirect.ts). xfsprogs
+# makes the XFS with reflinks that test/e2e/fork-xfs.test.ts forks on.
 RUNTIME_PKGS=(
   "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl haproxy
   python3 make g++ passwd procps iproute2 nftables util-linux
   chromium fonts-dejavu-core
+  clang bpftool linux-libc-dev xfsprogs
 )
 # Only needed while building the extensions. postgresql-server-dev-all
 # provides pg_buildext and the dh "pgxs"/"pgxs_loop" sequences the trixie
@@ -306,6 +315,34 @@ ensure_extensions() {
   done
 }
 
+# Basin's own library (extensions/basin_readonly: read-only sessions that
+# hold), compiled with PGXS against the host's PostgreSQL. A stamp holds the
+# hash of the sources it was built from, so a run with the same sources does
+# nothing, and a changed source (a Basin upgrade) is rebuilt. The .so is
+# replaced by a rename, never rewritten in place: running servers have the
+# old one mapped.
+READONLY_LIB=basin_readonly
+ensure_readonly_library() {
+  local src=$REPO_ROOT/extensions/$READONLY_LIB stamp=$BASIN_CACHE/$READONLY_LIB.sha256 sum dir
+  [ -f "$src/$READONLY_LIB.c" ] || die "missing $src/$READONLY_LIB.c (run this script from Basin's checkout)"
+  sum=$(cat "$src/Makefile" "$src/$READONLY_LIB.c" | sha256sum | cut -d' ' -f1)
+  if [ -f "$PG_LIB/$READONLY_LIB.so" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ]; then
+    return 0
+  fi
+  ensure_pkgs build "postgresql-server-dev-$PG_MAJOR" build-essential
+  dir=$BUILD_ROOT/$READONLY_LIB
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$src/Makefile" "$src/$READONLY_LIB.c" "$dir/"
+  step "building $READONLY_LIB (log: $LOG_DIR/build-$READONLY_LIB.log)"
+  run_logged "build-$READONLY_LIB" make -C "$dir" with_llvm=no PG_CONFIG="$PG_BIN/pg_config" ||
+    die "building $READONLY_LIB failed"
+  install -m 0644 "$dir/$READONLY_LIB.so" "$PG_LIB/.$READONLY_LIB.so.new"
+  mv -f "$PG_LIB/.$READONLY_LIB.so.new" "$PG_LIB/$READONLY_LIB.so"
+  printf '%s\n' "$sum" >"$stamp"
+  rm -rf "$dir"
+}
+
 # Basin runs its own clusters and poolers on its own ports. Debian's package
 # scripts create and start a default 15/main cluster on 5432 and a pgbouncer
 # on 6432; stop them and keep the cluster from auto-starting. The cluster's
@@ -355,6 +392,8 @@ main() {
   quiet_default_services
   CURRENT_STEP="checking pgvector/timescaledb"
   ensure_extensions
+  CURRENT_STEP="checking $READONLY_LIB"
+  ensure_readonly_library
 
   CURRENT_STEP="reporting versions"
   local pgb
@@ -367,6 +406,7 @@ main() {
   printf 'haproxy:     %s\n' "$(haproxy -v 2>&1 | sed -n 1p)"
   printf 'vector:      %s\n' "$(control_version "$EXT_DIR/vector.control")"
   printf 'timescaledb: %s\n' "$(control_version "$EXT_DIR/timescaledb.control")"
+  printf 'basin_readonly: %.12s\n' "$(cat "$BASIN_CACHE/$READONLY_LIB.sha256")"
   log "host ready"
 }
 

@@ -125,6 +125,7 @@ export async function buildApp({
         takeRead: limits.takeRead,
         accessLog,
         nextRequestId,
+        observe: metrics ? (...a) => metrics.observeRequest(...a) : undefined,
       }),
     );
   }

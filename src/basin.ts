@@ -138,6 +138,7 @@ async function assemble(
       drainTimeoutMs: config.drainTimeoutMs,
       operationTimeoutMs: config.operationTimeoutMs,
       retry: { maxAttempts: config.operationMaxAttempts, maxWaitMs: config.operationMaxWaitMs },
+      observer: metrics.operationObserver,
       ...options.engine,
     },
   );

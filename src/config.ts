@@ -20,6 +20,13 @@ import {
 } from './domain/storage.js';
 import type { Size } from './domain/types.js';
 import { DEFAULT_SERVICE_NETWORK, parseBlock } from './drivers/local/network/addresses.js';
+import { Layout } from './drivers/local/layout.js';
+
+/**
+ * The installation's CA certificate under a data directory, where the local
+ * driver's layout keeps it: the CLI, which may not import a driver, asks here.
+ */
+export const localCaCertificate = (dataDir: string): string => new Layout(dataDir).caCert;
 
 export interface Config {
   host: string;

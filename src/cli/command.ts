@@ -49,8 +49,15 @@ interface CommandBase {
   usage: [synopsis: string, summary: string][];
   details: string;
   examples: string[];
-  /** Usage checks beyond the generic ones, before anything is opened: what is wrong, if anything. */
-  check?(opt: (name: string) => string | undefined): string | undefined;
+  /**
+   * Usage checks beyond the generic ones, before anything is opened: what is
+   * wrong, if anything. `line`: the positional arguments, the flags given
+   * and the environment.
+   */
+  check?(
+    opt: (name: string) => string | undefined,
+    line: { args: readonly string[]; flag(name: string): boolean; env: NodeJS.ProcessEnv },
+  ): string | undefined;
 }
 
 /** An administration command: works on the data directory's store. */

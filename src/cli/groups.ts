@@ -7,8 +7,10 @@ import { credentialGroup } from './credential-group.js';
 import { mcpGroup } from '../mcp/mcp-group.js';
 import { loginGroup } from './login-group.js';
 import { projectGroup } from './project-group.js';
+import { replicaSetGroup } from './replica-set-group.js';
 import { serviceGroup } from './service-group.js';
 import { userGroup } from './user-group.js';
+import { vpcGroup } from './vpc-group.js';
 
 export const GROUPS: readonly CliGroup[] = [
   projectGroup,
@@ -16,5 +18,7 @@ export const GROUPS: readonly CliGroup[] = [
   credentialGroup,
   loginGroup,
   serviceGroup,
+  replicaSetGroup,
+  vpcGroup,
   mcpGroup,
 ];

@@ -24,7 +24,7 @@ export function mainHelp(groups: readonly CliGroup[]): string {
     '',
     'Administers a Basin data directory (project, user, credential): works on the',
     'same store as the server, also while the server runs. Drives the services of',
-    'any Basin over its HTTP API (login, service).',
+    'any Basin over its HTTP API (login, service, replica-set, vpc).',
     '',
     'Commands:',
     ...listing(groups.flatMap((g) => g.commands.map((c) => [g, c] as const))),
@@ -49,7 +49,7 @@ export function groupHelp(group: CliGroup): string {
     CliOption
   >;
   return lines(
-    `Usage: basin ${group.name} <${group.commands.map((c) => c.name).join('|')}> [arguments] [options]`,
+    `Usage: basin ${group.name} <${[...new Set(group.commands.map((c) => c.name.split(' ')[0]))].join('|')}> [arguments] [options]`,
     '',
     group.summary,
     '',

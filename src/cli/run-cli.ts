@@ -68,10 +68,16 @@ async function dispatch(argv: readonly string[], io: CliIo): Promise<number> {
   }
   const [groupName] = positionals;
   const group = GROUPS.find((g) => g.name === groupName);
-  // A standalone group is its own command: `basin login --url …`.
+  // A standalone group is its own command: `basin login --url …`; a
+  // command's name may be two words (`basin vpc peering create`).
   const commandName = group?.standalone ? group.name : positionals[1];
-  const args = positionals.slice(group?.standalone ? 1 : 2);
-  const command = group?.commands.find((c) => c.name === commandName);
+  const named = (name: string | undefined) => group?.commands.find((c) => c.name === name);
+  const command = group?.standalone
+    ? named(commandName)
+    : (named(positionals.slice(1, 3).join(' ')) ?? named(commandName));
+  const args = positionals.slice(
+    group?.standalone ? 1 : 1 + (command?.name.split(' ').length ?? 1),
+  );
   // A bad option is reported with the usage of the command it was given to.
   if (problem !== undefined)
     throw new UsageError(problem, { ...(group && { group }), ...(command && { command }) });
@@ -89,7 +95,17 @@ async function dispatch(argv: readonly string[], io: CliIo): Promise<number> {
     if (help) return show(groupHelp(group));
     throw new UsageError(`Missing subcommand of ${group.name}.`, { group });
   }
-  if (!command) throw new UsageError(`Unknown subcommand ${group.name} ${commandName}.`, { group });
+  if (!command) {
+    const words = group.commands
+      .filter((c) => c.name.startsWith(`${commandName} `))
+      .map((c) => c.name.split(' ')[1]);
+    throw new UsageError(
+      words.length > 0
+        ? `${positionals[2] === undefined ? 'Missing' : 'Unknown'} subcommand of ${group.name} ${commandName}: ${words.join(', ')}.`
+        : `Unknown subcommand ${group.name} ${commandName}.`,
+      { group },
+    );
+  }
   if (help) return show(commandHelp(group, command));
 
   const value = (name: string) => options.get(name);
@@ -97,7 +113,7 @@ async function dispatch(argv: readonly string[], io: CliIo): Promise<number> {
     const v = value(name);
     return Array.isArray(v) ? v[v.length - 1] : undefined;
   };
-  checkUsage(group, command, args, rest, options, opt);
+  checkUsage(group, command, args, rest, options, opt, io.env);
 
   let exitCode = 0;
   const base: BaseContext = {
@@ -157,6 +173,7 @@ function checkUsage(
   rest: readonly string[],
   options: ReadonlyMap<string, unknown>,
   opt: (name: string) => string | undefined,
+  env: NodeJS.ProcessEnv,
 ): void {
   const about = { group, command };
   if (rest.length > 0 && command.rest === undefined)
@@ -169,7 +186,7 @@ function checkUsage(
     throw new UsageError(`Missing <${command.args[args.length] as string}>.`, about);
   if (args.length > command.args.length)
     throw new UsageError(`Unexpected argument ${args[command.args.length] as string}.`, about);
-  const problem = command.check?.(opt);
+  const problem = command.check?.(opt, { args, env, flag: (name) => options.get(name) === true });
   if (problem !== undefined) throw new UsageError(problem, about);
 }
 
@@ -196,6 +213,12 @@ function report(err: unknown, io: CliIo): number {
   if (err instanceof ConfigError) {
     io.stderr.write(`basin: ${err.message}\n`);
     return 2;
+  }
+  // An answer of Basin's: its message, and the code of its catalogue
+  // (docs/errors.md) that a script can test.
+  if (err instanceof BasinError && err.status !== undefined) {
+    io.stderr.write(`basin: ${err.message} (${err.code})\n`);
+    return 1;
   }
   if (
     err instanceof AppError ||

@@ -5,15 +5,10 @@
 
 import type { ServiceCreateInput } from '../client/index.js';
 import { parseServiceType } from '../domain/service-type-names.js';
-import type { ApiCommand, ApiContext, CliGroup, CliOption } from './command.js';
-import {
-  checkOutput,
-  OUTPUT_OPTION,
-  PROJECT_OPTION,
-  printService,
-  serviceTable,
-  wantsJson,
-} from './service-format.js';
+import { apiCommand, checkCount, servicePath } from './api-command.js';
+import type { ApiContext, CliGroup, CliOption } from './command.js';
+import { checkOutput, printService, serviceTable, wantsJson } from './service-format.js';
+import { serviceConfigCommands } from './service-config-commands.js';
 import { serviceLogsCommand } from './service-logs.js';
 import { servicePsqlCommand } from './service-psql.js';
 import { waitIfAsked, WAIT_OPTION } from './service-wait.js';
@@ -22,11 +17,6 @@ const SIZE_OPTIONS: Record<string, CliOption> = {
   cpu: { value: 'millicores', help: 'CPU in millicores (e.g. 1000), or shared' },
   memory: { value: 'gigabytes', help: 'memory in gigabytes (e.g. 4), or shared' },
 };
-
-/** The path of a service of the project. */
-export const servicePath = (c: ApiContext, id: string) => ({
-  params: { path: { project_id: c.projectId, service_id: id } },
-});
 
 const one = '/v1/projects/{project_id}/services/{service_id}' as const;
 
@@ -47,11 +37,7 @@ const checkType = (type: string | undefined) =>
     ? undefined
     : `--type must be TIMESERIESDB (or TIMESCALEDB), POSTGRES or VECTOR; got ${type}.`;
 
-function command(
-  c: Omit<ApiCommand, 'kind' | 'options'> & { options?: Record<string, CliOption> },
-): ApiCommand {
-  return { ...c, kind: 'api', options: { ...PROJECT_OPTION, ...OUTPUT_OPTION, ...c.options } };
-}
+const command = apiCommand;
 
 /** start and stop: the same shape, opposite directions. */
 const runningCommand = (action: 'start' | 'stop') =>
@@ -161,7 +147,7 @@ export const serviceGroup: CliGroup = {
         'basin service create scratch --addons none --cpu shared --memory shared',
         'S=$(basin service create metrics --output json | jq -r .service_id)',
       ],
-      check: (opt) => checkOutput(opt) ?? checkReplicas(opt('replicas')),
+      check: (opt) => checkOutput(opt) ?? checkCount('replicas', opt('replicas')),
       async run(c) {
         const addons = c.opt('addons');
         const body: ServiceCreateInput = {
@@ -289,6 +275,7 @@ export const serviceGroup: CliGroup = {
         printService(c, svc);
       },
     }),
+    ...serviceConfigCommands,
     serviceLogsCommand,
     servicePsqlCommand,
   ],
@@ -297,10 +284,4 @@ export const serviceGroup: CliGroup = {
 function parseAddons(text: string): ('time-series' | 'ai')[] {
   if (text === 'none') return [];
   return text.split(',').map((a) => a.trim()) as ('time-series' | 'ai')[];
-}
-
-function checkReplicas(value: string | undefined): string | undefined {
-  return value === undefined || /^\d+$/.test(value)
-    ? undefined
-    : `--replicas must be a whole number; got ${value}.`;
 }

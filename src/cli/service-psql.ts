@@ -10,14 +10,14 @@
 // cleartext password is refused). The password: PGPASSWORD, or psql asks.
 
 import { accessSync, constants } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { OPTIONS, parseStoreConfig } from '../config.js';
+import { resolve, sep } from 'node:path';
+import { localCaCertificate, OPTIONS, parseStoreConfig } from '../config.js';
 import { type ApiCommand, type ApiContext, CliFailure } from './command.js';
 import { PROJECT_OPTION } from './service-format.js';
 import { DATA_DIR } from './global-options.js';
 
-/** Where the local driver keeps the installation's CA, under the data directory. */
-export const LOCAL_CA = ['local', 'ca', 'ca.crt'];
+/** Where the local driver keeps the installation's CA, under the data directory (its layout says). */
+export const LOCAL_CA = localCaCertificate('.').split(sep);
 
 export const servicePsqlCommand: ApiCommand = {
   kind: 'api',
@@ -100,7 +100,7 @@ export function caCertificate(c: ApiContext): string | undefined {
     dataDir === undefined ? [] : [OPTIONS.dataDir.flag, dataDir],
     c.env,
   );
-  const local = join(dir, ...LOCAL_CA);
+  const local = localCaCertificate(dir);
   return readable(local) ? local : undefined;
 }
 

@@ -12,3 +12,11 @@ export function table(header: string[], rows: string[][]): string {
     .join('\n')
     .concat('\n');
 }
+
+/** One record, a field a line (`NAME  value`), `-` for what it lacks. */
+export function fieldLines(
+  rows: readonly (readonly [string, string | number | undefined])[],
+): string {
+  const width = Math.max(...rows.map(([k]) => k.length));
+  return rows.map(([k, v]) => `${k.padEnd(width)}  ${v ?? '-'}\n`).join('');
+}

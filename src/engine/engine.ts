@@ -61,6 +61,16 @@ export interface EngineOptions {
   workerId?: string;
   /** Judges whether another lease holder is dead (tests); see worker-id.ts. */
   isDeadWorker?: (worker: string) => boolean;
+  /** Told how operations end and attempts fail (metrics/basin-metrics.ts). */
+  observer?: OperationObserver;
+}
+
+/** What the engine tells of each operation it ends, and of each failed attempt. */
+export interface OperationObserver {
+  /** An operation ended: `seconds` from its acceptance (queued) to its end. */
+  settled(kind: string, outcome: 'done' | 'failed', seconds: number): void;
+  /** One attempt failed (retried or not). */
+  attemptFailed(kind: string): void;
 }
 
 /** An attempt that did not settle in time: retried like any retryable failure. */
@@ -247,8 +257,10 @@ export class Engine {
     let wait = 1000;
     try {
       const free = this.slots - this.inFlight.size;
+      // When the claim looked (with no free slot, as if now: nothing was claimable).
+      const claimedAt = this.deps.clock();
       if (free > 0) {
-        const now = this.deps.clock();
+        const now = claimedAt;
         const ops = await this.deps.store.transaction((tx) =>
           tx.operations.claim(this.worker, now, {
             leaseMs: this.leaseMs,
@@ -258,12 +270,16 @@ export class Engine {
         );
         for (const op of ops) this.launch(op);
       }
-      // Wake when the next operation is due. One that is due already but was
-      // not claimed waits for a slot (a finished operation kicks) or for its
-      // project's turn: poll, rather than spin.
+      // Wake when the next operation is due. One that was due when the claim
+      // looked but was not claimed waits for a slot (a finished operation
+      // kicks) or for its project's turn: poll, rather than spin. One that
+      // fell due since (the claim took longer than its wait: 20 ms steps of
+      // a starting server, on a busy host) is claimed at once, not a second
+      // later.
       const next = await this.deps.store.operations.nextDue();
-      const dueIn = next === undefined ? 1000 : next - this.deps.clock();
-      wait = dueIn > 0 ? Math.min(dueIn, 1000) : 1000;
+      if (next !== undefined && next > claimedAt) {
+        wait = Math.min(Math.max(0, next - this.deps.clock()), 1000);
+      }
     } catch (err) {
       this.log.error({ err }, 'engine loop failed; retrying');
     }
@@ -293,14 +309,27 @@ export class Engine {
     if (this.abandoned) return;
     const now = this.deps.clock();
     if (progress.done) {
-      await this.deps.store.transaction(async (tx) => {
+      const finished = await this.deps.store.transaction(async (tx) => {
         const finished = await tx.operations.finish(op.id, this.worker, 'done', null, now);
         if (finished && op.attempts > 0) await this.record(tx, op, recoveredEvent(op, op.attempts));
+        return finished;
       });
+      if (finished) this.settled(op, 'done', now);
       this.log.info({ op: op.id, kind: op.kind, resource: op.resourceId }, 'operation done');
       return;
     }
     const { notes = [] } = progress;
+    // Each step of a long operation, for whoever profiles one (--log-level debug).
+    this.log.debug(
+      {
+        op: op.id,
+        kind: op.kind,
+        resource: op.resourceId,
+        step: progress.reason,
+        inMs: progress.retryAfterMs,
+      },
+      'operation waits',
+    );
     // Waiting is bounded too: counted, and given up after `maxWaitMs` from
     // the first wait (deletes excepted, as for failures).
     const waits = op.waits + 1;
@@ -313,12 +342,14 @@ export class Engine {
         { op: op.id, kind: op.kind, resource: op.resourceId, waits, err: tooLong },
         'operation waited too long',
       );
-      await this.deps.store.transaction(async (tx) => {
-        if (!(await tx.operations.finish(op.id, this.worker, 'failed', tooLong, now))) return;
+      const finished = await this.deps.store.transaction(async (tx) => {
+        if (!(await tx.operations.finish(op.id, this.worker, 'failed', tooLong, now))) return false;
         for (const note of notes) await this.record(tx, op, note);
         await failResource(tx, op, tooLong);
         await this.record(tx, op, failedEvent(op, tooLong));
+        return true;
       });
+      if (finished) this.settled(op, 'failed', now);
       return;
     }
     await this.deps.store.transaction(async (tx) => {
@@ -333,6 +364,13 @@ export class Engine {
       // What the step did, in the resource's own logs (a failover's steps…).
       if (released) for (const note of notes) await this.record(tx, op, note);
     });
+  }
+
+  /** Tells the observer that `op` ended (its end committed). */
+  private settled(op: Operation, outcome: 'done' | 'failed', now: number): void {
+    const accepted = Date.parse(op.createdAt);
+    const seconds = Number.isFinite(accepted) ? Math.max(0, (now - accepted) / 1000) : 0;
+    this.options.observer?.settled(op.kind, outcome, seconds);
   }
 
   /** One attempt, given up (as a retryable failure) if it does not settle in time. */
@@ -374,12 +412,13 @@ export class Engine {
       { op: op.id, kind: op.kind, resource: op.resourceId, attempts, permanent, err: reason },
       'operation failed',
     );
-    await this.deps.store.transaction(async (tx) => {
+    this.options.observer?.attemptFailed(op.kind);
+    const finished = await this.deps.store.transaction(async (tx) => {
       if (permanent) {
-        if (!(await tx.operations.finish(op.id, this.worker, 'failed', reason, now))) return;
+        if (!(await tx.operations.finish(op.id, this.worker, 'failed', reason, now))) return false;
         await failResource(tx, op, reason);
         await this.record(tx, op, failedEvent(op, reason));
-        return;
+        return true;
       }
       const released = await tx.operations.release(op.id, this.worker, {
         now,
@@ -387,11 +426,13 @@ export class Engine {
         error: reason,
         attempts,
       });
-      if (!released) return; // cancelled meanwhile, or another worker took it over
+      if (!released) return false; // cancelled meanwhile, or another worker took it over
       if (attempts === this.retry.failAfter) await failResource(tx, op, reason);
       const event = retryEvent(this.retry, op, attempts, delay, reason);
       if (event) await this.record(tx, op, event);
+      return false;
     });
+    if (finished) this.settled(op, 'failed', now);
   }
 
   /** Writes an entry into the logs of the operation's resource, if it has logs and still exists. */

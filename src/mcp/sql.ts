@@ -4,11 +4,16 @@
 // statement_timeout set for it, rolled back when read-only; the connection
 // is closed after every call, so nothing a statement sets outlives it. The
 // extended protocol (queryMode 'extended') takes exactly one statement:
-// "COMMIT; DELETE …" cannot step out of the read-only transaction.
+// "COMMIT; DELETE …" cannot step out of the read-only transaction, and a
+// read-only call's session is read-only at the server besides
+// (tsdb_admin.read_only_connection: docs/security.md, Read-only sessions).
 
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { capRows, type SqlBounds } from './sql-bounds.js';
+
+/** The vendor's startup setting for a read-only session, which basin_readonly enforces. */
+export const READ_ONLY_CONNECTION = 'tsdb_admin.read_only_connection';
 
 export interface SqlTarget {
   host: string;
@@ -42,6 +47,10 @@ export async function runSql(target: SqlTarget, sql: string, b: SqlBounds): Prom
     // timeout plus room to connect and send the rows.
     query_timeout: b.timeoutMs + 10_000,
     connectionTimeoutMillis: 10_000,
+    // Read-only at the server, for the whole session (basin_readonly, as
+    // the vendor CLI asks): not even a statement that ends the transaction
+    // or turns read-only off could write.
+    ...(b.readOnly ? { options: `-c ${READ_ONLY_CONNECTION}=true` } : {}),
   });
   client.on('error', () => {}); // a dropped connection fails the query; nothing else to do
   await client.connect();

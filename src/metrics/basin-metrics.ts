@@ -4,12 +4,13 @@
 // driver's cached samples (Driver.metrics, "must be cheap"), the store's
 // rows; it never asks PostgreSQL anything.
 
-import { Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client';
 import type { MetricName } from '../domain/series/catalogue.js';
 import type { SeriesStore } from '../domain/series/series-store.js';
 import type { Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store } from '../store/store.js';
+import { RequestHistogram } from './request-histogram.js';
 
 export interface MetricsSources {
   store: Store;
@@ -25,20 +26,37 @@ const SERVICE_LABELS = ['project', 'service', 'node', 'role'] as const;
 /** Request durations' buckets, in seconds: polls take a millisecond, creates a few hundred. */
 const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** Operation durations' buckets, in seconds: a stop takes a second, a fork of a large service minutes. */
+const OPERATION_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600];
+
 /** How often the store's backups are read again (their ages are computed per scrape). */
 const BACKUPS_REREAD_MS = 30_000;
 
 export class BasinMetrics {
   readonly registry = new Registry();
-  private readonly http: Histogram<'method' | 'route' | 'status'>;
+  private readonly http: RequestHistogram;
+  private readonly operations: Histogram<'kind' | 'outcome'>;
+  private readonly attemptFailures: Counter<'kind'>;
 
   constructor(private readonly sources: MetricsSources) {
     const registers = [this.registry];
-    this.http = new Histogram({
-      name: 'basin_http_request_duration_seconds',
-      help: 'API requests by method, route pattern and status code, and how long they took',
-      labelNames: ['method', 'route', 'status'],
-      buckets: HTTP_BUCKETS,
+    this.http = new RequestHistogram(
+      'basin_http_request_duration_seconds',
+      'API requests by method, route pattern and status code, and how long they took',
+      HTTP_BUCKETS,
+    );
+    this.registry.registerMetric(this.http as unknown as Metric);
+    this.operations = new Histogram({
+      name: 'basin_engine_operation_duration_seconds',
+      help: 'Operations this process ended, by kind and outcome (done, failed), from their acceptance to their end',
+      labelNames: ['kind', 'outcome'],
+      buckets: OPERATION_BUCKETS,
+      registers,
+    });
+    this.attemptFailures = new Counter({
+      name: 'basin_engine_operation_attempt_failures_total',
+      help: 'Failed attempts of operations, by kind (each retry that failed counts)',
+      labelNames: ['kind'],
       registers,
     });
     const { store } = sources;
@@ -106,8 +124,15 @@ export class BasinMetrics {
   /** Counts one answered request (Fastify's onResponse hook; app.ts). */
   observeRequest(method: string, route: string | undefined, status: number, ms: number): void {
     // A request that matched no route is one series, not one per URL.
-    this.http.observe({ method, route: route ?? 'unmatched', status: String(status) }, ms / 1000);
+    this.http.observe(method, route ?? 'unmatched', status, ms / 1000);
   }
+
+  /** The engine's observer (engine.ts, OperationObserver): how operations end. */
+  readonly operationObserver = {
+    settled: (kind: string, outcome: 'done' | 'failed', seconds: number) =>
+      this.operations.observe({ kind, outcome }, seconds),
+    attemptFailed: (kind: string) => this.attemptFailures.inc({ kind }),
+  };
 
   /** The text format, as Prometheus scrapes it. */
   async render(): Promise<{ contentType: string; body: string }> {

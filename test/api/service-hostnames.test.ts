@@ -1,5 +1,5 @@
 // --service-hostnames: endpoints report each service's own name under the
-// public host (its certificate names it: drivers/local/tls.ts), for
+// public host (its certificate names it: drivers/local/node/tls.ts), for
 // installations with wildcard DNS; off, they report the public host.
 
 import assert from 'node:assert/strict';

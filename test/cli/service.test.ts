@@ -6,52 +6,9 @@
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
-import { runCli, type CliIo } from '../../src/cli/run-cli.js';
-import { API_KEY, startBasin, tempDir } from '../helpers.js';
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** A listening Basin, and `basin` with its own config directory. */
-async function setup(t: TestContext, env: Record<string, string> = {}) {
-  const b = await startBasin(t, { env });
-  await b.basin.app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = b.basin.app.server.address() as { port: number };
-  const url = `http://127.0.0.1:${port}`;
-  const home = tempDir(t);
-  const xdg = join(home, 'config');
-  const execs: { file: string; args: readonly string[] }[] = [];
-  const basin = async (
-    argv: string[],
-    extra: { env?: Record<string, string>; stdin?: string; exitCode?: number } = {},
-  ): Promise<Run> => {
-    let stdout = '';
-    let stderr = '';
-    const io: CliIo = {
-      stdout: { write: (s: string) => (stdout += s) },
-      stderr: { write: (s: string) => (stderr += s) },
-      env: { HOME: home, XDG_CONFIG_HOME: xdg, ...extra.env },
-      ...(extra.stdin === undefined ? {} : { readStdin: async () => extra.stdin as string }),
-      exec: async (file, args) => {
-        execs.push({ file, args });
-        return extra.exitCode ?? 0;
-      },
-    };
-    const code = await runCli(argv, io);
-    return { code, stdout, stderr };
-  };
-  const ok = async (argv: string[]) => {
-    const r = await basin(argv);
-    assert.equal(r.code, 0, `basin ${argv.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-  };
-  const okJson = async (argv: string[]) => JSON.parse(await ok([...argv, '--output', 'json']));
-  return { b, url, home, xdg, basin, ok, okJson, execs };
-}
+import { test } from 'node:test';
+import { API_KEY, tempDir } from '../helpers.js';
+import { setup } from './cli-setup.js';
 
 test('basin login checks the key and saves it 0600 in $XDG_CONFIG_HOME/basin, whatever the umask', async (t) => {
   const s = await setup(t);
@@ -203,7 +160,10 @@ test('basin service drives a service through its life over HTTP', async (t) => {
   // Failures are Basin's own one-line messages, exit 1.
   const missing = await s.basin(['service', 'get', id]);
   assert.equal(missing.code, 1);
-  assert.equal(missing.stderr, `basin: Service ${id} not found in project ${s.b.projectId}.\n`);
+  assert.equal(
+    missing.stderr,
+    `basin: Service ${id} not found in project ${s.b.projectId}. (NOT_FOUND)\n`,
+  );
   const badSize = await s.basin(['service', 'create', 'x', '--cpu', '3000']);
   assert.equal(badSize.code, 1);
   assert.match(badSize.stderr, /^basin: No size offers 3000m CPU; choose one of/);

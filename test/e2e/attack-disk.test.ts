@@ -23,7 +23,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { test } from 'node:test';
 import type pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { processesOfUser } from '../../src/drivers/local/processes.js';
+import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { pgClient, pgRefused } from './clients.js';
 import { installation } from './basin-process.js';
 import { bootstrapTenant, newTenant, TenantApi, type CreatedService } from './tenants.js';

@@ -34,7 +34,7 @@ import { lstatSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { parseBackupInfo } from '../../src/drivers/local/pgbackrest.js';
+import { parseBackupInfo } from '../../src/drivers/local/config/pgbackrest.js';
 import { installation } from './basin-process.js';
 import { pgQuery } from './clients.js';
 import {

@@ -14,10 +14,10 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { test } from 'node:test';
 import { DEFAULT_SIZES } from '../../src/domain/sizes.js';
-import { unitCgroupName } from '../../src/drivers/local/cgroup-hierarchy.js';
-import { processCounts } from '../../src/drivers/local/conf.js';
+import { unitCgroupName } from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
+import { processCounts } from '../../src/drivers/local/config/conf.js';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { nodePidsMax, serviceNproc } from '../../src/drivers/local/node-bounds.js';
+import { nodePidsMax, serviceNproc } from '../../src/drivers/local/host/cgroups/node-bounds.js';
 import { installation } from './basin-process.js';
 import {
   cgroupNameOf,

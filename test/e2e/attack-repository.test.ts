@@ -20,7 +20,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { parseBackupInfo } from '../../src/drivers/local/pgbackrest.js';
+import { parseBackupInfo } from '../../src/drivers/local/config/pgbackrest.js';
 import { installation } from './basin-process.js';
 import { pgQuery } from './clients.js';
 import { newTenant, TenantApi, tenantShell } from './tenants.js';

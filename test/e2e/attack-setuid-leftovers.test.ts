@@ -20,8 +20,8 @@ import { chmodSync, copyFileSync, existsSync, mkdtempSync, rmSync, statSync } fr
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { readPasswd } from '../../src/drivers/local/os-user.js';
-import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
+import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import { filesOwnedBy } from '../local/helpers.js';
 import { installation } from './basin-process.js';
 import { bootstrapTenant, newTenant, TenantApi, tenantShell } from './tenants.js';

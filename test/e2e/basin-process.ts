@@ -76,13 +76,15 @@ export interface Installation {
 export async function installation(
   t: TestContext,
   defaults: StartOptions = {},
+  /** Where its directory is made (a file system the test made); the system's temporary directory by default. */
+  under: string = tmpdir(),
 ): Promise<Installation> {
   checkBuilt();
   await removeAbandoned();
   const ports = await claimPortBlock();
   // What a killed test on this block left in its addresses (its directory may be gone).
   removeNetworksIn(serviceNetwork(ports.claimed));
-  const parent = mkdtempSync(join(tmpdir(), `basin-e2e-${ports.claimed}-`));
+  const parent = mkdtempSync(join(under, `basin-e2e-${ports.claimed}-`));
   // The services' OS users must cross it to reach their clusters; an operator
   // gives the directories above the data directory this bit (README).
   chmodSync(parent, 0o711);
@@ -286,7 +288,7 @@ function newestMtime(dir: string): number {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) newest = Math.max(newest, newestMtime(path));
-    else if (entry.name.endsWith('.ts') && !/\.test\.ts$|^scratch-/.test(entry.name)) {
+    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) {
       newest = Math.max(newest, statSync(path).mtimeMs);
     }
   }

@@ -15,7 +15,7 @@ import {
   sharedCgroupName,
   type Unit,
   unitCgroupName,
-} from '../../src/drivers/local/cgroup-hierarchy.js';
+} from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import type { Layout } from '../../src/drivers/local/layout.js';
 
 /** The installation's tag, which names its cgroups. */

@@ -3,7 +3,9 @@
 // local driver, as a person would use it: sign in (a wrong key first),
 // create a service, see it reach READY, copy its psql line and connect with
 // it (sslmode=verify-full against the CA certificate the page downloads),
-// rename it and tag it PROD, read its logs, make and delete a VPC, delete it. Every page is checked with axe-core (no serious
+// rename it and tag it PROD, fork it (NOW: the fork holds the parent's
+// rows, with a password of its own), read its logs, make and delete a VPC,
+// delete it. Every page is checked with axe-core (no serious
 // or critical violation) and at 390 px wide (nothing wider than the
 // screen), and photographed into a folder the test prints. The browser may
 // reach nothing but Basin, and the page must run without a single console
@@ -28,7 +30,7 @@ const NAME = 'console-e2e';
 const RENAMED = 'console-e2e-renamed';
 
 test(
-  'the console: sign in, create, READY, psql, logs, delete, in Chromium',
+  'the console: sign in, create, READY, psql, fork, logs, delete, in Chromium',
   { timeout: 300_000 },
   async (t) => {
     const inst = await installation(t);
@@ -177,6 +179,35 @@ test(
     const picker = page.getByLabel('Point in time (your local time)');
     const [min, max] = [await picker.getAttribute('min'), await picker.getAttribute('max')];
     assert.ok(min && max && min <= max, `the recovery window ${min} … ${max}`);
+
+    // A NOW fork, from the page: it holds what the parent held, with its own password.
+    await sql("CREATE TABLE fork_marker AS SELECT 'from-the-parent' AS v");
+    await page.getByLabel('Now (a copy of the running service)').check();
+    await page.getByLabel('Name of the fork (optional)').fill('console-fork');
+    await page.getByRole('button', { name: 'Fork service' }).click();
+    const forkPassword = await page
+      .getByRole('textbox', { name: "Fork's initial password" })
+      .inputValue();
+    assert.ok(forkPassword.length >= 16 && forkPassword !== password, 'its own password, shown');
+    await checkPage('forked');
+    await page.getByRole('link', { name: 'console-fork' }).click();
+    await page.getByRole('heading', { name: 'console-fork' }).waitFor();
+    const forkId = (await page.locator('.facts dd.mono').first().innerText()).trim();
+    assert.notEqual(forkId, id);
+    await page.locator('.facts .badge', { hasText: /^READY$/ }).waitFor({ timeout: 240_000 });
+    const forkConn = /^psql "(.+)"$/.exec(
+      await page.getByRole('textbox', { name: 'psql', exact: true }).inputValue(),
+    )?.[1];
+    assert.ok(forkConn && forkConn !== conn, 'the fork has an endpoint of its own');
+    const fromFork = await run('psql', [forkConn, '-XAtq', '-c', 'SELECT v FROM fork_marker'], {
+      cwd: downloads,
+      env: { PATH: process.env.PATH, PGPASSWORD: forkPassword, PGCONNECT_TIMEOUT: '10' },
+    });
+    assert.equal(fromFork.stdout.trim(), 'from-the-parent');
+    assert.equal((await b.call('DELETE', b.servicePath(forkId))).status, 202);
+    await b.waitGone(forkId);
+    await page.goto(`${origin}/#/services/${id}`);
+    await page.getByRole('heading', { name: RENAMED }).waitFor();
 
     // Logs: filtered to ERROR and the marker, followed until it shows.
     await page.getByRole('link', { name: 'Logs' }).click();

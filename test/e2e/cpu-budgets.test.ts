@@ -22,7 +22,7 @@ import {
   type CpuHierarchy,
   detectCpuHierarchy,
   nodeCgroupName,
-} from '../../src/drivers/local/cgroup-hierarchy.js';
+} from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';

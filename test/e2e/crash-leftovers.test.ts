@@ -214,14 +214,17 @@ test(
       }
 
       const second = await inst.start();
-      services.push(await createReady(second, 'after-template-kill'));
-      await assertServes(services[0]!);
-      await assertClean(
-        inst,
-        second,
-        services.map((s) => s.id),
-      );
-      await second.kill();
+      try {
+        services.push(await createReady(second, 'after-template-kill'));
+        await assertServes(services[0]!);
+        await assertClean(
+          inst,
+          second,
+          services.map((s) => s.id),
+        );
+      } finally {
+        await second.kill(); // the tests after this one need the data directory
+      }
     });
 
     await t.test('killed while a certificate is being issued', async () => {

@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { processesOfUser } from '../../src/drivers/local/processes.js';
+import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { postmasterPid, processesOf } from '../local/helpers.js';
 import type { BasinProcess } from './basin-api.js';
 import { installation } from './basin-process.js';

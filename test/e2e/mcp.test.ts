@@ -120,6 +120,17 @@ test(
       ),
       /read-only transaction/,
     );
+    // …in a session read-only at the server (tsdb_admin.read_only_connection):
+    // COPY … TO PROGRAM, which a read-only transaction allows, is refused.
+    assert.match(
+      errorText(
+        await agent.callTool({
+          name: 'db_execute_query',
+          arguments: { service_id: id, query: "COPY (SELECT 1) TO PROGRAM 'true'" },
+        }),
+      ),
+      /COPY TO PROGRAM is not allowed in a read-only session/,
+    );
     assert.match(
       errorText(
         await agent.callTool({

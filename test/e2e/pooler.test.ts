@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
-import { processesOfUser } from '../../src/drivers/local/processes.js';
+import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgClient, pgQuery, pgRefused, portOpen, psql, psqlRefused } from './clients.js';
 import { pgbouncers } from './pgbouncer-processes.js';

@@ -113,6 +113,29 @@ test(
       ),
     );
 
+    // Polls, which the fast lane answers before Fastify, are counted too
+    // (waitForStatus polled this service's GET).
+    assert.ok(
+      http?.samples.some(
+        (s) =>
+          s.name.endsWith('_count') &&
+          s.labels.method === 'GET' &&
+          s.labels.route === '/v1/projects/:project_id/services/:service_id' &&
+          s.labels.status === '200' &&
+          s.value >= 1,
+      ),
+      'polls of the service are counted',
+    );
+    // The create's operation, ended, and how long it took.
+    const ops = (await scrape()).get('basin_engine_operation_duration_seconds');
+    const converged = ops?.samples.find(
+      (s) =>
+        s.name.endsWith('_count') &&
+        s.labels.kind === 'service.converge' &&
+        s.labels.outcome === 'done',
+    );
+    assert.ok(converged && converged.value >= 1, 'the create ended, counted by kind');
+
     // Not on the API's port, whatever the key.
     const onApi = await fetch(`http://127.0.0.1:${inst.apiPort}/metrics`, {
       headers: { authorization: `Bearer ${API_KEY}` },

@@ -2,8 +2,10 @@
 // dependency-cruiser, with the project's own .dependency-cruiser.mjs, refuses
 // a cycle. These tests prove it does: on modules made for the purpose, a
 // cycle of values and a cycle of types alone are refused, with the rule's
-// message, while one inside the local driver (excepted until it is moved
-// into rooms) is not; and the repository itself has none.
+// message, inside the local driver as anywhere else (it had an exception
+// until it was moved into rooms); the local driver's host side importing
+// its service side is refused too (docs/architecture.md §9); and the
+// repository itself has none of either.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -39,7 +41,7 @@ function project(files: Record<string, string>): string {
   return dir;
 }
 
-test('a cycle of imports is refused, types alone included, the local driver excepted', (t) => {
+test('a cycle of imports is refused, types alone included, the local driver too', (t) => {
   const dir = project({
     'src/engine/a.ts': "import { b } from './b.js';\nexport const a = () => b;\n",
     'src/engine/b.ts': "import { a } from './a.js';\nexport const b = () => a;\n",
@@ -55,7 +57,27 @@ test('a cycle of imports is refused, types alone included, the local driver exce
   assert.match(output, /no-circular: src\/engine\/a\.ts/);
   assert.match(output, /no-circular: src\/domain\/c\.ts/);
   assert.match(output, /closes a cycle/);
-  assert.doesNotMatch(output, /drivers\/local/);
+  assert.match(output, /no-circular: src\/drivers\/local\/e\.ts/);
+});
+
+test("the local driver's host side imports nothing of its service side", (t) => {
+  const dir = project({
+    'src/drivers/local/node/n.ts':
+      "import { c } from '../converge/c.js';\nexport const n = () => c;\n",
+    'src/drivers/local/host/h.ts':
+      "import type { DriverContext } from '../context.js';\nexport type H = DriverContext;\n",
+    'src/drivers/local/converge/c.ts': 'export const c = 1;\n',
+    'src/drivers/local/context.ts': 'export interface DriverContext { x: number }\n',
+    'src/drivers/local/replication/r.ts':
+      "import { h } from '../host/ok.js';\nexport const r = () => h;\n",
+    'src/drivers/local/host/ok.ts': 'export const h = 1;\n',
+  });
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const { status, output } = cruise(dir, ['src']);
+  assert.notEqual(status, 0, output);
+  assert.match(output, /host-side-decides-nothing: src\/drivers\/local\/node\/n\.ts/);
+  assert.match(output, /host-side-decides-nothing: src\/drivers\/local\/host\/h\.ts/);
+  assert.doesNotMatch(output, /replication\/r\.ts/);
 });
 
 test('modules without a cycle pass', (t) => {
@@ -68,7 +90,7 @@ test('modules without a cycle pass', (t) => {
   assert.equal(status, 0, output);
 });
 
-test('the repository has no import cycle outside the local driver', () => {
+test('the repository has no import cycle', () => {
   const { status, output } = cruise(root, ['src', 'bench', 'test']);
   assert.equal(status, 0, output);
 });

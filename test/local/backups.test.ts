@@ -9,11 +9,11 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
-import { CGROUP_V1_CPU } from '../../src/drivers/local/backup-cgroup.js';
+import { CGROUP_V1_CPU } from '../../src/drivers/local/host/cgroups/backup-cgroup.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
-import { readPasswd } from '../../src/drivers/local/os-user.js';
-import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
+import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import {
   applyUntilDone,
   cleanUpDataDir,

@@ -7,6 +7,8 @@ import { test } from 'node:test';
 import { DriverError, type ServiceSpec } from '../../src/drivers/driver.js';
 import { LocalDriver } from '../../src/drivers/local/local-driver.js';
 import type { Progress } from '../../src/domain/progress.js';
+import { serviceNetwork } from '../e2e/basin-process.js';
+import { claimPortBlock } from '../e2e/port-block.js';
 import { eventually, startBasin, type TestBasin } from '../helpers.js';
 import { cleanUpDataDir, makeDataDir } from './helpers.js';
 
@@ -57,11 +59,18 @@ test(
   { timeout: 300_000 },
   async (t) => {
     const dataDir = makeDataDir();
-    const start = 20000 + ((process.pid + 307) % 400) * 100;
-    const driver = new FlakyLocal({ dataDir, publicHost: 'localhost' });
+    // Ports and a service network of its own: another test's installation
+    // may run beside it (its veths hold addresses of the default block).
+    const block = await claimPortBlock();
+    t.after(() => block.release());
+    const driver = new FlakyLocal({
+      dataDir,
+      publicHost: 'localhost',
+      serviceNetwork: serviceNetwork(block.claimed),
+    });
     const b = await startBasin(t, {
       dataDir,
-      env: { BASIN_DRIVER: 'local', BASIN_PORT_RANGE: `${start}-${start + 99}` },
+      env: { BASIN_DRIVER: 'local', BASIN_PORT_RANGE: block.portRange },
       options: { driver, engine: { retry: { baseMs: 20, capMs: 100, failAfter: 5 } } },
     });
     t.after(() => cleanUpDataDir(dataDir));

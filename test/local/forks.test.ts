@@ -23,7 +23,7 @@ import { DriverError, type BackupInfo, type ServiceSpec } from '../../src/driver
 import type { ForkStrategy } from '../../src/domain/types.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
-import { readNodeState, writeNodeState } from '../../src/drivers/local/node-state.js';
+import { readNodeState, writeNodeState } from '../../src/drivers/local/node/node-state.js';
 import { backupUntilDone } from '../contract/driver-contract.js';
 import {
   applyUntilDone,

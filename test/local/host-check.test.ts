@@ -27,6 +27,7 @@ test('missing binaries and extensions are listed, with the command that installs
     'pgBackRest (/nonexistent/pgbackrest: WAL archiving, backups and forks; Debian package pgbackrest)',
     'timescaledb extension (/nonexistent/share/extension/timescaledb.control)',
     'pgvector extension (/nonexistent/share/extension/vector.control)',
+    "Basin's read-only library (extensions/basin_readonly) (/nonexistent/lib/basin_readonly.so)",
   ]) {
     assert.ok(err.message.includes(what), `${what} missing from: ${err.message}`);
   }

@@ -14,7 +14,7 @@ import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DriverError, type ServiceSpec } from '../../src/drivers/driver.js';
-import { withAdmin } from '../../src/drivers/local/admin.js';
+import { withAdmin } from '../../src/drivers/local/node/admin.js';
 import { Layout, socketName } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
 import { scramVerifier } from '../../src/lib/secrets.js';

@@ -13,12 +13,14 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { setTsdbadminPassword } from '../../src/drivers/local/admin.js';
+import { setTsdbadminPassword } from '../../src/drivers/local/node/admin.js';
 import { Layout, socketName } from '../../src/drivers/local/layout.js';
-import { readPasswd, type OsUser } from '../../src/drivers/local/os-user.js';
-import { processesOfUser } from '../../src/drivers/local/processes.js';
-import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { readPasswd, type OsUser } from '../../src/drivers/local/host/os-user.js';
+import { processesOfUser } from '../../src/drivers/local/host/processes.js';
+import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
+import { serviceNetwork } from '../e2e/basin-process.js';
+import { claimPortBlock } from '../e2e/port-block.js';
 import { eventually, startBasin, type TestBasin } from '../helpers.js';
 import { cleanUpDataDir, makeDataDir, postmasterPid, serviceUsersOf } from './helpers.js';
 
@@ -145,11 +147,15 @@ test(
     // Cleaned up after Basin is closed (hooks run in the order they are
     // registered), whatever the test left.
     const dataDir = makeDataDir();
-    const start = 20000 + ((process.pid + 211) % 400) * 100;
+    // Ports and a service network of its own: another test's installation
+    // may run beside it (its veths hold addresses of the default block).
+    const block = await claimPortBlock();
+    t.after(() => block.release());
     const env = {
       BASIN_DRIVER: 'local',
       BASIN_RECONCILE_INTERVAL_MS: '200',
-      BASIN_PORT_RANGE: `${start}-${start + 99}`,
+      BASIN_PORT_RANGE: block.portRange,
+      BASIN_SERVICE_NETWORK: serviceNetwork(block.claimed),
     };
     const b = await startBasin(t, { dataDir, env });
     t.after(() => cleanUpDataDir(dataDir));

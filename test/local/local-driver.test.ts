@@ -12,7 +12,7 @@ import pg from 'pg';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
-import { ENDING } from '../../src/drivers/local/service-node.js';
+import { ENDING } from '../../src/drivers/local/converge/service-node.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 import {
   SMALL,

@@ -12,7 +12,7 @@ import { accessSync, chownSync, constants } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { readPasswd } from '../../src/drivers/local/os-user.js';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { cleanUpDataDir, makeDataDir } from './helpers.js';
 
 const execFileP = promisify(execFile);

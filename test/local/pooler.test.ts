@@ -9,11 +9,11 @@ import os from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
-import { isConfined } from '../../src/drivers/local/confine.js';
+import { isConfined } from '../../src/drivers/local/host/confine.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
-import { POOLER_NICE, ServicePooler } from '../../src/drivers/local/pooler.js';
-import { processesOfUser } from '../../src/drivers/local/processes.js';
+import { POOLER_NICE, ServicePooler } from '../../src/drivers/local/endpoints/pooler.js';
+import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 import {
   applyUntilDone,

@@ -14,10 +14,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pgInstall } from '../../src/drivers/local/host-check.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver } from '../../src/drivers/local/local-driver.js';
-import { readPasswd } from '../../src/drivers/local/os-user.js';
-import { postmasterStatus } from '../../src/drivers/local/postmaster.js';
-import { processesOfUser } from '../../src/drivers/local/processes.js';
-import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
+import { postmasterStatus } from '../../src/drivers/local/node/postmaster.js';
+import { processesOfUser } from '../../src/drivers/local/host/processes.js';
+import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import {
   applyUntilDone,
   cleanUpDataDir,

@@ -28,9 +28,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { copyEntries } from '../../src/drivers/local/safe-copy.js';
-import { readBeneath, SafeDir, withSafeDir } from '../../src/drivers/local/safe-dir.js';
-import { UnsafeFileError } from '../../src/drivers/local/safe-fs.js';
+import { copyEntries } from '../../src/drivers/local/host/files/safe-copy.js';
+import { readBeneath, SafeDir, withSafeDir } from '../../src/drivers/local/host/files/safe-dir.js';
+import { UnsafeFileError } from '../../src/drivers/local/host/files/safe-fs.js';
 
 const notRoot = process.getuid?.() !== 0 ? 'owner checks need root' : false;
 /** The tenant: a uid that owns its tree, and the victim's too (so only the links are in the way). */

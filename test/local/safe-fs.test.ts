@@ -18,9 +18,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { readNodeLogs } from '../../src/drivers/local/logs/read-node-logs.js';
-import { readPasswd } from '../../src/drivers/local/os-user.js';
-import { readSmallFile, writeFileAs } from '../../src/drivers/local/safe-fs.js';
-import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
+import { readSmallFile, writeFileAs } from '../../src/drivers/local/host/files/safe-fs.js';
+import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 
 const me = { name: 'me', uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
 const line = (message: string) =>

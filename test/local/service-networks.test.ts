@@ -3,21 +3,23 @@
 // translated into it (from this host's loopback, arriving from the
 // namespace's gateway), a host-side port reserved for one namespace
 // (reached from it and from the host, reset for another namespace), the
-// same pairs after a restart, a deleted id's namespace swept at start, a
+// same pairs after a restart, a local client redirected at connect (and
+// translated without the redirect), a deleted id's namespace swept at start, a
 // freed pair given again, and a block that collides with the host's
 // routes refused. Everything is removed afterwards (cleanUpDataDir).
 
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { connect, createServer, type Server } from 'node:net';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { HostCheckError } from '../../src/drivers/local/errors.js';
 import { Layout } from '../../src/drivers/local/layout.js';
+import { removeConnectRedirect } from '../../src/drivers/local/network/connect-redirect.js';
 import { ServiceNetworks } from '../../src/drivers/local/network/service-networks.js';
 import { silentLogger } from '../../src/lib/logger.js';
-import { ensureInstallation } from '../../src/drivers/local/service-users.js';
+import { ensureInstallation } from '../../src/drivers/local/host/service-users.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
 import { claimPortBlock } from '../e2e/port-block.js';
 import { dataDirFor } from './helpers.js';
@@ -36,6 +38,20 @@ async function connectFrom(netns: string | undefined, address: string, port: num
   } catch (err) {
     return `refused: ${(err as { stderr?: string }).stderr ?? String(err)}`;
   }
+}
+
+/** Connects from this process to 127.0.0.1:`port`: the socket's peer address, and what the server said. */
+function connectHere(port: number): Promise<{ peer: string | undefined; said: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    let said = '';
+    let peer: string | undefined;
+    socket.setEncoding('utf8');
+    socket.on('connect', () => (peer = socket.remoteAddress));
+    socket.on('data', (d: string) => (said += d));
+    socket.on('error', reject);
+    socket.on('close', () => resolve({ peer, said: said.trim() }));
+  });
 }
 
 /** A server on `host`:`port` (0: any) that tells each client its address. */
@@ -93,6 +109,25 @@ test('namespaces, their ports and reserved host ports, against the kernel', asyn
         await connectFrom(b.path, b.hostAddress, block.apiPort),
         `inside, you are ${b.address}`,
       );
+      // A client on this host is given the namespace's address at
+      // connect(2) (connect-redirect.ts): its socket's peer is that
+      // address, not the loopback it asked for; the server sees the same.
+      assert.match(networks.describe(), /local clients redirected at connect/);
+      assert.deepEqual(await connectHere(block.apiPort), {
+        peer: a.address,
+        said: `inside, you are ${a.hostAddress}`,
+      });
+      // Without the program, the nftables translation serves the same
+      // connection (the peer stays 127.0.0.1: translated per packet)…
+      removeConnectRedirect(installation);
+      assert.deepEqual(await connectHere(block.apiPort), {
+        peer: '127.0.0.1',
+        said: `inside, you are ${a.hostAddress}`,
+      });
+      // …until a start loads it again.
+      const restarted = await start();
+      assert.equal((await connectHere(block.apiPort)).peer, a.address);
+      await restarted.forward('svca', { ports: [] });
       // The port no longer leads there once it is not the namespace's.
       await networks.forward('svca', { ports: [] });
       assert.match(await connectFrom(undefined, '127.0.0.1', block.apiPort), /^refused/);

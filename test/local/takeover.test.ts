@@ -30,8 +30,8 @@ import { test } from 'node:test';
 import { DriverError, type ServiceSpec } from '../../src/drivers/driver.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
-import { readPasswd, type PasswdEntry } from '../../src/drivers/local/os-user.js';
-import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { readPasswd, type PasswdEntry } from '../../src/drivers/local/host/os-user.js';
+import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import {

@@ -11,9 +11,9 @@ import type { ServiceSpec } from '../../src/drivers/driver.js';
 import { pgInstall } from '../../src/drivers/local/host-check.js';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
-import { readPasswd } from '../../src/drivers/local/os-user.js';
-import { postmasterStatus, spawnPostmaster } from '../../src/drivers/local/postmaster.js';
-import { serviceUserName } from '../../src/drivers/local/service-users.js';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
+import { postmasterStatus, spawnPostmaster } from '../../src/drivers/local/node/postmaster.js';
+import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import {
   applyUntilDone,
   cleanUpDataDir,

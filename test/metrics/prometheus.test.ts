@@ -5,6 +5,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { DriverError, type ServiceSpec } from '../../src/drivers/driver.js';
+import { SimDriver } from '../../src/drivers/sim/sim-driver.js';
+import type { Progress } from '../../src/domain/progress.js';
 import { listenMetrics } from '../../src/metrics/listener.js';
 import { parseConfig } from '../../src/config.js';
 import { eventually, startBasin } from '../helpers.js';
@@ -86,6 +89,55 @@ test('/metrics on its own listener has the requests, the queue and each service'
   const after = parsePrometheusText(await (await fetch(`${url}/metrics`)).text());
   assert.ok(
     !(after.get('basin_service_up')?.samples ?? []).some((s) => s.labels.service === serviceId),
+  );
+});
+
+/** The sim, where every service but the first cannot be made (a permanent failure). */
+class OnlyOne extends SimDriver {
+  private first: string | undefined;
+  constructor() {
+    super({ delayMs: 0 });
+  }
+  override async applyService(spec: ServiceSpec): Promise<Progress> {
+    this.first ??= spec.serviceId;
+    if (spec.serviceId !== this.first) throw new DriverError('the disk is on fire', false);
+    return super.applyService(spec);
+  }
+}
+
+test('operations: how long they took to end, by kind and outcome, and failed attempts', async (t) => {
+  const b = await startBasin(t, { options: { driver: new OnlyOne() } });
+  const create = async (name: string) => {
+    const res = await b.call('POST', `/v1/projects/${b.projectId}/services`, { name });
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    return res.body.service_id as string;
+  };
+  const good = await create('good');
+  await b.basin.engine.idle();
+  await create('broken');
+  await b.basin.engine.idle();
+  assert.equal(
+    (await b.call('DELETE', `/v1/projects/${b.projectId}/services/${good}`)).status,
+    202,
+  );
+  await b.basin.engine.idle();
+
+  const families = parsePrometheusText((await b.basin.metrics.render()).body);
+  assert.equal(families.get('basin_engine_operation_duration_seconds')?.type, 'histogram');
+  const count = (kind: string, outcome: string) =>
+    series(families, 'basin_engine_operation_duration_seconds').find(
+      (s) =>
+        s.name === 'basin_engine_operation_duration_seconds_count' &&
+        s.labels.kind === kind &&
+        s.labels.outcome === outcome,
+    )?.value;
+  assert.equal(count('service.converge', 'done'), 1);
+  assert.equal(count('service.converge', 'failed'), 1);
+  assert.equal(count('service.delete', 'done'), 1);
+  const failures = series(families, 'basin_engine_operation_attempt_failures_total');
+  assert.deepEqual(
+    failures.map((s) => [s.labels.kind, s.value]),
+    [['service.converge', 1]],
   );
 });
 

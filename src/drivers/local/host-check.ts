@@ -8,9 +8,10 @@
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
+import { READ_ONLY_LIBRARY } from './config/conf.js';
 import { HostCheckError } from './errors.js';
-import { run } from './exec.js';
-import { PGBACKREST } from './pgbackrest.js';
+import { run } from './host/exec.js';
+import { PGBACKREST } from './config/pgbackrest.js';
 
 export const PG_MAJOR = 15;
 export const DEFAULT_PG_BIN = `/usr/lib/postgresql/${PG_MAJOR}/bin`;
@@ -93,6 +94,11 @@ export async function checkHost(pg: PgInstall): Promise<HostReport> {
     await need(join(pg.share, 'extension', `${ext}.control`), label);
     await need(join(pg.lib, `${ext}.so`), `${label} library`);
   }
+  // Every node preloads it (conf.ts): without it no server starts.
+  await need(
+    join(pg.lib, `${READ_ONLY_LIBRARY}.so`),
+    "Basin's read-only library (extensions/basin_readonly)",
+  );
   try {
     await run('openssl', ['version']);
   } catch {

@@ -27,10 +27,10 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../lib/logger.js';
-import type { NodeCgroups } from './node-cgroups.js';
+import type { NodeCgroups } from './host/cgroups/node-cgroups.js';
 import type { Layout } from './layout.js';
-import { exists, removeTrees } from './node-files.js';
-import { processesUnder, signalAll } from './processes.js';
+import { exists, removeTrees } from './node/node-files.js';
+import { processesUnder, signalAll } from './host/processes.js';
 
 /** Staging names: `<directory>/<prefix>…` for each place Basin stages in. */
 const ROOT_STAGING = '.staging-';

@@ -12,7 +12,7 @@ import { sampleServiceSeries } from './metrics/series-sample.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
-import type { Metrics, Size } from '../../domain/types.js';
+import type { Metrics } from '../../domain/types.js';
 import {
   type AllowancePolicy,
   allowanceOf,
@@ -39,55 +39,61 @@ import { DONE, type Progress, wait } from '../../domain/progress.js';
 import type { Capabilities } from '../../domain/types.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { ProgressNote } from '../../domain/progress.js';
-import { removeLeftBackupCgroups } from './backup-cgroup.js';
-import { readNodeState } from './node-state.js';
-import { ADMIN_BOUNDS, type AdminBounds } from './admin.js';
-import { LocalBackups } from './backups.js';
+import { removeLeftBackupCgroups } from './host/cgroups/backup-cgroup.js';
+import { readNodeState } from './node/node-state.js';
+import { ADMIN_BOUNDS, type AdminBounds } from './node/admin.js';
+import { LocalBackups } from './backups/backups.js';
 import {
   checkConfineTools,
   detectPrivateTmp,
   isConfined,
   type PrivateTmp,
   type PrivateTmpMode,
-} from './confine.js';
+} from './host/confine.js';
 import { checkHost, pgInstall, type PgInstall } from './host-check.js';
 import { readNodeLogs } from './logs/read-node-logs.js';
 import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
-import { ServicePooler } from './pooler.js';
-import { PoolerWatch } from './pooler-watch.js';
-import { convergeNodes, namespacePorts, observeNodes, primaryNode } from './converge-nodes.js';
-import { Haproxy } from './haproxy.js';
-import { PrimaryWatch, prepareFailover } from './failover.js';
+import { ServicePooler } from './endpoints/pooler.js';
+import { PoolerWatch } from './endpoints/pooler-watch.js';
+import { adminOf, convergeNodes, namespacePorts, observeNodes } from './converge/converge-nodes.js';
+import { Haproxy } from './endpoints/haproxy.js';
+import { PrimaryWatch, prepareFailover } from './replication/failover.js';
 import {
   convergeReplicaSet,
   dropReplicaSetSlots,
   inspectReplicaSet,
   replicaSetCounts,
-} from './replica-set.js';
-import { ReplicaSetPooler } from './replica-set-pooler.js';
-import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './os-user.js';
-import { postmasterStatus, Stopper, type Spawned } from './postmaster.js';
-import { clusterProcesses, signalAll } from './processes.js';
-import { mkdirIn, nodeExists, removeTrees } from './node-files.js';
-import { checkUserTools, ensureInstallation, ServiceUsers } from './service-users.js';
-import { type Repositories, startRepositories } from './repository/repositories.js';
-import { Template } from './template.js';
-import { tightenLayout } from './tighten.js';
+} from './converge/replica-set.js';
+import { ReplicaSetPooler } from './endpoints/replica-set-pooler.js';
+import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './host/os-user.js';
+import { postmasterStatus, Stopper } from './node/postmaster.js';
+import { clusterProcesses, signalAll } from './host/processes.js';
+import { isStandbyData, mkdirIn, nodeExists, removeTrees } from './node/node-files.js';
+import { checkUserTools, ensureInstallation, ServiceUsers } from './host/service-users.js';
+import { type Repositories, startRepositories } from './backups/repository/repositories.js';
+import { Template } from './node/template.js';
+import { tightenLayout } from './host/tighten.js';
 import { removeLeftCgroups, removeLeftovers } from './leftovers.js';
-import { keepBounds, type NodeCgroups, startNodeCgroups } from './node-cgroups.js';
-import { serviceNproc, sharedMemoryBytes } from './node-bounds.js';
-import { type OomScores, protectedPrelude, startOomScores } from './oom-scores.js';
-import { OomWatch } from './oom-watch.js';
-import { processCounts } from './conf.js';
-import { ensureCa } from './tls.js';
+import { keepBounds, type NodeCgroups, startNodeCgroups } from './host/cgroups/node-cgroups.js';
+import { serviceNproc, sharedMemoryBytes } from './host/cgroups/node-bounds.js';
+import { type OomScores, protectedPrelude, startOomScores } from './host/cgroups/oom-scores.js';
+import { OomWatch } from './host/cgroups/oom-watch.js';
+import { processCounts } from './config/conf.js';
+import { ensureCa } from './node/tls.js';
 import { ServiceNetworks, type ServiceNetworkMode } from './network/service-networks.js';
-import { DEFAULT_UID_RANGE, memoryUidAllocator, type AllocateUid, type UidRange } from './uids.js';
-import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './restarts.js';
+import {
+  DEFAULT_UID_RANGE,
+  memoryUidAllocator,
+  type AllocateUid,
+  type UidRange,
+} from './host/uids.js';
+import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './node/restarts.js';
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
-import { isStandbyData } from './standby.js';
+import type { DriverContext } from './context.js';
+import { primaryNode } from './primary-node.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -159,50 +165,31 @@ export interface LocalDriverOptions {
   restarts?: Partial<RestartPolicy>;
 }
 
-/** What a ServiceNode needs from the driver; shared by all nodes. */
-export interface DriverContext {
-  layout: Layout;
+/** What LocalDriver.start learnt of the host (checkHost). */
+interface HostFacts {
   pg: PgInstall;
-  /** The services' OS users (one each when Basin is root). */
-  users: ServiceUsers;
-  template: Template;
-  /** Each server's private directories, when the host allows them (confine.ts). */
-  privateTmp: PrivateTmp | undefined;
-  stopper: Stopper;
-  /** Postmasters this process started, by data directory, to report how a failed start ended. */
-  spawned: Map<string, { proc: Spawned; sawReady: boolean }>;
-  publicHost: string;
-  listenAddresses: string;
-  publicCidrs: readonly string[];
-  /** The OS users that may log in as `postgres` over a cluster's socket (pg_ident), for a cluster run as `user`. */
-  adminOsUsers(user: OsUser): string[];
-  /** How long an administrative connection may take (admin.ts). */
-  adminBounds: AdminBounds;
-  /** The services' stanzas and backups (backups.ts). */
-  backups: LocalBackups;
-  /** Each service's repository with a server of its own, when repositories have them (repository/). */
-  repositories: Repositories | undefined;
-  /** One service's work at a time (a fork holds its parent's while it copies from it). */
-  locks: KeyedLock;
-  /** Work in the background, such as a fork's restore (tasks.ts). */
-  tasks: Tasks;
-  /** The installation's proxy: the endpoints of services with HA replicas (haproxy.ts). */
-  haproxy: Haproxy;
-  /** Primaries found hung (primary-health.ts): data directory → postmaster pid. */
-  unresponsive: Map<string, number>;
-  /** The cgroups of each node, pooler and helper, with their bounds (node-cgroups.ts). */
-  cgroups: NodeCgroups;
-  /** What the kernel's OOM killer is told of each process (oom-scores.ts). */
-  oom: OomScores;
-  /** How soon a node that died on its own starts again (restarts.ts). */
-  restarts: RestartPolicy;
-  /** Each service's and read replica set's network namespace, when they have them. */
+  report: Awaited<ReturnType<typeof checkHost>>;
+  /** The template's owner (and every service's, when Basin is not root). */
+  templateUser: OsUser;
+  /** Whether each service gets an OS user of its own (Basin is root). */
+  perService: boolean;
+}
+
+/** What holds tenants apart on this host (LocalDriver.startIsolation). */
+interface Isolation {
+  installation: string;
   networks: ServiceNetworks;
-  /** What each service holds on the disk, and its level (storage/storage-watch.ts). */
-  storage: StorageWatch;
-  /** A size's storage allowance, in bytes. */
-  allowance(size: Size): number;
-  log: Logger;
+  oom: OomScores;
+  cgroups: NodeCgroups;
+  privateTmp: PrivateTmp | undefined;
+}
+
+/** The services' and repositories' OS users (LocalDriver.startUsers). */
+interface People {
+  uidRange: UidRange;
+  nproc: number;
+  users: ServiceUsers;
+  repositories: Repositories | undefined;
 }
 
 export class LocalDriver implements Driver {
@@ -249,8 +236,27 @@ export class LocalDriver implements Driver {
    * background: start stays fast, and the first create waits for the
    * template (a few seconds, once per data directory). Running clusters need
    * nothing: they are found through their postmaster.pid when asked about.
+   *
+   * In its steps: the host's programs → the data directory (a dead Basin's
+   * leftovers swept, the CA) → the host's isolation (networks, OOM scores,
+   * cgroups, modes, private /tmp) → the services' users and repositories →
+   * the context (the template, the installation's proxy, the watches'
+   * parts) → adopting what runs → the watches started → ready.
    */
   async start(): Promise<void> {
+    const host = await this.checkHost();
+    const layout = await this.prepareDataDir(host);
+    const isolation = await this.startIsolation(layout);
+    const people = await this.startUsers(host, layout, isolation);
+    const ctx = this.makeContext(host, layout, isolation, people);
+    this.ctx = ctx;
+    await this.adopt(ctx);
+    await this.startWatches(ctx);
+    this.reportReady(host, layout, isolation, people);
+  }
+
+  /** PostgreSQL, pgBackRest and the other programs, and whether Basin may make OS users. */
+  private async checkHost(): Promise<HostFacts> {
     const pg = pgInstall(this.options.pgBin, this.options.pgShare);
     const report = await checkHost(pg);
     const templateUser = resolveOsUser(this.options.osUser);
@@ -258,6 +264,11 @@ export class LocalDriver implements Driver {
     const perService = isRoot();
     if (perService) checkUserTools();
     checkConfineTools();
+    return { pg, report, templateUser, perService };
+  }
+
+  /** The driver's tree under the data directory, a dead Basin's leftovers gone, the CA made. */
+  private async prepareDataDir({ templateUser, perService }: HostFacts): Promise<Layout> {
     makeDataDir(this.options.dataDir);
     // /proc reports real paths; so must the layout, for processes to be recognised.
     const dataDir = await realpath(resolve(this.options.dataDir));
@@ -277,6 +288,11 @@ export class LocalDriver implements Driver {
     await removeLeftovers(layout, this.log);
     await ensureCa(layout);
     removeLeftBackupCgroups(layout.backupsDir);
+    return layout;
+  }
+
+  /** What holds tenants apart on this host: networks, OOM scores, cgroups, modes, private /tmp. */
+  private async startIsolation(layout: Layout): Promise<Isolation> {
     const installation = await ensureInstallation(layout);
     const networks = await ServiceNetworks.start({
       layout,
@@ -298,6 +314,15 @@ export class LocalDriver implements Driver {
       { sizeMb: this.options.privateTmpMb ?? 1024, keep: layout.root },
       this.log,
     );
+    return { installation, networks, oom, cgroups, privateTmp };
+  }
+
+  /** The services' OS users and the repositories' (with servers of their own, when on). */
+  private async startUsers(
+    { pg, templateUser, perService }: HostFacts,
+    layout: Layout,
+    { installation, networks, oom, cgroups, privateTmp }: Isolation,
+  ): Promise<People> {
     const uidRange = this.options.serviceUidRange ?? DEFAULT_UID_RANGE;
     const nproc = serviceNproc(await pidMax());
     // Services' and repositories' users take their uids from one allocator.
@@ -335,6 +360,16 @@ export class LocalDriver implements Driver {
       pgbackrest: pg.pgbackrest,
       log: this.log,
     });
+    return { uidRange, nproc, users, repositories };
+  }
+
+  /** What the driver's parts share (context.ts), the template and the installation's proxy in it. */
+  private makeContext(
+    { pg, templateUser }: HostFacts,
+    layout: Layout,
+    { networks, oom, cgroups, privateTmp }: Isolation,
+    { users, repositories }: People,
+  ): DriverContext {
     const adminOsUsers = (user: OsUser) => (isRoot() ? ['root', user.name] : [user.name]);
     const template = new Template({
       layout,
@@ -344,7 +379,7 @@ export class LocalDriver implements Driver {
       privateTmp,
       log: this.log,
     });
-    const ctx: Omit<DriverContext, 'backups'> = {
+    const parts: Omit<DriverContext, 'backups'> = {
       haproxy: new Haproxy({
         layout,
         listenAddresses: this.options.listenAddresses ?? '*',
@@ -381,17 +416,27 @@ export class LocalDriver implements Driver {
       repositories,
       log: this.log,
     };
-    this.ctx = Object.assign(ctx, { backups: new LocalBackups(ctx as DriverContext) });
-    await template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
-    // Adopting running clusters is only this: they are found by their
-    // postmaster.pid whenever asked about; here they start being sampled,
-    // and held at the storage level their records say.
-    const ids = (await readdir(layout.instancesDir)).filter((id) => ID.test(id));
+    return { ...parts, backups: new LocalBackups(parts) };
+  }
+
+  /**
+   * The template's build started, and what runs adopted. Adopting running
+   * clusters is only this: they are found by their postmaster.pid whenever
+   * asked about; here they start being sampled, and held at the storage
+   * level their records say.
+   */
+  private async adopt(ctx: DriverContext): Promise<void> {
+    await ctx.template.poll().catch(() => {}); // kicks off the build; a failure resurfaces on apply
+    const ids = (await readdir(ctx.layout.instancesDir)).filter((id) => ID.test(id));
     for (const id of ids) await this.track(id);
     await ctx.storage.adopt(ids);
     ctx.storage.onNotice(({ target, change }) => {
       for (const l of this.storageListeners) l({ target, ...(change ? { change } : {}) });
     });
+  }
+
+  /** The background watches: usage, primaries, storage, OOM kills, poolers' logins; HAProxy. */
+  private async startWatches(ctx: DriverContext): Promise<void> {
     this.sampler.start();
     this.watch.start();
     ctx.storage.start();
@@ -400,6 +445,15 @@ export class LocalDriver implements Driver {
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
+  }
+
+  /** What this host gives the services, in Basin's log (a warning when they are not isolated). */
+  private reportReady(
+    { report, templateUser, perService }: HostFacts,
+    layout: Layout,
+    { networks, oom, cgroups, privateTmp }: Isolation,
+    { uidRange, nproc, repositories }: People,
+  ): void {
     if (!perService) {
       this.log.warn(
         { osUser: templateUser.name },
@@ -831,9 +885,12 @@ export class LocalDriver implements Driver {
   async sampleSeries(spec: ServiceSpec): Promise<SeriesSample[]> {
     const ctx = this.context();
     const view = ctx.storage.view(spec.serviceId);
+    const nodes = spec.nodes.map((n) => ({
+      index: n.index,
+      admin: adminOf(ctx, spec.serviceId, n),
+    }));
     return sampleServiceSeries(
-      ctx,
-      spec,
+      nodes,
       this.sampler.latest(metricsKey(spec.serviceId)),
       view?.usage.data,
     );

@@ -7,6 +7,7 @@ import { DriverError } from '../driver.js';
 
 interface Task {
   controller: AbortController;
+  startedAt: number;
   done: Promise<void>;
   error?: Error;
   finished: boolean;
@@ -19,7 +20,12 @@ export class Tasks {
   start(key: string, work: (signal: AbortSignal) => Promise<void>): void {
     if (this.tasks.get(key)?.finished === false) return;
     const controller = new AbortController();
-    const task: Task = { controller, finished: false, done: Promise.resolve() };
+    const task: Task = {
+      controller,
+      startedAt: Date.now(),
+      finished: false,
+      done: Promise.resolve(),
+    };
     task.done = work(controller.signal)
       .catch((err: unknown) => {
         task.error =
@@ -29,6 +35,12 @@ export class Tasks {
       })
       .finally(() => (task.finished = true));
     this.tasks.set(key, task);
+  }
+
+  /** How long the task of `key` has run (ms); 0 when none runs. */
+  runningFor(key: string): number {
+    const task = this.tasks.get(key);
+    return task && !task.finished ? Date.now() - task.startedAt : 0;
   }
 
   /** 'running', 'none', or how the last task of `key` ended (then forgotten). */

@@ -12,11 +12,8 @@
 
 import { nodeName } from '../../../domain/service-nodes.js';
 import type { SeriesSample } from '../../../domain/series/catalogue.js';
-import type { ServiceSpec } from '../../driver.js';
-import { withAdmin } from '../admin.js';
-import { adminOf } from '../converge-nodes.js';
-import type { DriverContext } from '../local-driver.js';
-import { postmasterStatus } from '../postmaster.js';
+import { type AdminTarget, withAdmin } from '../node/admin.js';
+import { postmasterStatus } from '../node/postmaster.js';
 import type { ProcessUsage } from './metrics-sampler.js';
 
 const MB = 1024 * 1024;
@@ -34,20 +31,25 @@ interface LagRow {
   lag_seconds: number | null;
 }
 
+/** A node of the service, as the driver's service side names it (this side decides nothing). */
+export interface SampledNode {
+  index: number;
+  admin: AdminTarget;
+}
+
 export async function sampleServiceSeries(
-  ctx: DriverContext,
-  spec: ServiceSpec,
+  nodes: readonly SampledNode[],
   primaryUsage: ProcessUsage | undefined,
   storageBytes: number | undefined,
 ): Promise<SeriesSample[]> {
   const out: SeriesSample[] = [];
   const lags = new Map<string, LagRow>();
   const roles = new Map<number, 'primary' | 'replica'>();
-  for (const n of spec.nodes) {
-    const pm = await postmasterStatus(ctx.layout.pgdata({ id: spec.serviceId, node: n.index }));
+  for (const n of nodes) {
+    const pm = await postmasterStatus(n.admin.pgdata);
     if (!pm.up || (pm.state !== 'ready' && pm.state !== 'standby')) continue;
     try {
-      await withAdmin(adminOf(ctx, spec.serviceId, n), 'postgres', async (c) => {
+      await withAdmin(n.admin, 'postgres', async (c) => {
         const { rows } = await c.query<NodeRow>(
           `SELECT pg_is_in_recovery() AS standby,
                   (SELECT count(*) FROM pg_stat_activity
@@ -72,7 +74,7 @@ export async function sampleServiceSeries(
             labels,
             value: Number(r.rollbacks),
           });
-        if (!r.standby && spec.nodes.length > 1) {
+        if (!r.standby && nodes.length > 1) {
           const lag = await c.query<LagRow>(
             `SELECT application_name AS name,
                     pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint::text AS lag_bytes,
@@ -86,7 +88,7 @@ export async function sampleServiceSeries(
       // Down, slow or hostile: this node is skipped this time.
     }
   }
-  for (const n of spec.nodes) {
+  for (const n of nodes) {
     const l = lags.get(nodeName(n.index));
     if (l === undefined || roles.get(n.index) === 'primary') continue;
     const labels = { node: String(n.index), role: 'replica' };
@@ -95,7 +97,7 @@ export async function sampleServiceSeries(
     // NULL when the standby has caught up and nothing was written since: no lag.
     out.push({ name: 'basin_replication_lag_seconds', labels, value: l.lag_seconds ?? 0 });
   }
-  const primary = spec.nodes.find((n) => roles.get(n.index) === 'primary');
+  const primary = nodes.find((n) => roles.get(n.index) === 'primary');
   if (primary !== undefined) {
     const labels = { node: String(primary.index), role: 'primary' };
     if (primaryUsage !== undefined) {

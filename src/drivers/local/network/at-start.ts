@@ -5,10 +5,10 @@
 // between a delete's steps, or the service removed while Basin was down).
 
 import type { Logger } from '../../../lib/logger.js';
-import { onPath, run } from '../exec.js';
+import { onPath, run } from '../host/exec.js';
 import type { Layout } from '../layout.js';
-import { exists } from '../node-files.js';
-import { isRoot } from '../os-user.js';
+import { exists } from '../node/node-files.js';
+import { isRoot } from '../host/os-user.js';
 import { type Block, capacity, namespaceName, vethAliasOf, vethName } from './addresses.js';
 import { hostVeths, namespacesNamed, removeNamespace } from './namespace.js';
 import type { NetworkRecord } from './records.js';

@@ -6,7 +6,7 @@
 // what every more specific route overrides). `conflicts` is pure
 // (host-routes.test.ts); `hostConflicts` reads the host with `ip -j`.
 
-import { run } from '../exec.js';
+import { run } from '../host/exec.js';
 import { type Block, overlaps, parseCidr } from './addresses.js';
 
 /** An address or route of the host, as `ip -j` shows it. */

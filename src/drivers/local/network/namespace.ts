@@ -11,7 +11,7 @@
 
 import { statfs } from 'node:fs/promises';
 import { readdir, rm, writeFile } from 'node:fs/promises';
-import { run } from '../exec.js';
+import { run } from '../host/exec.js';
 
 /** nsfs's magic number (statfs(2)): a namespace file that is mounted, not a stale file. */
 const NSFS_MAGIC = 0x6e736673;

@@ -68,6 +68,24 @@ export function dropTable(installation: string): string {
   return `table ip ${t} {}\ndelete table ip ${t}\n`;
 }
 
+const byIdOrder = <T extends { id: string }>(list: readonly T[]) =>
+  [...list].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+
+/**
+ * The ports that lead into a namespace, each to its address: the first
+ * namespace in id order that claims a port has it (see renderTable). The
+ * table's DNAT and the local redirect (connect-redirect.ts) both use this.
+ */
+export function forwardedPorts(
+  namespaces: readonly Pick<TableNamespace, 'id' | 'ports' | 'address'>[],
+): Map<number, string> {
+  const ports = new Map<number, string>();
+  for (const n of byIdOrder(namespaces)) {
+    for (const p of n.ports) if (!ports.has(p)) ports.set(p, n.address);
+  }
+  return ports;
+}
+
 /**
  * The whole table. A port claimed by two namespaces (which ServiceNetworks
  * never records) goes to the first in id order, so that one bad record
@@ -75,12 +93,9 @@ export function dropTable(installation: string): string {
  */
 export function renderTable(spec: TableSpec): string {
   const t = tableName(spec.installation);
-  const namespaces = [...spec.namespaces].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const namespaces = byIdOrder(spec.namespaces);
   const byId = new Map(namespaces.map((n) => [n.id, n]));
-  const ports = new Map<number, string>();
-  for (const n of namespaces) {
-    for (const p of n.ports) if (!ports.has(p)) ports.set(p, n.address);
-  }
+  const ports = forwardedPorts(namespaces);
   const pairs: string[] = [];
   for (const n of namespaces) {
     pairs.push(`${n.address} . ${n.address}`);

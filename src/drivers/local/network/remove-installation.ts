@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { contains, namespaceName, parseCidr, vethAliasOf, vethName } from './addresses.js';
+import { removeConnectRedirect } from './connect-redirect.js';
 import { FORWARDING_MARK } from './forwarding.js';
 import { dropTable } from './nft-table.js';
 
@@ -42,6 +43,7 @@ export function removeInstallationNetwork(installation: string): void {
   } catch {
     // no ip: nothing was made
   }
+  removeConnectRedirect(installation);
   try {
     execFileSync('nft', ['-f', '-'], { input: dropTable(installation), stdio: 'pipe' });
   } catch {

@@ -57,12 +57,12 @@ import { readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../../../lib/logger.js';
 import { DriverError } from '../../driver.js';
-import { HOST_NETWORK, type HbaSources, namespaceSources } from '../conf.js';
+import { HOST_NETWORK, type HbaSources, namespaceSources } from '../config/conf.js';
 import { HostCheckError } from '../errors.js';
-import { onPath, run } from '../exec.js';
+import { onPath, run } from '../host/exec.js';
 import type { Layout } from '../layout.js';
-import { mkdirIn } from '../node-files.js';
-import { isRoot } from '../os-user.js';
+import { mkdirIn } from '../node/node-files.js';
+import { isRoot } from '../host/os-user.js';
 import {
   type Block,
   capacity,
@@ -79,8 +79,9 @@ import { dropUnusable, sweep, whyUnusable } from './at-start.js';
 import { ensureForwarding } from './forwarding.js';
 import { describeEntry, hostConflicts } from './host-routes.js';
 import { ensureNamespace, hostVeths, isNamespace, removeNamespace } from './namespace.js';
-import { dropTable, renderTable, tableName } from './nft-table.js';
+import { dropTable, forwardedPorts, renderTable, tableName } from './nft-table.js';
 import { type NetworkRecord, portList, readRecords, removeRecord, writeRecord } from './records.js';
+import { ConnectRedirect } from './connect-redirect.js';
 import { removeInstallationNetwork } from './remove-installation.js';
 
 /** --service-network: a block (e.g. 198.18.0.0/15), or off. */
@@ -113,6 +114,8 @@ export class ServiceNetworks {
     private readonly block: Block | undefined,
     private readonly records: Map<string, NetworkRecord>,
     private readonly hostForwarded: boolean,
+    /** Local clients' shortcut into the namespaces, or why the host has none. */
+    private readonly redirect: ConnectRedirect | string = 'off',
   ) {}
 
   /** Off: every process runs in the host's network, as before namespaces. */
@@ -169,7 +172,8 @@ export class ServiceNetworks {
       );
     }
     const { hostForwarded } = await ensureForwarding();
-    const networks = new ServiceNetworks(o, block, records, hostForwarded);
+    const redirect = ConnectRedirect.prepare(o);
+    const networks = new ServiceNetworks(o, block, records, hostForwarded, redirect);
     await networks.serially(() => networks.apply());
     return networks;
   }
@@ -181,7 +185,11 @@ export class ServiceNetworks {
   /** For the driver's start line. */
   describe(): string {
     if (!this.block) return 'off (the host network)';
-    return `${this.block.cidr}, ${this.hostForwarded ? 'the host forwards' : 'forwarding Basin only'}`;
+    const local =
+      typeof this.redirect === 'string'
+        ? `local clients through NAT (${this.redirect})`
+        : this.redirect.describe();
+    return `${this.block.cidr}, ${this.hostForwarded ? 'the host forwards' : 'forwarding Basin only'}, ${local}`;
   }
 
   /** The namespace of `id` once recorded; undefined when off or not yet made. */
@@ -303,6 +311,7 @@ export class ServiceNetworks {
       if (!this.block || this.records.size > 0) return;
       removeInstallationNetwork(this.o.installation);
       this.applied = undefined;
+      if (typeof this.redirect !== 'string') this.redirect.forget();
     });
   }
 
@@ -385,17 +394,18 @@ export class ServiceNetworks {
   /** Loads the table the records describe, unless it is what was loaded last. */
   private async apply(): Promise<void> {
     const block = this.block as Block;
+    const namespaces = [...this.records].map(([id, r]) => ({
+      ...this.describeNet(id, r),
+      ports: r.ports,
+      ...(r.streamsFrom === undefined ? {} : { streamsFrom: r.streamsFrom }),
+      hostPorts: r.hostPorts,
+      ...(r.hostGuests === undefined ? {} : { hostGuests: r.hostGuests }),
+    }));
     const text = renderTable({
       installation: this.o.installation,
       block: block.cidr,
       restrictForwarding: !this.hostForwarded,
-      namespaces: [...this.records].map(([id, r]) => ({
-        ...this.describeNet(id, r),
-        ports: r.ports,
-        ...(r.streamsFrom === undefined ? {} : { streamsFrom: r.streamsFrom }),
-        hostPorts: r.hostPorts,
-        ...(r.hostGuests === undefined ? {} : { hostGuests: r.hostGuests }),
-      })),
+      namespaces,
     });
     if (text === this.applied) return;
     try {
@@ -407,6 +417,8 @@ export class ServiceNetworks {
       );
     }
     this.applied = text;
+    // The same ports as the table's DNAT, to the same addresses.
+    if (typeof this.redirect !== 'string') await this.redirect.sync(forwardedPorts(namespaces));
   }
 
   private serially<T>(fn: () => Promise<T>): Promise<T> {

@@ -23,9 +23,9 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { holdMessage } from '../../../domain/storage.js';
 import { DriverError } from '../../driver.js';
-import type { NodeState } from '../node-state.js';
-import { writeOwned } from '../node-files.js';
-import type { OsUser } from '../os-user.js';
+import type { NodeState } from '../node/node-state.js';
+import { writeOwned } from '../node/node-files.js';
+import type { OsUser } from '../host/os-user.js';
 import type { StorageWatch } from './storage-watch.js';
 
 /** The error a converge of a stopped service (or replica set) fails with; undefined when it is not stopped. */

@@ -1,0 +1,244 @@
+// Pure builders for a service's or a read replica set's PgBouncer
+// (pooler.ts runs it): its pgbouncer.ini, its auth_file and its hba file.
+// No I/O here, so the rules are unit-tested (pooler-conf.test.ts) and the
+// driver compares text.
+//
+// PgBouncer 1.18 (Debian bookworm), https://www.pgbouncer.org/config.html:
+// - `tsdb` pools per session and `tsdb_transaction` per transaction; both
+//   reach the same `tsdb`. A service's pooler reaches its primary over its
+//   Unix socket (no TLS to pay for, and no TCP rule of pg_hba.conf
+//   involved: pgHba admits tsdbadmin on the socket to `tsdb` while the
+//   pooler is enabled). A read replica set's pooler reaches the set's
+//   endpoint (HAProxy, which spreads connections over the set's nodes) over
+//   TCP, so with TLS, verified against the installation's CA: PgBouncer
+//   speaks TLS to servers over TCP only, and behind HAProxy the node is
+//   reached over TCP whatever the pooler's side of the proxy is.
+// - Clients must use TLS (client_tls_sslmode=require) with the service's own
+//   certificate, so verify-full against the installation's CA works on the
+//   pooler's port as on the server's.
+// - auth_type=hba: the hba file admits tsdbadmin with SCRAM-SHA-256 from the
+//   CIDRs the server admits (public ones, the VPC's), over TLS only.
+// - The auth_file holds tsdbadmin's SCRAM verifier, the very one the server
+//   has: no password on disk. A client that logs in with SCRAM hands
+//   PgBouncer the ClientKey, which PgBouncer replays to the server (SCRAM
+//   pass-through, PgBouncer ≥ 1.14), so the two verifiers must be equal:
+//   they are, both come from the spec.
+
+import { isIP } from 'node:net';
+import type { ServiceSpec } from '../../driver.js';
+import { admittedCidrs, sizeProfile } from './conf.js';
+
+/** Where the pooler's files are. */
+export interface PoolerPaths {
+  authFile: string;
+  hbaFile: string;
+  /** The service's certificate and key (in its data directory, the service's user's). */
+  certFile: string;
+  keyFile: string;
+}
+
+/** How many connections the pooler takes and serves, from the service's size. */
+export interface PoolSizes {
+  /** Server connections of the session pool (`tsdb`). */
+  session: number;
+  /** Server connections of the transaction pool (`tsdb_transaction`). */
+  transaction: number;
+  /** Clients the pooler accepts at once (max_client_conn). */
+  maxClients: number;
+}
+
+/**
+ * The server the pools reach: a service's primary over its Unix socket, or
+ * a read replica set's endpoint over TCP with TLS (`caFile`: the
+ * installation's CA, which signed every node's certificate).
+ */
+export type PoolerServer =
+  { socketDir: string; port: number } | { host: string; port: number; caFile: string };
+
+/** What a pgbouncer.ini is made of, beside its paths. */
+export interface PoolerIni {
+  /** The pooler's own port (null: none allocated, refused). */
+  port: number | null;
+  sizes: PoolSizes;
+  server: PoolerServer;
+}
+
+/**
+ * The pools take half of the server's max_connections, a quarter each, so
+ * that direct connections (and Basin's own) keep the other half; clients may
+ * be five times max_connections. A session client holds its server
+ * connection until it leaves (others queue for one); a transaction client
+ * only while a transaction runs, which is how a pooler serves many more
+ * clients than the server has connections. docs/decisions.md has the figures.
+ */
+export function poolSizes(spec: Pick<ServiceSpec, 'size'>): PoolSizes {
+  const max = sizeProfile(spec.size).maxConnections;
+  const quarter = Math.max(2, Math.floor(max / 4));
+  return { session: quarter, transaction: quarter, maxClients: max * 5 };
+}
+
+/**
+ * A read replica set's pools, from the size of its nodes (each has the
+ * max_connections of the set's size, raised to its primary's: a hot standby
+ * needs at least as many), times its nodes: the endpoint spreads the server
+ * connections over them, so each node gives the pools half its
+ * max_connections, as a service's primary does; five times as many clients
+ * as the nodes' connections together.
+ */
+export function replicaSetPoolSizes(spec: {
+  size: ServiceSpec['size'];
+  primary: Pick<ServiceSpec, 'size'>;
+  nodes: number;
+}): PoolSizes {
+  const max = Math.max(
+    sizeProfile(spec.size).maxConnections,
+    sizeProfile(spec.primary.size).maxConnections,
+  );
+  const nodes = Math.max(1, spec.nodes);
+  const quarter = Math.max(2, Math.floor(max / 4)) * nodes;
+  return { session: quarter, transaction: quarter, maxClients: max * 5 * nodes };
+}
+
+/**
+ * PgBouncer's listen_addr from PostgreSQL's listen_addresses: the same
+ * comma-separated list, `*` for every address.
+ */
+export function listenAddr(listenAddresses: string): string {
+  return listenAddresses
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '')
+    .join(',');
+}
+
+/** The whole pgbouncer.ini of a pooler. */
+export function pgbouncerIni(
+  pooler: PoolerIni,
+  paths: PoolerPaths,
+  listenAddresses: string,
+): string {
+  if (pooler.port === null) throw new Error('the pooler has no port');
+  const { sizes } = pooler;
+  const tcp = 'host' in pooler.server ? pooler.server : undefined;
+  const host = 'host' in pooler.server ? pooler.server.host : pooler.server.socketDir;
+  if (!/^[A-Za-z0-9_.:/-]+$/.test(host)) throw new Error(`unusable server host ${host}`);
+  const server = `host=${host} port=${pooler.server.port} dbname=tsdb`;
+  const settings: [string, string | number][] = [
+    ['listen_addr', listenAddr(listenAddresses)],
+    ['listen_port', pooler.port],
+    // No Unix socket: the pooler is for clients over the network only.
+    ['unix_socket_dir', ''],
+    ['auth_type', 'hba'],
+    ['auth_hba_file', paths.hbaFile],
+    ['auth_file', paths.authFile],
+    ['client_tls_sslmode', 'require'],
+    ['client_tls_cert_file', paths.certFile],
+    ['client_tls_key_file', paths.keyFile],
+    ['client_tls_protocols', 'tlsv1.2,tlsv1.3'],
+    // A socket needs no TLS; over TCP (a replica set's endpoint) the
+    // server's certificate must be signed by the installation's CA. Not
+    // verify-full: the endpoint is reached at a listen address, which the
+    // certificate (issued for the public host and loopback) may not name.
+    ...(tcp
+      ? ([
+          ['server_tls_sslmode', 'verify-ca'],
+          ['server_tls_ca_file', tcp.caFile],
+          ['server_tls_protocols', 'tlsv1.2,tlsv1.3'],
+        ] as [string, string][])
+      : ([['server_tls_sslmode', 'disable']] as [string, string][])),
+    ['max_client_conn', sizes.maxClients],
+    ['default_pool_size', sizes.session],
+    ['reserve_pool_size', 0],
+    // tsdbadmin may read SHOW POOLS, SHOW STATS & co. in the `pgbouncer`
+    // database; it is never an admin (no PAUSE, KILL or SHUTDOWN).
+    ['stats_users', 'tsdbadmin'],
+    // Drivers (JDBC, node-postgres…) send these at connect; PgBouncer would
+    // refuse the connection over a parameter it does not track. Not
+    // `options`: PgBouncer 1.18 cannot pass it on, and dropped it would turn
+    // a read-only connection (-c tsdb_admin.read_only_connection=true)
+    // into a writable one without a word; refused, the client is told
+    // (docs/security.md, Read-only sessions).
+    ['ignore_startup_parameters', 'extra_float_digits,statement_timeout'],
+    // Logs go to its standard error, which pooler.ts keeps in pooler.log
+    // (root's, emptied beyond 1 MB: trimLog). No connections, errors sent to
+    // clients or periodic statistics (SHOW STATS has them); PgBouncer still
+    // logs each failed login.
+    ['logfile', ''],
+    ['syslog', 0],
+    ['pidfile', ''],
+    ['log_connections', 0],
+    ['log_disconnections', 0],
+    ['log_pooler_errors', 0],
+    ['log_stats', 0],
+  ];
+  return [
+    '; Written by Basin from the spec; edits are overwritten.',
+    '[databases]',
+    `tsdb = ${server} pool_mode=session pool_size=${sizes.session}`,
+    `tsdb_transaction = ${server} pool_mode=transaction pool_size=${sizes.transaction}`,
+    '',
+    '[pgbouncer]',
+    ...settings.map(([k, v]) => `${k} = ${v}`),
+    '',
+  ].join('\n');
+}
+
+/** The settings PgBouncer reads only when it starts: a change means a restart, not a reload. */
+export function restartPart(ini: string): string {
+  return ini
+    .split('\n')
+    .filter((l) =>
+      /^(listen_addr|listen_port|unix_socket_dir|(client|server)_tls_[a-z_]+) =/.test(l),
+    )
+    .join('\n');
+}
+
+const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
+
+/** The auth_file: tsdbadmin and its SCRAM verifier, nobody else. */
+export function authFile(passwordVerifier: string): string {
+  if (!VERIFIER.test(passwordVerifier)) throw new Error('not a SCRAM-SHA-256 verifier');
+  return `"tsdbadmin" "${passwordVerifier}"\n`;
+}
+
+/**
+ * The pooler's access rules (PgBouncer reads them as pg_hba.conf, first
+ * match wins): first the client addresses blocked for their failed logins
+ * (pooler-guard.ts), refused; then tsdbadmin with SCRAM over TLS from the
+ * same CIDRs the server admits. What no line matches is refused.
+ */
+export function poolerHba(
+  spec: Pick<ServiceSpec, 'allowedCidrs'>,
+  publicCidrs: readonly string[],
+  blocked: readonly string[] = [],
+): string {
+  const cidrs = admittedCidrs(spec, publicCidrs);
+  return [
+    '# Written by Basin from the service spec; edits are overwritten.',
+    ...blockLines(blocked),
+    ...cidrs.map((c) => `hostssl all tsdbadmin ${c} scram-sha-256`),
+    '',
+  ].join('\n');
+}
+
+/** The reject line's block for one address (endpoints/pooler-guard.ts decides which are blocked). */
+function hostBlock(addr: string): string {
+  return isIP(addr) === 6 ? `${addr}/128` : `${addr}/32`;
+}
+
+/** The hba lines that refuse `blocked` addresses, sorted (the text, and so its hash, is stable). */
+function blockLines(blocked: readonly string[]): string[] {
+  return [...new Set(blocked)].sort().map((a) => `host all all ${hostBlock(a)} reject`);
+}
+
+/**
+ * An hba file as a converge wrote it, with its blocked addresses replaced
+ * by `blocked`: what the guard writes between converges, leaving every
+ * other line as it was (so it never needs the spec, and never undoes a
+ * converge's access rules).
+ */
+export function withBlocks(hba: string, blocked: readonly string[]): string {
+  const lines = hba.split('\n').filter((l) => !/^host all all \S+ reject$/.test(l));
+  const head = lines[0]?.startsWith('#') ? [lines.shift() as string] : [];
+  return [...head, ...blockLines(blocked), ...lines].join('\n');
+}

@@ -1,0 +1,93 @@
+// A read replica set's connection pooler: a PgBouncer like a service's
+// (pooler.ts), run as the set's OS user (its nodes' user), showing the set's
+// certificate (node 0's, issued by the installation's CA for the public host
+// and loopback, like every node's), taking the service's tsdbadmin password
+// (the set's nodes are standbys: they have the primary's pg_authid, so
+// PgBouncer's SCRAM pass-through works against them with the service's
+// verifier). It reaches the set's nodes through the set's endpoint, the
+// installation's HAProxy (leastconn), over TCP with TLS: both pools spread
+// over the nodes as direct clients do, and what a set's nodes refuse (any
+// write: they are in recovery) is refused through the pooler alike.
+//
+// Behind HAProxy the pooler is a client of the set's frontend like any
+// other, from the address it connects from: the set's network namespace's
+// own address (where services have namespaces: it reaches the frontend at
+// its gateway, an address of the host), or loopback when Basin listens on
+// every address: the frontend admits that address besides the set's
+// access rules while the pooler is enabled (replica-set.ts)
+// (docs/security.md).
+
+import { isIP } from 'node:net';
+import type { ReplicaSetSpec } from '../../driver.js';
+import { Pooler } from './pooler.js';
+import { replicaSetPoolSizes } from '../config/pooler-conf.js';
+import type { DriverContext } from '../context.js';
+
+/** What this part needs of the driver (context.ts). */
+type Ctx = Pick<
+  DriverContext,
+  | 'cgroups'
+  | 'layout'
+  | 'listenAddresses'
+  | 'log'
+  | 'networks'
+  | 'oom'
+  | 'privateTmp'
+  | 'publicCidrs'
+  | 'spawned'
+  | 'users'
+>;
+
+export class ReplicaSetPooler extends Pooler {
+  constructor(ctx: Ctx, spec: ReplicaSetSpec) {
+    super(ctx, {
+      id: spec.replicaSetId,
+      kind: 'replicaSetId',
+      port: spec.pooler.port,
+      sizes: replicaSetPoolSizes(spec),
+      server: {
+        host: hostSideOf(ctx, spec.replicaSetId) ?? endpointHost(ctx.listenAddresses),
+        port: spec.port,
+        caFile: ctx.layout.pooler(spec.replicaSetId).caFile,
+      },
+      certPgdata: ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 }),
+      passwordVerifier: spec.primary.passwordVerifier,
+      allowedCidrs: spec.allowedCidrs,
+    });
+  }
+}
+
+/**
+ * Where a set's pooler reaches the set's endpoint on this host: the first of
+ * the listen addresses HAProxy binds (haproxy.ts), loopback for every
+ * address. A connection to a local address comes from that address too.
+ */
+export function endpointHost(listenAddresses: string): string {
+  const first = listenAddresses.split(',')[0]?.trim() ?? '*';
+  if (first === '' || first === '*' || first === '0.0.0.0' || first === 'localhost') {
+    return '127.0.0.1';
+  }
+  return first === '::' ? '::1' : first;
+}
+
+/**
+ * Where the processes of `id` (a read replica set's), in its network
+ * namespace, reach this host's endpoints: the first address HAProxy
+ * binds, or the namespace's gateway when it binds every address (where a
+ * service's endpoint, translated, leads too). Undefined without
+ * namespaces, or before the set's is made (endpointHost then).
+ */
+export function hostSideOf(ctx: Ctx, id: string): string | undefined {
+  const gateway = ctx.networks.get(id)?.hostAddress;
+  if (gateway === undefined) return undefined;
+  const host = endpointHost(ctx.listenAddresses);
+  return host === '127.0.0.1' || host === '::1' ? gateway : host;
+}
+
+/** The block the set's frontend admits for its pooler: that one address. */
+export function poolerSourceCidr(ctx: Ctx, id: string): string {
+  const net = ctx.networks.get(id);
+  if (net) return `${net.address}/32`;
+  const host = endpointHost(ctx.listenAddresses);
+  return isIP(host) === 6 ? `${host}/128` : `${host}/32`;
+}
