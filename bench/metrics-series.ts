@@ -45,8 +45,8 @@ export async function metricsSeries(ctx: BenchContext): Promise<BenchOutcome> {
       BASIN_SIM_DELAY_MS: '0',
       BASIN_BOOTSTRAP_API_KEY: KEY,
       BASIN_LOG_LEVEL: 'warn',
-      // The collector would add the sim's own samples: one round a minute at most.
-      BASIN_SERIES_INTERVAL_MS: '60000',
+      // The collector's interval sizes the raw tier (a day of samples at it): the bench's.
+      BASIN_SERIES_INTERVAL_MS: String(STEP_MS),
       BASIN_PORT_RANGE: '20000-29999',
     }),
   );
@@ -73,6 +73,9 @@ export async function metricsSeries(ctx: BenchContext): Promise<BenchOutcome> {
       ids.push(made.service_id as string);
     }
 
+    // The collector stops first: a sample of its at the real "now" would make
+    // the week's older samples out of order (dropped) for that service.
+    await basin.collector.stop();
     const now = Date.now();
     const first = now - DAYS * 86_400_000;
     const labels = { node: '0', role: 'primary' };

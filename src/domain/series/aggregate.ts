@@ -48,6 +48,7 @@ export function summarise(
   times: readonly number[],
   values: readonly number[],
   before?: { t: number; v: number },
+  percentiles = true,
 ): Summary | null {
   const n = values.length;
   if (n === 0) return null;
@@ -65,7 +66,8 @@ export function summarise(
     prev = { t: times[i]!, v };
   }
   const span = times[n - 1]! - (before?.t ?? times[0]!);
-  const sorted = [...values].sort((a, b) => a - b);
+  // Sorting is most of a bucket's cost: only when a percentile is asked for.
+  const sorted = percentiles ? [...values].sort((a, b) => a - b) : [NaN];
   return {
     count: n,
     sum,
@@ -86,7 +88,7 @@ export function summarise(
  * count-weighted nearest rank of the summaries' own percentiles (an
  * approximation, as the vendor's are: docs/decisions.md).
  */
-export function merge(parts: readonly Summary[]): Summary | null {
+export function merge(parts: readonly Summary[], percentiles = true): Summary | null {
   if (parts.length === 0) return null;
   const out: Summary = {
     count: 0,
@@ -108,6 +110,7 @@ export function merge(parts: readonly Summary[]): Summary | null {
     out.increase += p.increase;
     out.span += p.span;
   }
+  if (!percentiles) return out;
   for (const key of ['p50', 'p90', 'p99'] as const) {
     const q = key === 'p50' ? 0.5 : key === 'p90' ? 0.9 : 0.99;
     const ranked = parts.map((p) => ({ v: p[key], w: p.count })).sort((a, b) => a.v - b.v);

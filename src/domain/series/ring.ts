@@ -24,8 +24,23 @@ export class Ring {
 
   /** Appends a row, dropping the oldest when full. */
   push(row: ArrayLike<number>): void {
-    const slot = (this.start + this.count) % this.capacity;
-    this.data.set(row, slot * this.stride);
+    this.data.set(row, this.nextSlot() * this.stride);
+    this.advance();
+  }
+
+  /** Appends a (time, value) row without making an array (the raw tier's every sample). */
+  push2(t: number, v: number): void {
+    const at = this.nextSlot() * this.stride;
+    this.data[at] = t;
+    this.data[at + 1] = v;
+    this.advance();
+  }
+
+  private nextSlot(): number {
+    return (this.start + this.count) % this.capacity;
+  }
+
+  private advance(): void {
     if (this.count < this.capacity) this.count++;
     else this.start = (this.start + 1) % this.capacity;
   }

@@ -60,7 +60,7 @@ class Series {
     const window = Math.floor(t / COARSE_STEP_S);
     if (this.open !== undefined && window > this.open) this.rollUp(this.open);
     this.open = window;
-    this.raw.push([t, v]);
+    this.raw.push2(t, v);
     this.raw.dropBefore(t - RAW_RETENTION_S);
     this.coarse.dropBefore(t - COARSE_RETENTION_S);
   }
@@ -73,7 +73,7 @@ class Series {
   }
 
   /** The summary of raw samples in [from, to), with the step from the sample before. */
-  rawSummary(from: number, to: number): Summary | null {
+  rawSummary(from: number, to: number, percentiles = true): Summary | null {
     const first = this.raw.firstAtOrAfter(from);
     const end = this.raw.firstAtOrAfter(to);
     const times: number[] = [];
@@ -84,7 +84,7 @@ class Series {
     }
     const before =
       first > 0 ? { t: this.raw.at(first - 1, 0), v: this.raw.at(first - 1, 1) } : undefined;
-    return summarise(times, values, before);
+    return summarise(times, values, before, percentiles);
   }
 
   coarseSummaries(from: number, to: number): Summary[] {
@@ -184,6 +184,7 @@ export class SeriesStore {
     const from = q.fromMs / 1000;
     const to = q.toMs / 1000;
     const n = Math.ceil((to - from) / q.bucketSeconds);
+    const percentiles = q.fn === 'P50' || q.fn === 'P90' || q.fn === 'P99';
     const out: SeriesAnswer[] = [];
     for (const s of this.services.get(serviceId)?.values() ?? []) {
       if (s.name !== q.name) continue;
@@ -192,7 +193,9 @@ export class SeriesStore {
       for (let b = 0; b < n; b++) {
         const start = from + b * q.bucketSeconds;
         const end = Math.min(to, start + q.bucketSeconds);
-        const summary = coarse ? merge(s.coarseSummaries(start, end)) : s.rawSummary(start, end);
+        const summary = coarse
+          ? merge(s.coarseSummaries(start, end), percentiles)
+          : s.rawSummary(start, end, percentiles);
         data.push({ time: new Date(start * 1000).toISOString(), value: valueOf(summary, q.fn) });
       }
       out.push({ labels: { ...s.labels }, data });
@@ -203,7 +206,9 @@ export class SeriesStore {
   }
 }
 
+/** One string per label set (sorted keys; values are the drivers' node indices and roles). */
 function seriesKey(name: string, labels: Readonly<Record<string, string>>): string {
-  const keys = Object.keys(labels).sort();
-  return `${name}{${keys.map((k) => `${k}=${JSON.stringify(labels[k])}`).join(',')}}`;
+  let key = name;
+  for (const k of Object.keys(labels).sort()) key += `\u0000${k}=${labels[k]}`;
+  return key;
 }
