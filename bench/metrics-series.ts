@@ -51,6 +51,9 @@ export async function metricsSeries(ctx: BenchContext): Promise<BenchOutcome> {
     }),
   );
   try {
+    // The collector stops first: a sample of its at the real "now" would make
+    // the week's older samples out of order (dropped) for that service.
+    await basin.collector.stop();
     const projectId = (await basin.store.projects.list())[0]!.id;
     const call = async (method: 'GET' | 'POST', url: string, body?: unknown) => {
       const res = await basin.app.inject({
@@ -73,9 +76,6 @@ export async function metricsSeries(ctx: BenchContext): Promise<BenchOutcome> {
       ids.push(made.service_id as string);
     }
 
-    // The collector stops first: a sample of its at the real "now" would make
-    // the week's older samples out of order (dropped) for that service.
-    await basin.collector.stop();
     const now = Date.now();
     const first = now - DAYS * 86_400_000;
     const labels = { node: '0', role: 'primary' };
