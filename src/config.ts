@@ -48,6 +48,8 @@ export interface Config {
   /** The HTTP server's bounds on its clients (app.ts). */
   http: HttpLimits;
   reconcileIntervalMs: number;
+  /** How often every running node is sampled for the metric series (engine/series-collector.ts). */
+  seriesIntervalMs: number;
   /** How a node that keeps dying is restarted (local driver: restarts.ts). */
   restarts: { baseMs: number; capMs: number; stableMs: number };
   /** The uids of the services' OS users (local driver, as root): given upward, never twice. */
@@ -222,6 +224,12 @@ export const OPTIONS = {
     flag: '--reconcile-interval-ms',
     default: '5000',
     help: 'how often the engine compares stored state with the driver',
+  },
+  seriesIntervalMs: {
+    env: 'BASIN_SERIES_INTERVAL_MS',
+    flag: '--series-interval-ms',
+    default: '10000',
+    help: 'how often every running node is sampled for the metrics series API (1000 to 60000)',
   },
   restartBackoffMs: {
     env: 'BASIN_RESTART_BACKOFF_MS',
@@ -515,6 +523,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       100,
       3_600_000,
     ),
+    seriesIntervalMs: integer('seriesIntervalMs', need('seriesIntervalMs'), 1000, 60_000),
     restarts: restartPolicy(need),
     serviceUidRange,
     servicePrivateTmp,
