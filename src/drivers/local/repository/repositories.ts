@@ -172,6 +172,18 @@ export class Repositories {
   }
 
   /**
+   * The repository's user and directory (root's, 0711), made, its server
+   * not started: what a local repository moves into (move.ts).
+   */
+  prepare(id: string): Promise<OsUser> {
+    return this.locks.run(id, async () => {
+      const user = await this.o.users.ensure(id);
+      await mkdirIn(this.o.layout.repository(id).dir, 0o711);
+      return user;
+    });
+  }
+
+  /**
    * Lets the fork `forkId` (its client certificate's CN) read `parent`'s
    * stanza at the parent's server while it is made, or no longer
    * (`allowed` false). Recorded (guests.json: a Basin restarted while the
