@@ -87,7 +87,7 @@ export async function startRepositories(o: RepositoriesOptions): Promise<Reposit
     if (o.on) {
       o.log.warn(
         {},
-        'WARNING: --repository-servers needs Basin to run as root with service networks; ' +
+        'WARNING: repository servers (--repository-servers, on by default) need Basin to run as root with service networks; ' +
           "every service's backups stay in its own directories (docs/security.md, Backups and their repositories).",
       );
     }
