@@ -305,8 +305,8 @@ export const OPTIONS = {
   repositoryServers: {
     env: 'BASIN_REPOSITORY_SERVERS',
     flag: '--repository-servers',
-    default: 'off',
-    help: "on: each new service's backups and WAL go to a repository of an OS user of its own, through a pgBackRest TLS server (needs root and --service-network); off: into the service's own directories",
+    default: 'on',
+    help: "on: each service's backups and WAL go to a repository of an OS user of its own, through a pgBackRest TLS server (as root with --service-network; services with a local repository move into one); off: new services' go into their own directories",
   },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',

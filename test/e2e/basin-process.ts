@@ -126,8 +126,9 @@ export async function installation(
       uidRange(ports.claimed),
       '--service-network',
       serviceNetwork(ports.claimed),
-      // E2E_REPOSITORY_SERVERS=on runs a file with repository servers (a
-      // test's own flag still wins: the last one given counts).
+      // E2E_REPOSITORY_SERVERS=off runs a file with local repositories
+      // (servers are the default; a test's own flag still wins: the last
+      // one given counts).
       ...(process.env.E2E_REPOSITORY_SERVERS
         ? ['--repository-servers', process.env.E2E_REPOSITORY_SERVERS]
         : []),

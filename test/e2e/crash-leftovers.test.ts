@@ -132,7 +132,10 @@ async function assertServes(svc: Ready): Promise<void> {
   assert.equal(await psql(conninfo(svc.port), svc.password, sql), 't');
 }
 
-/** The OS users of this installation's uid range whose service is not among `services`. */
+/**
+ * The OS users of this installation's uid range (services' `basin-<id>`,
+ * repositories' `basin-r-<id>`) whose service is not among `services`.
+ */
 function orphanUsers(inst: Installation, services: string[]): string[] {
   return readFileSync('/etc/passwd', 'utf8')
     .split('\n')
@@ -142,7 +145,7 @@ function orphanUsers(inst: Installation, services: string[]): string[] {
       return name?.startsWith('basin-') && n >= inst.serviceUids.min && n <= inst.serviceUids.max;
     })
     .map(([name]) => name!)
-    .filter((name) => !services.includes(name.slice('basin-'.length)));
+    .filter((name) => !services.includes(name.replace(/^basin-(r-)?/, '')));
 }
 
 /** Settled (every service READY, no build running): nothing staged, no stray process. */

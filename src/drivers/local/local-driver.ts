@@ -584,6 +584,11 @@ export class LocalDriver implements Driver {
       const level = ctx.storage.state(spec.serviceId).level;
       const progress = await convergeNodes(ctx, spec);
       await this.track(spec.serviceId, primaryNode(spec).index);
+      // A local repository left from before repository servers moves into
+      // one of its own user's (repository/move.ts).
+      if (progress.done && spec.running) {
+        await ctx.backups.moveRepository(spec, await ctx.users.ensure(spec.serviceId));
+      }
       // Its repository's server runs while it does (started with its first
       // start; started again here if it died, say at a memory bound).
       if (progress.done && spec.running && (await ctx.backups.serverOf(spec.serviceId))) {
@@ -737,7 +742,8 @@ export class LocalDriver implements Driver {
       }
       if (!(await ctx.haproxy.hasService(spec.serviceId))) return 'failed';
     }
-    // So is its repository's server (repository/repositories.ts).
+    // So is its repository's server (repository/repositories.ts); a local
+    // repository still to move into one is converged (repository/move.ts).
     if (
       spec.running &&
       ctx.repositories &&
@@ -746,6 +752,7 @@ export class LocalDriver implements Driver {
     ) {
       return 'failed';
     }
+    if (spec.running && (await ctx.backups.moveDue(spec.serviceId))) return 'failed';
     // A pooler that died is started again by the apply that 'failed' brings.
     if (spec.running && spec.pooler.enabled) {
       const pooler = new ServicePooler(ctx, spec);

@@ -40,6 +40,12 @@ import { ensureSides, type SidesContext, withServiceServer } from './repository/
 import type { Logger } from '../../../lib/logger.js';
 import type { StorageWatch } from '../storage/storage-watch.js';
 import { primaryNode } from '../primary-node.js';
+import {
+  copyLocalRepository,
+  dropMovedRepository,
+  movePaths,
+  moveStage,
+} from './repository/move.js';
 
 /**
  * What LocalBackups needs of the driver: DriverContext's fields, named here
@@ -95,6 +101,7 @@ export class LocalBackups {
   async ensureConfig(spec: ServiceSpec, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
     const id = spec.serviceId;
+    if (await this.moveRepository(spec, user)) return;
     const repositories = await this.serverOf(id);
     if (repositories) {
       await ensureSides(this.ctx, repositories, spec, user);
@@ -236,15 +243,64 @@ export class LocalBackups {
   /**
    * The repository servers when the service's repository has one: a
    * service that has one (repos/<id>) keeps it; with them on, every new
-   * service gets one, and those made before keep their local repository
-   * (backup/<id>/repo, in root's backup/<id>: no tenant can remove it).
+   * service gets one, and a service made before with a local repository
+   * (backup/<id>/repo, in root's backup/<id>: no tenant can remove it)
+   * keeps it until it is moved (moveRepository), on its next converge.
    */
   async serverOf(id: string): Promise<Repositories | undefined> {
     const { repositories, layout } = this.ctx;
     if (!repositories) return undefined;
+    if ((await moveStage(layout, id, repositories.enabled)) === 'copy') return undefined;
     if (await exists(layout.repository(id).dir)) return repositories;
     if (!repositories.enabled) return undefined;
     return (await exists(layout.backupDirs(id).repo)) ? undefined : repositories;
+  }
+
+  /**
+   * Whether the service's local repository is still to be moved into a
+   * repository of its own user's (repository/move.ts), or the move to be
+   * finished; not while a backup into it runs (the move waits for it).
+   */
+  async moveDue(id: string): Promise<boolean> {
+    const { repositories, layout } = this.ctx;
+    if (!repositories || this.backingUp(id)) return false;
+    return (await moveStage(layout, id, repositories.enabled)) !== 'none';
+  }
+
+  /**
+   * Whether the service's local repository is being copied into its
+   * repository (a Basin killed in the move left it so): neither is there
+   * to read until the move is finished.
+   */
+  async moveInFlight(id: string): Promise<boolean> {
+    return exists(movePaths(this.ctx.layout, id).moving);
+  }
+
+  /**
+   * Moves the service's local repository into a repository of its own
+   * user's, with its backups and archived WAL, or finishes a move a killed
+   * Basin left (repository/move.ts), and brings both sides up with the
+   * service's repository server; true when it did (its side is then
+   * written). Nothing while a backup into the local repository runs.
+   */
+  async moveRepository(spec: ServiceSpec, user: OsUser): Promise<boolean> {
+    const { repositories, layout, log } = this.ctx;
+    const id = spec.serviceId;
+    if (!repositories || !(await this.moveDue(id))) return false;
+    if ((await moveStage(layout, id, repositories.enabled)) === 'copy') {
+      log.info({ serviceId: id }, "moving the service's backups into a repository of their own");
+      await copyLocalRepository(layout, repositories, id, user);
+    }
+    await ensureSides(this.ctx, repositories, spec, user);
+    await dropMovedRepository(layout, id);
+    log.info({ serviceId: id }, "moved the service's backups into a repository of their own");
+    return true;
+  }
+
+  /** Whether a backup started by this Basin still runs. */
+  private backingUp(id: string): boolean {
+    const run = this.running.get(id);
+    return run !== undefined && !run.finished;
   }
 
   /**

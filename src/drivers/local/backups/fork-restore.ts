@@ -249,6 +249,12 @@ async function copyFromParent(
     }
   }
   const recovery: Recovery = { kind: 'repo', stanza: parent, target };
+  if (await ctx.backups.moveInFlight(parent)) {
+    throw new DriverError(
+      "The parent's backups are being moved into a repository of their own: the fork waits for it.",
+      true,
+    );
+  }
   if (await ctx.backups.serverOf(parent)) {
     const repo = await admitToParentRepository(ctx, spec.serviceId, user, parent, label, target);
     return { recovery, backupLabel: label, repo, throughServer: true };

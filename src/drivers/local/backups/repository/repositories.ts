@@ -93,7 +93,7 @@ export async function startRepositories(o: RepositoriesOptions): Promise<Reposit
     if (o.on) {
       o.log.warn(
         {},
-        'WARNING: --repository-servers needs Basin to run as root with service networks; ' +
+        'WARNING: repository servers (--repository-servers, on by default) need Basin to run as root with service networks; ' +
           "every service's backups stay in its own directories (docs/security.md, Backups and their repositories).",
       );
     }
@@ -175,6 +175,18 @@ export class Repositories {
     await networks.reserveHostPorts(id, [REPO_PORT]);
     await this.run(id, user, net.hostAddress, hash(conf));
     return { host: net.hostAddress, config: r.serverConf, user };
+  }
+
+  /**
+   * The repository's user and directory (root's, 0711), made, its server
+   * not started: what a local repository moves into (move.ts).
+   */
+  prepare(id: string): Promise<OsUser> {
+    return this.locks.run(id, async () => {
+      const user = await this.o.users.ensure(id);
+      await mkdirIn(this.o.layout.repository(id).dir, 0o711);
+      return user;
+    });
   }
 
   /**
