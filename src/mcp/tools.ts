@@ -1,5 +1,7 @@
 // The MCP server's tools: Basin's service verbs, named as the vendor's own
-// MCP server names them (service_list, service_get, …, db_execute_query),
+// MCP server names them (service_list, service_get, …, db_execute_query;
+// the metrics series tools, which the vendor registers only behind an
+// experimental flag, by the operations' names),
 // each one call of the typed client (basin/client), plus the bounded SQL
 // tool (sql.ts). Inputs and outputs are declared with zod, as the SDK
 // expects; every answer is the API's own JSON. create and fork return the
@@ -114,6 +116,75 @@ export function registerTools(server: McpServer, t: ToolContext): void {
       }
       return { entries };
     }),
+  );
+
+  server.registerTool(
+    'service_metrics_available_series',
+    {
+      annotations: { readOnlyHint: true },
+      description:
+        "The names of a service's metric series (CPU, memory, storage, connections, transactions, replication lag): ask service_metrics_series for one of them.",
+      inputSchema: { service_id: serviceId },
+      outputSchema: { series: z.array(z.string()) },
+    },
+    guarded(async ({ service_id }) => ({
+      series: await t.api.GET(
+        '/v1/projects/{project_id}/services/{service_id}/metrics/available-series',
+        path(service_id),
+      ),
+    })),
+  );
+
+  server.registerTool(
+    'service_metrics_series',
+    {
+      annotations: { readOnlyHint: true },
+      description: [
+        "One metric series of a service over a time window, in buckets: each bucket's value reduced by fn",
+        '(LAST by default; RATE and INCREASE for counters such as transactions), null where no sample fell.',
+        'Samples are kept 24 hours at their interval and 7 days as 5-minute summaries.',
+      ].join(' '),
+      inputSchema: {
+        service_id: serviceId,
+        name: z.string().min(1).describe('a name from service_metrics_available_series'),
+        from: z.string().describe('start of the window (RFC 3339)'),
+        to: z.string().describe('end of the window (RFC 3339)'),
+        bucket_seconds: z.number().int().min(60).optional().describe('bucket size, at least 60'),
+        fn: z
+          .enum([
+            'RATE',
+            'INCREASE',
+            'SUM',
+            'AVG',
+            'MIN',
+            'MAX',
+            'COUNT',
+            'P50',
+            'P90',
+            'P99',
+            'LAST',
+          ])
+          .optional(),
+        filters: z
+          .array(z.object({ key: z.string(), value: z.string() }))
+          .optional()
+          .describe('label matches, e.g. {key: "role", value: "primary"}'),
+      },
+      outputSchema: {
+        series: z.array(
+          z.looseObject({
+            labels: z.record(z.string(), z.string()),
+            data: z.array(z.object({ time: z.string(), value: z.number().nullable() })),
+          }),
+        ),
+      },
+    },
+    guarded(async ({ service_id, ...body }) => ({
+      series: await t.api.POST('/v1/projects/{project_id}/services/{service_id}/metrics/series', {
+        ...path(service_id),
+        body,
+      }),
+    })),
   );
 
   server.registerTool(

@@ -56,7 +56,7 @@ test(
   { timeout: 300_000 },
   async (t) => {
     const inst = await installation(t);
-    const b = await inst.start();
+    const b = await inst.start({ args: ['--series-interval-ms', '1000'] });
     const env = { BASIN_URL: b.url, BASIN_API_KEY: b.bearerKey, BASIN_DATA_DIR: inst.dataDir };
     const agent = await mcpClient(t, env);
 
@@ -69,6 +69,8 @@ test(
       'service_get',
       'service_list',
       'service_logs',
+      'service_metrics_available_series',
+      'service_metrics_series',
       'service_resize',
       'service_start',
       'service_stop',
@@ -162,6 +164,36 @@ test(
     );
     assert.ok(logs.entries.length > 0 && logs.entries.length <= 5);
 
+    // Metrics: the series' names, then one of them with real samples (the
+    // inserts above committed).
+    const available = structured(
+      await agent.callTool({
+        name: 'service_metrics_available_series',
+        arguments: { service_id: id },
+      }),
+    ).series as string[];
+    assert.ok(available.includes('basin_database_xact_commit_total'), available.join());
+    let commits: number | null | undefined;
+    for (let i = 0; i < 60 && !commits; i++) {
+      const now = Date.now();
+      const answer = structured(
+        await agent.callTool({
+          name: 'service_metrics_series',
+          arguments: {
+            service_id: id,
+            name: 'basin_database_xact_commit_total',
+            from: new Date(now - 10 * 60_000).toISOString(),
+            to: new Date(now + 60_000).toISOString(),
+            bucket_seconds: 60,
+            fn: 'LAST',
+          },
+        }),
+      ).series as { labels: Record<string, string>; data: { value: number | null }[] }[];
+      commits = answer[0]?.data.map((d) => d.value).find((v) => v !== null);
+      if (!commits) await new Promise((r) => setTimeout(r, 500));
+    }
+    assert.ok(commits && commits > 0, `the node's committed transactions, sampled: ${commits}`);
+
     // A read-only server: no write tools, and no writes through SQL, even asked.
     const reader = await mcpClient(t, env, ['--read-only']);
     assert.deepEqual((await reader.listTools()).tools.map((x) => x.name).sort(), [
@@ -169,6 +201,8 @@ test(
       'service_get',
       'service_list',
       'service_logs',
+      'service_metrics_available_series',
+      'service_metrics_series',
     ]);
     assert.match(
       errorText(
@@ -250,7 +284,7 @@ test(
       }),
     );
     t.after(() => client.close());
-    assert.equal((await client.listTools()).tools.length, 10);
+    assert.equal((await client.listTools()).tools.length, 12);
     const created = structured(
       await client.callTool({ name: 'service_create', arguments: { name: 'web', wait: true } }),
     ).service;
