@@ -216,7 +216,7 @@ export function ServicePage({
 
       <ReplicaSets session={session} svc={svc} installation={installation} />
 
-      <Metrics svc={svc} />
+      <Metrics session={session} svc={svc} />
 
       <Fork session={session} svc={svc} installation={installation} />
 
