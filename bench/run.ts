@@ -28,6 +28,7 @@ import { localIdleMemory } from './local-idle-memory.js';
 import { localNetns } from './local-netns.js';
 import { localPooler } from './local-pooler.js';
 import { metricsScrape } from './metrics-scrape.js';
+import { metricsSeries } from './metrics-series.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
 
@@ -47,6 +48,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'backup-write', run: backupWrite },
   { name: 'local-failover', run: localFailover },
   { name: 'metrics-scrape', run: metricsScrape },
+  { name: 'metrics-series', run: metricsSeries },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

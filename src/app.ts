@@ -14,6 +14,7 @@ import { PresentedServices } from './api/presented-cache.js';
 import { type RateLimits, registerRateLimits } from './api/rate-limit.js';
 import { authRoutes } from './api/routes/auth.js';
 import { logRoutes } from './api/routes/logs.js';
+import { metricsRoutes } from './api/routes/metrics.js';
 import { peeringRoutes } from './api/routes/peerings.js';
 import { projectRoutes } from './api/routes/projects.js';
 import { replicaSetRoutes } from './api/routes/replica-sets.js';
@@ -158,6 +159,7 @@ export async function buildApp({
           serviceRoutes,
           serviceConfigRoutes,
           logRoutes,
+          metricsRoutes,
           replicaSetRoutes,
           authRoutes,
         ]) {

@@ -14,6 +14,8 @@ import { Layout } from './drivers/local/layout.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
+import { SeriesCollector } from './engine/series-collector.js';
+import { SeriesStore } from './domain/series/series-store.js';
 import { type NetworkProvisioner, recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { secureDataDir } from './lib/data-dir.js';
@@ -31,6 +33,9 @@ export interface Basin {
   driver: Driver;
   /** The Prometheus series (metrics/); main.ts serves them where --metrics-listen says. */
   metrics: BasinMetrics;
+  /** The metric series store and what fills it (tests record into the one, or run a round of the other). */
+  series: SeriesStore;
+  collector: SeriesCollector;
   /** Set when an empty data directory was bootstrapped: show it once. */
   bootstrapped: Awaited<ReturnType<typeof bootstrap>>;
   close(): Promise<void>;
@@ -79,13 +84,16 @@ async function assemble(
   parts: { clock: Clock; logger: PinoLogger | undefined; log: Logger; release: () => void },
 ): Promise<Basin> {
   const { clock, logger, log } = parts;
-  const { store } = openStore(config);
+  const { store } = await openStore(config);
   const driver = options.driver ?? createDriver(config, clock, log, store);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
   // The engine needs the app's logger and the commands need the engine's kick.
   const engineRef: { current?: Engine } = {};
+  // The metric series, in memory (docs/decisions.md, "Metric series").
+  const series = new SeriesStore(config.seriesIntervalMs);
   const ctx: Ctx = {
+    series,
     store,
     driver,
     clock,
@@ -100,7 +108,7 @@ async function assemble(
     // Sim endpoints are not real; the local driver's are ports on this host.
     portUsable: config.driver === 'local' ? portIsFree : async () => true,
   };
-  const metrics = new BasinMetrics({ store, driver, clock });
+  const metrics = new BasinMetrics({ store, driver, clock, series });
   const app = await buildApp({
     metrics,
     deps: {
@@ -135,8 +143,13 @@ async function assemble(
     },
   );
   engineRef.current = engine;
+  const collector = new SeriesCollector(
+    { store, driver, series, clock, log },
+    config.seriesIntervalMs,
+  );
   await driver.start();
   await engine.start();
+  collector.start();
 
   return {
     app,
@@ -144,8 +157,11 @@ async function assemble(
     store,
     driver,
     metrics,
+    series,
+    collector,
     bootstrapped,
     async close() {
+      await collector.stop();
       await app.close();
       await engine.close();
       await driver.close();

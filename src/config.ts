@@ -32,6 +32,8 @@ export interface Config {
   host: string;
   port: number;
   dataDir: string;
+  /** A PostgreSQL store (postgres://…); null: SQLite in the data directory. */
+  storeUrl: string | null;
   driver: 'sim' | 'local';
   tls: { cert: string; key: string } | 'self-signed' | null;
   regions: string[];
@@ -46,6 +48,8 @@ export interface Config {
   /** The HTTP server's bounds on its clients (app.ts). */
   http: HttpLimits;
   reconcileIntervalMs: number;
+  /** How often every running node is sampled for the metric series (engine/series-collector.ts). */
+  seriesIntervalMs: number;
   /** How a node that keeps dying is restarted (local driver: restarts.ts). */
   restarts: { baseMs: number; capMs: number; stableMs: number };
   /** The uids of the services' OS users (local driver, as root): given upward, never twice. */
@@ -123,6 +127,11 @@ export const OPTIONS = {
     flag: '--data-dir',
     default: '.basin',
     help: 'where the store, clusters and logs live',
+  },
+  storeUrl: {
+    env: 'BASIN_STORE_URL',
+    flag: '--store-url',
+    help: 'keep the store in PostgreSQL (postgres://user:password@host:port/database) rather than SQLite in the data directory',
   },
   driver: {
     env: 'BASIN_DRIVER',
@@ -215,6 +224,12 @@ export const OPTIONS = {
     flag: '--reconcile-interval-ms',
     default: '5000',
     help: 'how often the engine compares stored state with the driver',
+  },
+  seriesIntervalMs: {
+    env: 'BASIN_SERIES_INTERVAL_MS',
+    flag: '--series-interval-ms',
+    default: '10000',
+    help: 'how often every running node is sampled for the metrics series API (1000 to 60000)',
   },
   restartBackoffMs: {
     env: 'BASIN_RESTART_BACKOFF_MS',
@@ -508,6 +523,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       100,
       3_600_000,
     ),
+    seriesIntervalMs: integer('seriesIntervalMs', need('seriesIntervalMs'), 1000, 60_000),
     restarts: restartPolicy(need),
     serviceUidRange,
     servicePrivateTmp,
@@ -580,7 +596,7 @@ function httpLimits(need: (k: Key) => string): HttpLimits {
 }
 
 /** What locates the store: all the `basin` administration command needs. */
-export type StoreConfig = Pick<Config, 'dataDir'>;
+export type StoreConfig = Pick<Config, 'dataDir' | 'storeUrl'>;
 
 /**
  * The store's options alone, read as parseConfig reads them (flag, then
@@ -593,7 +609,13 @@ export function parseStoreConfig(argv: readonly string[], env: NodeJS.ProcessEnv
 }
 
 function storeConfigOf(raw: Map<Key, string>): StoreConfig {
-  return { dataDir: resolve(raw.get('dataDir') ?? OPTIONS.dataDir.default) };
+  const storeUrl = raw.get('storeUrl')?.trim() || null;
+  if (storeUrl !== null && !/^postgres(ql)?:\/\/./.test(storeUrl)) {
+    throw new ConfigError(
+      `${OPTIONS.storeUrl.env} must be a PostgreSQL URL like postgres://basin:secret@db.example.com:5432/basin.`,
+    );
+  }
+  return { dataDir: resolve(raw.get('dataDir') ?? OPTIONS.dataDir.default), storeUrl };
 }
 
 /** `shared,500m/2GB,1000m/4GB` → size catalogue entries. */

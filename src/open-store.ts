@@ -6,6 +6,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { StoreConfig } from './config.js';
 import { makeDataDir } from './lib/data-dir.js';
+import { lockDataDir } from './lib/data-dir-lock.js';
+import { copySqliteToPostgres, type CopyResult } from './store/copy-store.js';
+import { describe, openPostgresStore } from './store/postgres/pg-store.js';
 import { openSqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
 
@@ -16,13 +19,41 @@ export interface OpenedStore {
 }
 
 /**
- * Opens `<dataDir>/basin.db` (SQLite in WAL mode, so a server and the CLI can
- * both use it at once), making the data directory if it is missing. The
- * directory's mode is set with chmod (lib/data-dir.ts), not through mkdir's
- * umask-filtered `mode`: it holds the store, keys and clusters.
+ * Opens the PostgreSQL store at `storeUrl` when one is given, otherwise
+ * `<dataDir>/basin.db` (SQLite in WAL mode, so a server and the CLI can both
+ * use it at once); either way makes the data directory if it is missing
+ * (keys and clusters live there). The directory's mode is set with chmod
+ * (lib/data-dir.ts), not through mkdir's umask-filtered `mode`.
  */
-export function openStore(config: StoreConfig): OpenedStore {
+export async function openStore(config: StoreConfig): Promise<OpenedStore> {
   const createdDataDir = !existsSync(config.dataDir);
   if (createdDataDir) makeDataDir(config.dataDir);
-  return { store: openSqliteStore(join(config.dataDir, 'basin.db')), createdDataDir };
+  const store =
+    config.storeUrl !== null
+      ? await openPostgresStore(config.storeUrl)
+      : openSqliteStore(join(config.dataDir, 'basin.db'));
+  return { store, createdDataDir };
+}
+
+/** Where the store is, for messages: never a password. */
+export function storeWhere(config: StoreConfig): string {
+  return config.storeUrl !== null
+    ? `at PostgreSQL ${describe(config.storeUrl)}`
+    : `in ${config.dataDir}`;
+}
+
+/**
+ * Copies the SQLite store of `dataDir` into the empty PostgreSQL store at
+ * `url` (`basin store migrate`). The data directory is locked meanwhile, as
+ * a running Basin locks it: a Basin that runs there must be stopped first.
+ */
+export async function migrateStore(dataDir: string, url: string): Promise<CopyResult> {
+  const file = join(dataDir, 'basin.db');
+  if (!existsSync(file)) throw new Error(`There is no store to move: ${file} does not exist.`);
+  const lock = lockDataDir(dataDir);
+  try {
+    return await copySqliteToPostgres(file, url);
+  } finally {
+    lock.release();
+  }
 }

@@ -9,6 +9,7 @@ import { loginGroup } from './login-group.js';
 import { projectGroup } from './project-group.js';
 import { replicaSetGroup } from './replica-set-group.js';
 import { serviceGroup } from './service-group.js';
+import { storeGroup } from './store-group.js';
 import { userGroup } from './user-group.js';
 import { vpcGroup } from './vpc-group.js';
 
@@ -16,6 +17,7 @@ export const GROUPS: readonly CliGroup[] = [
   projectGroup,
   userGroup,
   credentialGroup,
+  storeGroup,
   loginGroup,
   serviceGroup,
   replicaSetGroup,

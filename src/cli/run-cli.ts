@@ -10,7 +10,7 @@ import { BasinError, createBasinClient } from '../client/index.js';
 import { ConfigError, OPTIONS, parseStoreConfig, type StoreConfig } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { systemClock } from '../lib/clock.js';
-import { openStore } from '../open-store.js';
+import { openStore, storeWhere } from '../open-store.js';
 import type { Store } from '../store/store.js';
 import {
   type BaseContext,
@@ -21,7 +21,7 @@ import {
   type CliOption,
   UsageError,
 } from './command.js';
-import { DATA_DIR, GLOBAL_OPTIONS } from './global-options.js';
+import { DATA_DIR, GLOBAL_OPTIONS, STORE_URL } from './global-options.js';
 import { GROUPS } from './groups.js';
 import { commandHelp, commandPath, groupHelp, mainHelp, shortUsage } from './help.js';
 import { projectOf } from './login-group.js';
@@ -151,11 +151,15 @@ async function dispatch(argv: readonly string[], io: CliIo): Promise<number> {
     }
     default: {
       const dataDir = opt(DATA_DIR);
+      const storeUrl = opt(STORE_URL);
       const config = parseStoreConfig(
-        dataDir === undefined ? [] : [OPTIONS.dataDir.flag, dataDir],
+        [
+          ...(dataDir === undefined ? [] : [OPTIONS.dataDir.flag, dataDir]),
+          ...(storeUrl === undefined ? [] : [OPTIONS.storeUrl.flag, storeUrl]),
+        ],
         io.env,
       );
-      const store = open(config, io);
+      const store = await open(config, io);
       try {
         await command.run({ ...base, store });
       } finally {
@@ -192,14 +196,14 @@ function checkUsage(
 
 class StoreOpenError extends Error {}
 
-function open(config: StoreConfig, io: CliIo): Store {
+async function open(config: StoreConfig, io: CliIo): Promise<Store> {
   try {
-    const { store, createdDataDir } = openStore(config);
+    const { store, createdDataDir } = await openStore(config);
     if (createdDataDir) io.stderr.write(`basin: created the data directory ${config.dataDir}\n`);
     return store;
   } catch (err) {
     throw new StoreOpenError(
-      `Cannot open the store in ${config.dataDir}: ${err instanceof Error ? err.message : String(err)}`,
+      `Cannot open the store ${storeWhere(config)}: ${err instanceof Error ? err.message : String(err)}`,
     );
   }
 }

@@ -4,6 +4,7 @@ import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Capabilities, Metrics, Size } from '../domain/types.js';
 import { AppError, invalid, notFound } from '../domain/errors.js';
 import type { Clock } from '../lib/clock.js';
+import type { SeriesStore } from '../domain/series/series-store.js';
 import type { Store, Tx } from '../store/store.js';
 
 export interface CommandSettings {
@@ -40,6 +41,8 @@ export interface Ctx {
   kick(): void;
   /** Whether a port may be handed out (the local driver: nothing else listens on it). */
   portUsable(port: number): Promise<boolean>;
+  /** The sampled metric series (domain/series/); absent where nothing samples (some tests). */
+  series?: SeriesStore;
 }
 
 /** Who is asking: the projects their credential can see. */

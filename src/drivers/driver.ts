@@ -9,6 +9,7 @@ import type { StorageChange } from '../domain/storage.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Progress, ProgressNote } from '../domain/progress.js';
 import type { NodeObservation, NodeRole } from '../domain/service-nodes.js';
+import type { SeriesSample } from '../domain/series/catalogue.js';
 import type {
   Capabilities,
   Environment,
@@ -212,6 +213,14 @@ export interface Driver {
    * called on every GET of a service.
    */
   metrics(target: Target): Metrics | undefined;
+
+  /**
+   * One sample of every metric series of a running service's nodes
+   * (domain/series/catalogue.ts), for Basin's collector, on its timer and
+   * never on a request. A node that cannot be sampled is left out; this
+   * never throws for one.
+   */
+  sampleSeries?(spec: ServiceSpec): Promise<SeriesSample[]>;
 
   /**
    * Calls `on` when the storage level of a service or replica set changes

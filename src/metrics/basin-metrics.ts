@@ -5,6 +5,8 @@
 // rows; it never asks PostgreSQL anything.
 
 import { Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client';
+import type { MetricName } from '../domain/series/catalogue.js';
+import type { SeriesStore } from '../domain/series/series-store.js';
 import type { Driver } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { Store } from '../store/store.js';
@@ -14,6 +16,8 @@ export interface MetricsSources {
   store: Store;
   driver: Driver;
   clock: Clock;
+  /** The metric series' samples (domain/series/): connections and replication lag, per node. */
+  series?: SeriesStore;
 }
 
 /** Labels of a per-service series: a service's primary, or a replica set's node. */
@@ -183,9 +187,35 @@ export class BasinMetrics {
       'basin_service_seconds_since_last_backup',
       'Seconds since the last completed backup started (absent before the first)',
     );
-    const all = [up, status, cpu, memory, storage, allowance, sinceBackup];
+    const connections = gauge(
+      'basin_service_connections',
+      'Client connections to the node at its last sample (pg_stat_activity)',
+    );
+    const lagBytes = gauge(
+      'basin_service_replication_lag_bytes',
+      'WAL the replica has yet to replay at its last sample, as the primary sees it',
+    );
+    const lagSeconds = gauge(
+      'basin_service_replication_lag_seconds',
+      "The replica's replay lag at its last sample",
+    );
+    const fromSeries: [ReturnType<typeof gauge>, MetricName][] = [
+      [connections, 'timescale_cloud_database_num_connections'],
+      [lagBytes, 'basin_replication_lag_bytes'],
+      [lagSeconds, 'basin_replication_lag_seconds'],
+    ];
+    const all = [
+      up,
+      status,
+      cpu,
+      memory,
+      storage,
+      allowance,
+      sinceBackup,
+      ...fromSeries.map(([g]) => g),
+    ];
     const MB = 1024 * 1024;
-    const { store, driver, clock } = this.sources;
+    const { store, driver, clock, series } = this.sources;
     const fill = async () => {
       const services = await store.services.listAll();
       const lastBackups = await this.lastBackups(services.map((s) => s.id));
@@ -205,6 +235,18 @@ export class BasinMetrics {
           storage.set(labels, m.storageMb * MB);
           if (m.storageAllowanceMb !== undefined) allowance.set(labels, m.storageAllowanceMb * MB);
         }
+        // The collector's last samples, each node under its own labels.
+        for (const [g, name] of fromSeries)
+          for (const l of series?.latest(svc.id, name) ?? [])
+            g.set(
+              {
+                project: svc.projectId,
+                service: svc.id,
+                node: l.labels.node ?? '0',
+                role: l.labels.role ?? 'primary',
+              },
+              l.value,
+            );
         const last = lastBackups.get(svc.id);
         if (last !== undefined) sinceBackup.set(labels, Math.max(0, (now - last) / 1000));
       }

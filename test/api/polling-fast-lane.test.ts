@@ -289,7 +289,7 @@ test('a commit by another process is seen at once: a revoked key, a new project 
     '--input-type=module',
     '-e',
     `import { openStore } from './src/open-store.ts';
-     const { store } = openStore({ dataDir: ${JSON.stringify(b.config.dataDir)} });
+     const { store } = await openStore({ dataDir: ${JSON.stringify(b.config.dataDir)}, storeUrl: null });
      await store.transaction(async (tx) => {
        const svc = await tx.services.get(${JSON.stringify(id)});
        await tx.services.update({ ...svc, name: 'renamed-elsewhere' });

@@ -130,6 +130,21 @@ export function storeContract(name: string, subject: StoreSubject): void {
     assert.equal(await store.credentials.get('nope'), undefined);
   });
 
+  test(`${name}: lists sort text byte-wise (as SQLite does), whatever the database's collation`, async (t) => {
+    // A PostgreSQL initdb'd with a natural-language locale would put 'a' before 'B'.
+    const store = await open(t);
+    const at = iso(0);
+    await store.transaction(async (tx) => {
+      for (const id of ['b', 'a', 'B', '_']) {
+        await tx.users.insert({ id, name: `n${id}`, email: null, createdAt: at });
+      }
+    });
+    assert.deepEqual(
+      (await store.users.list()).map((u) => u.id),
+      ['B', '_', 'a', 'b'],
+    );
+  });
+
   test(`${name}: a write outside a transaction is refused with an INTERNAL error`, async (t) => {
     // The types refuse it already (outside a transaction the store is
     // ReadRepos); a caller who casts past them is still refused at run time.

@@ -25,10 +25,6 @@ const NOT_SERVED: Record<string, string> = {
   identifyUser:
     "the vendor's product analytics (its CLI's telemetry), not a resource Basin manages",
   trackEvent: "the vendor's product analytics (its CLI's telemetry), not a resource Basin manages",
-  getServiceMetricsAvailableSeries:
-    "the metrics series API: issue 23's next part, another engineer's (move it out of this list when it lands)",
-  getServiceMetricsSeries:
-    "the metrics series API: issue 23's next part, another engineer's (move it out of this list when it lands)",
 };
 
 /** Every answer of a walk, each with the vendor's operationId it called. */
@@ -119,6 +115,33 @@ async function walk(inst: Installation, b: BasinProcess): Promise<Walked[]> {
   ok(await call('updatePassword', S, { password: 'a-new-long-password' }), 204);
   ok(await call('setEnvironment', S, { environment: 'PROD' }), 200);
   ok(await call('getServiceLogs', S), 200);
+  // The metrics series: once the collector has sampled the service (every second here).
+  const CPU = 'timescale_cloud_system_cpu_usage_millicores';
+  await b.waitFor(async () => {
+    const names = (await b.call('GET', `${b.servicePath(S.service_id)}/metrics/available-series`))
+      .body;
+    return Array.isArray(names) && names.includes(CPU);
+  }, 'the service sampled');
+  ok(await call('getServiceMetricsAvailableSeries', S), 200);
+  ok(await call('getServiceMetricsAvailableSeries', { ...P, service_id: 'nosuchsvc0' }), 404);
+  const window = {
+    from: new Date(Date.now() - 600_000).toISOString(),
+    to: new Date().toISOString(),
+  };
+  const cpu = ok(await call('getServiceMetricsSeries', S, { name: CPU, ...window }), 200);
+  assert.ok(cpu.length >= 1 && cpu[0].data.some((d: { value: unknown }) => d.value !== null));
+  ok(
+    await call('getServiceMetricsSeries', S, {
+      name: 'basin_database_xact_commit_total',
+      ...window,
+      bucket_seconds: 60,
+      fn: 'RATE',
+      filters: [{ key: 'role', value: 'primary' }],
+    }),
+    200,
+  );
+  ok(await call('getServiceMetricsSeries', S, { name: CPU, ...window, fn: 'P99' }), 400);
+  ok(await call('getServiceMetricsSeries', S, { name: 'nosuch', ...window }), 400);
   ok(await call('attachServiceToVPC', S, { vpc_id: V.vpc_id }), 202);
   await b.waitFor(
     async () => (await b.call('GET', b.servicePath(S.service_id))).body?.vpc_endpoint,
@@ -219,7 +242,10 @@ test(
   "--service-type-name TIMESCALEDB: every served operation of the vendor's newest document answers as its schema says",
   { timeout: 300_000 },
   async (t) => {
-    const inst = await installation(t, { driver: 'sim', env: { BASIN_SIM_DELAY_MS: '50' } });
+    const inst = await installation(t, {
+      driver: 'sim',
+      env: { BASIN_SIM_DELAY_MS: '50', BASIN_SERIES_INTERVAL_MS: '1000' },
+    });
     const b = await inst.start({ args: ['--service-type-name', 'TIMESCALEDB'] });
     const answers = await walk(inst, b);
 
@@ -229,21 +255,10 @@ test(
     const succeeded = new Set(answers.filter((a) => a.status < 300).map((a) => a.op));
     const missed = [...VENDOR_OPS.keys()].filter((op) => !succeeded.has(op) && !(op in NOT_SERVED));
     assert.deepEqual(missed, [], 'vendor operations the walk did not call');
-    // Those are not served: a 404 in the vendor's error shape, until they are.
-    const P = `/projects/${b.projectId}`;
+    // Those are not served: a 404 in the vendor's error shape.
     const unserved: Record<string, [string, string, unknown]> = {
       identifyUser: ['POST', '/analytics/identify', { properties: {} }],
       trackEvent: ['POST', '/analytics/track', { event: 'x', properties: {} }],
-      getServiceMetricsAvailableSeries: [
-        'GET',
-        `${P}/services/nosuchsvc0/metrics/available-series`,
-        undefined,
-      ],
-      getServiceMetricsSeries: [
-        'POST',
-        `${P}/services/nosuchsvc0/metrics/series`,
-        { name: 'x', from: new Date(0).toISOString(), to: new Date().toISOString() },
-      ],
     };
     assert.deepEqual(Object.keys(unserved).sort(), Object.keys(NOT_SERVED).sort());
     for (const [op, [method, url, body]] of Object.entries(unserved)) {
@@ -276,7 +291,10 @@ test(
   "at the default setting, the same walk answers as Basin's own openapi.json (the spec's) says",
   { timeout: 300_000 },
   async (t) => {
-    const inst = await installation(t, { driver: 'sim', env: { BASIN_SIM_DELAY_MS: '50' } });
+    const inst = await installation(t, {
+      driver: 'sim',
+      env: { BASIN_SIM_DELAY_MS: '50', BASIN_SERIES_INTERVAL_MS: '1000' },
+    });
     const b = await inst.start();
     const served = await b.request('GET', '/openapi.json');
     assert.deepEqual(served.body, BASIN, 'the served document is openapi.json');

@@ -207,3 +207,36 @@ test("seconds since the last backup: the store's last backup, aged at each scrap
   assert.ok(later >= 3600 && later - first >= 3600 && later - first < 3700, `${first} → ${later}`);
   assert.ok(Math.abs(later - (Date.now() + offsetMs - startedAt) / 1000) < 60);
 });
+
+test("connections and replication lag: the collector's last samples, per node", async (t) => {
+  const b = await startBasin(t);
+  const created = await b.call('POST', `/v1/projects/${b.projectId}/services`, {
+    name: 'db',
+    replica_count: 1,
+  });
+  assert.equal(created.status, 202, JSON.stringify(created.body));
+  const id = created.body.service_id as string;
+  await eventually(async () => {
+    const s = await b.call('GET', `/v1/projects/${b.projectId}/services/${id}`);
+    return s.body.status === 'READY';
+  }, 'READY');
+  await b.basin.collector.collect();
+  const f = parsePrometheusText((await b.basin.metrics.render()).body);
+  const of = (name: string) =>
+    series(f, name)
+      .filter((s) => s.labels.service === id)
+      .map((s) => [s.labels.node, s.labels.role, s.value]);
+  const latest = (name: Parameters<typeof b.basin.series.latest>[1]) =>
+    b.basin.series
+      .latest(id, name)
+      .map((s) => [s.labels.node, s.labels.role, s.value])
+      .sort();
+  const connections = of('basin_service_connections').sort();
+  assert.equal(connections.length, 2, JSON.stringify(connections));
+  assert.deepEqual(connections, latest('timescale_cloud_database_num_connections'));
+  const lag = of('basin_service_replication_lag_bytes');
+  assert.equal(lag.length, 1);
+  assert.equal(lag[0]?.[1], 'replica');
+  assert.deepEqual(lag, latest('basin_replication_lag_bytes'));
+  assert.ok((lag[0]?.[2] as number) > 0);
+});

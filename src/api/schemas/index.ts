@@ -15,6 +15,12 @@ import {
 import { AuthInfo, AuthInfoApiKey, AuthInfoProject, AuthInfoUser, LogoutInput } from './auth.js';
 import { ServiceLogsResponse } from './logs.js';
 import {
+  MetricDataPoint,
+  MetricLabelFilter,
+  MetricSeries,
+  MetricsSeriesRequest,
+} from './metrics.js';
+import {
   ReadReplicaSet,
   ReplicaSetCreateInput,
   ReplicaSetResizeInput,
@@ -59,6 +65,10 @@ export const SHARED_SCHEMAS = [
   ReplicaSetCreateInput,
   ReplicaSetResizeInput,
   ServiceLogsResponse,
+  MetricLabelFilter,
+  MetricsSeriesRequest,
+  MetricDataPoint,
+  MetricSeries,
   AuthInfoUser,
   AuthInfoProject,
   AuthInfoApiKey,

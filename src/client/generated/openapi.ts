@@ -1843,6 +1843,150 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/services/{service_id}/metrics/available-series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the metric series sampled of a service (preview) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description project id */
+                    project_id: string;
+                    /** @description service id */
+                    service_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": string[];
+                    };
+                };
+                /** @description RATE_LIMITED: the credential (or, without valid credentials, the client address) made more reads or writes this minute than the limit allows. */
+                429: {
+                    headers: {
+                        /** @description Seconds until the limit is lifted. */
+                        "retry-after"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/services/{service_id}/metrics/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Read a metric series in buckets (preview; retention in docs/decisions.md) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description project id */
+                    project_id: string;
+                    /** @description service id */
+                    service_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["MetricsSeriesRequest"];
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MetricSeries"][];
+                    };
+                };
+                /** @description RATE_LIMITED: the credential (or, without valid credentials, the client address) made more reads or writes this minute than the limit allows. */
+                429: {
+                    headers: {
+                        /** @description Seconds until the limit is lifted. */
+                        "retry-after"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{project_id}/services/{service_id}/replicaSets": {
         parameters: {
             query?: never;
@@ -2666,6 +2810,46 @@ export interface components {
             lastCursor?: string;
             /** @description the same as lastCursor, for clients that read this spelling */
             last_cursor?: string;
+        };
+        MetricLabelFilter: {
+            /** @description a label, e.g. `role` or `node` */
+            key: string;
+            /** @description e.g. `primary` */
+            value: string;
+        };
+        MetricsSeriesRequest: {
+            /** @description a name from GET …/metrics/available-series */
+            name: string;
+            /**
+             * Format: date-time
+             * @description start of the window (RFC 3339)
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description end of the window (RFC 3339)
+             */
+            to: string;
+            /** @description bucket size; at least 300 for a window starting more than a day ago; by default 60 up to an hour, 3600 up to 30 days, 86400 beyond */
+            bucket_seconds?: number;
+            /** @description how a bucket is reduced to one value (LAST by default) */
+            fn?: "RATE" | "INCREASE" | "SUM" | "AVG" | "MIN" | "MAX" | "COUNT" | "P50" | "P90" | "P99" | "LAST";
+            filters?: components["schemas"]["MetricLabelFilter"][];
+        };
+        MetricDataPoint: {
+            /**
+             * Format: date-time
+             * @description the bucket's start
+             */
+            time: string;
+            /** @description null for an empty bucket */
+            value: number | null;
+        };
+        MetricSeries: {
+            labels: {
+                [key: string]: string;
+            };
+            data: components["schemas"]["MetricDataPoint"][];
         };
         AuthInfoUser: {
             id: string;

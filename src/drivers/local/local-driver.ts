@@ -7,6 +7,8 @@
 // state.json), so a restarted Basin adopts the running clusters as they
 // are: databases outlive the API server.
 
+import type { SeriesSample } from '../../domain/series/catalogue.js';
+import { sampleServiceSeries } from './metrics/series-sample.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
@@ -56,7 +58,7 @@ import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
 import { ServicePooler } from './endpoints/pooler.js';
 import { PoolerWatch } from './endpoints/pooler-watch.js';
-import { convergeNodes, namespacePorts, observeNodes } from './converge/converge-nodes.js';
+import { adminOf, convergeNodes, namespacePorts, observeNodes } from './converge/converge-nodes.js';
 import { Haproxy } from './endpoints/haproxy.js';
 import { PrimaryWatch, prepareFailover } from './replication/failover.js';
 import {
@@ -878,6 +880,20 @@ export class LocalDriver implements Driver {
       storageAllowanceMb: view.limits.allowance / MB,
       storageLevel: view.level,
     };
+  }
+
+  async sampleSeries(spec: ServiceSpec): Promise<SeriesSample[]> {
+    const ctx = this.context();
+    const view = ctx.storage.view(spec.serviceId);
+    const nodes = spec.nodes.map((n) => ({
+      index: n.index,
+      admin: adminOf(ctx, spec.serviceId, n),
+    }));
+    return sampleServiceSeries(
+      nodes,
+      this.sampler.latest(metricsKey(spec.serviceId)),
+      view?.usage.data,
+    );
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */

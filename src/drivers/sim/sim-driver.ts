@@ -4,6 +4,7 @@
 // page through, metrics to read), state changes just take `delayMs` and nothing
 // else happens. Everything is computed from the injected clock: no timers, no I/O.
 
+import type { SeriesSample } from '../../domain/series/catalogue.js';
 import type { Metrics } from '../../domain/types.js';
 import {
   type BackupProgress,
@@ -20,7 +21,7 @@ import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { Progress } from '../../domain/progress.js';
 import { readSimLogs } from './sim-logs.js';
 import { SimBackups } from './sim-backups.js';
-import { parseCreatedAt, simMetrics } from './sim-metrics.js';
+import { parseCreatedAt, simMetrics, simSeries } from './sim-metrics.js';
 import { SimResources } from './sim-state.js';
 
 export interface SimDriverOptions {
@@ -228,6 +229,16 @@ export class SimDriver implements Driver {
     if (spec === undefined) return undefined;
     const sinceMs = this.see(target);
     return simMetrics({ id: target.id, size: spec.size, running: true, sinceMs, nowMs });
+  }
+
+  /** Plausible series of a created service's nodes (sim-metrics.ts). */
+  async sampleSeries(spec: ServiceSpec): Promise<SeriesSample[]> {
+    const nowMs = this.clock();
+    const createdMs = parseCreatedAt(spec.createdAt);
+    const sinceMs =
+      createdMs <= nowMs ? createdMs : this.see({ kind: 'service', id: spec.serviceId });
+    const input = { id: spec.serviceId, size: spec.size, running: spec.running, sinceMs, nowMs };
+    return simSeries(input, spec.nodes);
   }
 
   /**

@@ -9,6 +9,7 @@
 // benchmark does), the answer is the same object, as the local driver's latest
 // sample is, instead of two sines worked out again (~0.3 µs a GET).
 
+import type { SeriesSample } from '../../domain/series/catalogue.js';
 import type { Metrics, Size } from '../../domain/types.js';
 import { hashString, mulberry32 } from './sim-random.js';
 
@@ -126,4 +127,61 @@ export function parseCreatedAt(createdAt: string): number {
 
 function round1(n: number): number {
   return Math.round(n * 10) / 10;
+}
+
+/**
+ * One sampling of the metric series of a sim service (Driver.sampleSeries):
+ * the usage above on its primary, client connections that follow its CPU,
+ * transaction counters that only grow (about 30-40 commits a second since
+ * creation, one rollback in a hundred), and a few KB of lag per standby.
+ */
+export function simSeries(
+  input: SimMetricsInput,
+  nodes: readonly { index: number; role: 'primary' | 'standby' }[],
+): SeriesSample[] {
+  if (!input.running) return [];
+  const m = simMetrics(input);
+  const { baseline } = curvesOf(input.id);
+  const ageS = Math.max(0, input.nowMs - input.sinceMs) / 1000;
+  const commits = Math.round(ageS * (30 + 10 * baseline));
+  const connections = Math.round(2 + m.milliCpu / 25);
+  const out: SeriesSample[] = [];
+  for (const n of nodes) {
+    const labels = { node: String(n.index), role: n.role === 'primary' ? 'primary' : 'replica' };
+    const share = n.role === 'primary' ? 1 : 0.1;
+    out.push(
+      {
+        name: 'timescale_cloud_database_num_connections',
+        labels,
+        value: Math.round(connections * share),
+      },
+      { name: 'basin_database_xact_commit_total', labels, value: Math.round(commits * share) },
+      {
+        name: 'basin_database_xact_rollback_total',
+        labels,
+        value: Math.round((commits * share) / 100),
+      },
+    );
+    if (n.role === 'primary') {
+      out.push(
+        { name: 'timescale_cloud_system_cpu_usage_millicores', labels, value: m.milliCpu },
+        {
+          name: 'timescale_cloud_system_memory_usage_bytes',
+          labels,
+          value: m.memoryMb * 1024 * 1024,
+        },
+        {
+          name: 'timescale_cloud_system_disk_usage_bytes',
+          labels,
+          value: Math.round(m.storageMb * 1024 * 1024),
+        },
+      );
+    } else {
+      out.push(
+        { name: 'basin_replication_lag_bytes', labels, value: Math.round(4096 * (1 + baseline)) },
+        { name: 'basin_replication_lag_seconds', labels, value: 0.05 * (1 + baseline) },
+      );
+    }
+  }
+  return out;
 }

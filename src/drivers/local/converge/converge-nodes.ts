@@ -213,7 +213,8 @@ async function replicationFor(
   };
 }
 
-function adminOf(ctx: DriverContext, id: string, node: SpecNode) {
+/** The administrative connection to one node of a service (admin.ts). */
+export function adminOf(ctx: DriverContext, id: string, node: SpecNode) {
   const ref = { id, node: node.index };
   return {
     socketDir: ctx.layout.socketDir(ref),
