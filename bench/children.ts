@@ -1,6 +1,7 @@
-// Child processes of the bench: the baseline (a script of the harness, started with an IPC channel and awaited
-// for one message), always stopped, whether the bench ends, fails or is
-// interrupted.
+// Child processes of the bench: the baselines (scripts of the bench, started
+// with an IPC channel and awaited for one message), always stopped, whether
+// the bench ends, fails or is interrupted. The Basin servers are the
+// harness's (installations.ts).
 
 import { type ChildProcess, fork } from 'node:child_process';
 
