@@ -42,7 +42,7 @@ export async function backupWrite(ctx: BenchContext): Promise<BenchOutcome> {
   const seconds = envInt('BENCH_BACKUP_SECONDS', 5, 1);
   const scale = envInt('BENCH_BACKUP_SCALE', 30, 1);
   heading('pgbench simple-update on a service while it is backed up vs while it is not');
-  const dataDir = claimDataDir(ctx, 'backup-write-');
+  const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
     basin = await startForkBasin(

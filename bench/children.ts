@@ -1,7 +1,7 @@
-// Child processes of the bench: the Basin servers (basin-process.ts) and the
-// baseline (a script of the harness, started with an IPC channel and awaited
-// for one message), always stopped, whether the bench ends, fails or is
-// interrupted.
+// Child processes of the bench: the baselines (scripts of the bench, started
+// with an IPC channel and awaited for one message), always stopped, whether
+// the bench ends, fails or is interrupted. The Basin servers are the
+// harness's (installations.ts).
 
 import { type ChildProcess, fork } from 'node:child_process';
 
@@ -64,16 +64,11 @@ export function startChild(script: string, env: Record<string, string> = {}): Ch
 }
 
 /** Keeps `child` among the children stopped on the way out; resolves when it exits. */
-export function track(child: ChildProcess): Promise<void> {
+function track(child: ChildProcess): Promise<void> {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   live.set(child, exited);
   void exited.then(() => live.delete(child));
   return exited;
-}
-
-/** Stops `child` (SIGTERM, then SIGKILL after `graceMs`); resolves once it exited. */
-export function stopTracked(child: ChildProcess, graceMs?: number): Promise<void> {
-  return stopChild(child, live.get(child) ?? Promise.resolve(), graceMs);
 }
 
 /** Stops every child still running (on the way out, also after an error). */

@@ -35,7 +35,7 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
   const rounds = envInt('BENCH_FORK_NOW_ROUNDS', 3, 1);
   const sizeMb = envInt('BENCH_FORK_NOW_MB', 1024, 1);
   heading(`NOW fork of a ~${sizeMb} MB service to READY vs cp -a of its data directory`);
-  const dataDir = claimDataDir(ctx, 'fork-now-');
+  const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
     basin = await startForkBasin(

@@ -40,7 +40,7 @@ const execFileP = promisify(execFile);
 export async function forkPitr(ctx: BenchContext): Promise<BenchOutcome> {
   const rounds = envInt('BENCH_FORK_PITR_ROUNDS', 5, 1);
   heading('PITR fork of a small service to READY vs pgbackrest restore + recovery + promote');
-  const dataDir = claimDataDir(ctx, 'fork-pitr-');
+  const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
     basin = await startForkBasin(

@@ -27,7 +27,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { chown, mkdir, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -38,6 +37,7 @@ import {
   releaseDataDir,
   type ServiceBody,
 } from './local-basin.js';
+import { freePort } from './free-port.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
 import { envInt } from './env.js';
@@ -81,7 +81,7 @@ export async function localCreate(ctx: BenchContext): Promise<BenchOutcome> {
   const syncFirst = process.env.BENCH_LOCAL_SYNC !== '0';
   heading('POST /services to READY (local driver) vs copying the template + starting postgres');
 
-  const dataDir = claimDataDir(ctx, 'local-create-');
+  const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
     const started = Date.now();
@@ -327,16 +327,4 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   } catch {
     // Already gone.
   }
-}
-
-/** A TCP port nobody listens on right now (the kernel picks it). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
 }

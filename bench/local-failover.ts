@@ -140,7 +140,7 @@ function writer(port: number, password: string, from: number) {
 
 export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
   heading('failover: kill -9 of the primary (one synchronous replica) to the next commit');
-  const dataDir = claimDataDir(ctx, 'local-failover-');
+  const dataDir = await claimDataDir(ctx);
   const layout = new Layout(dataDir);
   let basin: LocalBasin | undefined;
   try {

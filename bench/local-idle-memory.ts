@@ -56,7 +56,7 @@ export async function localIdleMemory(ctx: BenchContext): Promise<BenchOutcome> 
   heading(
     `resident memory of an idle shared service (local driver), after ${IDLE_MS / 1000} s idle`,
   );
-  const dataDir = claimDataDir(ctx, 'local-idle-');
+  const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
     basin = await LocalBasin.start(

@@ -51,7 +51,7 @@ export async function localNetns(ctx: BenchContext): Promise<BenchOutcome> {
   const rounds = envInt('BENCH_NETNS_ROUNDS', 10);
   const seconds = envInt('BENCH_NETNS_DURATION_S', 5);
   heading("pgbench -S through a service's endpoint vs inside its network namespace (local driver)");
-  const dataDir = claimDataDir(ctx, 'local-netns-');
+  const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
     basin = await LocalBasin.start(

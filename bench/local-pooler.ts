@@ -42,7 +42,7 @@ export async function localPooler(ctx: BenchContext): Promise<BenchOutcome> {
   const rounds = envInt('BENCH_POOLER_ROUNDS', 3);
   const seconds = envInt('BENCH_POOLER_DURATION_S', 6);
   heading('pgbench -S through the pooler (4x max_connections clients) vs direct (local driver)');
-  const dataDir = claimDataDir(ctx, 'local-pooler-');
+  const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
     basin = await LocalBasin.start(
@@ -60,7 +60,7 @@ export async function localPooler(ctx: BenchContext): Promise<BenchOutcome> {
     await basin.act(id, 'enablePooler');
     const svc = await basin.waitReady(id, 20, 60_000);
     const port = svc.endpoint?.port;
-    const poolerPort = svc.connection_pooler?.endpoint.port;
+    const poolerPort = svc.connection_pooler?.endpoint?.port;
     if (!port || !poolerPort) throw new Error('no endpoint or no pooler endpoint');
     const env = { ...pgEnv(), PGPASSWORD: password, PGSSLMODE: 'require' };
     const direct = conn(port, 'tsdb');

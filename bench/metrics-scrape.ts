@@ -6,7 +6,8 @@
 
 import { join } from 'node:path';
 import type { BenchContext } from './bench-context.js';
-import { BasinProcess, freePort } from './basin-process.js';
+import { claimBenchInstallation, releaseBenchInstallation } from './installations.js';
+import { freePort } from './free-port.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table } from './report.js';
 
 const SERVICES = 1000;
@@ -16,26 +17,28 @@ const TARGET_MS = 100;
 export async function metricsScrape(ctx: BenchContext): Promise<BenchOutcome> {
   heading(`metrics-scrape: GET /metrics with ${SERVICES} services (sim driver)`);
   const metricsPort = await freePort();
-  const basin = await BasinProcess.start({
-    flags: [
-      '--driver',
-      'sim',
-      '--sim-delay-ms',
-      '0',
-      '--data-dir',
-      join(ctx.tmpDir, 'metrics-scrape'),
-      '--port-range',
-      '20000-29999',
-      '--metrics-listen',
-      `127.0.0.1:${metricsPort}`,
-    ],
-    apiKey: 'bench-metrics-scrape-key-0123456789',
-    logPath: join(ctx.tmpDir, 'metrics-scrape.log'),
-    nodeArgs: ctx.settings.basinNodeArgs,
-  });
+  const installation = await claimBenchInstallation(ctx, { driver: 'sim' });
+  // The services' ports: a range for 1,000 of them (the sim driver listens on none).
+  const basin = await installation
+    .start({
+      args: [
+        '--sim-delay-ms',
+        '0',
+        '--port-range',
+        '20000-29999',
+        '--metrics-listen',
+        `127.0.0.1:${metricsPort}`,
+      ],
+      bootstrapKey: 'bench-metrics-scrape-key-0123456789',
+      logPath: join(ctx.tmpDir, 'metrics-scrape.log'),
+    })
+    .catch(async (err: unknown) => {
+      await releaseBenchInstallation(installation);
+      throw err;
+    });
   try {
     const url = `http://127.0.0.1:${metricsPort}/metrics`;
-    const path = `/v1/projects/${basin.projectId}/services`;
+    const path = basin.servicePath();
     let next = 0;
     const creator = async () => {
       while (next < SERVICES) {
@@ -88,6 +91,7 @@ export async function metricsScrape(ctx: BenchContext): Promise<BenchOutcome> {
       metTarget: p95 < TARGET_MS,
     };
   } finally {
-    await basin.stop();
+    await basin.stop(30_000);
+    await releaseBenchInstallation(installation);
   }
 }

@@ -114,7 +114,7 @@ async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'pooler-ab-'));
   chmodSync(tmp, 0o711);
   const ctx = { tmpDir: tmp, settings: { basinNodeArgs: [] } } as unknown as BenchContext;
-  const dataDir = claimDataDir(ctx, 'ab-');
+  const dataDir = await claimDataDir(ctx);
   const basin = await LocalBasin.start(dataDir, join(tmp, 'basin.log'));
   try {
     const { id, password } = await basin.createService({

@@ -2,7 +2,8 @@
 // Bearer key, against a bare node:http server answering the same JSON, side
 // by side in one run. Target: Basin at least 0.8 of the bare server.
 //
-// Basin runs as `npm start` runs it (basin-process.ts): the built
+// Basin runs as `npm start` runs it (installations.ts, the harness the
+// end-to-end tests use): the built
 // dist/main.js, its default log level with one access line per request, its
 // default rate limits, its log written to a file. The Fastify floor
 // (fastify-floor.ts) is measured alongside: what any Fastify application
@@ -15,12 +16,17 @@
 // (e.g. a copy of an older commit's dist/), or the same one with other flags,
 // measured in the same rounds, in a shuffled order: for A/B comparisons.
 
-import { mkdtempSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readAccessLog } from './access-log-check.js';
-import { BasinProcess, REPO_DIST } from './basin-process.js';
+import {
+  type BasinProcess,
+  claimBenchInstallation,
+  type ClaimedInstallation,
+  releaseBenchInstallation,
+  REPO_DIST,
+} from './installations.js';
 import { startChild } from './children.js';
 import { credentialsFor, issueBearerKeys } from './credentials.js';
 import { type LoadResult, runLoad } from './load.js';
@@ -54,6 +60,9 @@ interface Target {
   /** Responses received over every load, warmups included. */
   received: number;
   basin?: BasinProcess;
+  installation?: ClaimedInstallation;
+  /** Where Basin's output (its access log) goes. */
+  logPath?: string;
   /** Its bearer keys, which must not appear in its log. */
   keys: string[];
 }
@@ -190,22 +199,26 @@ export async function serviceGetVsBare(ctx: BenchContext): Promise<BenchOutcome>
     if (ratio < TARGET) warn(`Basin is below the target of ${TARGET} of the bare server.`);
     outcome = { headline: lines[1] as string, metTarget: ratio >= TARGET };
   } finally {
-    await Promise.all([...basins.map((t) => t.basin?.stop()), bare.stop(), floor.stop()]);
+    await Promise.all([...basins.map((t) => t.basin?.stop(30_000)), bare.stop(), floor.stop()]);
   }
 
   // Basin wrote its access log to a file, flushed when it stopped: one line
   // per response, and no credential in it.
-  for (const t of basins) {
-    const log = await readAccessLog((t.basin as BasinProcess).logPath, t.keys);
-    console.log(
-      `${t.name} log: ${log.requestLines} access lines for ${t.received} responses to the load ` +
-        `(${(log.bytes / 2 ** 20).toFixed(0)} MB in all, ${fixed(log.bytes / log.lines, 0)} bytes a line); ` +
-        `statuses ${[...log.statuses].map(([k, v]) => `${k}: ${v}`).join(', ')}`,
-    );
-    if (log.leaks > 0) throw new Error(`${t.name}: ${log.leaks} log lines hold a credential`);
-    if (t === basins[0] && log.requestLines < t.received) {
-      throw new Error(`${t.name}: fewer access lines than responses: lines were lost`);
+  try {
+    for (const t of basins) {
+      const log = await readAccessLog(t.logPath as string, t.keys);
+      console.log(
+        `${t.name} log: ${log.requestLines} access lines for ${t.received} responses to the load ` +
+          `(${(log.bytes / 2 ** 20).toFixed(0)} MB in all, ${fixed(log.bytes / log.lines, 0)} bytes a line); ` +
+          `statuses ${[...log.statuses].map(([k, v]) => `${k}: ${v}`).join(', ')}`,
+      );
+      if (log.leaks > 0) throw new Error(`${t.name}: ${log.leaks} log lines hold a credential`);
+      if (t === basins[0] && log.requestLines < t.received) {
+        throw new Error(`${t.name}: fewer access lines than responses: lines were lost`);
+      }
     }
+  } finally {
+    for (const t of basins) if (t.installation) await releaseBenchInstallation(t.installation);
   }
   return outcome;
 }
@@ -238,28 +251,29 @@ function comparedBuilds(): Build[] {
 /** A Basin of `build` with the sim driver, `nKeys` credentials and one READY service. */
 async function startBasin(ctx: BenchContext, build: Build, nKeys: number): Promise<Target> {
   const { name, dist } = build;
-  const dataDir = mkdtempSync(join(ctx.tmpDir, `${name}-`));
   const apiKey = `bench-bootstrap-key-${name}-0123456789`;
-  const basin = await BasinProcess.start({
+  const logPath = join(ctx.tmpDir, `${name}.log`);
+  const installation = await claimBenchInstallation(ctx, { driver: 'sim' });
+  const basin = await installation.start({
     dist,
-    flags: ['--driver', 'sim', '--sim-delay-ms', '0', '--data-dir', dataDir, ...build.flags],
-    apiKey,
-    logPath: join(ctx.tmpDir, `${name}.log`),
-    nodeArgs: ctx.settings.basinNodeArgs,
+    args: ['--sim-delay-ms', '0', ...build.flags],
+    bootstrapKey: apiKey,
+    logPath,
   });
+  const dataDir = installation.dataDir;
   const keys = [apiKey, ...(await issueBearerKeys(dataDir, basin.projectId, nKeys - 1))];
-  const created = await basin.call('POST', `/v1/projects/${basin.projectId}/services`, {
-    name: 'bench',
-  });
+  // The setup goes through the harness's request; the load generator
+  // (load.ts) measures the server with raw sockets on purpose.
+  const created = await basin.call('POST', basin.servicePath(), { name: 'bench' });
   if (created.status !== 202) {
     throw new Error(`${name}: creating a service answered ${created.status}: ${created.text}`);
   }
   const serviceId = (JSON.parse(created.text) as { service_id: string }).service_id;
-  const path = `/v1/projects/${basin.projectId}/services/${serviceId}`;
+  const path = `/v1${basin.servicePath(serviceId)}`;
   let received = 1;
   const deadline = Date.now() + 20_000;
   for (;;) {
-    const got = await basin.call('GET', path);
+    const got = await basin.call('GET', basin.servicePath(serviceId));
     received++;
     const status = (JSON.parse(got.text) as { status?: string }).status;
     if (got.status === 200 && status === 'READY') break;
@@ -269,7 +283,7 @@ async function startBasin(ctx: BenchContext, build: Build, nKeys: number): Promi
   }
   return {
     name,
-    port: basin.port,
+    port: installation.apiPort,
     pid: basin.pid,
     path,
     serviceId,
@@ -277,6 +291,8 @@ async function startBasin(ctx: BenchContext, build: Build, nKeys: number): Promi
     results: [],
     received,
     basin,
+    installation,
+    logPath,
     keys,
   };
 }
@@ -284,7 +300,9 @@ async function startBasin(ctx: BenchContext, build: Build, nKeys: number): Promi
 /** The service's body, with one of the keys the load uses. */
 async function fetchBody(t: Target): Promise<string> {
   const basin = t.basin as BasinProcess;
-  const got = await basin.call('GET', t.path, undefined, t.keys[t.keys.length - 1]);
+  const got = await basin.request('GET', basin.servicePath(t.serviceId), {
+    authorization: `Bearer ${t.keys[t.keys.length - 1]}`,
+  });
   t.received++;
   if (got.status !== 200) throw new Error(`GET ${t.path} answered ${got.status}: ${got.text}`);
   return got.text;

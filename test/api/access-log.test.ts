@@ -14,7 +14,7 @@ import { issueCredential } from '../../src/commands/admin.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { createStreamLog } from '../../src/lib/logger.js';
 import { sha256Hex } from '../../src/lib/secrets.js';
-import { claimPortBlock } from '../e2e/port-block.js';
+import { claimPortBlock } from '../harness/port-block.js';
 import { API_KEY, startBasin, tempDir } from '../helpers.js';
 import { readyService, serviceUrl } from './service-helpers.js';
 

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { API_KEY } from '../helpers.js';
-import { type BasinProcess, type HttpResult, type RequestOptions } from './basin-api.js';
+import { type BasinProcess, type HttpResult, type RequestOptions } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 
 /** `{code, message}` and nothing else, with a message a person can act on. */

@@ -20,7 +20,7 @@ import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import { eventually } from '../helpers.js';
 import { cleanUpDataDir, makeDataDir } from '../local/helpers.js';
 import { serviceNetwork } from './basin-process.js';
-import { claimPortBlock, type PortBlock } from './port-block.js';
+import { claimPortBlock, type PortBlock } from '../harness/port-block.js';
 
 interface Server {
   child: ChildProcess;
@@ -38,7 +38,7 @@ async function startServer(dataDir: string, ports: PortBlock): Promise<Server> {
     BASIN_PORT: String(ports.apiPort),
     BASIN_DRIVER: 'local',
     BASIN_PORT_RANGE: ports.portRange,
-    // Its services' addresses, apart from other installations' (basin-process.ts).
+    // Its services' addresses, apart from other installations' (test/harness/installation.ts).
     BASIN_SERVICE_NETWORK: serviceNetwork(ports.claimed),
     BASIN_RECONCILE_INTERVAL_MS: '200',
     BASIN_LOG_LEVEL: 'info',

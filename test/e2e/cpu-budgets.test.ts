@@ -24,7 +24,7 @@ import {
   nodeCgroupName,
 } from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import { Layout } from '../../src/drivers/local/layout.js';
-import type { BasinProcess } from './basin-api.js';
+import type { BasinProcess } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { pgClient } from './clients.js';
 import { activeReplicaSet, runningNodes } from './ha-nodes.js';

@@ -14,7 +14,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, watch } from 'node
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import type { BasinProcess } from './basin-api.js';
+import type { BasinProcess } from '../harness/basin-api.js';
 import { installation, type Installation } from './basin-process.js';
 import { conninfo, psql } from './clients.js';
 

@@ -15,7 +15,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Layout } from '../../src/drivers/local/layout.js';
-import type { BasinProcess } from './basin-api.js';
+import type { BasinProcess } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, psql } from './clients.js';
 import { explain, isLive, runningNodes, superuser, syncHaService, writer } from './ha-nodes.js';

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { Layout } from '../../src/drivers/local/layout.js';
-import type { BasinProcess } from './basin-api.js';
+import type { BasinProcess } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { pgQuery } from './clients.js';
 

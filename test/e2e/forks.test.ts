@@ -18,7 +18,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
-import type { BasinProcess } from './basin-api.js';
+import type { BasinProcess } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { pgClient, pgQuery, pgRefused } from './clients.js';
 

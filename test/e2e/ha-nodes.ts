@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Layout } from '../../src/drivers/local/layout.js';
-import type { BasinProcess } from './basin-api.js';
+import type { BasinProcess } from '../harness/basin-api.js';
 import { conninfo, psql } from './clients.js';
 
 export interface RunningNode {

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { postmasterPid, processesOf } from '../local/helpers.js';
-import type { BasinProcess } from './basin-api.js';
+import type { BasinProcess } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { conninfo, pgQuery, pgRefused, psql } from './clients.js';
 

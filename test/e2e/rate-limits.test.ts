@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type HttpResult } from './basin-api.js';
+import { type HttpResult } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { newTenant, type Tenant } from './tenants.js';
 

@@ -11,7 +11,7 @@ import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { claimPortBlock } from './port-block.js';
+import { claimPortBlock } from '../harness/port-block.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 

@@ -10,7 +10,7 @@
 
 import assert from 'node:assert/strict';
 import type pg from 'pg';
-import type { BasinProcess, HttpResult } from './basin-api.js';
+import type { BasinProcess, HttpResult } from '../harness/basin-api.js';
 import type { Installation } from './basin-process.js';
 import { pgClient } from './clients.js';
 

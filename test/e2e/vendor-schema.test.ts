@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { BasinProcess, HttpResult, RequestOptions } from './basin-api.js';
+import type { BasinProcess, HttpResult, RequestOptions } from '../harness/basin-api.js';
 import { installation, type Installation } from './basin-process.js';
 import { type Answer, loadDocument, openApiValidator } from './openapi-answers.js';
 

@@ -8,7 +8,7 @@ import { DriverError, type ServiceSpec } from '../../src/drivers/driver.js';
 import { LocalDriver } from '../../src/drivers/local/local-driver.js';
 import type { Progress } from '../../src/domain/progress.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
-import { claimPortBlock } from '../e2e/port-block.js';
+import { claimPortBlock } from '../harness/port-block.js';
 import { eventually, startBasin, type TestBasin } from '../helpers.js';
 import { cleanUpDataDir, makeDataDir } from './helpers.js';
 

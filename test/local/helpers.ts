@@ -1,7 +1,7 @@
 // Helpers for the local driver's tests: real PostgreSQL clusters on this host.
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,13 +10,7 @@ import type { TestContext } from 'node:test';
 import pg from 'pg';
 import type { Driver, ServiceSpec } from '../../src/drivers/driver.js';
 import type { ServiceType, Size } from '../../src/domain/types.js';
-import { removeLeftBackupCgroups } from '../../src/drivers/local/host/cgroups/backup-cgroup.js';
-import { removeInstallationCgroups } from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
-import { Layout } from '../../src/drivers/local/layout.js';
-import { removeInstallationNetwork } from '../../src/drivers/local/network/remove-installation.js';
-import { groupExists, type PasswdEntry } from '../../src/drivers/local/host/os-user.js';
-import { processesOfUser } from '../../src/drivers/local/host/processes.js';
-import { installationUsers } from '../../src/drivers/local/host/service-users.js';
+import { removeInstallationLeftovers } from '../harness/clean-up.js';
 import type { UidRange } from '../../src/drivers/local/host/uids.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 
@@ -224,74 +218,18 @@ export function dataDirFor(t: TestContext): string {
   return dir;
 }
 
-/** The installation tag of a local driver's data directory, if it has one. */
-function installationOf(dataDir: string): string | undefined {
-  const file = new Layout(dataDir).installationFile;
-  return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
-}
-
-/** The OS users a local driver on `dataDir` made for its services (one per service when root). */
-export function serviceUsersOf(dataDir: string): PasswdEntry[] {
-  const tag = installationOf(dataDir);
-  return tag === undefined ? [] : installationUsers(tag);
-}
+export { serviceUsersOf } from '../harness/clean-up.js';
 
 /**
- * Removes a test's data directory whatever state the test left it in: kills
- * every process still running in it and every process of the OS users the
- * driver made for its services, deletes those users, then the directory. A
- * test that fails half-way must not leave clusters holding ports, or users,
- * for the next one (CI runs on a fresh machine, again and again). A Basin
- * still running on the directory (after hooks run in order) makes no new
- * user once the installation file is gone, and cannot start a server once
- * the directory is.
+ * Removes a test's data directory whatever state the test left it in
+ * (test/harness/clean-up.ts, shared with the end-to-end tests and the
+ * benchmarks): kills every process still running in it and every process of
+ * the OS users the driver made for its services, removes their cgroups and
+ * networks, deletes those users, then the directory. A test that fails
+ * half-way must not leave clusters holding ports, or users, for the next one.
  */
-export async function cleanUpDataDir(dir: string): Promise<void> {
-  const tag = installationOf(dir);
-  const users = () => (tag === undefined ? [] : installationUsers(tag));
-  rmSync(new Layout(dir).installationFile, { force: true });
-  const killAll = async () => {
-    for (let round = 0; round < 50; round++) {
-      const pids = processesOf(dir);
-      for (const u of users()) pids.push(...(await processesOfUser(u.uid)));
-      if (pids.length === 0) return;
-      for (const pid of pids) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }
-      await sleep(100);
-    }
-  };
-  // A Basin still running against `dir` (its after-hook may come later) can
-  // restart a cluster while the tree is removed: kill and retry until gone.
-  for (let attempt = 1; ; attempt++) {
-    await killAll();
-    // The backups' cgroups and the nodes', poolers' and helpers' (backup-cgroup.ts,
-    // node-cgroups.ts), empty once their processes are gone.
-    removeLeftBackupCgroups(new Layout(dir).backupsDir);
-    if (tag !== undefined) removeInstallationCgroups(tag);
-    // Its network namespaces, veths and nftables table (network/).
-    if (tag !== undefined) removeInstallationNetwork(tag);
-    try {
-      removeDir(dir);
-      break;
-    } catch (err) {
-      if (attempt >= 10) throw err;
-      await sleep(200);
-    }
-  }
-  await killAll();
-  for (const u of users()) {
-    try {
-      execFileSync('userdel', ['-f', u.name], { stdio: 'ignore' });
-    } catch {
-      // gone meanwhile
-    }
-    if (groupExists(u.name)) execFileSync('groupdel', [u.name], { stdio: 'ignore' });
-  }
+export function cleanUpDataDir(dir: string): Promise<void> {
+  return removeInstallationLeftovers(dir);
 }
 
 /**
@@ -301,7 +239,7 @@ export async function cleanUpDataDir(dir: string): Promise<void> {
  * own) must not share a range: one would hand out a uid the other just
  * deleted, and sweep or count files that are no longer its own. A range of
  * 200 per process id (pids are unique among live processes), above the
- * default range and the end-to-end tests' (test/e2e/basin-process.ts), and
+ * default range and the end-to-end tests' (test/harness/installation.ts), and
  * one counter for every driver of the process.
  */
 const TEST_UIDS = {

@@ -20,7 +20,7 @@ import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
-import { claimPortBlock } from '../e2e/port-block.js';
+import { claimPortBlock } from '../harness/port-block.js';
 import { eventually, startBasin, type TestBasin } from '../helpers.js';
 import { cleanUpDataDir, makeDataDir, postmasterPid, serviceUsersOf } from './helpers.js';
 

@@ -19,7 +19,7 @@ import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { repositoryUserName, serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
-import { claimPortBlock, type PortBlock } from '../e2e/port-block.js';
+import { claimPortBlock, type PortBlock } from '../harness/port-block.js';
 import { backupUntilDone } from '../contract/driver-contract.js';
 import {
   applyUntilDone,

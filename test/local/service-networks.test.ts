@@ -21,7 +21,7 @@ import { ServiceNetworks } from '../../src/drivers/local/network/service-network
 import { silentLogger } from '../../src/lib/logger.js';
 import { ensureInstallation } from '../../src/drivers/local/host/service-users.js';
 import { serviceNetwork } from '../e2e/basin-process.js';
-import { claimPortBlock } from '../e2e/port-block.js';
+import { claimPortBlock } from '../harness/port-block.js';
 import { dataDirFor } from './helpers.js';
 
 const run = promisify(execFile);

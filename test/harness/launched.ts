@@ -1,6 +1,6 @@
-// The handle on a started Basin process, apart from basin-process.ts (which
+// The handle on a started Basin process, apart from installation.ts (which
 // starts it) so that basin-api.ts (which talks to it, and which
-// basin-process.ts uses) does not import basin-process.ts back.
+// installation.ts uses) does not import installation.ts back.
 
 /** A `node dist/main.js` process, whether or not its API answers. */
 export interface Launched {

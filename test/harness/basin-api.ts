@@ -1,4 +1,4 @@
-// Talking to a running Basin (see basin-process.ts) the way a client does:
+// Talking to a running Basin (see installation.ts) the way a client does:
 // HTTP requests with a credential, and polling for the asynchronous outcomes
 // (statuses, deletions) with failure messages that quote Basin's own output.
 
