@@ -34,7 +34,8 @@ test(
   { timeout: 300_000 },
   async (t) => {
     const inst = await installation(t);
-    const b = await inst.start();
+    // Samples every second, so that the charts have some within the test.
+    const b = await inst.start({ args: ['--series-interval-ms', '1000'] });
     const origin = b.url.replace(/\/v1$/, '');
     const shots = mkdtempSync(join(tmpdir(), 'basin-console-shots-'));
     const downloads = mkdtempSync(join(tmpdir(), 'basin-console-downloads-'));
@@ -163,6 +164,15 @@ test(
         })
       ).stdout.trim();
     assert.equal(await sql('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()'), 't');
+
+    // The charts read the metrics series API: the storage series has samples
+    // (each range asks again: the buttons switch between them).
+    const storage = page.locator('figcaption', { hasText: /^Storage: [\d.]+ MB \(latest\)$/ });
+    for (let i = 0; i < 30 && (await storage.count()) === 0; i++) {
+      await page.getByRole('button', { name: i % 2 ? 'Last hour' : 'Last day' }).click();
+      await page.waitForTimeout(1000);
+    }
+    assert.equal(await storage.count(), 1, 'the storage chart shows a sampled value');
     // An error of our own, for the logs page to find.
     await assert.rejects(sql("SELECT 'console-e2e-marker'::int"), /invalid input syntax/);
 
