@@ -50,6 +50,8 @@ test('the OpenAPI document covers every endpoint of the spec, and three of upstr
       'setHA',
     ].map((a) => `POST ${s}/${a}`),
     `GET ${s}/logs`,
+    `GET ${s}/metrics/available-series`,
+    `POST ${s}/metrics/series`,
     `GET ${s}/replicaSets`,
     `POST ${s}/replicaSets`,
     `DELETE ${rs}`,
@@ -110,9 +112,12 @@ function responseSchemas(doc: any): { where: string; schema: any }[] {
 test('every number a response carries is typed integer (counts, ports, sizes, metrics)', async () => {
   const doc = JSON.parse(readFileSync('openapi.json', 'utf8'));
   const schemas = responseSchemas(doc);
+  // The vendor's own fractions (its document types them number/double): a
+  // rate or an average of a metric series is one.
+  const fractions = ['MetricDataPoint.value'];
   const numbers = schemas.filter(({ schema }) => schema.type === 'number');
   assert.deepEqual(
-    numbers.map((n) => n.where),
+    numbers.map((n) => n.where).filter((w) => !fractions.includes(w)),
     [],
     'a Go client reading an int rejects a fraction: type these integer',
   );

@@ -39,7 +39,7 @@ test(
   { timeout: 120_000 },
   async (t) => {
     const inst = await installation(t, { driver: 'sim', env: { BASIN_SIM_DELAY_MS: '50' } });
-    const b = await inst.start();
+    const b = await inst.start({ args: ['--series-interval-ms', '1000'] });
     const P = `/projects/${b.projectId}`;
 
     // Every request of the walk is recorded, to be matched against the OpenAPI document.
@@ -338,6 +338,44 @@ test(
         );
       },
     );
+
+    await t.test('metrics: the series names, one series, and a bad request', async () => {
+      const names = await b.waitFor(async () => {
+        const res = await call('GET', `${P}/services/${sid}/metrics/available-series`);
+        assert.equal(res.status, 200, res.text);
+        return (res.body as string[]).includes('basin_database_xact_commit_total')
+          ? res.body
+          : undefined;
+      }, 'the sim to give the service series');
+      assert.ok(names.length >= 4, names.join());
+      const now = Date.now();
+      const window = {
+        from: new Date(now - 3_600_000).toISOString(),
+        to: new Date(now + 60_000).toISOString(),
+        bucket_seconds: 60,
+      };
+      const series = await call('POST', `${P}/services/${sid}/metrics/series`, {
+        name: 'basin_database_xact_commit_total',
+        fn: 'RATE',
+        filters: [{ key: 'role', value: 'primary' }],
+        ...window,
+      });
+      assert.equal(series.status, 200, series.text.slice(0, 300));
+      assert.deepEqual(
+        series.body.map((s: { labels: unknown }) => s.labels),
+        [{ node: '0', role: 'primary' }],
+      );
+      assert.equal(series.body[0].data.length, 61);
+      assertError(
+        await call('POST', `${P}/services/${sid}/metrics/series`, {
+          name: 'no_such_series',
+          ...window,
+        }),
+        400,
+        'INVALID_REQUEST',
+        /Unknown metric series/,
+      );
+    });
 
     await t.test('delete: the service goes, then its VPC', async () => {
       const del = await call('DELETE', `${P}/services/${sid}`);

@@ -96,13 +96,23 @@ test(
         );
         const all = processesOfUid(uid);
         let bouncers = 0;
+        // What a process that exited meanwhile reads as: nothing (its /proc entry is gone).
+        const ofLive = <T>(read: () => T): T | undefined => {
+          try {
+            return read();
+          } catch (err) {
+            if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+            throw err;
+          }
+        };
         for (const pid of all) {
-          const name = cgroupNameOf(pids, pid);
-          if (name === '') continue; // exited meanwhile: /proc/<pid>/cgroup unreadable
+          const name = ofLive(() => cgroupNameOf(pids, pid));
+          const inMemory = ofLive(() => cgroupNameOf(memory, pid));
+          const limits = ofLive(() => readFileSync(`/proc/${pid}/limits`, 'utf8'));
+          if (name === undefined || inMemory === undefined || limits === undefined) continue;
           assert.ok(ours.includes(name), `${comm(pid)} ${pid} runs in ${name}`);
-          assert.equal(cgroupNameOf(memory, pid), name, `${comm(pid)} ${pid}: its memory cgroup`);
+          assert.equal(inMemory, name, `${comm(pid)} ${pid}: its memory cgroup`);
           if (name === pooler) bouncers++;
-          const limits = readFileSync(`/proc/${pid}/limits`, 'utf8');
           assert.match(limits, new RegExp(`^Max processes\\s+${nproc}\\s+${nproc}\\s`, 'm'));
         }
         assert.equal(bouncers, 1, 'its PgBouncer, in a cgroup of its own');

@@ -11,7 +11,7 @@
 // program a user runs.
 
 import assert from 'node:assert/strict';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Layout, socketName } from '../../src/drivers/local/layout.js';
@@ -71,7 +71,9 @@ test(
 
     await t.test("B's data directory, socket directory, backups and records", async () => {
       const bSockets = layout.socketDir(bNode);
-      const bRepo = layout.backupDirs(bSvc.service_id).repo;
+      // Its repository user's, where servers are on (the default as root), else its own.
+      const local = layout.backupDirs(bSvc.service_id).repo;
+      const bRepo = existsSync(local) ? local : layout.repository(bSvc.service_id).repo;
       for (const command of [
         `ls ${bPgdata}`,
         `cat ${bPgdata}/PG_VERSION`,
@@ -84,7 +86,7 @@ test(
         // B's pgBackRest repository (its backups and archived WAL, what
         // its forks are made from), its configuration and queue.
         `ls ${bRepo}`,
-        `cat ${layout.backupInfo(bSvc.service_id)}`,
+        `cat ${bRepo}/backup/${bSvc.service_id}/backup.info`,
         `ls ${bRepo}/archive/${bSvc.service_id}`,
         `touch ${bRepo}/planted`,
         `cat ${layout.backupConf(bSvc.service_id)}`,

@@ -10,7 +10,15 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pg from 'pg';
@@ -167,6 +175,10 @@ test(
     const node = { id, node: 0 };
     const serverLog = join(dataDir, 'server.log');
     writeFileSync(serverLog, server.stdout());
+    // Its repository: its repository user's, where servers are on (the default as root), else its own.
+    const repoDir = existsSync(layout.backupDirs(id).repo)
+      ? layout.backupDirs(id).repo
+      : layout.repository(id).repo;
     const loose: [string, number][] = [
       [dataDir, 0o755],
       [serverLog, 0o644],
@@ -180,7 +192,7 @@ test(
       [layout.nodeDir(node), 0o755],
       [layout.stateFile(node), 0o644],
       [layout.startupLog(node), 0o644],
-      [layout.backupDirs(id).repo, 0o755],
+      [repoDir, 0o755],
       [layout.backupConf(id), 0o644],
       ...files(dataDir)
         .filter((f) => /\/basin\.db(-wal|-shm)?$/.test(f))
@@ -209,7 +221,7 @@ test(
         [layout.nodeDir(node), 0o711],
         [layout.stateFile(node), 0o600],
         [layout.startupLog(node), 0o600],
-        [layout.backupDirs(id).repo, 0o700],
+        [repoDir, 0o700],
         [layout.backupConf(id), 0o640],
       ];
       for (const [path, m] of want) {
