@@ -156,6 +156,10 @@ test(
       BASIN_RECONCILE_INTERVAL_MS: '200',
       BASIN_PORT_RANGE: block.portRange,
       BASIN_SERVICE_NETWORK: serviceNetwork(block.claimed),
+      // Local repositories, the service user's own, whose modes and reach
+      // this test checks; repository servers (the default) have theirs:
+      // test/local/repository-servers.test.ts, attack-repository.test.ts.
+      BASIN_REPOSITORY_SERVERS: 'off',
     };
     const b = await startBasin(t, { dataDir, env });
     t.after(() => cleanUpDataDir(dataDir));
