@@ -130,11 +130,14 @@ test(
         assert.equal(last, READ_ONLY, 'an insert fails with the read-only error');
         const body = await storageOf(attacker, a.service_id, 'read_only');
         assert.equal(body.status, 'READY');
-        // Its metrics say as much once sampled again (they are sampled apart from the watch).
+        // Its metrics say as much once sampled again (they are sampled apart
+        // from the watch): at least where read-only ends, the allowance less
+        // its slack (200 - 32 MB: domain/storage.ts), since a checkpoint after
+        // the last write may recycle WAL and take the data just under 200.
         await b.waitFor(async () => {
           const res = await attacker.call('GET', attacker.path(a.service_id));
-          return res.body?.metrics?.storage_mb >= 200;
-        }, 'the storage metric to reach the allowance');
+          return res.body?.metrics?.storage_mb >= 168;
+        }, 'the storage metric to reach the read-only level');
         await logged(
           attacker,
           a.service_id,
