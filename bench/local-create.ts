@@ -37,7 +37,7 @@ import {
   releaseDataDir,
   type ServiceBody,
 } from './local-basin.js';
-import { freePort } from './free-port.js';
+import { freePort } from '../test/harness/postmaster.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
 import { envInt } from './env.js';

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import type { BenchContext } from './bench-context.js';
 import { claimBenchInstallation, releaseBenchInstallation } from './installations.js';
-import { freePort } from './free-port.js';
+import { freePort } from '../test/harness/postmaster.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table } from './report.js';
 
 const SERVICES = 1000;

@@ -5,16 +5,16 @@
 // the test can reach 127.0.0.1 here), and removes it all on stop. The
 // postmaster is spawned directly rather than through pg_ctl, so that this
 // process is its parent and reaps it: this container's init does not reap
-// orphans. (Adapted from src/drivers/local/logs/scratch-postgres.ts.)
+// orphans. (Its postmaster helpers are test/harness/postmaster.ts, shared with
+// test/local/scratch-postgres.ts.)
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { freePort, stopPostmaster, waitPostmasterReady } from './harness/postmaster.js';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 
@@ -93,7 +93,7 @@ async function startCluster(): Promise<StorePostgres> {
     let stderr = '';
     proc.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     proc.stdout?.resume();
-    await waitReady(pgdata, proc, () => stderr);
+    await waitPostmasterReady(pgdata, proc, () => stderr, 60_000);
     const url = (database = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${database}`;
     const sql = async (text: string, values: unknown[] = [], database = 'postgres') => {
       const client = new pg.Client({ connectionString: url(database) });
@@ -119,49 +119,4 @@ async function startCluster(): Promise<StorePostgres> {
     await stop();
     throw err;
   }
-}
-
-/** Waits for postmaster.pid to say "ready" (its 8th line, PostgreSQL 10+). */
-async function waitReady(pgdata: string, child: ChildProcess, stderr: () => string) {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`postgres exited during startup: ${stderr()}`);
-    }
-    try {
-      const lines = readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n');
-      if (lines[7]?.trim() === 'ready') return;
-    } catch {
-      // not written yet
-    }
-    await sleep(50);
-  }
-  throw new Error(`postgres not ready after 60 s: ${stderr()}`);
-}
-
-async function stopPostmaster(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGINT'); // fast shutdown
-  const timer = setTimeout(() => {
-    // detached: the postmaster leads its own process group, backends included.
-    try {
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-    } catch {
-      // gone meanwhile
-    }
-  }, 20_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
 }

@@ -5,11 +5,10 @@
 // parent and reaps it: this container's init does not reap orphans.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort, stopPostmaster, waitPostmasterReady } from '../harness/postmaster.js';
 
 export const PG_BIN = '/usr/lib/postgresql/15/bin';
 
@@ -63,55 +62,10 @@ export async function startScratchPostgres(
     let stderr = '';
     proc.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     proc.stdout?.resume();
-    await waitReady(pgdata, proc, () => stderr);
+    await waitPostmasterReady(pgdata, proc, () => stderr, 30_000);
     return { pgdata, logDir: join(pgdata, 'log'), socketDir: root, port, pid: proc.pid!, stop };
   } catch (err) {
     await stop();
     throw err;
   }
-}
-
-/** Waits for postmaster.pid to say "ready" (its 8th line, PostgreSQL 10+). */
-async function waitReady(pgdata: string, child: ChildProcess, stderr: () => string) {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`postgres exited during startup: ${stderr()}`);
-    }
-    try {
-      const lines = readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n');
-      if (lines[7]?.trim() === 'ready') return;
-    } catch {
-      // not written yet
-    }
-    await sleep(50);
-  }
-  throw new Error(`postgres not ready after 30 s: ${stderr()}`);
-}
-
-async function stopPostmaster(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGINT'); // fast shutdown
-  const timer = setTimeout(() => {
-    // detached: the postmaster leads its own process group, backends included.
-    try {
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-    } catch {
-      // gone meanwhile
-    }
-  }, 20_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
 }
