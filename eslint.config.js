@@ -79,6 +79,33 @@ const LAYERS = [
     ],
     why: 'cli/ talks HTTP through client/ and administers through commands/ over the store interfaces (opened by open-store.ts); it never reaches the api, the engine, a driver or a concrete store',
   },
+  {
+    files: ['src/hosts/**/*.ts'],
+    forbid: [
+      '**/api/**',
+      '**/commands/**',
+      '**/engine/**',
+      '**/drivers/**',
+      '**/store/*/**',
+      '**/cli/**',
+      '**/agent/**',
+      ...ROOTS,
+    ],
+    why: "hosts/ (the control plane's side of its hosts) knows domain/, lib/ and the store interfaces; never a host agent's code",
+  },
+  {
+    files: ['src/agent/**/*.ts'],
+    forbid: [
+      '**/api/**',
+      '**/commands/**',
+      '**/engine/**',
+      '**/store/**',
+      '**/cli/**',
+      '**/hosts/**',
+      ...ROOTS,
+    ],
+    why: 'agent/ (`basin host run`, on a machine of its own) knows domain/ and lib/; never the store or the control plane',
+  },
   ...[
     ['src/drivers/*.ts', []],
     ['src/drivers/local/**/*.ts', ['**/sim/**']],

@@ -94,6 +94,8 @@ export interface Config {
   console: boolean;
   /** Where GET /metrics (Prometheus) listens, apart from the API (metrics/listener.ts); null: nowhere. */
   metricsListen: { host: string; port: number } | null;
+  /** The listener for this installation's hosts (mutual TLS), or none: one machine. */
+  hostListen: { host: string; port: number } | null;
   /** How answers name the time-series service type: the spec's TIMESERIESDB or the vendor's TIMESCALEDB. */
   serviceTypeName: ServiceTypeName;
 }
@@ -391,6 +393,12 @@ export const OPTIONS = {
     default: 'off',
     help: "host:port of a separate listener serving GET /metrics (Prometheus; every project's series: for the operator, keep it on loopback or a private network); off: none",
   },
+  hostListen: {
+    env: 'BASIN_HOST_LISTEN',
+    flag: '--host-listen',
+    default: 'off',
+    help: "host:port where hosts of several machines join and report (`basin host run`; mutual TLS with the installation's CA); off: Basin runs on this machine alone",
+  },
   serviceTypeName: {
     env: 'BASIN_SERVICE_TYPE_NAME',
     flag: '--service-type-name',
@@ -560,6 +568,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     adminEmail,
     console: onOff('console', need('console')),
     metricsListen: parsed('metricsListen', () => parseListen(need('metricsListen'))),
+    hostListen: parsed('hostListen', () => parseListen(need('hostListen'))),
     serviceTypeName: serviceTypeName as ServiceTypeName,
   };
 }

@@ -41,7 +41,11 @@ export type HostState = 'ONLINE' | 'LOST';
 /** How long a host may be silent before it is lost, unless configured. */
 export const DEFAULT_HOST_LOST_AFTER_MS = 15_000;
 
-export function hostState(h: Pick<Host, 'heartbeatAt'>, now: number, lostAfterMs: number): HostState {
+export function hostState(
+  h: Pick<Host, 'heartbeatAt'>,
+  now: number,
+  lostAfterMs: number,
+): HostState {
   return now - h.heartbeatAt > lostAfterMs ? 'LOST' : 'ONLINE';
 }
 
