@@ -15,6 +15,7 @@ const ROOTS = [
   '**/config.js',
   '**/openapi-document.js',
   '**/open-store.js',
+  '**/local-driver-options.js',
 ];
 const LAYERS = [
   { files: ['src/lib/**/*.ts'], forbid: ['../*', '../**'], why: 'lib/ imports nothing of Basin' },
@@ -102,14 +103,20 @@ const LAYERS = [
       '**/store/**',
       '**/cli/**',
       '**/hosts/**',
-      ...ROOTS,
+      '**/drivers/sim/**',
+      '**/drivers/hosts/**',
+      '**/basin.js',
+      '**/main.js',
+      '**/openapi-document.js',
+      '**/open-store.js',
     ],
-    why: 'agent/ (`basin host run`, on a machine of its own) knows domain/ and lib/; never the store or the control plane',
+    why: "agent/ (`basin host run`, a host's composition root) wires the local driver from the configuration; never the store, the engine or the control plane's side",
   },
   ...[
     ['src/drivers/*.ts', []],
-    ['src/drivers/local/**/*.ts', ['**/sim/**']],
-    ['src/drivers/sim/**/*.ts', ['**/local/**']],
+    ['src/drivers/local/**/*.ts', ['**/sim/**', '**/hosts/**']],
+    ['src/drivers/sim/**/*.ts', ['**/local/**', '**/hosts/**']],
+    ['src/drivers/hosts/**/*.ts', ['**/local/**', '**/sim/**']],
   ].map(([glob, other]) => ({
     files: [glob],
     forbid: [

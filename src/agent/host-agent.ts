@@ -1,20 +1,35 @@
 // `basin host run`: a machine's agent in an installation of several hosts
-// (docs/decisions.md, "Several hosts"). It joins once (with a token), then
-// serves the control plane on its own mutual-TLS listener and reports to it
-// at a fixed interval. Running the nodes the control plane places here comes
-// with placement (issue 21); this is the part every host needs first.
+// (docs/decisions.md, "Several hosts"). It joins once (with a token), runs
+// the local driver for the services the control plane places here (as a
+// one-machine Basin runs it: OS user per service, confinement, cgroups,
+// namespaces), serves the control plane on its own mutual-TLS listener
+// (the driver's calls, driver-rpc.ts) and reports to it at a fixed
+// interval. A composition root, like main.ts: it wires the local driver.
 
-import { mkdirSync } from 'node:fs';
+import type { Config } from '../config.js';
+import type { Driver } from '../drivers/driver.js';
+import { createLocalDriver } from '../drivers/local/local-driver.js';
+import { localDriverOptions } from '../local-driver-options.js';
+import { makeDataDir } from '../lib/data-dir.js';
+import { lockDataDir } from '../lib/data-dir-lock.js';
 import type { Logger } from '../lib/logger.js';
 import { CONTROL_PLANE_CN } from '../domain/hosts.js';
 import { httpsJson } from '../lib/https-json.js';
 import { type AgentIdentity, readIdentity, writeIdentity } from './agent-files.js';
 import { serveAgent } from './agent-server.js';
 import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js';
+import { answerDriverCall } from './driver-rpc.js';
 import { join, JoinError } from './join.js';
+import { fileUidAllocator } from './uid-counter.js';
 
 export interface AgentOptions {
   dataDir: string;
+  /**
+   * The local driver's settings (the server's flags: uid range, service
+   * network, …), its data directory this one; none: the agent joins and
+   * reports but runs no databases (tests of joining alone).
+   */
+  driverConfig: Config | null;
   /** Needed only to join: the control plane's host listener, a token and the CA's hash. */
   controlPlane?: string;
   token?: string;
@@ -35,7 +50,9 @@ export interface RunningAgent {
 }
 
 export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
-  mkdirSync(o.dataDir, { recursive: true, mode: 0o700 });
+  makeDataDir(o.dataDir);
+  // One agent per data directory, as one Basin per data directory.
+  const lock = lockDataDir(o.dataDir);
   let identity = readIdentity(o.dataDir);
   if (!identity) {
     if (!o.controlPlane || !o.token || !o.caSha256) {
@@ -54,10 +71,22 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     o.log.info({ host: identity.hostId, name: identity.name }, 'joined the installation');
   }
   const id = identity;
+  const driver: Driver | null = o.driverConfig
+    ? createLocalDriver(
+        localDriverOptions(o.driverConfig, {
+          allocateUid: fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange),
+          log: o.log,
+          // Clients reach this host's services at its address: their certificates name it.
+          publicHost: o.address,
+        }),
+      )
+    : null;
+  await driver?.start();
   const server = await serveAgent(
     id,
     { host: o.address, port: o.port },
     {
+      ...(driver ? { 'POST /v1/agent/driver': (req) => answerDriverCall(driver, req) } : {}),
       'GET /v1/agent/health': async () => ({
         status: 200,
         body: {
@@ -112,6 +141,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
       stopped = true;
       clearTimeout(timer);
       await server.close();
+      await driver?.close();
+      lock.release();
     },
   };
 }

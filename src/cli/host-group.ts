@@ -15,6 +15,7 @@ import {
 } from '../domain/hosts.js';
 import { checkAgent } from '../hosts/agent-client.js';
 import { DEFAULT_TOKEN_TTL_MS, issueJoinToken } from '../hosts/join-tokens.js';
+import { OPTIONS, parseConfig } from '../config.js';
 import { createServerLog } from '../lib/logger.js';
 import type { Store } from '../store/store.js';
 import { CliFailure } from './cli-failure.js';
@@ -61,6 +62,7 @@ export const hostGroup: CliGroup = {
       name: 'run',
       kind: 'plain',
       args: [],
+      rest: "the server's options for the databases this host runs (--service-uid-range, --service-network, …)",
       options: {
         'control-plane': {
           value: 'url',
@@ -125,10 +127,21 @@ export const hostGroup: CliGroup = {
         if (!Number.isInteger(port) || port < 0 || port > 65535)
           throw new CliFailure('--port must be a port number.');
         if (!(heartbeatMs >= 100)) throw new CliFailure('--heartbeat-ms must be at least 100.');
+        // Nothing the agent writes (keys, certificates) is for other OS users.
+        process.umask(0o077);
+        const dataDir = c.opt(DATA_DIR) ?? AGENT_DATA_DIR;
+        let driverConfig;
+        try {
+          // The same flags (and BASIN_* variables) as the server's, for the local driver.
+          driverConfig = parseConfig([...c.rest, OPTIONS.dataDir.flag, dataDir], c.env);
+        } catch (err) {
+          throw new CliFailure(`after --: ${(err as Error).message}`);
+        }
         let agent;
         try {
           agent = await runAgent({
-            dataDir: c.opt(DATA_DIR) ?? AGENT_DATA_DIR,
+            dataDir,
+            driverConfig,
             controlPlane: c.opt('control-plane')?.replace(/\/+$/, ''),
             token: c.opt('token'),
             caSha256: c.opt('ca-sha256'),

@@ -84,3 +84,11 @@ export const CONTROL_PLANE_CN = 'basin-control-plane';
 export const HOST_NAME = /^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$/;
 /** A zone label. */
 export const ZONE_NAME = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
+
+/** Where a service runs, and what it holds of that host (its size at its last apply). */
+export interface Placement {
+  resourceId: string;
+  hostId: string;
+  cpuMillis: number;
+  memoryMb: number;
+}

@@ -1,7 +1,7 @@
 // Rows of the hosts and host_tokens tables as domain values: the same
 // columns in both stores (BIGINT comes back from PostgreSQL as a number).
 
-import type { Host, HostToken } from '../domain/hosts.js';
+import type { Host, HostToken, Placement } from '../domain/hosts.js';
 
 export function hostFromRow(row: unknown): Host | undefined {
   if (row === undefined) return undefined;
@@ -46,4 +46,15 @@ export function hostColumns(h: Host): unknown[] {
     h.joinedAt,
     h.heartbeatAt,
   ];
+}
+
+export function placementFromRow(row: unknown): Placement | undefined {
+  if (row === undefined) return undefined;
+  const r = row as Record<string, unknown>;
+  return {
+    resourceId: r.resource_id as string,
+    hostId: r.host_id as string,
+    cpuMillis: Number(r.cpu_millis),
+    memoryMb: Number(r.memory_mb),
+  };
 }

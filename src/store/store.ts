@@ -4,7 +4,7 @@
 // `transaction`, which hands the callback a Tx with the same repositories.
 
 import type { Backup } from '../domain/backups.js';
-import type { Host, HostCapacity, HostToken, HostUsage } from '../domain/hosts.js';
+import type { Host, HostCapacity, HostToken, HostUsage, Placement } from '../domain/hosts.js';
 import type { NewOperation, OperationKind, ResourceKind } from '../domain/operations.js';
 import type {
   Credential,
@@ -329,6 +329,18 @@ export interface HostRepo extends HostReads {
   remove(id: string): Promise<boolean>;
 }
 
+export interface PlacementReads {
+  get(resourceId: string): Promise<Placement | undefined>;
+  list(): Promise<Placement[]>;
+}
+
+/** Which host runs which service (docs/decisions.md, "Several hosts"). */
+export interface PlacementRepo extends PlacementReads {
+  /** Records or replaces a resource's placement. */
+  put(p: Placement): Promise<void>;
+  remove(resourceId: string): Promise<void>;
+}
+
 /** One-time join tokens (docs/decisions.md, "Several hosts"). */
 export interface HostTokenRepo {
   insert(t: HostToken): Promise<void>;
@@ -367,6 +379,7 @@ export interface Repos {
   hosts: HostRepo;
   hostTokens: HostTokenRepo;
   secrets: SecretRepo;
+  placements: PlacementRepo;
 }
 
 export type Tx = Repos;
@@ -390,6 +403,7 @@ export interface ReadRepos {
   backups: BackupReads;
   hosts: HostReads;
   secrets: SecretReads;
+  placements: PlacementReads;
 }
 
 /**

@@ -581,7 +581,7 @@ export function storeContract(name: string, subject: StoreSubject): void {
     assert.deepEqual(await labels('s2'), ['20300101-000000F']);
   });
 
-  test(`${name}: hosts: one per name, heartbeats recorded, removed for good; tokens join once; secrets first writer wins`, async (t) => {
+  test(`${name}: hosts: one per name, heartbeats recorded, removed for good; tokens join once; secrets first writer wins; placements replaced`, async (t) => {
     const store = await open(t);
     const host = (id: string, name: string): Host => ({
       id,
@@ -646,5 +646,17 @@ export function storeContract(name: string, subject: StoreSubject): void {
     assert.equal(await store.transaction((tx) => tx.secrets.putIfAbsent('ca', 'one')), 'one');
     assert.equal(await store.transaction((tx) => tx.secrets.putIfAbsent('ca', 'two')), 'one');
     assert.equal(await store.secrets.get('ca'), 'one');
+
+    const placed = { resourceId: 's1', hostId: 'h2', cpuMillis: 500, memoryMb: 2048 };
+    await store.transaction((tx) => tx.placements.put(placed));
+    await store.transaction((tx) => tx.placements.put({ ...placed, resourceId: 's0' }));
+    await store.transaction((tx) => tx.placements.put({ ...placed, memoryMb: 4096 }));
+    assert.deepEqual(await store.placements.get('s1'), { ...placed, memoryMb: 4096 });
+    assert.deepEqual(
+      (await store.placements.list()).map((p) => p.resourceId),
+      ['s0', 's1'],
+    );
+    await store.transaction((tx) => tx.placements.remove('s1'));
+    assert.equal(await store.placements.get('s1'), undefined);
   });
 }

@@ -3,8 +3,9 @@
 
 import { AppError } from '../../domain/errors.js';
 import type { Host, HostCapacity, HostToken, HostUsage } from '../../domain/hosts.js';
-import { hostColumns, hostFromRow, tokenFromRow } from '../host-rows.js';
-import type { HostRepo, HostTokenRepo, SecretRepo } from '../store.js';
+import { hostColumns, hostFromRow, placementFromRow, tokenFromRow } from '../host-rows.js';
+import type { Placement } from '../../domain/hosts.js';
+import type { HostRepo, HostTokenRepo, PlacementRepo, SecretRepo } from '../store.js';
 import { C, changes, type PgContext, rows } from './queryable.js';
 
 export class PgHostRepo implements HostRepo {
@@ -81,5 +82,31 @@ export class PgSecretRepo implements SecretRepo {
       [name, value],
     );
     return (await this.get(name)) as string;
+  }
+}
+
+export class PgPlacementRepo implements PlacementRepo {
+  constructor(private readonly ctx: PgContext) {}
+
+  async get(resourceId: string) {
+    const [row] = await rows(this.ctx.db, 'SELECT * FROM placements WHERE resource_id = $1', [
+      resourceId,
+    ]);
+    return placementFromRow(row);
+  }
+  async list() {
+    const all = await rows(this.ctx.db, `SELECT * FROM placements ORDER BY resource_id ${C}`);
+    return all.map((r) => placementFromRow(r) as Placement);
+  }
+  async put(p: Placement) {
+    await this.ctx.db.query(
+      `INSERT INTO placements (resource_id, host_id, cpu_millis, memory_mb) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (resource_id) DO UPDATE SET host_id = excluded.host_id,
+         cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb`,
+      [p.resourceId, p.hostId, p.cpuMillis, p.memoryMb],
+    );
+  }
+  async remove(resourceId: string) {
+    await this.ctx.db.query('DELETE FROM placements WHERE resource_id = $1', [resourceId]);
   }
 }

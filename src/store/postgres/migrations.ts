@@ -172,6 +172,12 @@ export const PG_MIGRATIONS: readonly string[] = [
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
   );
+  CREATE TABLE placements (
+    resource_id TEXT PRIMARY KEY,
+    host_id TEXT NOT NULL,
+    cpu_millis INTEGER NOT NULL,
+    memory_mb INTEGER NOT NULL
+  );
   `,
 ];
 

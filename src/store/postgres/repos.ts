@@ -27,7 +27,7 @@ import type {
   VpcRepo,
 } from '../store.js';
 import { PgDocRepo } from './doc-repo.js';
-import { PgHostRepo, PgHostTokenRepo, PgSecretRepo } from './host-repo.js';
+import { PgHostRepo, PgHostTokenRepo, PgPlacementRepo, PgSecretRepo } from './host-repo.js';
 import { PgEventRepo } from './event-repo.js';
 import { PgOperationRepo } from './operation-repo.js';
 import { BY_TIME, C, changes, type PgContext, rows } from './queryable.js';
@@ -321,5 +321,6 @@ export function createPgRepos(ctx: PgContext): Repos {
     hosts: new PgHostRepo(ctx),
     hostTokens: new PgHostTokenRepo(ctx),
     secrets: new PgSecretRepo(ctx),
+    placements: new PgPlacementRepo(ctx),
   };
 }

@@ -4,8 +4,9 @@
 import type Database from 'better-sqlite3';
 import { AppError } from '../../domain/errors.js';
 import type { Host, HostCapacity, HostToken, HostUsage } from '../../domain/hosts.js';
-import type { HostRepo, HostTokenRepo, SecretRepo } from '../store.js';
-import { hostColumns, hostFromRow, tokenFromRow } from '../host-rows.js';
+import type { Placement } from '../../domain/hosts.js';
+import type { HostRepo, HostTokenRepo, PlacementRepo, SecretRepo } from '../store.js';
+import { hostColumns, hostFromRow, placementFromRow, tokenFromRow } from '../host-rows.js';
 
 export class SqliteHostRepo implements HostRepo {
   constructor(private readonly db: Database.Database) {}
@@ -78,5 +79,33 @@ export class SqliteSecretRepo implements SecretRepo {
       .prepare('INSERT INTO secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING')
       .run(name, value);
     return this.db.prepare('SELECT value FROM secrets WHERE name = ?').pluck().get(name) as string;
+  }
+}
+
+export class SqlitePlacementRepo implements PlacementRepo {
+  constructor(private readonly db: Database.Database) {}
+
+  async get(resourceId: string) {
+    return placementFromRow(
+      this.db.prepare('SELECT * FROM placements WHERE resource_id = ?').get(resourceId),
+    );
+  }
+  async list() {
+    return this.db
+      .prepare('SELECT * FROM placements ORDER BY resource_id')
+      .all()
+      .map((r) => placementFromRow(r) as Placement);
+  }
+  async put(p: Placement) {
+    this.db
+      .prepare(
+        `INSERT INTO placements (resource_id, host_id, cpu_millis, memory_mb) VALUES (?, ?, ?, ?)
+         ON CONFLICT (resource_id) DO UPDATE SET host_id = excluded.host_id,
+           cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb`,
+      )
+      .run(p.resourceId, p.hostId, p.cpuMillis, p.memoryMb);
+  }
+  async remove(resourceId: string) {
+    this.db.prepare('DELETE FROM placements WHERE resource_id = ?').run(resourceId);
   }
 }

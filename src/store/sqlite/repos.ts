@@ -27,7 +27,12 @@ import { SqliteBackupRepo } from './backup-repo.js';
 import { SqliteCounterRepo } from './counter-repo.js';
 import { SqliteDocRepo } from './doc-repo.js';
 import { SqliteEventRepo } from './event-repo.js';
-import { SqliteHostRepo, SqliteHostTokenRepo, SqliteSecretRepo } from './host-repo.js';
+import {
+  SqliteHostRepo,
+  SqliteHostTokenRepo,
+  SqlitePlacementRepo,
+  SqliteSecretRepo,
+} from './host-repo.js';
 import { SqliteOperationRepo } from './operation-repo.js';
 
 class Projects implements ProjectRepo {
@@ -296,5 +301,6 @@ export function createRepos(db: Database.Database): Repos {
     hosts: new SqliteHostRepo(db),
     hostTokens: new SqliteHostTokenRepo(db),
     secrets: new SqliteSecretRepo(db),
+    placements: new SqlitePlacementRepo(db),
   };
 }
