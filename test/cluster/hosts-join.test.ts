@@ -7,13 +7,13 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { httpsJson } from '../../src/lib/https-json.js';
-import { installation } from '../e2e/basin-process.js';
+import { installation, type Installation } from '../e2e/basin-process.js';
 import { freePort } from '../harness/postmaster.js';
 import { ROOT } from '../harness/installation.js';
 import { startStorePostgres } from '../store-postgres.js';
@@ -64,12 +64,22 @@ test(
 
     const agents: Agent[] = [];
     t.after(() => agents.forEach((a) => a.child.kill('SIGKILL')));
+    // Each host's data directory is an installation of the harness: uids and
+    // service addresses of its own for its local driver, all removed after.
+    const hostDirs: Installation[] = [];
+    for (let i = 0; i < 3; i++) hostDirs.push(await installation(t));
+    const driverFlags = (h: Installation) => [
+      '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
+      '--service-network', h.serviceNetwork,
+    ]; // prettier-ignore
     const runAgent = (i: number, dir: string, extra: string[], port = 9444): Agent => {
+      const h = hostDirs[i - 1] as Installation;
+      const dataDir = dir === 'host' ? h.dataDir : join(dirs, dir);
       const child = spawn(
         'ip',
-        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', join(dirs, dir),
+        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', dataDir,
         'host', 'run', '--address', address(i), '--port', String(port), '--name', `h${i}`,
-        '--zone', i === 3 ? 'b' : 'a', '--heartbeat-ms', '300', ...extra], // prettier-ignore
+        '--zone', i === 3 ? 'b' : 'a', '--heartbeat-ms', '300', ...extra, ...driverFlags(h)], // prettier-ignore
         { stdio: ['ignore', 'pipe', 'pipe'] },
       );
       let out = '';
@@ -86,8 +96,15 @@ test(
 
     // Three hosts join, each with a token of its own.
     const tokens = [await token(), await token(), await token()];
-    for (const i of [1, 2, 3]) runAgent(i, `h${i}`, joinArgs(tokens[i - 1] as (typeof tokens)[0]));
+    for (const i of [1, 2, 3]) runAgent(i, 'host', joinArgs(tokens[i - 1] as (typeof tokens)[0]));
     await until(async () => (await hosts()).filter((h) => h.state === 'ONLINE').length === 3);
+    // An agent serves once its local driver has started (its template built).
+    for (const name of ['h1', 'h2', 'h3']) {
+      await until(
+        async () => (await inst.cli('--store-url', url, 'host', 'check', name)).code === 0,
+        120_000,
+      );
+    }
     const listed = await hosts();
     assert.deepEqual(
       listed.map((h) => [h.name, h.address, h.zone, h.state]),
@@ -99,7 +116,10 @@ test(
     );
     assert.ok(listed.every((h) => h.cpus >= 1));
     // Its key never leaves the host, and only root reads it.
-    assert.equal(statSync(join(dirs, 'h1', 'tls', 'host.key')).mode & 0o777, 0o600);
+    assert.equal(
+      statSync(join((hostDirs[0] as Installation).dataDir, 'tls', 'host.key')).mode & 0o777,
+      0o600,
+    );
 
     // The control plane calls an agent with its certificate (mutual TLS).
     const h2 = listed[1] as (typeof listed)[0];
@@ -112,7 +132,7 @@ test(
       httpsJson(`https://${address(2)}:9444/v1/agent/health`, { timeoutMs: 5000 }),
     );
     const read = (f: string) =>
-      execFileSync('cat', [join(dirs, 'h1', 'tls', f)], { encoding: 'utf8' });
+      readFileSync(join((hostDirs[0] as Installation).dataDir, 'tls', f), 'utf8');
     const asHost1 = await httpsJson(`https://${address(2)}:9444/v1/agent/health`, {
       ca: read('ca.crt'),
       cert: read('host.crt'),
@@ -151,7 +171,7 @@ test(
     execFileSync('bash', ['-c', `kill -9 $(ip netns pids ${PREFIX}-h1) 2>/dev/null || true`]);
     await until(async () => (await hosts(1)).find((h) => h.name === 'h1')?.state === 'LOST');
     const lostAt = (await hosts()).find((h) => h.name === 'h1')?.heartbeat_at as string;
-    runAgent(1, 'h1', []);
+    runAgent(1, 'host', []);
     await until(async () => {
       const h1 = (await hosts(1)).find((h) => h.name === 'h1');
       return h1?.state === 'ONLINE' && h1.heartbeat_at > lostAt;
