@@ -96,6 +96,8 @@ export interface Config {
   metricsListen: { host: string; port: number } | null;
   /** The listener for this installation's hosts (mutual TLS), or none: one machine. */
   hostListen: { host: string; port: number } | null;
+  /** A host silent this long (ms) is lost: its services become UNSTABLE. */
+  hostLostAfterMs: number;
   /** How answers name the time-series service type: the spec's TIMESERIESDB or the vendor's TIMESCALEDB. */
   serviceTypeName: ServiceTypeName;
 }
@@ -399,6 +401,12 @@ export const OPTIONS = {
     default: 'off',
     help: "host:port where hosts of several machines join and report (`basin host run`; mutual TLS with the installation's CA); off: Basin runs on this machine alone",
   },
+  hostLostAfter: {
+    env: 'BASIN_HOST_LOST_AFTER',
+    flag: '--host-lost-after',
+    default: '15s',
+    help: "a host that has not reported for this long is LOST, and its services UNSTABLE: <n>s, <n>m, <n>h or <n>d",
+  },
   serviceTypeName: {
     env: 'BASIN_SERVICE_TYPE_NAME',
     flag: '--service-type-name',
@@ -575,6 +583,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     console: onOff('console', need('console')),
     metricsListen: parsed('metricsListen', () => parseListen(need('metricsListen'))),
     hostListen,
+    hostLostAfterMs: duration('hostLostAfter', need('hostLostAfter')),
     serviceTypeName: serviceTypeName as ServiceTypeName,
   };
 }
