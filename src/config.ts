@@ -405,7 +405,7 @@ export const OPTIONS = {
     env: 'BASIN_HOST_LOST_AFTER',
     flag: '--host-lost-after',
     default: '15s',
-    help: "a host that has not reported for this long is LOST, and its services UNSTABLE: <n>s, <n>m, <n>h or <n>d",
+    help: 'a host that has not reported for this long is LOST, and its services UNSTABLE: <n>s, <n>m, <n>h or <n>d',
   },
   serviceTypeName: {
     env: 'BASIN_SERVICE_TYPE_NAME',

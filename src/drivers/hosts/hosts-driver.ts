@@ -252,7 +252,10 @@ export class HostsDriver implements Driver {
   /** A call to a lost host would wait for a timeout: fail at once, retryably. */
   private refuseLost(host: Host): void {
     if (this.lost(host)) {
-      throw new DriverError(`Host ${host.name} (${host.address}) is lost: it has not reported.`, true);
+      throw new DriverError(
+        `Host ${host.name} (${host.address}) is lost: it has not reported.`,
+        true,
+      );
     }
   }
 
