@@ -8,13 +8,14 @@ import type { Logger } from './lib/logger.js';
 
 export function localDriverOptions(
   config: Config,
-  parts: Pick<LocalDriverOptions, 'allocateUid'> & { log: Logger; publicHost?: string },
+  parts: Pick<LocalDriverOptions, 'allocateUid' | 'ca'> & { log: Logger; publicHost?: string },
 ): LocalDriverOptions {
   return {
     dataDir: config.dataDir,
     publicHost: parts.publicHost ?? config.publicHost,
     serviceUidRange: config.serviceUidRange,
     ...(parts.allocateUid ? { allocateUid: parts.allocateUid } : {}),
+    ...(parts.ca ? { ca: parts.ca } : {}),
     privateTmp: config.servicePrivateTmp,
     privateTmpMb: config.serviceTmpSizeMb,
     ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),

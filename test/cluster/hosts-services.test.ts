@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -95,11 +95,11 @@ test(
     assert.deepEqual(endpoints, [address(1), address(2), address(3)]);
 
     // Each is a real PostgreSQL on its host, reached at the host's address
-    // with verify-full against that host's CA.
+    // with verify-full against the installation's one services CA.
+    const ca = join(inst.dataDir, 'services-ca.crt');
+    writeFileSync(ca, await cli('host', 'ca'));
     for (const [k, s] of ready.entries()) {
       const i = [address(1), address(2), address(3)].indexOf(s.endpoint.host) + 1;
-      const ca = join((hosts[i - 1] as Installation).dataDir, 'local', 'ca', 'ca.crt');
-      assert.ok(existsSync(ca), ca);
       const conn = `host=${s.endpoint.host} port=${s.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
       const password = (made[k] as { password: string }).password;
       await psql(
@@ -121,11 +121,9 @@ test(
     await b.waitForStatus(first.service_id, 'PAUSED', 120_000);
     assert.equal((await b.call('POST', `${b.servicePath(first.service_id)}/start`)).status, 202);
     await b.waitForStatus(first.service_id, 'READY', 120_000);
-    const i1 = [address(1), address(2), address(3)].indexOf(first.endpoint.host);
-    const ca1 = join((hosts[i1] as Installation).dataDir, 'local', 'ca', 'ca.crt');
     assert.equal(
       await psql(
-        `host=${first.endpoint.host} port=${first.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca1}`,
+        `host=${first.endpoint.host} port=${first.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca}`,
         (made[0] as { password: string }).password,
         'select v from t',
       ),

@@ -100,6 +100,12 @@ export interface LocalDriverOptions {
   dataDir: string;
   /** The host name clients connect to; server certificates are issued for it. */
   publicHost: string;
+  /**
+   * The CA to issue the services' certificates from, when the installation
+   * has one (a host of several: its CA under the installation's, then the
+   * root, in PEM); made here otherwise.
+   */
+  ca?: () => Promise<{ cert: string; key: string }>;
   /** PostgreSQL 15 server binaries (default /usr/lib/postgresql/15/bin). */
   pgBin?: string;
   /** PostgreSQL 15 shared data (default /usr/share/postgresql/15). */
@@ -286,7 +292,7 @@ export class LocalDriver implements Driver {
     await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
     // createBasin holds the data directory's lock: what is staged here is a dead Basin's.
     await removeLeftovers(layout, this.log);
-    await ensureCa(layout);
+    await ensureCa(layout, this.options.ca);
     removeLeftBackupCgroups(layout.backupsDir);
     return layout;
   }
