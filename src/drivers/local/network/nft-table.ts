@@ -18,8 +18,9 @@
 //   read replica set's namespace to its service's (`follows`: the
 //   service's nodes admit their own gateway for replication), and from a
 //   namespace back into itself through the host (hairpin: its replies
-//   would otherwise not return through the host). Other clients keep
-//   their address: pg_hba and the VPC rules see the real client.
+//   would otherwise not return through the host), TCP from source ports
+//   TRANSLATED_PORTS (see Not tracked). Other clients keep their address:
+//   pg_hba and the VPC rules see the real client.
 // - Egress: a namespace's connections to the rest of the world leave
 //   with the host's address (masquerade), as they did before namespaces.
 // - Forward: into a namespace only what was translated to it (or answers
@@ -31,8 +32,32 @@
 //   `hostAddress`) is reachable from that namespace (and the namespaces it
 //   admits meanwhile: `hostGuests`) and from the host itself only;
 //   everything else a namespace sends the host is as before.
+// - Not tracked (raw, before connection tracking): a connection from this
+//   host straight to a namespace's address on one of its ports, from the
+//   veth's own address (the gateway) and a client port in
+//   DIRECT_CLIENT_PORTS: a local client the eBPF redirect gave the address
+//   (connect-redirect.ts), HAProxy's to its backends. Such a connection
+//   needs no translation, and tracking it was most of what is left of a
+//   namespace's cost (docs/decisions.md, Service networks). Its answers are
+//   told apart from those of translated connections, which have the same
+//   addresses, by the client port alone: the masquerade into a namespace
+//   gives TCP sources TRANSLATED_PORTS, never DIRECT_CLIENT_PORTS. A
+//   namespace's own SYNs are always tracked (what it opens towards the host
+//   is translated as before), and a packet to a port that leads into a
+//   namespace too. Untracked packets are local ones (to or from the host's
+//   side of a veth): the forward chain still drops every untracked packet
+//   bound for a namespace.
 
 import { VETH_PREFIX } from './addresses.js';
+
+/**
+ * Client ports of a connection from this host to a namespace's address that
+ * is not tracked: Linux's default ephemeral range (32768-60999) and above.
+ * A client bound elsewhere is tracked, as before.
+ */
+export const DIRECT_CLIENT_PORTS = '32768-65535';
+/** Source ports the masquerade into a namespace gives TCP: disjoint from DIRECT_CLIENT_PORTS. */
+export const TRANSLATED_PORTS = '1024-32767';
 
 /** One namespace, as the table needs it. */
 export interface TableNamespace {
@@ -102,6 +127,9 @@ export function renderTable(spec: TableSpec): string {
     const service = n.streamsFrom === undefined ? undefined : byId.get(n.streamsFrom);
     if (service) pairs.push(`${n.address} . ${service.address}`);
   }
+  const direct = namespaces.flatMap((n) =>
+    [...new Set(n.ports)].map((p) => `"${n.veth}" . ${n.address} . ${n.hostAddress} . ${p}`),
+  );
   const reserved = namespaces.flatMap((n) => n.hostPorts.map((p) => `${n.hostAddress} . ${p}`));
   const reservedFor = namespaces.flatMap((n) => {
     const admitted = [n, ...(n.hostGuests ?? []).flatMap((g) => byId.get(g) ?? [])];
@@ -148,11 +176,30 @@ export function renderTable(spec: TableSpec): string {
     ...map,
     ...set('snat_pairs', 'ipv4_addr . ipv4_addr', pairs),
     ...set('reserved', 'ipv4_addr . inet_service', reserved),
+    ...set('direct', 'ifname . ipv4_addr . ipv4_addr . inet_service', direct),
+    ...set('forwarded', 'inet_service', [...ports.keys()].sort((a, b) => a - b).map(String)),
     ...set('reserved_for', 'ifname . ipv4_addr . ipv4_addr . inet_service', reservedFor),
+    // Every packet of the host would pass these: only while some port leads
+    // into a namespace. In: the namespace's answers (a pure SYN is its own
+    // connection), not to a port that leads into a namespace. Out: to its
+    // address and port, from a client port of the range.
+    ...(direct.length === 0
+      ? []
+      : [
+          ...chain('notrack_in', 'type filter hook prerouting priority raw; policy accept;', [
+            `tcp dport ${DIRECT_CLIENT_PORTS} tcp flags & (syn | ack) != syn iifname . ip saddr . ip daddr . tcp sport @direct tcp dport != @forwarded notrack`,
+          ]),
+          ...chain('notrack_out', 'type filter hook output priority raw; policy accept;', [
+            `tcp sport ${DIRECT_CLIENT_PORTS} oifname . ip daddr . ip saddr . tcp dport @direct notrack`,
+          ]),
+        ]),
     ...chain('prerouting', 'type nat hook prerouting priority -100; policy accept;', [dnat]),
     ...chain('output', 'type nat hook output priority -100; policy accept;', [dnat]),
     ...chain('postrouting', 'type nat hook postrouting priority 100; policy accept;', [
+      // TCP into a namespace from TRANSLATED_PORTS (see notrack_in).
+      `oifname @veths ip saddr 127.0.0.0/8 meta l4proto tcp masquerade to :${TRANSLATED_PORTS}`,
       'oifname @veths ip saddr 127.0.0.0/8 masquerade',
+      `oifname @veths ip saddr . ip daddr @snat_pairs meta l4proto tcp masquerade to :${TRANSLATED_PORTS}`,
       'oifname @veths ip saddr . ip daddr @snat_pairs masquerade',
       `ip saddr ${spec.block} oifname != ${basin} masquerade`,
     ]),
