@@ -213,6 +213,7 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
         restarts: config.restarts,
         serviceNetwork: config.serviceNetwork,
         repositoryServers: config.repositoryServers,
+        ...(config.idleSuspend === null ? {} : { idleSuspend: config.idleSuspend }),
         storage: { allowance: config.storageAllowance, reserve: config.diskReserve },
         log,
       });

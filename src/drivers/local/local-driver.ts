@@ -94,6 +94,7 @@ import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './node/res
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
 import type { DriverContext } from './context.js';
 import { primaryNode } from './primary-node.js';
+import type { IdlePolicy } from './idle/idle-policy.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -148,6 +149,12 @@ export interface LocalDriverOptions {
    * own (repository/); needs root and service networks. Off by default.
    */
   repositoryServers?: boolean;
+  /**
+   * Idle services suspend: a service of these environments with no client
+   * connection for `afterMs` has its server stopped, and the next
+   * connection wakes it (idle/). Off when absent.
+   */
+  idleSuspend?: IdlePolicy;
   /**
    * Each service's storage allowance and the host's reserve (default
    * DEFAULT_ALLOWANCE, DEFAULT_RESERVE: domain/storage.ts); `watch`
