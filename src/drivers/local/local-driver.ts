@@ -95,6 +95,7 @@ import { type DiskState, StorageWatch, type StorageWatchOptions } from './storag
 import type { DriverContext } from './context.js';
 import { primaryNode } from './primary-node.js';
 import type { IdlePolicy } from './idle/idle-policy.js';
+import { type IdleView, IdleServices } from './idle/idle-services.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
@@ -231,10 +232,21 @@ export class LocalDriver implements Driver {
   );
   /** The poolers' failed logins, per client address (pooler-watch.ts). */
   private readonly poolerWatch = new PoolerWatch(() => this.context());
+  /** Idle services that suspend and wake on connect (idle/). */
+  private readonly idle: IdleServices;
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
     this.sampler = new MetricsSampler({ intervalMs: options.metricsIntervalMs ?? 5_000 });
+    this.idle = new IdleServices({
+      ctx: () => this.context(),
+      applyNow: (spec) => this.applyNow(spec),
+      note: (id, note) => {
+        for (const l of this.noteListeners) l({ kind: 'service', id }, note);
+      },
+      policy: options.idleSuspend,
+      log: this.log,
+    });
   }
 
   /**
@@ -437,6 +449,7 @@ export class LocalDriver implements Driver {
     const ids = (await readdir(ctx.layout.instancesDir)).filter((id) => ID.test(id));
     for (const id of ids) await this.track(id);
     await ctx.storage.adopt(ids);
+    await this.idle.adopt(ids);
     ctx.storage.onNotice(({ target, change }) => {
       for (const l of this.storageListeners) l({ target, ...(change ? { change } : {}) });
     });
@@ -449,6 +462,7 @@ export class LocalDriver implements Driver {
     ctx.storage.start();
     this.oomWatch.start();
     this.poolerWatch.start();
+    this.idle.start();
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
@@ -484,6 +498,13 @@ export class LocalDriver implements Driver {
         serviceNproc: perService ? nproc : 'none',
         serviceNetwork: networks.describe(),
         repositoryServers: repositories?.enabled ? 'one per new service' : 'off',
+        idleSuspend: this.options.idleSuspend
+          ? {
+              afterMs: this.options.idleSuspend.afterMs,
+              environments: this.options.idleSuspend.environments,
+              ...(networks.enabled ? {} : { note: 'no service networks: nothing suspends' }),
+            }
+          : 'off',
         storage: describeStorage(this.allowancePolicy),
         root: layout.root,
       },
@@ -502,6 +523,7 @@ export class LocalDriver implements Driver {
     this.ctx?.storage.stop();
     this.oomWatch.stop();
     this.poolerWatch.stop();
+    await this.idle.close();
     await this.ctx?.networks.closeIfUnused();
   }
 
@@ -572,8 +594,28 @@ export class LocalDriver implements Driver {
   async applyService(spec: ServiceSpec): Promise<Progress> {
     checkId(spec.serviceId);
     if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
+    // An operation works on it: its idle time starts again (idle/).
+    this.idle.seen(spec);
+    this.idle.busy(spec.serviceId);
+    return this.locks.run(spec.serviceId, () => this.applyNow(spec));
+  }
+
+  /**
+   * One step of applyService, under the service's lock. A suspended
+   * service (idle/) is converged as a stopped one while its spec lets it
+   * sleep (a resize writes the settings its wake starts with); one whose
+   * spec no longer does (stopped, HA, a pooler) is released first, then
+   * converged as its spec says.
+   */
+  private async applyNow(asked: ServiceSpec): Promise<Progress> {
     const ctx = this.context();
-    return this.locks.run(spec.serviceId, async () => {
+    let spec = asked;
+    if (this.idle.keepsAsleep(spec.serviceId)) {
+      const why = this.idle.whyAwake(spec);
+      if (why === undefined) spec = { ...spec, running: false };
+      else await this.idle.release(spec.serviceId, why);
+    }
+    {
       // Its ports lead into its network namespace, whatever its state: no
       // other tenant's process can ever take them (network/).
       if (ctx.networks.enabled) {
@@ -608,7 +650,7 @@ export class LocalDriver implements Driver {
       }
       if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
       return pooler.converge(await ctx.users.ensure(spec.serviceId));
-    });
+    }
   }
 
   /**
@@ -627,6 +669,8 @@ export class LocalDriver implements Driver {
     this.watch.forget(serviceId);
     ctx.storage.forget(serviceId);
     return this.locks.run(serviceId, async () => {
+      // Its waker first: it listens on its namespace's host side.
+      await this.idle.forget(serviceId);
       const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
       let waitMs = 0;
@@ -709,6 +753,7 @@ export class LocalDriver implements Driver {
     const primary = primaryNode(spec);
     const ref = { id: spec.serviceId, node: primary.index };
     this.watch.track(spec);
+    this.idle.seen(spec);
     if (!(await nodeExists(layout, ref))) return 'missing';
     await this.trackStorage(spec);
     const pm = await postmasterStatus(layout.pgdata(ref));
@@ -716,6 +761,8 @@ export class LocalDriver implements Driver {
       pgdata: layout.pgdata(ref),
       pid: pm.up ? pm.pid : undefined,
     });
+    // Suspended (idle/): available, its waker in front of it. Not a crash.
+    if (this.idle.isAsleep(spec.serviceId)) return 'running';
     if (!pm.up) return spec.running ? 'failed' : 'stopped';
     // A server started by an older Basin, without no_new_privs or a private
     // /tmp: reported failed, so that the engine applies the spec, which
@@ -779,6 +826,15 @@ export class LocalDriver implements Driver {
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
     checkId(spec.serviceId);
     const ctx = this.context();
+    // A suspended service is woken for its backup (then sleeps again once idle).
+    if (this.idle.isAsleep(spec.serviceId)) {
+      this.idle.wakeInBackground(spec.serviceId, 'its scheduled backup');
+      return {
+        done: false,
+        retryAfterMs: 1_000,
+        reason: 'waking the suspended service for its backup',
+      };
+    }
     return this.locks.run(spec.serviceId, async () => {
       const user = await ctx.users.ensure(spec.serviceId);
       return ctx.backups.backup(spec, user, since);
@@ -807,6 +863,8 @@ export class LocalDriver implements Driver {
     checkId(spec.replicaSetId);
     checkId(spec.serviceId);
     const ctx = this.context();
+    // Its service never sleeps while it streams from it (idle/).
+    this.idle.streamedFrom(spec.serviceId);
     return this.locks.run(spec.replicaSetId, async () => {
       await this.trackReplicaSetStorage(spec);
       // Its nodes' and pooler's ports lead into its namespace; its
@@ -842,6 +900,7 @@ export class LocalDriver implements Driver {
   async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
     checkId(spec.replicaSetId);
     const ctx = this.context();
+    this.idle.streamedFrom(spec.serviceId);
     await this.trackReplicaSetStorage(spec);
     const health = await inspectReplicaSet(ctx, spec);
     await keepBounds(
@@ -893,6 +952,7 @@ export class LocalDriver implements Driver {
       storageMb: Math.round((view.usage.data / MB) * 10) / 10,
       storageAllowanceMb: view.limits.allowance / MB,
       storageLevel: view.level,
+      ...(target.kind === 'service' ? idleMetrics(this.idle.view(target.id)) : {}),
     };
   }
 
@@ -967,6 +1027,12 @@ export class LocalDriver implements Driver {
 async function pidMax(): Promise<number> {
   const n = Number((await readFile('/proc/sys/kernel/pid_max', 'utf8').catch(() => '')).trim());
   return Number.isInteger(n) && n > 0 ? n : 32_768;
+}
+
+/** Whether a service that may suspend sleeps, as Metrics says it (idle/). */
+function idleMetrics(view: IdleView | undefined): Pick<Metrics, 'suspended' | 'suspendedSince'> {
+  if (!view) return {};
+  return { suspended: view.suspended, ...(view.since ? { suspendedSince: view.since } : {}) };
 }
 
 const metricsKey = (serviceId: string) => `service:${serviceId}`;
