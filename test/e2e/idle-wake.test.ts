@@ -13,10 +13,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
-import { conninfo, psql } from './clients.js';
+import { conninfo, portOpen, psql } from './clients.js';
 import { runningNodes } from './ha-nodes.js';
 import { gatewayOf } from './service-network.js';
 import { bootstrapTenant, newTenant, TenantApi, tenantShell } from './tenants.js';
@@ -171,8 +170,8 @@ while True:
       const paused = await api.waitForStatus(id, 'PAUSED');
       assert.equal(paused.idle, undefined);
       // Paused, its endpoint leads into its namespace again, where nothing listens.
-      await sleep(500);
       assert.equal(runningNodes(layout, id).length, 0);
+      assert.equal(await portOpen(svc.endpoint.port), false);
       const start = await api.call('POST', `${api.path(id)}/start`);
       assert.equal(start.status, 202, start.text);
       await api.waitForStatus(id, 'READY');

@@ -16,8 +16,10 @@
 // A client the service's rules would not admit (its address outside the
 // CIDRs pg_hba admits: the server will see the gateway instead) is
 // refused here, before anything is woken. A wake that fails answers each
-// waiting client with a PostgreSQL ErrorResponse (libpq shows it, also in
-// answer to its SSLRequest) and closes.
+// waiting client with a PostgreSQL ErrorResponse and closes: a client
+// without TLS shows its message; libpq with TLS (15's, after
+// CVE-2024-10977) shows only that the server sent an error during the SSL
+// exchange, since nothing before TLS can be trusted, and fails at once.
 
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../../../lib/logger.js';
