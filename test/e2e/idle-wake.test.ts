@@ -163,6 +163,40 @@ while True:
       assert.equal(await psql(strict, svc.initial_password, 'SELECT sum(n) FROM kept'), '500500');
     });
 
+    await t.test('a sleeping service is resized and forked as any other', async () => {
+      await suspended();
+      const resize = await api.call('POST', `${api.path(id)}/resize`, {
+        cpu_millis: '500',
+        memory_gbs: '2',
+      });
+      assert.equal(resize.status, 202, resize.text);
+      const resized = await b.waitFor(async () => {
+        const res = await api.call('GET', api.path(id));
+        return res.body?.status === 'READY' && res.body.resources?.[0]?.spec?.cpu_millis === 500
+          ? res.body
+          : undefined;
+      }, 'the resize to be done');
+      assert.equal(resized.status, 'READY');
+      // Forked while it sleeps: a copy of its stopped data.
+      const forked = await api.call('POST', `${api.path(id)}/forkService`, {
+        fork_strategy: 'NOW',
+      });
+      assert.equal(forked.status, 202, forked.text);
+      const fork = await api.waitForStatus(forked.body.service_id, 'READY', 180_000);
+      const forkConn = conninfo(fork.endpoint.port, {
+        host: 'localhost',
+        sslmode: 'verify-full',
+        sslrootcert: layout.caCert,
+      });
+      assert.equal(
+        await psql(forkConn, forked.body.initial_password, 'SELECT count(*) FROM kept'),
+        '1000',
+      );
+      await api.deleteAndWait(forked.body.service_id);
+      // Woken, it runs with its new size's settings (2 GB: 512MB of shared buffers).
+      assert.equal(await psql(strict, svc.initial_password, 'SHOW shared_buffers'), '512MB');
+    });
+
     await t.test('a sleeping service stops, starts and is deleted as any other', async () => {
       await suspended();
       const stop = await api.call('POST', `${api.path(id)}/stop`);

@@ -615,42 +615,40 @@ export class LocalDriver implements Driver {
       if (why === undefined) spec = { ...spec, running: false };
       else await this.idle.release(spec.serviceId, why);
     }
-    {
-      // Its ports lead into its network namespace, whatever its state: no
-      // other tenant's process can ever take them (network/).
-      if (ctx.networks.enabled) {
-        await ctx.networks.forward(spec.serviceId, { ports: namespacePorts(spec) });
-      }
-      // The pooler stops before its server and starts after it (pooler.ts);
-      // it follows the recorded primary, so a failover re-points it here.
-      const pooler = new ServicePooler(ctx, spec);
-      if (!spec.running || !spec.pooler.enabled) {
-        const stopping = await pooler.stop(!spec.pooler.enabled);
-        if (!stopping.done) return stopping;
-      }
-      this.watch.track(spec);
-      await this.trackStorage(spec);
-      const level = ctx.storage.state(spec.serviceId).level;
-      const progress = await convergeNodes(ctx, spec);
-      await this.track(spec.serviceId, primaryNode(spec).index);
-      // A local repository left from before repository servers moves into
-      // one of its own user's (repository/move.ts).
-      if (progress.done && spec.running) {
-        await ctx.backups.moveRepository(spec, await ctx.users.ensure(spec.serviceId));
-      }
-      // Its repository's server runs while it does (started with its first
-      // start; started again here if it died, say at a memory bound).
-      if (progress.done && spec.running && (await ctx.backups.serverOf(spec.serviceId))) {
-        await ctx.repositories?.ensure(spec.serviceId);
-      }
-      if (progress.done) {
-        // Its nodes may have been made, restored or rebuilt: measured afresh.
-        ctx.storage.due(spec.serviceId);
-        if (spec.running) await ctx.storage.applied(spec.serviceId, level);
-      }
-      if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
-      return pooler.converge(await ctx.users.ensure(spec.serviceId));
+    // Its ports lead into its network namespace, whatever its state: no
+    // other tenant's process can ever take them (network/).
+    if (ctx.networks.enabled) {
+      await ctx.networks.forward(spec.serviceId, { ports: namespacePorts(spec) });
     }
+    // The pooler stops before its server and starts after it (pooler.ts);
+    // it follows the recorded primary, so a failover re-points it here.
+    const pooler = new ServicePooler(ctx, spec);
+    if (!spec.running || !spec.pooler.enabled) {
+      const stopping = await pooler.stop(!spec.pooler.enabled);
+      if (!stopping.done) return stopping;
+    }
+    this.watch.track(spec);
+    await this.trackStorage(spec);
+    const level = ctx.storage.state(spec.serviceId).level;
+    const progress = await convergeNodes(ctx, spec);
+    await this.track(spec.serviceId, primaryNode(spec).index);
+    // A local repository left from before repository servers moves into
+    // one of its own user's (repository/move.ts).
+    if (progress.done && spec.running) {
+      await ctx.backups.moveRepository(spec, await ctx.users.ensure(spec.serviceId));
+    }
+    // Its repository's server runs while it does (started with its first
+    // start; started again here if it died, say at a memory bound).
+    if (progress.done && spec.running && (await ctx.backups.serverOf(spec.serviceId))) {
+      await ctx.repositories?.ensure(spec.serviceId);
+    }
+    if (progress.done) {
+      // Its nodes may have been made, restored or rebuilt: measured afresh.
+      ctx.storage.due(spec.serviceId);
+      if (spec.running) await ctx.storage.applied(spec.serviceId, level);
+    }
+    if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
+    return pooler.converge(await ctx.users.ensure(spec.serviceId));
   }
 
   /**
