@@ -12,15 +12,39 @@
 // service work. An HA service never suspends.
 
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
-import { conninfo, portOpen, psql } from './clients.js';
+import { conninfo, pgClient, portOpen, psql } from './clients.js';
 import { runningNodes } from './ha-nodes.js';
 import { gatewayOf } from './service-network.js';
 import { bootstrapTenant, newTenant, TenantApi, tenantShell } from './tenants.js';
 
 const IDLE = '4s';
+
+/** Whether anything accepts TCP connections on `host`:`port`. */
+function listening(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** Whether service `id` has a full backup (its repository's backup.info lists one). */
+function hasBackup(layout: Layout, id: string): boolean {
+  try {
+    const info = readFileSync(`${layout.repository(id).repo}/backup/${id}/backup.info`, 'utf8');
+    return /^\d{8}-\d{6}F=/m.test(info);
+  } catch {
+    return false;
+  }
+}
 
 /** Basin's own entries of the service's logs, oldest first. */
 async function basinEntries(api: TenantApi, id: string): Promise<string[]> {
@@ -71,6 +95,9 @@ test(
       svc.initial_password,
       'CREATE TABLE kept AS SELECT generate_series(1, 1000) AS n',
     );
+    // Its first backup (taken at its first READY) is in: a backup due
+    // while it sleeps would wake it (docs/decisions.md, Idle services).
+    await b.waitFor(async () => hasBackup(layout, id), 'its first backup', 180_000);
 
     const suspended = async (timeoutMs = 120_000) => {
       await b.waitFor(
@@ -95,10 +122,12 @@ test(
           async () => (await api.call('GET', api.path(id))).body?.metrics?.memory_mb === 0,
           'its memory metric to be 0',
         );
-        const entries = await basinEntries(api, id);
-        assert.ok(
-          entries.some((m) => /^basin: suspended after \d+ s without a client connection/.test(m)),
-          entries.join('\n'),
+        await b.waitFor(
+          async () =>
+            (await basinEntries(api, id)).some((m) =>
+              /^basin: suspended after \d+ s without a client connection/.test(m),
+            ),
+          'its logs to say it was suspended',
         );
       },
     );
@@ -142,12 +171,26 @@ while True:
         entries.some((m) => /^basin: woke after .* suspended \(a client connected\)/.test(m)),
         entries.join('\n'),
       );
+      // A session kept open keeps it awake (woken again, if it slept meanwhile).
+      const keeper = await pgClient(svc.endpoint.port, svc.initial_password, {
+        ca: readFileSync(layout.caCert, 'utf8'),
+        servername: 'localhost',
+      });
+      t.after(() => keeper.end().catch(() => {}));
       assert.equal(runningNodes(layout, id).length, 1);
       const res = await api.call('GET', api.path(id));
       assert.equal(res.body.status, 'READY');
       assert.equal(res.body.idle.state, 'awake');
-      // Direct again: a new connection reaches the server itself.
+      // Direct again: the waker stops listening on the host side once the
+      // connections translated to it before the switch are in, and a new
+      // connection reaches the server itself, nothing of Basin in its way.
+      const gateway = gatewayOf(inst.dataDir, id);
+      await b.waitFor(
+        async () => !(await listening(gateway, svc.endpoint.port)),
+        'the waker to stop listening',
+      );
       assert.equal(await psql(strict, svc.initial_password, 'SELECT 1'), '1');
+      await keeper.end();
     });
 
     await t.test('Basin killed while it sleeps: the next Basin arms its waker again', async () => {

@@ -824,19 +824,22 @@ export class LocalDriver implements Driver {
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
     checkId(spec.serviceId);
     const ctx = this.context();
-    // A suspended service is woken for its backup (then sleeps again once idle).
+    // A backup keeps the service awake until it is taken; a suspended one
+    // is woken for it (idle/), and sleeps again once idle after it.
+    this.idle.hold(spec.serviceId);
     if (this.idle.isAsleep(spec.serviceId)) {
-      this.idle.wakeInBackground(spec.serviceId, 'its scheduled backup');
       return {
         done: false,
         retryAfterMs: 1_000,
         reason: 'waking the suspended service for its backup',
       };
     }
-    return this.locks.run(spec.serviceId, async () => {
+    const progress = await this.locks.run(spec.serviceId, async () => {
       const user = await ctx.users.ensure(spec.serviceId);
       return ctx.backups.backup(spec, user, since);
     });
+    if (progress.done) this.idle.unhold(spec.serviceId);
+    return progress;
   }
 
   async expireBackups(serviceId: string, oldestKept: string): Promise<void> {

@@ -18,7 +18,8 @@
 // sleep (stopped, HA, a pooler, a read replica set): then it is released
 // (unparked, its waker closed) and converged as usual.
 //
-// Wake (the first client, or a backup or read replica set that needs it):
+// Wake (the first client, or a backup or read replica set that needs it;
+// a backup then holds it awake until it is taken):
 // its node converged as a running one, then its port unparked (new
 // connections go straight to the server again, nothing of Basin in their
 // way), its record removed; the waker splices the clients it holds and
@@ -70,6 +71,8 @@ const STEP_DEADLINE_MS = 60_000;
 const DRAIN_MS = 5_000;
 /** How long a wake waits for the service's spec after Basin started (the reconciler's first round). */
 const SPEC_WAIT_MS = 30_000;
+/** The longest a backup keeps a service awake (hold) without being taken. */
+const HOLD_MS = 600_000;
 
 interface Asleep {
   since: number;
@@ -95,6 +98,8 @@ export class IdleServices {
   private readonly waking = new Set<string>();
   /** Wakers still splicing late arrivals after a wake. */
   private readonly draining = new Map<string, Waker>();
+  /** Services kept awake until then (epoch ms): a backup due, not taken yet. */
+  private readonly holds = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
 
@@ -124,6 +129,19 @@ export class IdleServices {
   /** An operation works on it: its idle time starts again. */
   busy(id: string): void {
     this.clocks.delete(id);
+  }
+
+  /**
+   * Keeps `id` awake until `unhold` (or HOLD_MS): a backup of it is due,
+   * and is taken once it runs (a sleeping one is woken for it).
+   */
+  hold(id: string): void {
+    this.holds.set(id, Date.now() + HOLD_MS);
+    this.wakeInBackground(id, 'its scheduled backup');
+  }
+
+  unhold(id: string): void {
+    this.holds.delete(id);
   }
 
   /** A read replica set streams from `serviceId`: it never sleeps again (and wakes now). */
@@ -189,6 +207,7 @@ export class IdleServices {
     this.specs.delete(id);
     this.clocks.delete(id);
     this.withSets.delete(id);
+    this.holds.delete(id);
   }
 
   /**
@@ -251,7 +270,11 @@ export class IdleServices {
     try {
       for (const [id, spec] of this.specs) {
         if (this.asleep.has(id) || this.waking.has(id)) continue;
-        if (this.whyAwake(spec) !== undefined || !(await this.ready(spec))) {
+        if (
+          this.whyAwake(spec) !== undefined ||
+          (this.holds.get(id) ?? 0) > now() ||
+          !(await this.ready(spec))
+        ) {
           this.clocks.delete(id);
           continue;
         }
@@ -279,7 +302,12 @@ export class IdleServices {
     const ctx = this.host.ctx();
     return ctx.locks.run(id, async () => {
       const spec = this.specs.get(id) ?? seen;
-      if (this.asleep.has(id) || this.whyAwake(spec) !== undefined || !(await this.ready(spec))) {
+      if (
+        this.asleep.has(id) ||
+        this.whyAwake(spec) !== undefined ||
+        (this.holds.get(id) ?? 0) > Date.now() ||
+        !(await this.ready(spec))
+      ) {
         return;
       }
       const net = ctx.networks.get(id);
