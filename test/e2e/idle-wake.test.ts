@@ -135,6 +135,7 @@ test(
     await t.test(
       "a tenant cannot bind the suspended service's endpoint, nor receive its clients",
       async () => {
+        await suspended();
         const port = svc.endpoint.port;
         const gateway = gatewayOf(inst.dataDir, id);
         // The waker's address is on the host, not in the tenant's network.
