@@ -12,7 +12,10 @@ import type { Config } from './config.js';
 import type { Driver } from './drivers/driver.js';
 import { Layout } from './drivers/local/layout.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
+import { createHostsDriver } from './drivers/hosts/hosts-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
+import { DEFAULT_HOST_LOST_AFTER_MS } from './domain/hosts.js';
+import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
 import { SeriesCollector } from './engine/series-collector.js';
 import { SeriesStore } from './domain/series/series-store.js';
@@ -23,6 +26,7 @@ import { lockDataDir } from './lib/data-dir-lock.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { BasinMetrics } from './metrics/basin-metrics.js';
+import { localDriverOptions } from './local-driver-options.js';
 import { openStore } from './open-store.js';
 import type { Store } from './store/store.js';
 
@@ -117,6 +121,7 @@ async function assemble(
         publicHost: config.publicHost,
         serviceHostnames: config.serviceHostnames,
         volumeType: driver.name === 'sim' ? 'sim' : 'local',
+        endpointHost: (id) => driver.endpointHost?.(id),
         serviceTypeName: config.serviceTypeName,
       },
     },
@@ -199,22 +204,30 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
     case 'sim':
       return createSimDriver({ delayMs: config.simDelayMs, clock });
     case 'local':
-      return createLocalDriver({
-        dataDir: config.dataDir,
-        publicHost: config.publicHost,
-        serviceUidRange: config.serviceUidRange,
-        // The high-water mark of service uids lives in the store, so that
-        // no uid is given twice, across restarts too (docs/security.md).
-        allocateUid: () =>
-          store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
-        privateTmp: config.servicePrivateTmp,
-        privateTmpMb: config.serviceTmpSizeMb,
-        ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
-        restarts: config.restarts,
-        serviceNetwork: config.serviceNetwork,
-        repositoryServers: config.repositoryServers,
-        ...(config.idleSuspend === null ? {} : { idleSuspend: config.idleSuspend }),
-        storage: { allowance: config.storageAllowance, reserve: config.diskReserve },
+      return createLocalDriver(
+        localDriverOptions(config, {
+          // The high-water mark of service uids lives in the store, so that
+          // no uid is given twice, across restarts too (docs/security.md).
+          allocateUid: () =>
+            store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
+          log,
+        }),
+      );
+    case 'hosts':
+      return createHostsDriver({
+        hosts: () => store.hosts.list(),
+        placements: {
+          list: () => store.placements.list(),
+          get: (id) => store.placements.get(id),
+          put: (p) => store.transaction((tx) => tx.placements.put(p)),
+          remove: (id) => store.transaction((tx) => tx.placements.remove(id)),
+        },
+        identity: async () => {
+          const ca = await installationCa(store);
+          return { ...(await controlPlaneIdentity(store, ca)), ca: ca.cert };
+        },
+        lostAfterMs: DEFAULT_HOST_LOST_AFTER_MS,
+        clock,
         log,
       });
   }
