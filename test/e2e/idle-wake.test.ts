@@ -38,12 +38,14 @@ function listening(host: string, port: number): Promise<boolean> {
 
 /** Whether service `id` has a full backup (its repository's backup.info lists one). */
 function hasBackup(layout: Layout, id: string): boolean {
-  try {
-    const info = readFileSync(`${layout.repository(id).repo}/backup/${id}/backup.info`, 'utf8');
-    return /^\d{8}-\d{6}F=/m.test(info);
-  } catch {
-    return false;
-  }
+  // Its repository server's repository, or a local one (--repository-servers off).
+  return [layout.repository(id).repo, layout.backupDirs(id).repo].some((repo) => {
+    try {
+      return /^\d{8}-\d{6}F=/m.test(readFileSync(`${repo}/backup/${id}/backup.info`, 'utf8'));
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Basin's own entries of the service's logs, oldest first. */
