@@ -57,10 +57,20 @@ async function basinEntries(api: TenantApi, id: string): Promise<string[]> {
 
 test(
   'an idle service suspends, stays READY, and wakes for a verify-full client with its data; a tenant cannot take its endpoint',
-  { timeout: 900_000 },
+  { timeout: 1_800_000 },
   async (t) => {
     const inst = await installation(t);
-    const args = ['--idle-suspend-after', IDLE, '--reconcile-interval-ms', '500'];
+    // Local repositories: the first backup (which must be in before the
+    // service idles) does not wait for a repository server's start, which
+    // has its own tests (attack-repository, repository-move).
+    const args = [
+      '--idle-suspend-after',
+      IDLE,
+      '--reconcile-interval-ms',
+      '500',
+      '--repository-servers',
+      'off',
+    ];
     let b = await inst.start({ args });
     const layout = new Layout(inst.dataDir);
     let api = new TenantApi(b, bootstrapTenant(b));
@@ -99,7 +109,7 @@ test(
     );
     // Its first backup (taken at its first READY) is in: a backup due
     // while it sleeps would wake it (docs/decisions.md, Idle services).
-    await b.waitFor(async () => hasBackup(layout, id), 'its first backup', 180_000);
+    await b.waitFor(async () => hasBackup(layout, id), 'its first backup', 600_000);
 
     const suspended = async (timeoutMs = 120_000) => {
       await b.waitFor(
