@@ -12,8 +12,8 @@
 // service work. An HA service never suspends.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
@@ -24,16 +24,11 @@ import { bootstrapTenant, newTenant, TenantApi, tenantShell } from './tenants.js
 
 const IDLE = '4s';
 
-/** Whether anything accepts TCP connections on `host`:`port`. */
-function listening(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host, port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
+/** Whether a socket of the host's network listens on `host`:`port` (the kernel's list: `ss`). */
+function listening(host: string, port: number): boolean {
+  return execFileSync('ss', ['-Hltn'], { encoding: 'utf8' })
+    .split('\n')
+    .some((line) => line.split(/\s+/).includes(`${host}:${port}`));
 }
 
 /** Whether service `id` has a full backup (its repository's backup.info lists one). */
@@ -128,6 +123,8 @@ test(
       async () => {
         const body = await suspended();
         assert.equal(body.status, 'READY');
+        // Its port's listener is Basin's waker, on the host side of its namespace.
+        assert.ok(listening(gatewayOf(inst.dataDir, id), svc.endpoint.port));
         assert.match(body.idle.since, /^\d{4}-\d\d-\d\dT/);
         // Its memory is freed (the next sample of its processes finds none).
         await b.waitFor(
@@ -189,21 +186,23 @@ while True:
         ca: readFileSync(layout.caCert, 'utf8'),
         servername: 'localhost',
       });
-      t.after(() => keeper.end().catch(() => {}));
-      assert.equal(runningNodes(layout, id).length, 1);
-      const res = await api.call('GET', api.path(id));
-      assert.equal(res.body.status, 'READY');
-      assert.equal(res.body.idle.state, 'awake');
-      // Direct again: the waker stops listening on the host side once the
-      // connections translated to it before the switch are in, and a new
-      // connection reaches the server itself, nothing of Basin in its way.
-      const gateway = gatewayOf(inst.dataDir, id);
-      await b.waitFor(
-        async () => !(await listening(gateway, svc.endpoint.port)),
-        'the waker to stop listening',
-      );
-      assert.equal(await psql(strict, svc.initial_password, 'SELECT 1'), '1');
-      await keeper.end();
+      try {
+        assert.equal(runningNodes(layout, id).length, 1);
+        const res = await api.call('GET', api.path(id));
+        assert.equal(res.body.status, 'READY');
+        assert.equal(res.body.idle.state, 'awake');
+        // Direct again: the waker stops listening on the host side once the
+        // connections translated to it before the switch are in, and a new
+        // connection reaches the server itself, nothing of Basin in its way.
+        const gateway = gatewayOf(inst.dataDir, id);
+        await b.waitFor(
+          async () => !listening(gateway, svc.endpoint.port),
+          'the waker to stop listening',
+        );
+        assert.equal(await psql(strict, svc.initial_password, 'SELECT 1'), '1');
+      } finally {
+        await keeper.end().catch(() => {});
+      }
     });
 
     await t.test('Basin killed while it sleeps: the next Basin arms its waker again', async () => {
