@@ -22,6 +22,7 @@ export function localDriverOptions(
     restarts: config.restarts,
     serviceNetwork: config.serviceNetwork,
     repositoryServers: config.repositoryServers,
+    ...(config.idleSuspend === null ? {} : { idleSuspend: config.idleSuspend }),
     storage: { allowance: config.storageAllowance, reserve: config.diskReserve },
     log: parts.log,
   };

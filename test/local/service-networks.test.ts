@@ -4,7 +4,9 @@
 // namespace's gateway), a host-side port reserved for one namespace
 // (reached from it and from the host, reset for another namespace), the
 // same pairs after a restart, a local client redirected at connect and not
-// tracked (and translated without the redirect, tracked), a deleted id's namespace swept at start, a
+// tracked (and translated without the redirect, tracked), a port parked on
+// the namespace's host side and back, a deleted id's namespace swept at
+// start, a
 // freed pair given again, and a block that collides with the host's
 // routes refused. Everything is removed afterwards (cleanUpDataDir).
 
@@ -157,6 +159,35 @@ test('namespaces, their ports and reserved host ports, against the kernel', asyn
       // The port no longer leads there once it is not the namespace's.
       await networks.forward('svca', { ports: [] });
       assert.match(await connectFrom(undefined, '127.0.0.1', block.apiPort), /^refused/);
+    },
+  );
+
+  await t.test(
+    "a parked port leads to the namespace's host side (a sleeping service's waker), then back",
+    async () => {
+      // The listener in the namespace is still there (the test above's);
+      // the "waker" listens on the namespace's host side, the same port.
+      const { server } = await teller(a.hostAddress, block.apiPort);
+      t.after(() => server.close());
+      // A fresh start: the test above took this process's redirect away.
+      const nets = await start();
+      await nets.forward('svca', { ports: [block.apiPort] });
+      await nets.park('svca', [block.apiPort]);
+      assert.deepEqual(nets.parkedIds(), ['svca']);
+      // A local client, redirected at connect(2): to the host side.
+      const here = await connectHere(block.apiPort);
+      assert.equal(here.peer, a.hostAddress);
+      assert.match(here.said, /^you are /);
+      // Another client on the host, and another namespace through the host (translated): the same.
+      assert.match(await connectFrom(undefined, '127.0.0.1', block.apiPort), /^you are /);
+      assert.equal(await connectFrom(b.path, b.hostAddress, block.apiPort), `you are ${b.address}`);
+      // The record keeps it across a restart.
+      assert.deepEqual((await start()).parkedIds(), ['svca']);
+      // Unparked: into the namespace again.
+      await nets.park('svca', []);
+      assert.deepEqual(nets.parkedIds(), []);
+      assert.equal((await connectHere(block.apiPort)).said, `inside, you are ${a.hostAddress}`);
+      await nets.forward('svca', { ports: [] });
     },
   );
 

@@ -5,7 +5,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
-import { dropTable, renderTable, type TableNamespace, tableName } from './nft-table.js';
+import {
+  dropTable,
+  forwardedPorts,
+  renderTable,
+  type TableNamespace,
+  tableName,
+} from './nft-table.js';
 
 const TAG = '0123456789abcdef';
 const service: TableNamespace = {
@@ -247,4 +253,28 @@ test('the table is replaced whole, in one transaction; dropping a missing one is
   assert.ok(text.startsWith(`table ip ${name} {}\ndelete table ip ${name}\ntable ip ${name} {\n`));
   assert.equal(dropTable(TAG), `table ip ${name} {}\ndelete table ip ${name}\n`);
   nftAccepts(dropTable(TAG));
+});
+
+test("a parked port leads to the namespace's host side, where the waker listens; the others into it", () => {
+  const namespaces = [{ ...service, parked: [16001] }, replicaSet];
+  const text = renderTable({
+    installation: TAG,
+    block: '198.18.0.0/15',
+    restrictForwarding: false,
+    namespaces,
+  });
+  nftAccepts(text);
+  assert.match(
+    squeeze(text),
+    /elements = \{ 16001 : 198\.18\.0\.0, 16002 : 198\.18\.0\.1, 16003 : 198\.18\.0\.3 \}/,
+  );
+  // The local redirect (connect-redirect.ts) follows the same map.
+  assert.deepEqual(
+    [...forwardedPorts(namespaces)].sort(([a], [b]) => a - b),
+    [
+      [16001, '198.18.0.0'],
+      [16002, '198.18.0.1'],
+      [16003, '198.18.0.3'],
+    ],
+  );
 });

@@ -28,6 +28,9 @@
 //   through the host. When the host did not forward before Basin (it was
 //   not a router), nothing but traffic from or to a Basin veth is
 //   forwarded at all.
+// - Parked ports (a suspended service's: idle/) are translated to the
+//   namespace's hostAddress instead, on the host's side, where Basin's
+//   waker listens; the same port, so no other port of the host is reached.
 // - Input: a host-side port reserved for a namespace (`hostPorts` on its
 //   `hostAddress`) is reachable from that namespace (and the namespaces it
 //   admits meanwhile: `hostGuests`) and from the host itself only;
@@ -67,6 +70,11 @@ export interface TableNamespace {
   hostAddress: string;
   /** Host ports that lead into it (DNAT to its address, same port). */
   ports: readonly number[];
+  /**
+   * Those of its ports that lead to its hostAddress instead, same port:
+   * where Basin's waker listens while the service is suspended (idle/).
+   */
+  parked?: readonly number[];
   /** A read replica set's service (its id): connections to it are SNATed to the service's gateway. */
   streamsFrom?: string;
   /** Ports on its hostAddress that only it (and the host) may reach… */
@@ -102,11 +110,16 @@ const byIdOrder = <T extends { id: string }>(list: readonly T[]) =>
  * table's DNAT and the local redirect (connect-redirect.ts) both use this.
  */
 export function forwardedPorts(
-  namespaces: readonly Pick<TableNamespace, 'id' | 'ports' | 'address'>[],
+  namespaces: readonly Pick<
+    TableNamespace,
+    'id' | 'ports' | 'address' | 'hostAddress' | 'parked'
+  >[],
 ): Map<number, string> {
   const ports = new Map<number, string>();
   for (const n of byIdOrder(namespaces)) {
-    for (const p of n.ports) if (!ports.has(p)) ports.set(p, n.address);
+    for (const p of n.ports) {
+      if (!ports.has(p)) ports.set(p, n.parked?.includes(p) ? n.hostAddress : n.address);
+    }
   }
   return ports;
 }
