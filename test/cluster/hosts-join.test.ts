@@ -21,7 +21,10 @@ import { startStorePostgres } from '../store-postgres.js';
 const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
 const CLI = join(ROOT, 'dist/cli/basin.js');
 const PREFIX = 'bhj';
-const address = (i: number) => `10.231.0.${10 + i}`;
+/** The topology's subnet, 10.231.1.0/24: its own, as the tests run in parallel. */
+const NET = 1;
+const address = (i: number) => `10.231.${NET}.${10 + i}`;
+const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
 
 interface Agent {
   child: ChildProcess;
@@ -33,7 +36,7 @@ test(
   'hosts join with one-time tokens over mutual TLS, report, and answer only the control plane',
   { timeout: 300_000 },
   async (t) => {
-    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3']);
+    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3', String(NET)]);
     t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
     const dirs = mkdtempSync(join(tmpdir(), 'basin-hosts-'));
     t.after(() => rmSync(dirs, { recursive: true, force: true }));
@@ -42,8 +45,8 @@ test(
     const url = await pgc.createDatabase('basin');
     const inst = await installation(t, { driver: 'sim', args: ['--store-url', url] });
     const hostPort = await freePort();
-    const b = await inst.start({ args: ['--host-listen', `10.231.0.1:${hostPort}`] });
-    const controlPlane = `https://10.231.0.1:${hostPort}`;
+    const b = await inst.start({ args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`] });
+    const controlPlane = `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`;
     const cli = async (...args: string[]) => {
       const r = await inst.cli('--store-url', url, ...args);
       assert.equal(r.code, 0, r.stderr);

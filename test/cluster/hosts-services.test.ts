@@ -22,13 +22,16 @@ import { startStorePostgres } from '../store-postgres.js';
 const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
 const CLI = join(ROOT, 'dist/cli/basin.js');
 const PREFIX = 'bhs';
-const address = (i: number) => `10.231.0.${10 + i}`;
+/** The topology's subnet, 10.231.2.0/24: its own, as the tests run in parallel. */
+const NET = 2;
+const address = (i: number) => `10.231.${NET}.${10 + i}`;
+const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
 
 test(
   'the hosts driver places services across hosts; each runs there, reached at its host with verify-full',
   { timeout: 600_000 },
   async (t) => {
-    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3']);
+    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3', String(NET)]);
     t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
 
     const pgc = await startStorePostgres(t);
@@ -36,7 +39,7 @@ test(
     const inst = await installation(t, { driver: 'hosts', args: ['--store-url', url] });
     const hostPort = await freePort();
     const b = await inst.start({
-      args: ['--host-listen', `10.231.0.1:${hostPort}`, '--host-lost-after', '3s'],
+      args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`, '--host-lost-after', '3s'],
     });
     const cli = async (...args: string[]) => {
       const r = await inst.cli('--store-url', url, ...args);
@@ -74,7 +77,12 @@ test(
         token: string;
         ca_sha256: string;
       };
-      const join = ['--control-plane', `https://10.231.0.1:${hostPort}`, '--token', tk.token];
+      const join = [
+        '--control-plane',
+        `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`,
+        '--token',
+        tk.token,
+      ];
       agents.push(runAgent(i, [...join, '--ca-sha256', tk.ca_sha256]));
     }
     await until(async () => {

@@ -5,17 +5,18 @@
 # addresses exist only here; the control plane runs in the root namespace at
 # the bridge's address.
 #
-#   topology.sh up <prefix> <n>   make <prefix>-br (10.231.0.1/24) and the
-#                                 namespaces <prefix>-h1 … -h<n> (10.231.0.11 …)
+#   topology.sh up <prefix> <n> <k>
+#                                 make <prefix>-br (10.231.<k>.1/24) and the
+#                                 namespaces <prefix>-h1 … -h<n> (10.231.<k>.11 …)
 #   topology.sh down <prefix>     kill every process in those namespaces and
 #                                 remove them and their links: safe to run at
 #                                 any time, after a killed test too
 #
-# Host i's address is 10.231.0.(10+i). One topology per prefix at a time; the
-# subnet is the same for every prefix, so run one at a time.
+# Host i's address is 10.231.<k>.(10+i). Topologies that exist at once need
+# prefixes and subnets (k, 0-255) of their own: the tests run in parallel.
 set -euo pipefail
 
-cmd=${1:?usage: topology.sh up <prefix> <n> | down <prefix>}
+cmd=${1:?usage: topology.sh up <prefix> <n> <k> | down <prefix>}
 prefix=${2:?prefix}
 [[ $prefix =~ ^[a-z][a-z0-9]{1,5}$ ]] || { echo "prefix: 2-6 lowercase letters and digits" >&2; exit 2; }
 bridge=$prefix-br
@@ -35,25 +36,26 @@ down() {
 }
 
 up() {
-  local n=${1:?number of hosts}
+  local n=${1:?number of hosts} k=${2:?subnet index}
+  [[ $k =~ ^[0-9]+$ ]] && [ "$k" -le 255 ] || { echo "k: 0-255" >&2; exit 2; }
   down
   ip link add "$bridge" type bridge
-  ip addr add 10.231.0.1/24 dev "$bridge"
+  ip addr add "10.231.$k.1/24" dev "$bridge"
   ip link set "$bridge" up
   for i in $(seq 1 "$n"); do
     local ns=$prefix-h$i
     ip netns add "$ns"
     ip link add "$prefix-h$i" type veth peer name eth0 netns "$ns"
     ip link set "$prefix-h$i" master "$bridge" up
-    ip -n "$ns" addr add "10.231.0.$((10 + i))/24" dev eth0
+    ip -n "$ns" addr add "10.231.$k.$((10 + i))/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
-    ip -n "$ns" route add default via 10.231.0.1
+    ip -n "$ns" route add default via "10.231.$k.1"
   done
 }
 
 case $cmd in
-  up) up "${3:-}" ;;
+  up) up "${3:-}" "${4:-}" ;;
   down) down ;;
-  *) echo "usage: topology.sh up <prefix> <n> | down <prefix>" >&2; exit 2 ;;
+  *) echo "usage: topology.sh up <prefix> <n> <k> | down <prefix>" >&2; exit 2 ;;
 esac
