@@ -1,4 +1,5 @@
-// Runs every test file (or the files named) with Node's test runner and tsx.
+// Runs every test file (or the files named) with Node's test runner and tsx:
+// `node scripts/test.mjs [--test-name-pattern=<re>…] [--test-only] [files…]`.
 // Node 20's runner does not expand ** globs itself, so the files are found
 // here.
 //
@@ -6,26 +7,39 @@
 // in a process of its own, and files run side by side, TEST_CONCURRENCY at
 // once (CONCURRENCY by default). Most of an end-to-end file's time is spent
 // waiting on processes (initdb, PostgreSQL starting, a backup), not on a
-// CPU, so more files run at once than the machine has cores. The runner
-// starts files in the order it is given them, so the longest start first
-// and the many short ones fill in beside them at the end (the longest last
-// would run alone after everything else). How long a file takes comes from
-// the last run on this machine (.test-durations.json, written by
-// scripts/test-durations.mjs after every run, not committed), else from
-// test/durations.json (a full run's record, committed for fresh clones); a
-// file in neither is taken as long as the median of its folder's files, so
-// a new end-to-end file starts among the end-to-end ones, in parallel with
-// the rest, with nothing to declare.
+// CPU, so more files run at once than the machine has cores. And the
+// longest files start first, so that the many short ones fill in beside
+// them at the end (a long file started last would run alone after all the
+// others): `node --test` sorts its files by name, so the runner is driven
+// through its API (`run()`), which keeps the order it is given. How long a
+// file takes comes from the last run on this machine (.test-durations.json,
+// written after every run, not committed), else from test/durations.json (a
+// full run's record, committed for fresh clones); a file in neither counts
+// as long as the median of its folder's files, so a new end-to-end file
+// starts among the end-to-end ones, in parallel with the rest, with nothing
+// to declare.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
-import { writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { run } from 'node:test';
+import { spec } from 'node:test/reporters';
 
-/** Files at once: measured on the 2-core machine (README, "Tests"). */
-const CONCURRENCY = 6;
+/** Files at once, measured on the 2-core machine (README, "Development"). */
+const CONCURRENCY = 4;
 const RECORD = '.test-durations.json';
 const BASELINE = 'test/durations.json';
+
+// The test files are TypeScript: the runner's children inherit its node
+// flags, so the runner itself runs with tsx.
+if (!process.execArgv.some((a, i) => a === 'tsx' && process.execArgv[i - 1] === '--import')) {
+  const res = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', ...process.execArgv, import.meta.filename, ...process.argv.slice(2)],
+    { stdio: 'inherit' },
+  );
+  process.exit(res.status ?? 1);
+}
 
 function find(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -47,42 +61,59 @@ function readDurations(path) {
 function longestFirst(files, known) {
   const byFolder = new Map();
   for (const [file, ms] of Object.entries(known)) {
-    const folder = dirname(file);
-    byFolder.set(folder, [...(byFolder.get(folder) ?? []), ms]);
+    byFolder.set(dirname(file), [...(byFolder.get(dirname(file)) ?? []), ms]);
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
   const expected = (file) => known[file] ?? median(byFolder.get(dirname(file)) ?? []);
   return [...files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
 }
 
-const only = process.argv.slice(2);
-const files = only.length > 0 ? only : [...find('src'), ...find('test'), ...find('bench')];
-const known = { ...readDurations(BASELINE), ...readDurations(RECORD) };
-const concurrency = Number(process.env.TEST_CONCURRENCY ?? CONCURRENCY);
-if (!Number.isInteger(concurrency) || concurrency < 1) {
-  console.error(`TEST_CONCURRENCY must be a whole number of files, at least 1 (not ${concurrency})`);
+function usage(message) {
+  console.error(
+    `${message}\nusage: node scripts/test.mjs [--test-name-pattern=<regexp>…] [--test-only] [files…]`,
+  );
   process.exit(2);
 }
-const measured = `${RECORD}.new`;
-const res = spawnSync(
-  process.execPath,
-  [
-    '--import',
-    'tsx',
-    '--test',
-    `--test-concurrency=${concurrency}`,
-    ...['--test-reporter=spec', '--test-reporter-destination=stdout'],
-    ...['--test-reporter=./scripts/test-durations.mjs', `--test-reporter-destination=${measured}`],
-    ...longestFirst(files, known),
-  ],
-  { stdio: 'inherit' },
-);
-// This run's durations over the last record's (a run of some files updates theirs).
-if (existsSync(measured)) {
-  const merged = { ...readDurations(RECORD), ...readDurations(measured) };
+
+const args = process.argv.slice(2);
+const testNamePatterns = [];
+let only = false;
+for (const arg of args.filter((a) => a.startsWith('-'))) {
+  if (arg.startsWith('--test-name-pattern='))
+    testNamePatterns.push(arg.split('=').slice(1).join('='));
+  else if (arg === '--test-only') only = true;
+  else usage(`unknown option ${arg}`);
+}
+const named = args.filter((a) => !a.startsWith('-')).map((f) => relative('.', resolve(f)));
+const files = named.length > 0 ? named : [...find('src'), ...find('test'), ...find('bench')];
+const concurrency = Number(process.env.TEST_CONCURRENCY ?? CONCURRENCY);
+if (!Number.isInteger(concurrency) || concurrency < 1) {
+  usage(`TEST_CONCURRENCY must be a whole number of files, at least 1 (not ${concurrency})`);
+}
+
+const known = { ...readDurations(BASELINE), ...readDurations(RECORD) };
+const stream = run({
+  files: longestFirst(files, known).map((f) => resolve(f)),
+  concurrency,
+  only,
+  ...(testNamePatterns.length > 0 ? { testNamePatterns } : {}),
+});
+// A file is a test of its own at the top, named after its path: its
+// duration runs from its process's start to its end.
+const measured = {};
+stream.on('test:complete', ({ name, file, nesting, details }) => {
+  if (nesting === 0 && file !== undefined && name === file) {
+    measured[relative('.', file)] = Math.round(details?.duration_ms ?? 0);
+  }
+});
+stream.on('test:fail', ({ todo }) => {
+  if (!todo) process.exitCode = 1;
+});
+stream.once('end', () => {
+  // This run's durations over the last record's (a run of some files updates theirs).
+  const merged = { ...readDurations(RECORD), ...measured };
   const sorted = Object.entries(merged).sort((a, b) => b[1] - a[1]);
   writeFileSync(`${RECORD}.tmp`, JSON.stringify(Object.fromEntries(sorted), null, 2) + '\n');
   renameSync(`${RECORD}.tmp`, RECORD);
-  rmSync(measured, { force: true });
-}
-process.exit(res.status ?? 1);
+});
+stream.compose(spec).pipe(process.stdout);
