@@ -15,9 +15,9 @@
 // file takes comes from the last run on this machine (.test-durations.json,
 // written after every run, not committed), else from test/durations.json (a
 // full run's record, committed for fresh clones); a file in neither counts
-// as long as the median of its folder's files, so a new end-to-end file
-// starts among the end-to-end ones, in parallel with the rest, with nothing
-// to declare.
+// as long as the median of its folder's files (a file in a folder nobody
+// has timed, as the longest), so a new end-to-end file starts among the
+// end-to-end ones, in parallel with the rest, with nothing to declare.
 
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
@@ -57,14 +57,17 @@ function readDurations(path) {
   }
 }
 
-/** Longest first, by the record, the baseline, or the median of the file's folder. */
+/** Longest first, by the record, the baseline, or the median of the file's folder (else first). */
 function longestFirst(files, known) {
   const byFolder = new Map();
   for (const [file, ms] of Object.entries(known)) {
     byFolder.set(dirname(file), [...(byFolder.get(dirname(file)) ?? []), ms]);
   }
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
-  const expected = (file) => known[file] ?? median(byFolder.get(dirname(file)) ?? []);
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  // A folder nobody has timed yet (a new kind of test) starts first: a short
+  // file started early costs nothing, a long one started last the whole tail.
+  const expected = (file) =>
+    known[file] ?? median(byFolder.get(dirname(file)) ?? []) ?? Number.MAX_SAFE_INTEGER;
   return [...files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
 }
 
