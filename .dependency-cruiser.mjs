@@ -8,6 +8,10 @@
 // And the local driver's seam between what one host runs and what decides
 // for a service (docs/architecture.md §9), which test/lint/cycles.test.ts
 // also proves.
+//
+// And the benchmarks' distance from the local driver: they read what a
+// service keeps on the host through test/harness/installation-paths.ts, so a
+// move inside the driver changes the harness, not every benchmark.
 export default {
   forbidden: [
     {
@@ -27,6 +31,14 @@ export default {
       to: {
         path: '^src/drivers/local/((converge|replication|endpoints|backups)/|(local-driver|context)[.]ts$)',
       },
+    },
+    {
+      name: 'bench-through-harness',
+      severity: 'error',
+      comment:
+        "A benchmark imports nothing of the local driver: where a service's files, namespace or cgroup are comes from test/harness/installation-paths.ts (docs/architecture.md §6).",
+      from: { path: '^bench/' },
+      to: { path: '^src/drivers/' },
     },
   ],
   options: {

@@ -7,7 +7,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { Layout } from '../src/drivers/local/layout.js';
+import { InstallationPaths } from '../test/harness/installation-paths.js';
 import { LocalBasin, type ServiceBody } from './local-basin.js';
 
 export interface BenchService {
@@ -113,12 +113,10 @@ export async function firstBackup(basin: LocalBasin, id: string): Promise<string
 
 /** Where the local driver keeps a service's things, and its OS user's ids. */
 export function serviceFiles(basin: LocalBasin, id: string) {
-  const layout = new Layout(basin.dataDir);
-  const pgdata = layout.pgdata({ id, node: 0 });
+  const paths = new InstallationPaths(basin.dataDir);
+  const pgdata = paths.pgdata(id);
   const st = statSync(pgdata);
   // Where it has a repository server, its backups run as the repository's user.
-  const repoUid = existsSync(layout.repository(id).repo)
-    ? statSync(layout.repository(id).repo).uid
-    : undefined;
-  return { layout, pgdata, uid: st.uid, gid: st.gid, conf: layout.backupConf(id), repoUid };
+  const repoUid = existsSync(paths.repository(id)) ? statSync(paths.repository(id)).uid : undefined;
+  return { pgdata, uid: st.uid, gid: st.gid, conf: paths.backupConf(id), repoUid };
 }

@@ -18,12 +18,12 @@
 // works; replica-set-reads.ts).
 
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { Layout } from '../src/drivers/local/layout.js';
+import { InstallationPaths } from '../test/harness/installation-paths.js';
 import { claimDataDir, LocalBasin, postmasterPid, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
@@ -49,26 +49,22 @@ interface Node {
   standby: boolean;
 }
 
-function nodesOf(layout: Layout, id: string): Node[] {
-  return readdirSync(layout.instanceDir(id))
-    .filter((n) => /^\d+$/.test(n))
-    .flatMap((n) => {
-      const ref = { id, node: Number(n) };
-      const pm = postmasterPid(layout.pgdata(ref));
-      if (!pm) return [];
-      const port = Number(
-        readFileLines(join(layout.pgdata(ref), 'postmaster.pid'))[3] ?? Number.NaN,
-      );
-      return [
-        {
-          index: ref.node,
-          pid: pm.pid,
-          port,
-          socket: layout.socketDir(ref),
-          standby: existsSync(join(layout.pgdata(ref), 'standby.signal')),
-        },
-      ];
-    });
+function nodesOf(paths: InstallationPaths, id: string): Node[] {
+  return paths.nodes(id).flatMap((index) => {
+    const pgdata = paths.pgdata(id, index);
+    const pm = postmasterPid(pgdata);
+    if (!pm) return [];
+    const port = Number(readFileLines(join(pgdata, 'postmaster.pid'))[3] ?? Number.NaN);
+    return [
+      {
+        index,
+        pid: pm.pid,
+        port,
+        socket: paths.socketDir(id, index),
+        standby: existsSync(join(pgdata, 'standby.signal')),
+      },
+    ];
+  });
 }
 
 function readFileLines(path: string): string[] {
@@ -141,7 +137,7 @@ function writer(port: number, password: string, from: number) {
 export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
   heading('failover: kill -9 of the primary (one synchronous replica) to the next commit');
   const dataDir = await claimDataDir(ctx);
-  const layout = new Layout(dataDir);
+  const paths = new InstallationPaths(dataDir);
   let basin: LocalBasin | undefined;
   try {
     basin = await LocalBasin.start(
@@ -172,7 +168,7 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
     for (let r = 0; r < ROUNDS; r++) {
       // Both nodes run, the standby streams synchronously.
       const nodes = await waitFor(async () => {
-        const ns = nodesOf(layout, svc.id);
+        const ns = nodesOf(paths, svc.id);
         const primary = ns.find((n) => !n.standby);
         if (ns.length !== 2 || !primary) return undefined;
         const sync = await superuser(
@@ -217,11 +213,11 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
     }
 
     // Replication lag under pgbench writes through the endpoint.
-    const lag = await pgbenchLag(layout, svc);
+    const lag = await pgbenchLag(paths, svc);
 
     // Read throughput: a 2-node replica set's endpoint against one node's own port.
     const rsBasin = basin;
-    const reads = await replicaSetReads(rsBasin, layout, svc, async (rsId) => {
+    const reads = await replicaSetReads(rsBasin, paths, svc, async (rsId) => {
       await waitFor(
         async () =>
           (await rsBasin.replicaSetStatus(svc.id, rsId)) === 'active' ? true : undefined,
@@ -238,7 +234,7 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
 
     // The floor: a caught-up standby promoted by hand, Basin stopped.
     await sleep(1_000);
-    const before = nodesOf(layout, svc.id);
+    const before = nodesOf(paths, svc.id);
     await basin.stop();
     basin = undefined;
     const p = before.find((n) => !n.standby)!;
@@ -310,13 +306,13 @@ export async function localFailover(ctx: BenchContext): Promise<BenchOutcome> {
 }
 
 async function pgbenchLag(
-  layout: Layout,
+  paths: InstallationPaths,
   svc: { id: string; password: string; port: number },
 ): Promise<{ medianKb: number; maxKb: number; samples: number; tps: number }> {
   const conn = `host=127.0.0.1 port=${svc.port} user=tsdbadmin dbname=tsdb sslmode=require`;
   const env = { ...process.env, PGPASSWORD: svc.password };
   await run('pgbench', ['-i', '-q', '-s', '2', conn], { env });
-  const primary = nodesOf(layout, svc.id).find((n) => !n.standby)!;
+  const primary = nodesOf(paths, svc.id).find((n) => !n.standby)!;
   const samples: number[] = [];
   let stop = false;
   const sampling = (async () => {

@@ -35,8 +35,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { Layout } from '../src/drivers/local/layout.js';
-import { namespaceName, namespacePath } from '../src/drivers/local/network/addresses.js';
+import { InstallationPaths } from '../test/harness/installation-paths.js';
 import { claimDataDir, LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
@@ -68,8 +67,9 @@ export async function localNetns(ctx: BenchContext): Promise<BenchOutcome> {
     const svc = await basin.waitReady(id, 20, 180_000);
     const port = svc.endpoint?.port;
     if (!port) throw new Error('no endpoint');
-    const tag = readFileSync(new Layout(dataDir).installationFile, 'utf8').trim();
-    const netns = namespacePath(namespaceName(tag, id));
+    const paths = new InstallationPaths(dataDir);
+    const namespace = paths.namespace(id);
+    const netns = namespace.path;
     const env = { ...pgEnv(), PGPASSWORD: password, PGSSLMODE: 'require' };
     const conn = `host=127.0.0.1 port=${port} user=tsdbadmin dbname=tsdb connect_timeout=20`;
     await run('pgbench', ['-i', '-q', '-s', '1', conn], { env });
@@ -77,11 +77,10 @@ export async function localNetns(ctx: BenchContext): Promise<BenchOutcome> {
       `${rounds} rounds of ${seconds} s each, in alternating order, pgbench -S -c ${CLIENTS} -j 2, TLS`,
     );
 
-    const pgdata = new Layout(dataDir).pgdata({ id, node: 0 });
+    const pgdata = paths.pgdata(id);
     const postmaster = Number(readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
     const shown = JSON.parse(
-      (await run('ip', ['-n', namespaceName(tag, id), '-j', '-4', 'addr', 'show', 'dev', 'eth0']))
-        .stdout,
+      (await run('ip', ['-n', namespace.name, '-j', '-4', 'addr', 'show', 'dev', 'eth0'])).stdout,
     ) as { addr_info: { local: string }[] }[];
     const address = shown[0]?.addr_info[0]?.local;
     if (!address) throw new Error("no address in the service's namespace");

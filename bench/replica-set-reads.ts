@@ -31,13 +31,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import {
-  type CpuHierarchy,
-  detectCpuHierarchy,
-  nodeCgroupName,
-} from '../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
-import type { Layout } from '../src/drivers/local/layout.js';
 import { DEFAULT_SIZES } from '../src/domain/sizes.js';
+import type { CpuHierarchy, InstallationPaths } from '../test/harness/installation-paths.js';
 import type { LocalBasin } from './local-basin.js';
 import { median } from './report.js';
 
@@ -158,7 +153,7 @@ const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.le
 /** pgbench -S through a new 2-node replica set's endpoint, and on one of its nodes' own port. */
 export async function replicaSetReads(
   basin: LocalBasin,
-  layout: Layout,
+  paths: InstallationPaths,
   svc: { id: string; password: string },
   waitActive: (rsId: string) => Promise<void>,
 ): Promise<ReadSpread> {
@@ -177,11 +172,11 @@ export async function replicaSetReads(
     const [out = '', times = ''] = stdout.split('\n---\n');
     return { tps: Number(/tps = ([\d.]+)/.exec(out)?.[1] ?? Number.NaN), cpu: childSeconds(times) };
   };
-  const haproxyDir = join(layout.root, 'haproxy');
+  const haproxyDir = paths.haproxyDir();
   const nodes = [0, 1].map((index) => {
-    const ref = { id: rs.id, node: index };
-    const lines = readFileSync(join(layout.pgdata(ref), 'postmaster.pid'), 'utf8').split('\n');
-    return { port: Number(lines[3]), socket: layout.socketDir(ref) };
+    const pgdata = paths.pgdata(rs.id, index);
+    const lines = readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n');
+    return { port: Number(lines[3]), socket: paths.socketDir(rs.id, index) };
   });
   const commits = async () =>
     Promise.all(
@@ -194,10 +189,9 @@ export async function replicaSetReads(
         return Number(stdout.trim());
       }),
     );
-  const found = await detectCpuHierarchy();
-  const h = 'none' in found ? undefined : found;
-  const tag = readFileSync(layout.installationFile, 'utf8').trim();
-  const dirs = [0, 1].map((node) => join(h?.dir ?? '', nodeCgroupName(tag, { id: rs.id, node })));
+  const found = await paths.nodeCpuCgroups(rs.id, [0, 1]);
+  const h = 'none' in found ? undefined : found.hierarchy;
+  const dirs = 'none' in found ? ['', ''] : found.dirs;
   const quotas = dirs.map((d) => (h ? quotaOf(h, d) : `none (${'none' in found && found.none})`));
   const measured = async (port: number): Promise<Run> => {
     const cpu = cpuTimes();

@@ -4,8 +4,10 @@
 // cycle of values and a cycle of types alone are refused, with the rule's
 // message, inside the local driver as anywhere else (it had an exception
 // until it was moved into rooms); the local driver's host side importing
-// its service side is refused too (docs/architecture.md §9); and the
-// repository itself has none of either.
+// its service side is refused too (docs/architecture.md §9), and so is a
+// benchmark importing the local driver (it goes through
+// test/harness/installation-paths.ts); and the repository itself has none
+// of these.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -78,6 +80,20 @@ test("the local driver's host side imports nothing of its service side", (t) => 
   assert.match(output, /host-side-decides-nothing: src\/drivers\/local\/node\/n\.ts/);
   assert.match(output, /host-side-decides-nothing: src\/drivers\/local\/host\/h\.ts/);
   assert.doesNotMatch(output, /replication\/r\.ts/);
+});
+
+test('a benchmark imports nothing of the local driver; the harness may', (t) => {
+  const dir = project({
+    'bench/b.ts': "import { l } from '../src/drivers/local/l.js';\nexport const b = () => l;\n",
+    'bench/ok.ts': "import { p } from '../test/harness/p.js';\nexport const ok = () => p;\n",
+    'test/harness/p.ts': "import { l } from '../../src/drivers/local/l.js';\nexport const p = l;\n",
+    'src/drivers/local/l.ts': 'export const l = 1;\n',
+  });
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const { status, output } = cruise(dir, ['bench', 'test']);
+  assert.notEqual(status, 0, output);
+  assert.match(output, /bench-through-harness: bench\/b\.ts/);
+  assert.doesNotMatch(output, /bench\/ok\.ts|test\/harness\/p\.ts/);
 });
 
 test('modules without a cycle pass', (t) => {
