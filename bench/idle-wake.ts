@@ -18,7 +18,7 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { Layout } from '../src/drivers/local/layout.js';
+import { InstallationPaths } from '../test/harness/installation-paths.js';
 import { claimDataDir, LocalBasin, postmasterPid, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
@@ -49,7 +49,7 @@ export async function idleWake(ctx: BenchContext): Promise<BenchOutcome> {
     const svc = await basin.waitReady(id, 20, 180_000);
     const port = svc.endpoint?.port;
     if (!port) throw new Error('no endpoint');
-    const ca = readFileSync(new Layout(basin.dataDir).caCert, 'utf8');
+    const ca = readFileSync(new InstallationPaths(basin.dataDir).caCert(), 'utf8');
     const firstQuery = async (): Promise<number> => {
       const began = performance.now();
       const client = new pg.Client({

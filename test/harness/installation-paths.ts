@@ -29,6 +29,11 @@ export class InstallationPaths {
     this.layout = new Layout(dataDir);
   }
 
+  /** The CA certificate clients verify the installation's services with. */
+  caCert(): string {
+    return this.layout.caCert;
+  }
+
   /** The installation's tag, which its OS users, cgroups and namespaces are named by. */
   tag(): string {
     return readFileSync(this.layout.installationFile, 'utf8').trim();
