@@ -163,6 +163,14 @@ export interface LocalDriverOptions {
   adminBounds?: Partial<AdminBounds>;
   /** How nodes that keep dying are restarted (default DEFAULT_RESTARTS: restarts.ts). */
   restarts?: Partial<RestartPolicy>;
+  /**
+   * Whether this process may still act on the host: asked by the driver's
+   * own supervisors (the primaries' watch, HAProxy's restart, the storage
+   * stop) before they act. A leader of several Basin processes answers
+   * false once its lease may have lapsed (src/engine/leadership.ts);
+   * default: always.
+   */
+  mayAct?: () => boolean;
 }
 
 /** What LocalDriver.start learnt of the host (checkHost). */
@@ -221,6 +229,7 @@ export class LocalDriver implements Driver {
     (id, event) => {
       for (const l of this.downListeners) l(id, event);
     },
+    () => this.mayAct(),
   );
   /** The poolers' failed logins, per client address (pooler-watch.ts). */
   private readonly poolerWatch = new PoolerWatch(() => this.context());
@@ -521,6 +530,7 @@ export class LocalDriver implements Driver {
    * stopped (storage/node-storage.ts).
    */
   private async stopForStorage(target: Target, nodes: readonly number[]): Promise<void> {
+    if (!this.mayAct()) return;
     const ctx = this.context();
     // The writer first, every millisecond is disk: before anything is
     // awaited, every process in its cgroups (its nodes', its pooler's and
@@ -861,7 +871,9 @@ export class LocalDriver implements Driver {
    */
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
     const node = query.node ?? 0;
-    const { layout } = this.context();
+    // A driver that was not started (a follower of several Basin
+    // processes) reads the same files: the layout is all it needs.
+    const layout = this.ctx?.layout ?? new Layout(resolve(this.options.dataDir));
     const ref = { id: target.id, node };
     // No data directory: no logs either, and -1 is nobody.
     const owner = (await lstat(layout.pgdata(ref)).catch(() => undefined))?.uid ?? -1;
@@ -935,6 +947,10 @@ export class LocalDriver implements Driver {
       nodes: spec.nodePorts.map((_, i) => i),
       grows: this.allowancePolicy.kind === 'perMemoryGb',
     });
+  }
+
+  private mayAct(): boolean {
+    return this.options.mayAct?.() ?? true;
   }
 
   private get allowancePolicy(): AllowancePolicy {
