@@ -14,6 +14,8 @@ export function pgLeadership(pool: pg.Pool, writeLock: bigint): LeadershipRepo {
     async acquire(holder, leaseMs) {
       const client = await pool.connect();
       let broken = false;
+      const lost = () => (broken = true); // see pg-store.ts's run
+      client.on('error', lost);
       try {
         await client.query('BEGIN');
         await client.query('SELECT pg_advisory_xact_lock($1)', [writeLock]);
@@ -30,6 +32,7 @@ export function pgLeadership(pool: pg.Pool, writeLock: bigint): LeadershipRepo {
         await client.query('ROLLBACK').catch(() => (broken = true));
         throw err;
       } finally {
+        client.off('error', lost);
         client.release(broken);
       }
     },

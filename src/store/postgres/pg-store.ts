@@ -87,6 +87,11 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
     const client = await writer.connect();
     const touched = new Set<MirroredTable>();
     let broken = false;
+    // The server may end the session while it is checked out (the idle in
+    // transaction timeout above, a restart): the query fails, and the event
+    // must not go unheard (it would end the process).
+    const lost = () => (broken = true);
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       await client.query('SELECT pg_advisory_xact_lock($1)', [WRITE_LOCK]);
@@ -105,6 +110,7 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
       touched.clear(); // rolled back: nothing to reload
       throw err;
     } finally {
+      client.off('error', lost);
       client.release(broken);
       // Our commit is in the read view before the caller goes on. A reload
       // that fails leaves the view stale until a retry (read-mirror.ts).
@@ -143,7 +149,9 @@ function guardAll<T extends object>(repo: T, where: string): T {
     Object.entries(repo).map(([k, f]) => [
       k,
       (...args: unknown[]) =>
-        unavailableIfUnreachable(where, () => (f as (...a: unknown[]) => Promise<unknown>)(...args)),
+        unavailableIfUnreachable(where, () =>
+          (f as (...a: unknown[]) => Promise<unknown>)(...args),
+        ),
     ]),
   ) as T;
 }

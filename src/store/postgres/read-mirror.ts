@@ -29,7 +29,12 @@ import pg from 'pg';
 import { deepFreeze } from '../../lib/freeze.js';
 import type { Credential, ReplicaSet, Service } from '../../domain/types.js';
 import type { ReadView } from '../store.js';
-import { CHANGE_CHANNEL, MIRRORED_TABLES, type MirroredTable, QUEUE_CHANNEL } from './migrations.js';
+import {
+  CHANGE_CHANNEL,
+  MIRRORED_TABLES,
+  type MirroredTable,
+  QUEUE_CHANNEL,
+} from './migrations.js';
 import { BY_TIME, C, type Queryable, rows } from './queryable.js';
 import { toCredential } from './repos.js';
 

@@ -56,7 +56,6 @@ export function sqliteLeadership(
 /** The term that leads now, read in a write transaction (Store.fenced). */
 export function sqliteTerm(db: Database.Database): number | undefined {
   const row = db.prepare('SELECT term FROM leadership WHERE id = 1').get() as
-    | { term: number }
-    | undefined;
+    { term: number } | undefined;
   return row?.term;
 }
