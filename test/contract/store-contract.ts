@@ -581,6 +581,37 @@ export function storeContract(name: string, subject: StoreSubject): void {
     assert.deepEqual(await labels('s2'), ['20300101-000000F']);
   });
 
+  test(`${name}: the queue takes times with a fraction of a millisecond (a wait of 12.5 ms)`, async (t) => {
+    const store = await open(t);
+    const op = await enqueue(store, serviceConverge(svc('s1')), 1000.4);
+    const [claimed] = await claim(store, 'w1', 1000.6);
+    assert.equal(claimed?.id, op.id);
+    await store.transaction((tx) => tx.operations.renew('w1', 1001.5, 5000.25));
+    const released = await store.transaction((tx) =>
+      tx.operations.release(op.id, 'w1', {
+        now: 1002.7,
+        runAfter: 1015.2,
+        error: null,
+        attempts: 0,
+        waits: 1,
+        waitingSince: 1002.7,
+      }),
+    );
+    assert.equal(released, true);
+    assert.deepEqual(ids(await claim(store, 'w1', 1010.1)), []);
+    assert.deepEqual(ids(await claim(store, 'w1', 1020.9)), [op.id]);
+    await store.transaction((tx) =>
+      tx.events.add({
+        resourceKind: 'service',
+        resourceId: 's1',
+        node: null,
+        at: 1030.5,
+        severity: 'LOG',
+        message: 'm',
+      }),
+    );
+  });
+
   test(`${name}: leadership: one holder at a time, a new term once the lease expired or was released`, async (t) => {
     const store = await open(t);
     assert.equal(await store.leadership.current(), undefined);
