@@ -11,8 +11,10 @@
 //   delete), another process leads within 5 s of each kill, and the resumed
 //   leader writes nothing (it steps down: its log says so, it exits with
 //   status 3, and it logs no operation it finished after resuming).
-// - A credential revoked is refused by every process within 1 s; a status
-//   the leader writes is answered by every process within 1 s.
+// - The logs of a service are read through every process (the followers'
+//   drivers are not started). A credential revoked is refused by every
+//   process within 1 s; a status the leader writes is answered by every
+//   process within 1 s.
 
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -234,6 +236,14 @@ test(
     const s1 = await create('s1');
     const s2 = await create('s2');
     await settled();
+
+    // The driver's reads work on every process, the followers' drivers not
+    // started: the database's own log entries, through each.
+    for (const b of procs) {
+      const logs = await b.call('GET', `${p(s2)}/logs?search=ready%20to%20accept`);
+      assert.equal(logs.status, 200, `process ${b.pid}: ${logs.text}`);
+      assert.ok(logs.body.entries.length > 0, `process ${b.pid} reads the logs: ${logs.text}`);
+    }
 
     // A status the leader writes is answered by every process within 1 s.
     await stop(s1);

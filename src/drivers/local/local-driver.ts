@@ -166,7 +166,7 @@ export interface LocalDriverOptions {
   /**
    * Whether this process may still act on the host: asked by the driver's
    * own supervisors (the primaries' watch, HAProxy's restart, the storage
-   * stop) before they act. A leader of several Basin processes answers
+   * stop, the poolers' login guard) before they act. A leader of several Basin processes answers
    * false once its lease may have lapsed (src/engine/leadership.ts);
    * default: always.
    */
@@ -232,7 +232,11 @@ export class LocalDriver implements Driver {
     () => this.mayAct(),
   );
   /** The poolers' failed logins, per client address (pooler-watch.ts). */
-  private readonly poolerWatch = new PoolerWatch(() => this.context());
+  private readonly poolerWatch = new PoolerWatch(
+    () => this.context(),
+    undefined,
+    () => this.mayAct(),
+  );
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
