@@ -15,6 +15,7 @@ const ROOTS = [
   '**/config.js',
   '**/openapi-document.js',
   '**/open-store.js',
+  '**/local-driver-options.js',
 ];
 const LAYERS = [
   { files: ['src/lib/**/*.ts'], forbid: ['../*', '../**'], why: 'lib/ imports nothing of Basin' },
@@ -79,10 +80,43 @@ const LAYERS = [
     ],
     why: 'cli/ talks HTTP through client/ and administers through commands/ over the store interfaces (opened by open-store.ts); it never reaches the api, the engine, a driver or a concrete store',
   },
+  {
+    files: ['src/hosts/**/*.ts'],
+    forbid: [
+      '**/api/**',
+      '**/commands/**',
+      '**/engine/**',
+      '**/drivers/**',
+      '**/store/*/**',
+      '**/cli/**',
+      '**/agent/**',
+      ...ROOTS,
+    ],
+    why: "hosts/ (the control plane's side of its hosts) knows domain/, lib/ and the store interfaces; never a host agent's code",
+  },
+  {
+    files: ['src/agent/**/*.ts'],
+    forbid: [
+      '**/api/**',
+      '**/commands/**',
+      '**/engine/**',
+      '**/store/**',
+      '**/cli/**',
+      '**/hosts/**',
+      '**/drivers/sim/**',
+      '**/drivers/hosts/**',
+      '**/basin.js',
+      '**/main.js',
+      '**/openapi-document.js',
+      '**/open-store.js',
+    ],
+    why: "agent/ (`basin host run`, a host's composition root) wires the local driver from the configuration; never the store, the engine or the control plane's side",
+  },
   ...[
     ['src/drivers/*.ts', []],
-    ['src/drivers/local/**/*.ts', ['**/sim/**']],
-    ['src/drivers/sim/**/*.ts', ['**/local/**']],
+    ['src/drivers/local/**/*.ts', ['**/sim/**', '**/hosts/**']],
+    ['src/drivers/sim/**/*.ts', ['**/local/**', '**/hosts/**']],
+    ['src/drivers/hosts/**/*.ts', ['**/local/**', '**/sim/**']],
   ].map(([glob, other]) => ({
     files: [glob],
     forbid: [

@@ -12,7 +12,10 @@ import type { Config } from './config.js';
 import type { Driver } from './drivers/driver.js';
 import { Layout } from './drivers/local/layout.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
+import { createHostsDriver } from './drivers/hosts/hosts-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
+import { DEFAULT_HOST_LOST_AFTER_MS } from './domain/hosts.js';
+import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
 import { leaderDriver } from './engine/leader-driver.js';
 import { Leadership, type LeadershipOptions } from './engine/leadership.js';
@@ -25,6 +28,7 @@ import { lockDataDir } from './lib/data-dir-lock.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { BasinMetrics } from './metrics/basin-metrics.js';
+import { localDriverOptions } from './local-driver-options.js';
 import { openStore } from './open-store.js';
 import { FencedError, type Store } from './store/store.js';
 
@@ -101,7 +105,7 @@ async function assemble(
   // by its term. Alone (SQLite), this Basin simply leads, unfenced.
   const shared = config.storeUrl !== null;
   const lead: { store: Store; mayAct: () => boolean } = { store, mayAct: () => !shared };
-  const driver = options.driver ?? createDriver(config, clock, log, lead);
+  const driver = options.driver ?? createDriver(config, clock, log, store, lead);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
   // The engine needs the app's logger and the commands need the engine's kick.
@@ -133,6 +137,7 @@ async function assemble(
         publicHost: config.publicHost,
         serviceHostnames: config.serviceHostnames,
         volumeType: driver.name === 'sim' ? 'sim' : 'local',
+        endpointHost: (id) => driver.endpointHost?.(id),
         serviceTypeName: config.serviceTypeName,
       },
     },
@@ -285,31 +290,42 @@ function createDriver(
   config: Config,
   clock: Clock,
   log: Logger,
+  store: Store,
   lead: { store: Store; mayAct: () => boolean },
 ): Driver {
   switch (config.driver) {
     case 'sim':
       return createSimDriver({ delayMs: config.simDelayMs, clock });
     case 'local':
-      return createLocalDriver({
-        dataDir: config.dataDir,
-        publicHost: config.publicHost,
-        serviceUidRange: config.serviceUidRange,
-        // The high-water mark of service uids lives in the store, so that
-        // no uid is given twice, across restarts too (docs/security.md).
-        // (The leader's store, fenced by its term, when several Basins share it.)
-        allocateUid: () =>
-          lead.store.transaction((tx) =>
-            tx.counters.next('service-uid', config.serviceUidRange.min),
-          ),
-        mayAct: () => lead.mayAct(),
-        privateTmp: config.servicePrivateTmp,
-        privateTmpMb: config.serviceTmpSizeMb,
-        ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),
-        restarts: config.restarts,
-        serviceNetwork: config.serviceNetwork,
-        repositoryServers: config.repositoryServers,
-        storage: { allowance: config.storageAllowance, reserve: config.diskReserve },
+      return createLocalDriver(
+        localDriverOptions(config, {
+          // The high-water mark of service uids lives in the store, so that
+          // no uid is given twice, across restarts too (docs/security.md).
+          // (The leader's store, fenced by its term, when several Basins share it.)
+          allocateUid: () =>
+            lead.store.transaction((tx) =>
+              tx.counters.next('service-uid', config.serviceUidRange.min),
+            ),
+          mayAct: () => lead.mayAct(),
+          log,
+        }),
+      );
+    case 'hosts':
+      // Placements are the leader's writes (its engine places services): fenced too.
+      return createHostsDriver({
+        hosts: () => store.hosts.list(),
+        placements: {
+          list: () => store.placements.list(),
+          get: (id) => store.placements.get(id),
+          put: (p) => lead.store.transaction((tx) => tx.placements.put(p)),
+          remove: (id) => lead.store.transaction((tx) => tx.placements.remove(id)),
+        },
+        identity: async () => {
+          const ca = await installationCa(store);
+          return { ...(await controlPlaneIdentity(store, ca)), ca: ca.cert };
+        },
+        lostAfterMs: DEFAULT_HOST_LOST_AFTER_MS,
+        clock,
         log,
       });
   }

@@ -202,3 +202,10 @@ test("the time-series type's name: the spec's by default, the vendor's by flag o
     /BASIN_SERVICE_TYPE_NAME must be TIMESERIESDB or TIMESCALEDB; got timescale/,
   );
 });
+
+test('the hosts driver needs --host-listen, where its hosts join', () => {
+  assert.throws(() => parseConfig(['--driver', 'hosts'], {}), /--host-listen/);
+  const c = parseConfig(['--driver', 'hosts', '--host-listen', '10.0.0.1:9443'], {});
+  assert.equal(c.driver, 'hosts');
+  assert.deepEqual(c.hostListen, { host: '10.0.0.1', port: 9443 });
+});

@@ -34,7 +34,7 @@ export interface Config {
   dataDir: string;
   /** A PostgreSQL store (postgres://…); null: SQLite in the data directory. */
   storeUrl: string | null;
-  driver: 'sim' | 'local';
+  driver: 'sim' | 'local' | 'hosts';
   tls: { cert: string; key: string } | 'self-signed' | null;
   regions: string[];
   defaultRegion: string;
@@ -94,6 +94,8 @@ export interface Config {
   console: boolean;
   /** Where GET /metrics (Prometheus) listens, apart from the API (metrics/listener.ts); null: nowhere. */
   metricsListen: { host: string; port: number } | null;
+  /** The listener for this installation's hosts (mutual TLS), or none: one machine. */
+  hostListen: { host: string; port: number } | null;
   /** How answers name the time-series service type: the spec's TIMESERIESDB or the vendor's TIMESCALEDB. */
   serviceTypeName: ServiceTypeName;
 }
@@ -137,7 +139,7 @@ export const OPTIONS = {
     env: 'BASIN_DRIVER',
     flag: '--driver',
     default: 'local',
-    help: 'local (real PostgreSQL) or sim (no processes)',
+    help: 'local (real PostgreSQL on this machine), hosts (real PostgreSQL on the hosts that joined: --host-listen) or sim (no processes)',
   },
   tlsCert: { env: 'BASIN_TLS_CERT', flag: '--tls-cert', help: 'PEM certificate for HTTPS' },
   tlsKey: { env: 'BASIN_TLS_KEY', flag: '--tls-key', help: 'PEM private key for HTTPS' },
@@ -391,6 +393,12 @@ export const OPTIONS = {
     default: 'off',
     help: "host:port of a separate listener serving GET /metrics (Prometheus; every project's series: for the operator, keep it on loopback or a private network); off: none",
   },
+  hostListen: {
+    env: 'BASIN_HOST_LISTEN',
+    flag: '--host-listen',
+    default: 'off',
+    help: "host:port where hosts of several machines join and report (`basin host run`; mutual TLS with the installation's CA); off: Basin runs on this machine alone",
+  },
   serviceTypeName: {
     env: 'BASIN_SERVICE_TYPE_NAME',
     flag: '--service-type-name',
@@ -409,8 +417,14 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   const need = (k: Key) => get(k) as string;
 
   const driver = need('driver');
-  if (driver !== 'sim' && driver !== 'local') {
-    throw new ConfigError(`${OPTIONS.driver.env} must be sim or local; got ${driver}.`);
+  if (driver !== 'sim' && driver !== 'local' && driver !== 'hosts') {
+    throw new ConfigError(`${OPTIONS.driver.env} must be local, hosts or sim; got ${driver}.`);
+  }
+  const hostListen = parsed('hostListen', () => parseListen(need('hostListen')));
+  if (driver === 'hosts' && hostListen === null) {
+    throw new ConfigError(
+      `The hosts driver runs databases on hosts that join at ${OPTIONS.hostListen.flag}: give it (${OPTIONS.hostListen.env}).`,
+    );
   }
   const regions = need('regions')
     .split(',')
@@ -560,6 +574,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     adminEmail,
     console: onOff('console', need('console')),
     metricsListen: parsed('metricsListen', () => parseListen(need('metricsListen'))),
+    hostListen,
     serviceTypeName: serviceTypeName as ServiceTypeName,
   };
 }

@@ -9,6 +9,8 @@ import { makeDataDir } from './lib/data-dir.js';
 import { DataDirInUseError } from './lib/data-dir-lock.js';
 import { createServerLog, exitOnFatalErrors, type ServerLog } from './lib/logger.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
+import { listenForHosts } from './hosts/host-listener.js';
+import { systemClock } from './lib/clock.js';
 import { listenMetrics } from './metrics/listener.js';
 
 /** The exit status of a leader that lost leadership (a supervisor starts it again). */
@@ -102,6 +104,23 @@ async function main(): Promise<void> {
     );
   }
 
+  // Off by default: one machine needs no hosts (docs/decisions.md, "Several hosts").
+  const hostListener = config.hostListen
+    ? await listenForHosts({
+        store: basin.store,
+        clock: systemClock,
+        log,
+        host: config.hostListen.host,
+        port: config.hostListen.port,
+      })
+    : null;
+  if (hostListener) {
+    log.info(
+      { hostPort: hostListener.port },
+      `hosts join at https://${config.hostListen?.host}:${hostListener.port}`,
+    );
+  }
+
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;
@@ -111,6 +130,7 @@ async function main(): Promise<void> {
     const force = setTimeout(() => process.exit(1), config.drainTimeoutMs + 20_000);
     force.unref();
     await metricsListener?.close();
+    await hostListener?.close();
     await basin.close();
     log.info({}, 'stopped');
     await serverLog?.flush();

@@ -36,6 +36,11 @@ export interface PresentOptions {
   /** How answers name the time-series type (--service-type-name); the spec's when absent. */
   serviceTypeName?: ServiceTypeName;
   metrics?: Metrics | undefined;
+  /**
+   * Where a service's clients connect when it runs on a host of its own
+   * (the hosts driver: its host's address); the public host otherwise.
+   */
+  endpointHost?: (resourceId: string) => string | undefined;
 }
 
 export const presentProject = (p: Project): Static<typeof ProjectBody> => ({
@@ -79,7 +84,7 @@ export function presentPeering(p: Peering): Static<typeof PeeringBody> {
 }
 
 const endpoint = (o: PresentOptions, id: string, port: number) => ({
-  host: o.serviceHostnames ? `${id}.${o.publicHost}` : o.publicHost,
+  host: o.endpointHost?.(id) ?? (o.serviceHostnames ? `${id}.${o.publicHost}` : o.publicHost),
   port,
 });
 

@@ -4,6 +4,7 @@
 
 import type { CliGroup } from './command.js';
 import { credentialGroup } from './credential-group.js';
+import { hostGroup } from './host-group.js';
 import { mcpGroup } from '../mcp/mcp-group.js';
 import { loginGroup } from './login-group.js';
 import { projectGroup } from './project-group.js';
@@ -18,6 +19,7 @@ export const GROUPS: readonly CliGroup[] = [
   userGroup,
   credentialGroup,
   storeGroup,
+  hostGroup,
   loginGroup,
   serviceGroup,
   replicaSetGroup,

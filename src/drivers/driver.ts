@@ -230,4 +230,9 @@ export interface Driver {
   watchStorage?(on: (event: StorageEvent) => void): void;
   /** The host's disk, where the driver keeps a reserve on it; undefined when it does not (or before it looked). */
   disk?(): { free: number; reserve: number; low: boolean } | undefined;
+  /**
+   * The address clients reach a service (or read replica set) at, when the
+   * driver runs it on a host other than the public host (the hosts driver).
+   */
+  endpointHost?(resourceId: string): string | undefined;
 }

@@ -4,6 +4,7 @@
 // `transaction`, which hands the callback a Tx with the same repositories.
 
 import type { Backup } from '../domain/backups.js';
+import type { Host, HostCapacity, HostToken, HostUsage, Placement } from '../domain/hosts.js';
 import type { NewOperation, OperationKind, ResourceKind } from '../domain/operations.js';
 import type {
   Credential,
@@ -312,6 +313,56 @@ export interface BackupRepo extends BackupReads {
   deleteForService(serviceId: string): Promise<void>;
 }
 
+export interface HostReads {
+  get(id: string): Promise<Host | undefined>;
+  findByName(name: string): Promise<Host | undefined>;
+  /** By name. */
+  list(): Promise<Host[]>;
+}
+
+export interface HostRepo extends HostReads {
+  /** A name already taken is a CONFLICT. */
+  insert(h: Host): Promise<void>;
+  /** Records a heartbeat at `at`; false when the host is not (or no longer) registered. */
+  heartbeat(id: string, at: number, capacity: HostCapacity, usage: HostUsage): Promise<boolean>;
+  /** Forgets a host: its certificate is refused from then on. False when there was none. */
+  remove(id: string): Promise<boolean>;
+}
+
+export interface PlacementReads {
+  get(resourceId: string): Promise<Placement | undefined>;
+  list(): Promise<Placement[]>;
+}
+
+/** Which host runs which service (docs/decisions.md, "Several hosts"). */
+export interface PlacementRepo extends PlacementReads {
+  /** Records or replaces a resource's placement. */
+  put(p: Placement): Promise<void>;
+  remove(resourceId: string): Promise<void>;
+}
+
+/** One-time join tokens (docs/decisions.md, "Several hosts"). */
+export interface HostTokenRepo {
+  insert(t: HostToken): Promise<void>;
+  get(id: string): Promise<HostToken | undefined>;
+  /** Marks it used by `hostId`; false when it was used already (a token joins one host). */
+  use(id: string, hostId: string): Promise<boolean>;
+}
+
+/**
+ * The installation's own secrets (the CA of its hosts' mutual TLS), by name.
+ * In the store, not a data directory: every control-plane process must hold
+ * the same ones.
+ */
+export interface SecretReads {
+  get(name: string): Promise<string | undefined>;
+}
+
+export interface SecretRepo extends SecretReads {
+  /** Stores `value` unless the name has one; returns the value stored (first writer wins). */
+  putIfAbsent(name: string, value: string): Promise<string>;
+}
+
 export interface Repos {
   projects: ProjectRepo;
   users: UserRepo;
@@ -325,6 +376,10 @@ export interface Repos {
   ports: PortRepo;
   counters: CounterRepo;
   backups: BackupRepo;
+  hosts: HostRepo;
+  hostTokens: HostTokenRepo;
+  secrets: SecretRepo;
+  placements: PlacementRepo;
 }
 
 export type Tx = Repos;
@@ -346,6 +401,9 @@ export interface ReadRepos {
   events: EventReads;
   ports: PortReads;
   backups: BackupReads;
+  hosts: HostReads;
+  secrets: SecretReads;
+  placements: PlacementReads;
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   serviceConverge,
   serviceDelete,
 } from '../../src/domain/operations.js';
+import type { Host } from '../../src/domain/hosts.js';
 import type { Peering, ReplicaSet, Service, Vpc } from '../../src/domain/types.js';
 import {
   EVENTS_KEPT_PER_RESOURCE,
@@ -662,5 +663,84 @@ export function storeContract(name: string, subject: StoreSubject): void {
     await store.transaction((tx) => tx.vpcs.insert(vpc('f4')));
     assert.equal((await store.vpcs.get('f3'))?.id, 'f3');
     assert.equal((await store.vpcs.get('f4'))?.id, 'f4');
+  });
+
+  test(`${name}: hosts: one per name, heartbeats recorded, removed for good; tokens join once; secrets first writer wins; placements replaced`, async (t) => {
+    const store = await open(t);
+    const host = (id: string, name: string): Host => ({
+      id,
+      name,
+      address: '10.0.0.1',
+      agentPort: 9444,
+      zone: 'z1',
+      capacity: { cpus: 2, memoryBytes: 2 ** 34, diskBytes: 2 ** 40 },
+      usage: null,
+      certSha256: 'ab'.repeat(32),
+      joinedAt: iso(1000),
+      heartbeatAt: 1000,
+    });
+    await store.transaction((tx) => tx.hosts.insert(host('h1', 'beta')));
+    await store.transaction((tx) => tx.hosts.insert(host('h2', 'Alpha')));
+    await assert.rejects(
+      store.transaction((tx) => tx.hosts.insert(host('h3', 'beta'))),
+      (err: unknown) => err instanceof AppError && err.code === 'CONFLICT',
+    );
+    assert.deepEqual(await store.hosts.get('h1'), host('h1', 'beta'));
+    assert.equal((await store.hosts.findByName('Alpha'))?.id, 'h2');
+    assert.deepEqual(
+      (await store.hosts.list()).map((h) => h.name),
+      ['Alpha', 'beta'],
+    );
+    const usage = { memoryFreeBytes: 5, diskFreeBytes: 6, load1: 0.5 };
+    const capacity = { cpus: 4, memoryBytes: 7, diskBytes: 8 };
+    assert.equal(
+      await store.transaction((tx) => tx.hosts.heartbeat('h1', 2 ** 41, capacity, usage)),
+      true,
+    );
+    assert.deepEqual(await store.hosts.get('h1'), {
+      ...host('h1', 'beta'),
+      capacity,
+      usage,
+      heartbeatAt: 2 ** 41,
+    });
+    assert.equal(await store.transaction((tx) => tx.hosts.remove('h1')), true);
+    assert.equal(await store.transaction((tx) => tx.hosts.remove('h1')), false);
+    assert.equal(
+      await store.transaction((tx) => tx.hosts.heartbeat('h1', 3000, capacity, usage)),
+      false,
+    );
+    assert.equal(await store.hosts.get('h1'), undefined);
+
+    const token = {
+      id: 'abc',
+      secretHash: 'h',
+      createdAt: iso(0),
+      expiresAt: 2 ** 41,
+      usedBy: null,
+    };
+    await store.transaction((tx) => tx.hostTokens.insert(token));
+    assert.equal(await store.transaction((tx) => tx.hostTokens.use('abc', 'h2')), true);
+    assert.equal(await store.transaction((tx) => tx.hostTokens.use('abc', 'h9')), false);
+    assert.deepEqual(await store.transaction((tx) => tx.hostTokens.get('abc')), {
+      ...token,
+      usedBy: 'h2',
+    });
+
+    assert.equal(await store.secrets.get('ca'), undefined);
+    assert.equal(await store.transaction((tx) => tx.secrets.putIfAbsent('ca', 'one')), 'one');
+    assert.equal(await store.transaction((tx) => tx.secrets.putIfAbsent('ca', 'two')), 'one');
+    assert.equal(await store.secrets.get('ca'), 'one');
+
+    const placed = { resourceId: 's1', hostId: 'h2', cpuMillis: 500, memoryMb: 2048 };
+    await store.transaction((tx) => tx.placements.put(placed));
+    await store.transaction((tx) => tx.placements.put({ ...placed, resourceId: 's0' }));
+    await store.transaction((tx) => tx.placements.put({ ...placed, memoryMb: 4096 }));
+    assert.deepEqual(await store.placements.get('s1'), { ...placed, memoryMb: 4096 });
+    assert.deepEqual(
+      (await store.placements.list()).map((p) => p.resourceId),
+      ['s0', 's1'],
+    );
+    await store.transaction((tx) => tx.placements.remove('s1'));
+    assert.equal(await store.placements.get('s1'), undefined);
   });
 }

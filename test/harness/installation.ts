@@ -49,7 +49,7 @@ const PREFIX = 'basin-e2e-';
 
 export interface StartOptions {
   /** `local` (the default, as shipped: no BASIN_DRIVER is set) or `sim`. */
-  driver?: 'local' | 'sim';
+  driver?: 'local' | 'sim' | 'hosts';
   /** More BASIN_* environment. */
   env?: Record<string, string>;
   /** More flags. */
@@ -81,6 +81,8 @@ export interface Installation {
   readonly portRange: { min: number; max: number };
   /** The uids Basin gives services' OS users (--service-uid-range). */
   readonly serviceUids: { min: number; max: number };
+  /** The services' addresses (--service-network). */
+  readonly serviceNetwork: string;
   /** Starts `node dist/main.js` on this installation; resolves once the API answers. */
   start(options?: StartOptions): Promise<BasinProcess>;
   /** Starts it and returns at once (for runs whose API never answers, or not over plain HTTP). */
@@ -179,6 +181,7 @@ export async function claimInstallation(
     serviceUids: (([lo, hi]) => ({ min: lo!, max: hi! }))(
       uidRange(ports.claimed).split('-').map(Number),
     ),
+    serviceNetwork: serviceNetwork(ports.claimed),
     runs,
     launch,
     async start(options = {}) {

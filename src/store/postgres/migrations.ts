@@ -147,7 +147,39 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE operations ADD COLUMN waits INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE operations ADD COLUMN waiting_since BIGINT;
   `,
-  // 7: the leadership lease (leadership-repo.ts); times from the store's clock.
+  // 7: the hosts of an installation, their join tokens, the installation's secrets.
+  `
+  CREATE TABLE hosts (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    address TEXT NOT NULL,
+    agent_port INTEGER NOT NULL,
+    zone TEXT NOT NULL,
+    capacity TEXT NOT NULL,
+    usage TEXT,
+    cert_sha256 TEXT NOT NULL,
+    joined_at TEXT NOT NULL,
+    heartbeat_at BIGINT NOT NULL
+  );
+  CREATE TABLE host_tokens (
+    id TEXT PRIMARY KEY,
+    secret_hash TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_by TEXT
+  );
+  CREATE TABLE secrets (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  );
+  CREATE TABLE placements (
+    resource_id TEXT PRIMARY KEY,
+    host_id TEXT NOT NULL,
+    cpu_millis INTEGER NOT NULL,
+    memory_mb INTEGER NOT NULL
+  );
+  `,
+  // 8: the leadership lease (leadership-repo.ts); times from the store's clock.
   `
   CREATE TABLE leadership (
     id INTEGER PRIMARY KEY CHECK (id = 1),

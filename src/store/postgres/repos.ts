@@ -27,6 +27,7 @@ import type {
   VpcRepo,
 } from '../store.js';
 import { PgDocRepo } from './doc-repo.js';
+import { PgHostRepo, PgHostTokenRepo, PgPlacementRepo, PgSecretRepo } from './host-repo.js';
 import { PgEventRepo } from './event-repo.js';
 import { PgOperationRepo } from './operation-repo.js';
 import { BY_TIME, C, changes, type PgContext, rows } from './queryable.js';
@@ -317,5 +318,9 @@ export function createPgRepos(ctx: PgContext): Repos {
     ports: new Ports(ctx),
     counters: new Counters(ctx),
     backups: new Backups(ctx),
+    hosts: new PgHostRepo(ctx),
+    hostTokens: new PgHostTokenRepo(ctx),
+    secrets: new PgSecretRepo(ctx),
+    placements: new PgPlacementRepo(ctx),
   };
 }

@@ -143,8 +143,41 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE operations ADD COLUMN waits INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE operations ADD COLUMN waiting_since INTEGER;
   `,
-  // 7: the leadership lease of the Basin processes that share a store
-  // (src/leader/leadership.ts); one row, id 1, made by the first
+  // 7: the hosts of an installation (docs/decisions.md, "Several hosts"),
+  // their one-time join tokens, and the installation's secrets (their CA).
+  `
+  CREATE TABLE hosts (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    address TEXT NOT NULL,
+    agent_port INTEGER NOT NULL,
+    zone TEXT NOT NULL,
+    capacity TEXT NOT NULL,
+    usage TEXT,
+    cert_sha256 TEXT NOT NULL,
+    joined_at TEXT NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+  );
+  CREATE TABLE host_tokens (
+    id TEXT PRIMARY KEY,
+    secret_hash TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_by TEXT
+  );
+  CREATE TABLE secrets (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  );
+  CREATE TABLE placements (
+    resource_id TEXT PRIMARY KEY,
+    host_id TEXT NOT NULL,
+    cpu_millis INTEGER NOT NULL,
+    memory_mb INTEGER NOT NULL
+  );
+  `,
+  // 8: the leadership lease of the Basin processes that share a store
+  // (src/engine/leadership.ts); one row, id 1, made by the first
   // candidate. Its times are the store's clock, in epoch ms. SQLite's
   // Basin is alone and never writes it; the contract suite tests it here too.
   `

@@ -27,6 +27,12 @@ import { SqliteBackupRepo } from './backup-repo.js';
 import { SqliteCounterRepo } from './counter-repo.js';
 import { SqliteDocRepo } from './doc-repo.js';
 import { SqliteEventRepo } from './event-repo.js';
+import {
+  SqliteHostRepo,
+  SqliteHostTokenRepo,
+  SqlitePlacementRepo,
+  SqliteSecretRepo,
+} from './host-repo.js';
 import { SqliteOperationRepo } from './operation-repo.js';
 
 class Projects implements ProjectRepo {
@@ -292,5 +298,9 @@ export function createRepos(db: Database.Database): Repos {
     ports: new Ports(db),
     counters: new SqliteCounterRepo(db),
     backups: new SqliteBackupRepo(db),
+    hosts: new SqliteHostRepo(db),
+    hostTokens: new SqliteHostTokenRepo(db),
+    secrets: new SqliteSecretRepo(db),
+    placements: new SqlitePlacementRepo(db),
   };
 }

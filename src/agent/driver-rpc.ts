@@ -1,0 +1,79 @@
+// The host side of the hosts driver (src/drivers/hosts/): the control plane
+// calls a method of the local driver that runs on this host, by name, with
+// JSON arguments, and gets its JSON result, or the DriverError it threw
+// (whether it may be retried travels with it). Only the methods below: the
+// driver's start and close are the agent's, and its watches are read by
+// polling (metrics) for now.
+
+import type { IncomingMessage } from 'node:http';
+import { type Driver, DriverError } from '../drivers/driver.js';
+
+/** What the control plane may call, and how many arguments each takes. */
+export const DRIVER_METHODS = {
+  applyService: 1,
+  deleteService: 1,
+  inspectService: 1,
+  observeService: 1,
+  backupService: 2,
+  expireBackups: 2,
+  readLogs: 2,
+  metrics: 1,
+  sampleSeries: 1,
+} as const;
+export type DriverMethod = keyof typeof DRIVER_METHODS;
+
+export interface DriverCall {
+  method: DriverMethod;
+  args: unknown[];
+}
+
+export type DriverAnswer = { result: unknown } | { error: { message: string; retryable: boolean } };
+
+/** Runs one call on `driver`; a call that is not one of DRIVER_METHODS is a 400. */
+export async function answerDriverCall(
+  driver: Driver,
+  req: IncomingMessage,
+): Promise<{ status: number; body: DriverAnswer | { code: string; message: string } }> {
+  let call: DriverCall;
+  try {
+    call = JSON.parse(await readBody(req)) as DriverCall;
+  } catch {
+    return { status: 400, body: { code: 'INVALID_REQUEST', message: 'The body is not JSON.' } };
+  }
+  const arity = DRIVER_METHODS[call?.method as DriverMethod];
+  const fn = (driver as unknown as Record<string, unknown>)[call?.method];
+  if (
+    arity === undefined ||
+    typeof fn !== 'function' ||
+    !Array.isArray(call.args) ||
+    call.args.length !== arity
+  ) {
+    return {
+      status: 400,
+      body: { code: 'INVALID_REQUEST', message: `Not a driver call: ${String(call?.method)}.` },
+    };
+  }
+  try {
+    const result = await (fn as (...a: unknown[]) => unknown).apply(driver, call.args);
+    return { status: 200, body: { result: result ?? null } };
+  } catch (err) {
+    const retryable = err instanceof DriverError ? err.retryable : true;
+    return { status: 200, body: { error: { message: (err as Error).message, retryable } } };
+  }
+}
+
+const LIMIT = 1 << 20;
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > LIMIT) req.destroy(new Error('body too large'));
+      else chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}

@@ -1,0 +1,148 @@
+// `basin host run`: a machine's agent in an installation of several hosts
+// (docs/decisions.md, "Several hosts"). It joins once (with a token), runs
+// the local driver for the services the control plane places here (as a
+// one-machine Basin runs it: OS user per service, confinement, cgroups,
+// namespaces), serves the control plane on its own mutual-TLS listener
+// (the driver's calls, driver-rpc.ts) and reports to it at a fixed
+// interval. A composition root, like main.ts: it wires the local driver.
+
+import type { Config } from '../config.js';
+import type { Driver } from '../drivers/driver.js';
+import { createLocalDriver } from '../drivers/local/local-driver.js';
+import { localDriverOptions } from '../local-driver-options.js';
+import { makeDataDir } from '../lib/data-dir.js';
+import { lockDataDir } from '../lib/data-dir-lock.js';
+import type { Logger } from '../lib/logger.js';
+import { CONTROL_PLANE_CN } from '../domain/hosts.js';
+import { httpsJson } from '../lib/https-json.js';
+import { type AgentIdentity, readIdentity, writeIdentity } from './agent-files.js';
+import { serveAgent } from './agent-server.js';
+import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js';
+import { answerDriverCall } from './driver-rpc.js';
+import { join, JoinError } from './join.js';
+import { fileUidAllocator } from './uid-counter.js';
+
+export interface AgentOptions {
+  dataDir: string;
+  /**
+   * The local driver's settings (the server's flags: uid range, service
+   * network, …), its data directory this one; none: the agent joins and
+   * reports but runs no databases (tests of joining alone).
+   */
+  driverConfig: Config | null;
+  /** Needed only to join: the control plane's host listener, a token and the CA's hash. */
+  controlPlane?: string;
+  token?: string;
+  caSha256?: string;
+  name: string;
+  /** The address the control plane reaches this host at; the agent listens there. */
+  address: string;
+  port: number;
+  zone: string;
+  heartbeatMs: number;
+  log: Logger;
+}
+
+export interface RunningAgent {
+  identity: AgentIdentity;
+  port: number;
+  stop(): Promise<void>;
+}
+
+export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
+  makeDataDir(o.dataDir);
+  // One agent per data directory, as one Basin per data directory.
+  const lock = lockDataDir(o.dataDir);
+  let identity = readIdentity(o.dataDir);
+  if (!identity) {
+    if (!o.controlPlane || !o.token || !o.caSha256) {
+      throw new JoinError(
+        'This host has not joined an installation: give --control-plane, --token and --ca-sha256 (from `basin host token` on the control plane).',
+      );
+    }
+    identity = await join({
+      ...o,
+      controlPlane: o.controlPlane,
+      token: o.token,
+      caSha256: o.caSha256,
+      agentPort: o.port,
+    });
+    writeIdentity(o.dataDir, identity);
+    o.log.info({ host: identity.hostId, name: identity.name }, 'joined the installation');
+  }
+  const id = identity;
+  const driver: Driver | null = o.driverConfig
+    ? createLocalDriver(
+        localDriverOptions(o.driverConfig, {
+          allocateUid: fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange),
+          log: o.log,
+          // Clients reach this host's services at its address: their certificates name it.
+          publicHost: o.address,
+        }),
+      )
+    : null;
+  await driver?.start();
+  const server = await serveAgent(
+    id,
+    { host: o.address, port: o.port },
+    {
+      ...(driver ? { 'POST /v1/agent/driver': (req) => answerDriverCall(driver, req) } : {}),
+      'GET /v1/agent/health': async () => ({
+        status: 200,
+        body: {
+          host_id: id.hostId,
+          name: id.name,
+          capacity: wireCapacity(hostCapacity(o.dataDir)),
+          usage: wireUsage(hostUsage(o.dataDir)),
+        },
+      }),
+    },
+  );
+  o.log.info(
+    { host: id.hostId, port: server.port },
+    `host agent at https://${o.address}:${server.port}`,
+  );
+
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let refusedBefore = false;
+  const beat = async () => {
+    try {
+      const res = await httpsJson(`${id.controlPlane}/v1/hosts/heartbeat`, {
+        ca: id.ca,
+        cert: id.cert,
+        key: id.key,
+        peerCn: CONTROL_PLANE_CN,
+        body: {
+          capacity: wireCapacity(hostCapacity(o.dataDir)),
+          usage: wireUsage(hostUsage(o.dataDir)),
+        },
+        timeoutMs: Math.max(1000, o.heartbeatMs * 2),
+      });
+      if (res.status !== 200) {
+        // Said once, not at every beat: a removed host keeps trying, quietly.
+        if (!refusedBefore)
+          o.log.warn(
+            { status: res.status, body: res.body },
+            'the control plane refused the heartbeat',
+          );
+        refusedBefore = true;
+      } else refusedBefore = false;
+    } catch (err) {
+      o.log.warn({ err: (err as Error).message }, 'heartbeat failed');
+    }
+    if (!stopped) timer = setTimeout(() => void beat(), o.heartbeatMs);
+  };
+  await beat();
+  return {
+    identity: id,
+    port: server.port,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await server.close();
+      await driver?.close();
+      lock.release();
+    },
+  };
+}

@@ -1,0 +1,276 @@
+// `basin host …`: the machines of an installation of several hosts
+// (docs/decisions.md, "Several hosts"). `run` is the agent on each machine;
+// `token`, `list`, `check` and `remove` administer them on the control
+// plane's store.
+
+import { hostname } from 'node:os';
+import { runAgent } from '../agent/host-agent.js';
+import { JoinError } from '../agent/join.js';
+import {
+  DEFAULT_HOST_LOST_AFTER_MS,
+  type Host,
+  HOST_NAME,
+  hostState,
+  ZONE_NAME,
+} from '../domain/hosts.js';
+import { checkAgent } from '../hosts/agent-client.js';
+import { DEFAULT_TOKEN_TTL_MS, issueJoinToken } from '../hosts/join-tokens.js';
+import { OPTIONS, parseConfig } from '../config.js';
+import { createServerLog } from '../lib/logger.js';
+import type { Store } from '../store/store.js';
+import { CliFailure } from './cli-failure.js';
+import type { CliGroup } from './command.js';
+import { DATA_DIR } from './global-options.js';
+import { table } from './table.js';
+
+const AGENT_DATA_DIR = '/var/lib/basin-host';
+const AGENT_PORT = 9444;
+
+const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)}G`;
+
+const shown = (h: Host, now: number, lostAfterMs: number) => ({
+  id: h.id,
+  name: h.name,
+  address: h.address,
+  agent_port: h.agentPort,
+  zone: h.zone,
+  cpus: h.capacity.cpus,
+  memory_bytes: h.capacity.memoryBytes,
+  disk_bytes: h.capacity.diskBytes,
+  memory_free_bytes: h.usage?.memoryFreeBytes ?? null,
+  disk_free_bytes: h.usage?.diskFreeBytes ?? null,
+  load1: h.usage?.load1 ?? null,
+  state: hostState(h, now, lostAfterMs),
+  joined_at: h.joinedAt,
+  heartbeat_at: new Date(h.heartbeatAt).toISOString(),
+});
+
+async function findHost(store: Store, which: string): Promise<Host> {
+  const host = (await store.hosts.get(which)) ?? (await store.hosts.findByName(which));
+  if (!host) throw new CliFailure(`No host ${which}: see \`basin host list\`.`);
+  return host;
+}
+
+export const hostGroup: CliGroup = {
+  name: 'host',
+  summary: [
+    'The machines of an installation of several hosts: `run` the agent on each,',
+    'join it with a one-time `token`, `list`, `check` and `remove` them.',
+  ].join('\n'),
+  commands: [
+    {
+      name: 'run',
+      kind: 'plain',
+      args: [],
+      rest: "the server's options for the databases this host runs (--service-uid-range, --service-network, …)",
+      options: {
+        'control-plane': {
+          value: 'url',
+          help: "the control plane's --host-listen, https://address:port (to join)",
+        },
+        token: { value: 'token', help: 'a one-time join token from `basin host token` (to join)' },
+        'ca-sha256': {
+          value: 'hash',
+          help: "the installation CA's SHA-256 that `basin host token` printed (to join)",
+        },
+        address: {
+          value: 'ip',
+          help: 'the address the control plane reaches this host at; the agent listens there',
+        },
+        port: { value: 'port', help: `the agent's port (default ${AGENT_PORT})` },
+        name: {
+          value: 'name',
+          help: "this host's name in the installation (default: the host name)",
+        },
+        zone: {
+          value: 'zone',
+          help: 'a zone label: standbys prefer another zone (default "default")',
+        },
+        'heartbeat-ms': {
+          value: 'ms',
+          help: 'how often it reports to the control plane (default 2000)',
+        },
+      },
+      usage: [
+        [
+          'run --address <ip> [--control-plane <url> --token <token> --ca-sha256 <hash>]',
+          "run this machine's host agent; the first run joins the installation",
+        ],
+      ],
+      details: [
+        'Runs the host agent of this machine, as root, until it is stopped (SIGTERM).',
+        'The first run joins the installation with a token from `basin host token`:',
+        "it checks that the control plane presents the installation's CA (by the",
+        'hash), makes a key that never leaves this machine and gets a certificate',
+        'for it. Later runs need only --address: the identity is kept in the data',
+        `directory (--data-dir, default ${AGENT_DATA_DIR}). The agent serves only the`,
+        'control plane (mutual TLS) and reports its capacity and free resources.',
+      ].join('\n'),
+      examples: [
+        'basin host run --data-dir /var/lib/basin-host --address 10.0.0.11 --zone a \\\n    --control-plane https://10.0.0.1:9443 --token 1a2b…  --ca-sha256 9f86…',
+      ],
+      check(opt) {
+        if (opt('address') === undefined) return 'host run needs --address <ip>.';
+        const name = opt('name');
+        if (name !== undefined && !HOST_NAME.test(name))
+          return `--name must be a DNS name; got ${name}.`;
+        const zone = opt('zone');
+        if (zone !== undefined && !ZONE_NAME.test(zone))
+          return `--zone must be lowercase letters, digits and dashes; got ${zone}.`;
+        return undefined;
+      },
+      async run(c) {
+        const serverLog = createServerLog({ level: 'info' });
+        const log = serverLog.logger;
+        const port = Number(c.opt('port') ?? AGENT_PORT);
+        const heartbeatMs = Number(c.opt('heartbeat-ms') ?? 2000);
+        if (!Number.isInteger(port) || port < 0 || port > 65535)
+          throw new CliFailure('--port must be a port number.');
+        if (!(heartbeatMs >= 100)) throw new CliFailure('--heartbeat-ms must be at least 100.');
+        // Nothing the agent writes (keys, certificates) is for other OS users.
+        process.umask(0o077);
+        const dataDir = c.opt(DATA_DIR) ?? AGENT_DATA_DIR;
+        let driverConfig;
+        try {
+          // The same flags (and BASIN_* variables) as the server's, for the local driver.
+          driverConfig = parseConfig([...c.rest, OPTIONS.dataDir.flag, dataDir], c.env);
+        } catch (err) {
+          throw new CliFailure(`after --: ${(err as Error).message}`);
+        }
+        let agent;
+        try {
+          agent = await runAgent({
+            dataDir,
+            driverConfig,
+            controlPlane: c.opt('control-plane')?.replace(/\/+$/, ''),
+            token: c.opt('token'),
+            caSha256: c.opt('ca-sha256'),
+            name: c.opt('name') ?? hostname().toLowerCase(),
+            address: c.opt('address') as string,
+            port,
+            zone: c.opt('zone') ?? 'default',
+            heartbeatMs,
+            log,
+          });
+        } catch (err) {
+          if (err instanceof JoinError) throw new CliFailure(err.message);
+          throw err;
+        }
+        await new Promise<void>((done) => {
+          process.once('SIGTERM', done);
+          process.once('SIGINT', done);
+        });
+        await agent.stop();
+        log.info({}, 'host agent stopped');
+        await serverLog.flush();
+      },
+    },
+    {
+      name: 'token',
+      args: [],
+      options: {
+        ttl: {
+          value: 'minutes',
+          help: `how long it may be used (default ${DEFAULT_TOKEN_TTL_MS / 60_000})`,
+        },
+      },
+      usage: [
+        ['token [--ttl <minutes>]', 'make a one-time token that joins one host (shown once)'],
+      ],
+      details: [
+        'Prints a one-time join token (shown once; Basin keeps its hash) and the',
+        "SHA-256 of the installation's CA, which the joining host checks the control",
+        'plane against. The CA is made on first use.',
+      ].join('\n'),
+      examples: ['basin host token --ttl 30'],
+      async run(c) {
+        const ttl = Number(c.opt('ttl') ?? DEFAULT_TOKEN_TTL_MS / 60_000);
+        if (!(ttl > 0 && ttl <= 7 * 24 * 60))
+          throw new CliFailure('--ttl must be minutes, at most a week.');
+        const t = await issueJoinToken(c.store, c.clock, ttl * 60_000);
+        if (c.json)
+          return c.print({ token: t.token, ca_sha256: t.caSha256, expires_at: t.expiresAt });
+        c.out(
+          [
+            `Token:      ${t.token}`,
+            `CA SHA-256: ${t.caSha256}`,
+            `Expires:    ${t.expiresAt}`,
+            '',
+            'On the new host, as root:',
+            `  basin host run --address <its ip> --control-plane https://<--host-listen> \\`,
+            `    --token ${t.token} --ca-sha256 ${t.caSha256}`,
+            '',
+          ].join('\n'),
+        );
+      },
+    },
+    {
+      name: 'list',
+      args: [],
+      options: {
+        'lost-after': {
+          value: 'seconds',
+          help: `a host silent this long is LOST (default ${DEFAULT_HOST_LOST_AFTER_MS / 1000})`,
+        },
+      },
+      usage: [
+        ['list [--lost-after <seconds>]', 'the hosts, their capacity and whether they report'],
+      ],
+      details: `A host that has not reported for ${DEFAULT_HOST_LOST_AFTER_MS / 1000} s (--lost-after) is LOST.`,
+      examples: ['basin host list --json'],
+      async run(c) {
+        const now = c.clock();
+        const lostAfter = Number(c.opt('lost-after') ?? DEFAULT_HOST_LOST_AFTER_MS / 1000);
+        if (!(lostAfter > 0)) throw new CliFailure('--lost-after must be a number of seconds.');
+        const hosts = (await c.store.hosts.list()).map((h) => shown(h, now, lostAfter * 1000));
+        if (c.json) return c.print(hosts);
+        c.out(
+          table(
+            ['NAME', 'ID', 'ADDRESS', 'ZONE', 'CPUS', 'MEMORY', 'DISK', 'STATE', 'SEEN'],
+            hosts.map((h) => [
+              h.name,
+              h.id,
+              `${h.address}:${h.agent_port}`,
+              h.zone,
+              String(h.cpus),
+              gib(h.memory_bytes),
+              gib(h.disk_bytes),
+              h.state,
+              `${Math.max(0, Math.round((now - Date.parse(h.heartbeat_at)) / 1000))}s ago`,
+            ]),
+          ),
+        );
+      },
+    },
+    {
+      name: 'check',
+      args: ['host'],
+      options: {},
+      usage: [['check <host>', "call a host's agent as the control plane does (mutual TLS)"]],
+      details: "Calls the agent's health route with the control plane's certificate.",
+      examples: ['basin host check db-1'],
+      async run(c) {
+        const host = await findHost(c.store, c.args[0] as string);
+        const health = await checkAgent(c.store, host);
+        if (c.json) return c.print(health);
+        c.out(`${host.name} (${host.id}) answers at ${host.address}:${host.agentPort}\n`);
+      },
+    },
+    {
+      name: 'remove',
+      args: ['host'],
+      options: {},
+      usage: [['remove <host>', 'forget a host: its certificate is refused from then on']],
+      details: [
+        'Forgets a host (by name or id). Its certificate is refused from then on: to',
+        'come back it must join again with a new token (and a fresh data directory).',
+      ].join('\n'),
+      examples: ['basin host remove db-1'],
+      async run(c) {
+        const host = await findHost(c.store, c.args[0] as string);
+        await c.store.transaction((tx) => tx.hosts.remove(host.id));
+        c.out(`Removed host ${host.name} (${host.id}).\n`);
+      },
+    },
+  ],
+};

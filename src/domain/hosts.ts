@@ -1,0 +1,94 @@
+// The machines an installation runs databases on (docs/decisions.md,
+// "Several hosts"). A host joins with a one-time token, then proves itself
+// with a certificate from the installation's CA and reports at a fixed
+// interval; the control plane judges it lost when the reports stop.
+
+/** What a host has to give; what it reports when it joins and at every heartbeat. */
+export interface HostCapacity {
+  cpus: number;
+  memoryBytes: number;
+  diskBytes: number;
+}
+
+/** What a host has free, as of its last heartbeat. */
+export interface HostUsage {
+  memoryFreeBytes: number;
+  diskFreeBytes: number;
+  /** The one-minute load average. */
+  load1: number;
+}
+
+export interface Host {
+  id: string;
+  /** Unique in the installation; the machine's host name unless the operator chose one. */
+  name: string;
+  /** The address the control plane and other hosts reach it at. */
+  address: string;
+  /** Its agent's port on that address (mutual TLS). */
+  agentPort: number;
+  zone: string;
+  capacity: HostCapacity;
+  usage: HostUsage | null;
+  /** SHA-256 of the certificate it was issued: the only one accepted from it. */
+  certSha256: string;
+  joinedAt: string;
+  /** The control plane's clock (epoch ms) at its last heartbeat. */
+  heartbeatAt: number;
+}
+
+export type HostState = 'ONLINE' | 'LOST';
+
+/** How long a host may be silent before it is lost, unless configured. */
+export const DEFAULT_HOST_LOST_AFTER_MS = 15_000;
+
+export function hostState(
+  h: Pick<Host, 'heartbeatAt'>,
+  now: number,
+  lostAfterMs: number,
+): HostState {
+  return now - h.heartbeatAt > lostAfterMs ? 'LOST' : 'ONLINE';
+}
+
+/** A join token as stored: the secret only as its hash. */
+export interface HostToken {
+  id: string;
+  secretHash: string;
+  createdAt: string;
+  /** Epoch ms after which it is refused. */
+  expiresAt: number;
+  /** Set once a host joined with it: it is then refused. */
+  usedBy: string | null;
+}
+
+/** How a token is written: `<id>.<secret>`, both lowercase hex. */
+const TOKEN = /^([0-9a-f]{12})\.([0-9a-f]{32})$/;
+
+export function formatToken(id: string, secret: string): string {
+  return `${id}.${secret}`;
+}
+
+export function parseToken(token: string): { id: string; secret: string } | undefined {
+  const m = TOKEN.exec(token.trim());
+  return m ? { id: m[1] as string, secret: m[2] as string } : undefined;
+}
+
+/** The subject a host's certificate carries: tells hosts from the control plane. */
+export function hostCertCn(hostId: string): string {
+  return `host:${hostId}`;
+}
+
+/** The subject of the control plane's certificate: the only client a host accepts. */
+export const CONTROL_PLANE_CN = 'basin-control-plane';
+
+/** A host's name: a DNS label or dotted name, as an operator would give. */
+export const HOST_NAME = /^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$/;
+/** A zone label. */
+export const ZONE_NAME = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
+
+/** Where a service runs, and what it holds of that host (its size at its last apply). */
+export interface Placement {
+  resourceId: string;
+  hostId: string;
+  cpuMillis: number;
+  memoryMb: number;
+}

@@ -1,0 +1,267 @@
+// The `hosts` driver (`--driver hosts`): the control plane runs no database
+// itself; each service is placed on one of the installation's hosts and the
+// local driver there runs it (`basin host run`, agent/driver-rpc.ts). This
+// driver decides where (placement.ts), remembers it in the store
+// (placements, through the callbacks basin.ts wires), and passes each call
+// to that host's agent over mutual TLS. What needs an answer at once
+// (metrics, a service's endpoint host) is answered from what it last read.
+//
+// Not yet across hosts (docs/decisions.md, "Several hosts"): forks, HA
+// replicas and read replica sets, whose nodes and sources would span hosts;
+// the capabilities below refuse them with a 400 before anything is queued.
+
+import { type Host, hostCertCn, hostState, type Placement } from '../../domain/hosts.js';
+import { DONE, type Progress } from '../../domain/progress.js';
+import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
+import type { SeriesSample } from '../../domain/series/catalogue.js';
+import type { Capabilities, Metrics } from '../../domain/types.js';
+import type { Clock } from '../../lib/clock.js';
+import { httpsJson } from '../../lib/https-json.js';
+import type { Logger } from '../../lib/logger.js';
+import type { KeyPair } from '../../lib/x509.js';
+import {
+  type BackupProgress,
+  type Driver,
+  DriverError,
+  type Health,
+  type ObservedNode,
+  type ReplicaSetSpec,
+  type ServiceSpec,
+} from '../driver.js';
+import { chooseHost, reservation } from './placement.js';
+
+export interface HostsDriverOptions {
+  /** The installation's hosts, as the store has them. */
+  hosts(): Promise<Host[]>;
+  placements: {
+    list(): Promise<Placement[]>;
+    get(resourceId: string): Promise<Placement | undefined>;
+    put(p: Placement): Promise<void>;
+    remove(resourceId: string): Promise<void>;
+  };
+  /** The control plane's certificate and the installation's CA (hosts/installation-ca.ts). */
+  identity(): Promise<KeyPair & { ca: string }>;
+  lostAfterMs: number;
+  clock: Clock;
+  log: Logger;
+  /** How often hosts, placements and metrics are read again (default 2 s). */
+  refreshMs?: number;
+}
+
+export class HostsDriver implements Driver {
+  readonly name = 'hosts';
+  readonly capabilities: Capabilities = {
+    forks: false,
+    haReplicas: false,
+    replicaSets: false,
+    pooler: true,
+    replicaSetPooler: false,
+  };
+
+  private hostsById = new Map<string, Host>();
+  private placed = new Map<string, Placement>();
+  private metricsOf = new Map<string, Metrics>();
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(private readonly o: HostsDriverOptions) {}
+
+  async start(): Promise<void> {
+    await this.refresh();
+    const loop = () => {
+      this.timer = setTimeout(() => {
+        void this.refresh()
+          .catch((err: unknown) => this.o.log.warn({ err }, 'hosts driver: refresh failed'))
+          .finally(() => !this.closed && loop());
+      }, this.o.refreshMs ?? 2000);
+    };
+    loop();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+  }
+
+  /** The address a service's clients connect to: its host's; undefined until it is placed. */
+  endpointHost(resourceId: string): string | undefined {
+    const p = this.placed.get(resourceId);
+    return p && this.hostsById.get(p.hostId)?.address;
+  }
+
+  async applyService(spec: ServiceSpec): Promise<Progress> {
+    const host = await this.hostFor(spec);
+    const progress = (await this.call(host, 'applyService', [spec])) as Progress;
+    return progress;
+  }
+
+  async deleteService(serviceId: string): Promise<Progress> {
+    const placement = await this.o.placements.get(serviceId);
+    if (!placement) return DONE;
+    const host = this.hostsById.get(placement.hostId) ?? (await this.lookupHost(placement.hostId));
+    if (!host) {
+      // The host was removed: nothing of it is reachable to delete.
+      await this.o.placements.remove(serviceId);
+      return DONE;
+    }
+    const progress = (await this.call(host, 'deleteService', [serviceId])) as Progress;
+    if (progress.done) {
+      await this.o.placements.remove(serviceId);
+      this.placed.delete(serviceId);
+      this.metricsOf.delete(serviceId);
+    }
+    return progress;
+  }
+
+  async inspectService(spec: ServiceSpec): Promise<Health> {
+    const host = await this.placedHost(spec.serviceId);
+    if (!host) return 'missing';
+    return (await this.call(host, 'inspectService', [spec])) as Health;
+  }
+
+  async observeService(spec: ServiceSpec): Promise<ObservedNode[]> {
+    const host = await this.placedHost(spec.serviceId);
+    if (!host) return [];
+    return (await this.call(host, 'observeService', [spec])) as ObservedNode[];
+  }
+
+  async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    const host = await this.placedHost(spec.serviceId);
+    if (!host) throw new DriverError(`Service ${spec.serviceId} is not placed on a host.`, true);
+    return (await this.call(host, 'backupService', [spec, since])) as BackupProgress;
+  }
+
+  async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
+    const host = await this.placedHost(serviceId);
+    if (host) await this.call(host, 'expireBackups', [serviceId, oldestKept]);
+  }
+
+  async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {
+    throw acrossHosts('read replica sets');
+  }
+  async deleteReplicaSet(_id: string): Promise<Progress> {
+    return DONE;
+  }
+  async inspectReplicaSet(_spec: ReplicaSetSpec): Promise<Health> {
+    return 'missing';
+  }
+
+  async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
+    const host = await this.placedHost(target.id);
+    if (!host) return { entries: [] };
+    return (await this.call(host, 'readLogs', [target, query])) as LogPage;
+  }
+
+  metrics(target: Target): Metrics | undefined {
+    return this.metricsOf.get(target.id);
+  }
+
+  async sampleSeries(spec: ServiceSpec): Promise<SeriesSample[]> {
+    const host = await this.placedHost(spec.serviceId);
+    if (!host) return [];
+    return (await this.call(host, 'sampleSeries', [spec])) as SeriesSample[];
+  }
+
+  /** The host a service runs on, placing it (and recording its size there) at its first apply. */
+  private async hostFor(spec: ServiceSpec): Promise<Host> {
+    const now = this.o.clock();
+    const held = reservation(spec.size);
+    const existing = await this.o.placements.get(spec.serviceId);
+    if (existing) {
+      const host = await this.lookupHost(existing.hostId);
+      if (!host) {
+        throw new DriverError(
+          `Service ${spec.serviceId} was placed on host ${existing.hostId}, which is no longer registered.`,
+          false,
+        );
+      }
+      if (existing.cpuMillis !== held.cpuMillis || existing.memoryMb !== held.memoryMb) {
+        await this.o.placements.put({ ...existing, ...held });
+      }
+      return host;
+    }
+    const hosts = await this.o.hosts();
+    const online = hosts.filter((h) => hostState(h, now, this.o.lostAfterMs) === 'ONLINE');
+    const chosen = chooseHost(online, await this.o.placements.list(), held);
+    if (!chosen) {
+      throw new DriverError(
+        online.length === 0
+          ? 'No host is online to run the service: join one with `basin host token` and `basin host run`.'
+          : `No host has room for a service of ${held.cpuMillis} millis and ${held.memoryMb} MB.`,
+        false,
+      );
+    }
+    const placement = { resourceId: spec.serviceId, hostId: chosen.id, ...held };
+    await this.o.placements.put(placement);
+    this.placed.set(spec.serviceId, placement);
+    this.hostsById.set(chosen.id, chosen);
+    this.o.log.info({ service: spec.serviceId, host: chosen.name }, 'service placed');
+    return chosen;
+  }
+
+  private async placedHost(resourceId: string): Promise<Host | undefined> {
+    const p = this.placed.get(resourceId) ?? (await this.o.placements.get(resourceId));
+    return p && (this.hostsById.get(p.hostId) ?? (await this.lookupHost(p.hostId)));
+  }
+
+  private async lookupHost(id: string): Promise<Host | undefined> {
+    const host = (await this.o.hosts()).find((h) => h.id === id);
+    if (host) this.hostsById.set(id, host);
+    return host;
+  }
+
+  /** Hosts and placements from the store; metrics of every placed service from its host. */
+  private async refresh(): Promise<void> {
+    const hosts = await this.o.hosts();
+    this.hostsById = new Map(hosts.map((h) => [h.id, h]));
+    const placements = await this.o.placements.list();
+    this.placed = new Map(placements.map((p) => [p.resourceId, p]));
+    await Promise.all(
+      placements.map(async (p) => {
+        const host = this.hostsById.get(p.hostId);
+        if (!host) return;
+        try {
+          const m = (await this.call(host, 'metrics', [
+            { kind: 'service', id: p.resourceId },
+          ])) as Metrics | null;
+          if (m) this.metricsOf.set(p.resourceId, m);
+        } catch {
+          // A host that does not answer keeps its last metrics until it does.
+        }
+      }),
+    );
+  }
+
+  /** One driver call on a host's agent; a host that does not answer is a retryable failure. */
+  private async call(host: Host, method: string, args: unknown[]): Promise<unknown> {
+    const me = await this.o.identity();
+    const where = host.address.includes(':') ? `[${host.address}]` : host.address;
+    let res;
+    try {
+      res = await httpsJson(`https://${where}:${host.agentPort}/v1/agent/driver`, {
+        body: { method, args },
+        ca: me.ca,
+        cert: me.cert,
+        key: me.key,
+        peerCn: hostCertCn(host.id),
+        timeoutMs: 120_000,
+      });
+    } catch (err) {
+      throw new DriverError(`Host ${host.name} does not answer: ${(err as Error).message}`, true);
+    }
+    const body = res.body as { result?: unknown; error?: { message: string; retryable: boolean } };
+    if (res.status !== 200 || typeof body !== 'object' || body === null) {
+      throw new DriverError(`Host ${host.name} answered HTTP ${res.status}: ${res.text}`, true);
+    }
+    if (body.error) throw new DriverError(body.error.message, body.error.retryable);
+    return body.result;
+  }
+}
+
+function acrossHosts(what: string): DriverError {
+  return new DriverError(`The hosts driver does not run ${what} yet.`, false);
+}
+
+export function createHostsDriver(o: HostsDriverOptions): HostsDriver {
+  return new HostsDriver(o);
+}

@@ -1,0 +1,199 @@
+// The control plane's listener for its hosts (`--host-listen`), apart from
+// the public API: mutual TLS with the installation's CA. A host that has not
+// joined yet has no certificate, so the handshake asks for one without
+// requiring it; every route but the CA's and the join's then requires a
+// verified host certificate, the one issued to a host still registered.
+
+import { X509Certificate } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { AppError } from '../domain/errors.js';
+import { HOST_NAME, ZONE_NAME } from '../domain/hosts.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import { certCn } from '../lib/x509.js';
+import type { Store } from '../store/store.js';
+import { joinHost, recordHeartbeat } from './host-registry.js';
+import { controlPlaneIdentity, installationCa } from './installation-ca.js';
+
+const capacity = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['cpus', 'memory_bytes', 'disk_bytes'],
+  properties: {
+    cpus: { type: 'integer', minimum: 1, maximum: 4096 },
+    memory_bytes: { type: 'integer', minimum: 0 },
+    disk_bytes: { type: 'integer', minimum: 0 },
+  },
+} as const;
+
+const usage = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['memory_free_bytes', 'disk_free_bytes', 'load1'],
+  properties: {
+    memory_free_bytes: { type: 'integer', minimum: 0 },
+    disk_free_bytes: { type: 'integer', minimum: 0 },
+    load1: { type: 'number', minimum: 0 },
+  },
+} as const;
+
+interface Capacity {
+  cpus: number;
+  memory_bytes: number;
+  disk_bytes: number;
+}
+interface Usage {
+  memory_free_bytes: number;
+  disk_free_bytes: number;
+  load1: number;
+}
+
+export interface HostListener {
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function listenForHosts(o: {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  host: string;
+  port: number;
+}): Promise<HostListener> {
+  const ca = await installationCa(o.store);
+  const identity = await controlPlaneIdentity(o.store, ca);
+  const app = Fastify({
+    https: { ...identity, ca: [ca.cert], requestCert: true, rejectUnauthorized: false },
+    bodyLimit: 64 * 1024,
+    logger: false,
+  });
+  routes(app, o);
+  await app.listen({ host: o.host, port: o.port });
+  return {
+    port: (app.server.address() as AddressInfo).port,
+    close: () => app.close(),
+  };
+}
+
+function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logger }): void {
+  app.setErrorHandler((err: Error, _req, reply) => {
+    if (err instanceof AppError) {
+      return reply.status(err.status).send({ code: err.code, message: err.message });
+    }
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      return reply.status(400).send({ code: 'INVALID_REQUEST', message: err.message });
+    }
+    o.log.error({ err }, 'host listener: request failed');
+    return reply.status(500).send({ code: 'INTERNAL', message: 'A bug in Basin; retry.' });
+  });
+  app.setNotFoundHandler((req, reply) =>
+    reply.status(404).send({ code: 'NOT_FOUND', message: `No route ${req.method} ${req.url}.` }),
+  );
+
+  // What a joining host checks against the hash it was given, before it trusts this listener.
+  app.get('/v1/hosts/ca', async (_req, reply) =>
+    reply.type('application/x-pem-file').send((await installationCa(o.store)).cert),
+  );
+
+  app.post<{
+    Body: {
+      token: string;
+      csr: string;
+      name: string;
+      address: string;
+      agent_port: number;
+      zone: string;
+      capacity: Capacity;
+    };
+  }>(
+    '/v1/hosts/join',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['token', 'csr', 'name', 'address', 'agent_port', 'zone', 'capacity'],
+          properties: {
+            token: { type: 'string', maxLength: 100 },
+            csr: { type: 'string', maxLength: 8192 },
+            name: { type: 'string', pattern: HOST_NAME.source },
+            address: { type: 'string', anyOf: [{ format: 'ipv4' }, { format: 'ipv6' }] },
+            agent_port: { type: 'integer', minimum: 1, maximum: 65535 },
+            zone: { type: 'string', pattern: ZONE_NAME.source },
+            capacity,
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const b = req.body;
+      const joined = await joinHost(o.store, o.clock, {
+        token: b.token,
+        csr: b.csr,
+        name: b.name,
+        address: b.address,
+        agentPort: b.agent_port,
+        zone: b.zone,
+        capacity: fromCapacity(b.capacity),
+      });
+      o.log.info(
+        { host: joined.host.id, name: b.name, address: b.address, zone: b.zone },
+        'host joined',
+      );
+      return reply.status(201).send({
+        host_id: joined.host.id,
+        certificate: joined.certificate,
+        ca_certificate: joined.caCertificate,
+      });
+    },
+  );
+
+  app.post<{ Body: { capacity: Capacity; usage: Usage } }>(
+    '/v1/hosts/heartbeat',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['capacity', 'usage'],
+          properties: { capacity, usage },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const u = req.body.usage;
+      const host = await recordHeartbeat(o.store, o.clock, peer.hostId, peer.sha256, {
+        capacity: fromCapacity(req.body.capacity),
+        usage: {
+          memoryFreeBytes: u.memory_free_bytes,
+          diskFreeBytes: u.disk_free_bytes,
+          load1: u.load1,
+        },
+      });
+      return reply.send({ host_id: host.id, name: host.name });
+    },
+  );
+}
+
+function fromCapacity(c: Capacity) {
+  return { cpus: c.cpus, memoryBytes: c.memory_bytes, diskBytes: c.disk_bytes };
+}
+
+/** The host a request's client certificate names, when the CA verified it; else 401. */
+function presentedHost(req: FastifyRequest): { hostId: string; sha256: string } {
+  const socket = req.raw.socket as TLSSocket;
+  const raw = socket.authorized ? socket.getPeerCertificate().raw : undefined;
+  const cn = raw ? certCn(raw) : undefined;
+  if (!raw || !cn?.startsWith('host:')) {
+    throw new AppError(
+      'UNAUTHORIZED',
+      "This route needs the host's certificate from the installation's CA (a host gets one when it joins).",
+    );
+  }
+  const sha256 = new X509Certificate(raw).fingerprint256.replaceAll(':', '').toLowerCase();
+  return { hostId: cn.slice('host:'.length), sha256 };
+}

@@ -1,0 +1,105 @@
+// What the control plane does when a host joins or reports: the token is
+// checked and spent, the host's key signed with a name the control plane
+// chooses, the host recorded; later reports are accepted only with that
+// certificate, and only while the host is registered.
+
+import { AppError } from '../domain/errors.js';
+import { type Host, type HostCapacity, hostCertCn, type HostUsage } from '../domain/hosts.js';
+import type { Clock } from '../lib/clock.js';
+import { resourceId } from '../lib/ids.js';
+import { certSha256, signRequest } from '../lib/x509.js';
+import type { Store } from '../store/store.js';
+import { installationCa, LEAF_DAYS } from './installation-ca.js';
+import { checkJoinToken } from './join-tokens.js';
+
+export interface JoinRequest {
+  token: string;
+  /** A PEM certificate signing request for the host's own key. */
+  csr: string;
+  name: string;
+  address: string;
+  agentPort: number;
+  zone: string;
+  capacity: HostCapacity;
+}
+
+export interface Joined {
+  host: Host;
+  certificate: string;
+  caCertificate: string;
+}
+
+export async function joinHost(store: Store, clock: Clock, req: JoinRequest): Promise<Joined> {
+  // Refused early, before any signing, when the token cannot join.
+  await store.transaction((tx) => checkJoinToken(tx, req.token, clock()));
+  if (await store.hosts.findByName(req.name)) throw nameTaken(req.name);
+  const ca = await installationCa(store);
+  const id = resourceId();
+  let certificate: string;
+  try {
+    certificate = await signRequest(ca, req.csr, {
+      cn: hostCertCn(id),
+      names: [req.address],
+      days: LEAF_DAYS,
+    });
+  } catch {
+    throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
+  }
+  const now = clock();
+  const host: Host = {
+    id,
+    name: req.name,
+    address: req.address,
+    agentPort: req.agentPort,
+    zone: req.zone,
+    capacity: req.capacity,
+    usage: null,
+    certSha256: certSha256(certificate),
+    joinedAt: new Date(now).toISOString(),
+    heartbeatAt: now,
+  };
+  // Spent and recorded together: a token raced by two joins joins one.
+  await store.transaction(async (tx) => {
+    const tokenId = await checkJoinToken(tx, req.token, now);
+    if (!(await tx.hostTokens.use(tokenId, id))) {
+      throw new AppError('UNAUTHORIZED', 'The join token was used already.');
+    }
+    await tx.hosts.insert(host);
+  });
+  return { host, certificate, caCertificate: ca.cert };
+}
+
+/**
+ * Records a heartbeat from the host whose certificate (by SHA-256) was
+ * presented; a removed host, or a certificate not the one issued, is refused.
+ */
+export async function recordHeartbeat(
+  store: Store,
+  clock: Clock,
+  hostId: string,
+  presentedSha256: string,
+  report: { capacity: HostCapacity; usage: HostUsage },
+): Promise<Host> {
+  const host = await store.hosts.get(hostId);
+  if (!host || host.certSha256 !== presentedSha256) throw notRegistered();
+  const at = clock();
+  const ok = await store.transaction((tx) =>
+    tx.hosts.heartbeat(hostId, at, report.capacity, report.usage),
+  );
+  if (!ok) throw notRegistered();
+  return { ...host, ...report, heartbeatAt: at };
+}
+
+function nameTaken(name: string): AppError {
+  return new AppError(
+    'CONFLICT',
+    `A host named ${name} is already registered: give this one another --name, or remove the old one with \`basin host remove\`.`,
+  );
+}
+
+function notRegistered(): AppError {
+  return new AppError(
+    'FORBIDDEN',
+    'This host is not registered with the installation (it was removed, or its certificate is not the one it was issued): join it again with a new token.',
+  );
+}

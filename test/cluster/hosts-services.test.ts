@@ -1,0 +1,154 @@
+// Services on hosts, on the namespace topology (topology.sh): a control
+// plane with `--driver hosts` (PostgreSQL store, root namespace) runs no
+// database itself; three `basin host run` agents, each in a namespace of
+// its own, run the services it places on them with the local driver. The
+// services spread over the hosts, each endpoint names its host, psql
+// connects with verify-full from the control plane's side, a service stops
+// and starts on its host, and deletes leave nothing behind.
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
+import { installation, type Installation } from '../e2e/basin-process.js';
+import { psql } from '../e2e/clients.js';
+import { ROOT } from '../harness/installation.js';
+import { freePort } from '../harness/postmaster.js';
+import { startStorePostgres } from '../store-postgres.js';
+
+const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
+const CLI = join(ROOT, 'dist/cli/basin.js');
+const PREFIX = 'bhs';
+const address = (i: number) => `10.231.0.${10 + i}`;
+
+test(
+  'the hosts driver places services across hosts; each runs there, reached at its host with verify-full',
+  { timeout: 600_000 },
+  async (t) => {
+    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3']);
+    t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
+
+    const pgc = await startStorePostgres(t);
+    const url = await pgc.createDatabase('basin');
+    const inst = await installation(t, { driver: 'hosts', args: ['--store-url', url] });
+    const hostPort = await freePort();
+    const b = await inst.start({ args: ['--host-listen', `10.231.0.1:${hostPort}`] });
+    const cli = async (...args: string[]) => {
+      const r = await inst.cli('--store-url', url, ...args);
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout;
+    };
+
+    // Each host is an installation of the harness: a data directory, uids
+    // and service addresses of its own, everything removed after the test.
+    const hosts: Installation[] = [];
+    const agents: ChildProcess[] = [];
+    for (const i of [1, 2, 3]) {
+      const h = await installation(t);
+      hosts.push(h);
+      const tk = JSON.parse(await cli('host', 'token', '--json')) as {
+        token: string;
+        ca_sha256: string;
+      };
+      const child = spawn(
+        'ip',
+        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', h.dataDir,
+          'host', 'run', '--address', address(i), '--name', `h${i}`, '--zone', `z${i}`,
+          '--control-plane', `https://10.231.0.1:${hostPort}`, '--token', tk.token,
+          '--ca-sha256', tk.ca_sha256, '--heartbeat-ms', '500',
+          '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
+          '--service-network', h.serviceNetwork], // prettier-ignore
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let out = '';
+      child.stdout?.on('data', (d: Buffer) => (out += d));
+      child.stderr?.on('data', (d: Buffer) => (out += d));
+      t.after(() => {
+        child.kill('SIGKILL');
+        if (!(t as { passed?: boolean }).passed) console.error(`host h${i}:\n${out.slice(-4000)}`);
+      });
+      agents.push(child);
+    }
+    await until(async () => {
+      const listed = JSON.parse(await cli('host', 'list', '--json')) as { state: string }[];
+      return listed.length === 3 && listed.every((h) => h.state === 'ONLINE');
+    });
+
+    // Three services: one on each host (spread: the most memory left first).
+    const made: { id: string; password: string }[] = [];
+    for (const name of ['one', 'two', 'three']) {
+      const created = await b.call('POST', b.servicePath(), { name });
+      assert.equal(created.status, 202, created.text);
+      made.push({ id: created.body.service_id, password: created.body.initial_password });
+    }
+    const ready = [];
+    for (const m of made) ready.push(await b.waitForStatus(m.id, 'READY', 300_000));
+    const endpoints = ready.map((s) => s.endpoint.host as string).sort();
+    assert.deepEqual(endpoints, [address(1), address(2), address(3)]);
+
+    // Each is a real PostgreSQL on its host, reached at the host's address
+    // with verify-full against that host's CA.
+    for (const [k, s] of ready.entries()) {
+      const i = [address(1), address(2), address(3)].indexOf(s.endpoint.host) + 1;
+      const ca = join((hosts[i - 1] as Installation).dataDir, 'local', 'ca', 'ca.crt');
+      assert.ok(existsSync(ca), ca);
+      const conn = `host=${s.endpoint.host} port=${s.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
+      const password = (made[k] as { password: string }).password;
+      await psql(
+        conn,
+        password,
+        `create table t (v text); insert into t values ('${s.service_id}')`,
+      );
+      assert.equal(await psql(conn, password, 'select v from t'), s.service_id);
+      // Its cluster lives on that host, not on the control plane.
+      assert.ok(
+        existsSync(join((hosts[i - 1] as Installation).dataDir, 'local')),
+        'the host has the service',
+      );
+    }
+
+    // Stop and start on its host; the data is still there.
+    const first = ready[0] as { service_id: string; endpoint: { host: string; port: number } };
+    assert.equal((await b.call('POST', `${b.servicePath(first.service_id)}/stop`)).status, 202);
+    await b.waitForStatus(first.service_id, 'PAUSED', 120_000);
+    assert.equal((await b.call('POST', `${b.servicePath(first.service_id)}/start`)).status, 202);
+    await b.waitForStatus(first.service_id, 'READY', 120_000);
+    const i1 = [address(1), address(2), address(3)].indexOf(first.endpoint.host);
+    const ca1 = join((hosts[i1] as Installation).dataDir, 'local', 'ca', 'ca.crt');
+    assert.equal(
+      await psql(
+        `host=${first.endpoint.host} port=${first.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca1}`,
+        (made[0] as { password: string }).password,
+        'select v from t',
+      ),
+      first.service_id,
+    );
+
+    // What the hosts driver does not run across hosts yet is refused up front.
+    const fork = await b.call('POST', `${b.servicePath(first.service_id)}/forkService`, {
+      name: 'f',
+      fork_strategy: 'NOW',
+    });
+    assert.equal(fork.status, 400, fork.text);
+
+    // Deletes remove every service from its host: no OS user is left.
+    for (const m of made) assert.equal((await b.call('DELETE', b.servicePath(m.id))).status, 202);
+    for (const m of made) await b.waitGone(m.id, 120_000);
+    const users = readPasswd().filter((u) => made.some((m) => u.name === `basin-${m.id}`));
+    assert.deepEqual(users, []);
+    const placed = await pgc.sql('SELECT count(*)::int AS n FROM placements', [], 'basin');
+    assert.deepEqual(placed.rows, [{ n: 0 }]);
+    assert.equal((await b.stop()).code, 0);
+  },
+);
+
+async function until(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await sleep(250);
+  }
+}

@@ -1,0 +1,59 @@
+#!/bin/bash
+# The test topology of an installation of several hosts on one machine
+# (docs/decisions.md, "Several hosts"): each host is a network namespace with
+# a veth to a bridge in the root namespace, on a private subnet whose
+# addresses exist only here; the control plane runs in the root namespace at
+# the bridge's address.
+#
+#   topology.sh up <prefix> <n>   make <prefix>-br (10.231.0.1/24) and the
+#                                 namespaces <prefix>-h1 … -h<n> (10.231.0.11 …)
+#   topology.sh down <prefix>     kill every process in those namespaces and
+#                                 remove them and their links: safe to run at
+#                                 any time, after a killed test too
+#
+# Host i's address is 10.231.0.(10+i). One topology per prefix at a time; the
+# subnet is the same for every prefix, so run one at a time.
+set -euo pipefail
+
+cmd=${1:?usage: topology.sh up <prefix> <n> | down <prefix>}
+prefix=${2:?prefix}
+[[ $prefix =~ ^[a-z][a-z0-9]{1,5}$ ]] || { echo "prefix: 2-6 lowercase letters and digits" >&2; exit 2; }
+bridge=$prefix-br
+
+down() {
+  for ns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-h[0-9]+$" || true); do
+    # Every process in it, whatever started it; twice, for what a kill forks.
+    for _ in 1 2; do
+      pids=$(ip netns pids "$ns" 2>/dev/null || true)
+      [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
+    done
+    ip netns delete "$ns" 2>/dev/null || true
+  done
+  for link in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^$prefix-(h[0-9]+|br)$" || true); do
+    ip link delete "$link" 2>/dev/null || true
+  done
+}
+
+up() {
+  local n=${1:?number of hosts}
+  down
+  ip link add "$bridge" type bridge
+  ip addr add 10.231.0.1/24 dev "$bridge"
+  ip link set "$bridge" up
+  for i in $(seq 1 "$n"); do
+    local ns=$prefix-h$i
+    ip netns add "$ns"
+    ip link add "$prefix-h$i" type veth peer name eth0 netns "$ns"
+    ip link set "$prefix-h$i" master "$bridge" up
+    ip -n "$ns" addr add "10.231.0.$((10 + i))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" route add default via 10.231.0.1
+  done
+}
+
+case $cmd in
+  up) up "${3:-}" ;;
+  down) down ;;
+  *) echo "usage: topology.sh up <prefix> <n> | down <prefix>" >&2; exit 2 ;;
+esac
