@@ -195,7 +195,13 @@ async function assemble(
           await startLeading();
           log.info({ term }, 'leader: driver, engine and reconciler started');
         },
-        lost: options.onLeadershipLost ?? (() => undefined),
+        lost(reason) {
+          // It takes no more work (what runs is refused by the guard and
+          // the fence); the driver's databases and files are left as they
+          // are, for the new leader. main.ts exits.
+          void engine.close();
+          options.onLeadershipLost?.(reason);
+        },
         ...(options.leadership ? { options: options.leadership } : {}),
       })
     : undefined;
