@@ -20,7 +20,7 @@ export function leaderDriver(driver: Driver, mayAct: () => boolean): Driver {
         return method.bind(target);
       }
       return (...args: unknown[]) => {
-        if (!mayAct()) return Promise.reject(new NotLeaderError('a driver call was refused'));
+        if (!mayAct()) return Promise.reject(new NotLeaderError('its leadership is not confirmed'));
         return method.apply(target, args);
       };
     },

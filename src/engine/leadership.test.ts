@@ -66,30 +66,39 @@ test('leadership: the first candidate leads; a second waits; a clean close hands
   await b.close();
 });
 
-test('leadership: the guard lapses lease - margin after the last renewal was sent, whatever the store says', async () => {
+test('leadership: the guard lapses lease - margin after the last renewal was sent; a renewal of the same term confirms it again', async () => {
   const clock = { now: 1000 };
-  const { repo, cut } = fakeRepo(clock);
+  const { repo, cut, row } = fakeRepo(clock);
   const lost: string[] = [];
   const a = new Leadership(
     repo,
     { lead: async () => undefined, lost: (_t, reason) => void lost.push(reason) },
     silentLogger,
-    { ...options(clock), holder: 'a' },
+    { ...options(clock), leaseMs: 300, marginMs: 50, holder: 'a' },
   );
   a.start();
   await sleep(30);
   assert.equal(a.leading, 1);
   cut(true); // renewals fail from now on
-  clock.now += 2400;
+  clock.now += 240;
   assert.equal(a.mayAct(), true, 'within lease - margin');
-  clock.now += 200;
-  assert.equal(a.mayAct(), false, 'past lease - margin (2500 ms)');
-  assert.equal(lost.length, 1);
-  assert.match(lost[0] ?? '', /lapsed/);
-  // Lost for good: a store that answers again does not revive it.
+  clock.now += 20;
+  assert.equal(a.mayAct(), false, 'past lease - margin (250 ms)');
+  assert.deepEqual(lost, [], 'not lost: nobody took the lease');
+  // The store answers again, and nobody took the term: acting again.
   cut(false);
+  await sleep(250);
+  assert.equal(a.mayAct(), true);
+  // Lapsed again, and meanwhile another took the lease: lost for good.
+  cut(true);
+  clock.now += 1000;
+  assert.equal(a.mayAct(), false);
+  Object.assign(row, { term: 2, holder: 'b' });
+  cut(false);
+  await sleep(250);
   assert.equal(a.mayAct(), false);
   assert.equal(a.leading, undefined);
+  assert.match(lost[0] ?? '', /taken/);
   await a.close();
 });
 

@@ -16,8 +16,9 @@
 //   margin covers drift elsewhere).
 // - Anything that acts only for the leader asks mayAct() first; the
 //   leader's store writes are fenced by term as well (Store.fenced).
-// - A leader that finds it lost leadership (a renewal refused, the guard
-//   lapsed, a write fenced) calls `lost` at once, synchronously: basin.ts
+// - A leader whose guard lapsed does not act until a renewal gets through;
+//   one that finds it lost leadership (a renewal refused: another took the
+//   lease; a write fenced) calls `lost` at once, synchronously: basin.ts
 //   stops acting (main.ts exits, and a supervisor starts it again, as a
 //   candidate).
 
@@ -51,7 +52,7 @@ export interface LeaderRole {
 /** Acting while not the leader was refused (mayAct was false). */
 export class NotLeaderError extends Error {
   constructor(reason: string) {
-    super(`this Basin process no longer leads (${reason}); it does not act`);
+    super(`this Basin process may not act now (${reason}); it does not`);
     this.name = 'NotLeaderError';
   }
 }
@@ -61,6 +62,8 @@ export class Leadership {
   /** The monotonic time until which this process counts itself leader. */
   private validUntil = 0;
   private lostReason: string | undefined;
+  /** The guard lapsed and no renewal got through since (mayAct). */
+  private suspended = false;
   private timer: NodeJS.Timeout | undefined;
   /** Looks at the guard while leading, even when a renewal hangs. */
   private watchdog: NodeJS.Timeout | undefined;
@@ -97,13 +100,21 @@ export class Leadership {
 
   /**
    * Whether this process may act as the leader now: it holds a term and its
-   * guard has not lapsed. Once the guard lapsed, leadership is lost (`lost`
-   * is called, once) and this stays false.
+   * guard has not lapsed. A lapsed guard suspends acting, without losing
+   * the term: a renewal that still finds the term (nobody took the lease
+   * meanwhile: terms only grow) confirms it again, one that does not loses
+   * it. So a lone leader on a stalled host pauses rather than exits.
    */
   mayAct(): boolean {
     if (this.term === undefined || this.lostReason !== undefined) return false;
     if (this.now() < this.validUntil) return true;
-    this.lose(`its lease lapsed: no renewal for ${this.leaseMs - this.marginMs} ms`);
+    if (!this.suspended) {
+      this.suspended = true;
+      this.log.warn(
+        { term: this.term },
+        `leadership unconfirmed: no renewal for ${this.leaseMs - this.marginMs} ms; not acting until one gets through`,
+      );
+    }
     return false;
   }
 
@@ -185,8 +196,12 @@ export class Leadership {
       this.lose('its lease was taken: another process leads');
       return;
     }
-    // A renewal that returns after the guard lapsed does not revive it.
-    if (this.mayAct()) this.validUntil = sent + this.leaseMs - this.marginMs;
+    // Still this term's: nobody led meanwhile, and the lease runs from the send.
+    this.validUntil = sent + this.leaseMs - this.marginMs;
+    if (this.suspended && this.mayAct()) {
+      this.suspended = false;
+      this.log.info({ term }, 'leadership confirmed again: acting again');
+    }
   }
 
   private lose(reason: string): void {
