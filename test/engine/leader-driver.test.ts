@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createSimDriver } from '../drivers/sim/sim-driver.js';
-import { leaderDriver } from './leader-driver.js';
-import { NotLeaderError } from './leadership.js';
+import { createSimDriver } from '../../src/drivers/sim/sim-driver.js';
+import { leaderDriver } from '../../src/engine/leader-driver.js';
+import { NotLeaderError } from '../../src/engine/leadership.js';
 
 test('the leader’s driver: acting calls ask the guard first; reads and watches go through', async () => {
   const sim = createSimDriver({ delayMs: 0, clock: () => 0 });
