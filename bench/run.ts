@@ -22,6 +22,7 @@ import type { BenchContext, BenchSettings } from './bench-context.js';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
 import { forkNow } from './fork-now.js';
 import { forkPitr } from './fork-pitr.js';
+import { idleWake } from './idle-wake.js';
 import { localCreate } from './local-create.js';
 import { localFailover } from './local-failover.js';
 import { localIdleMemory } from './local-idle-memory.js';
@@ -41,6 +42,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'service-get', run: serviceGetVsBare },
   { name: 'local-create', run: localCreate },
   { name: 'local-idle-memory', run: localIdleMemory },
+  { name: 'idle-wake', run: idleWake },
   { name: 'local-pooler', run: localPooler },
   { name: 'local-netns', run: localNetns },
   { name: 'fork-now', run: forkNow },

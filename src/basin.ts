@@ -14,7 +14,6 @@ import { Layout } from './drivers/local/layout.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createHostsDriver } from './drivers/hosts/hosts-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
-import { DEFAULT_HOST_LOST_AFTER_MS } from './domain/hosts.js';
 import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
 import { leaderDriver } from './engine/leader-driver.js';
@@ -330,7 +329,7 @@ function createDriver(
           const ca = await installationCa(store);
           return { ...(await controlPlaneIdentity(store, ca)), ca: ca.cert };
         },
-        lostAfterMs: DEFAULT_HOST_LOST_AFTER_MS,
+        lostAfterMs: config.hostLostAfterMs,
         clock,
         log,
       });

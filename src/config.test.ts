@@ -209,3 +209,23 @@ test('the hosts driver needs --host-listen, where its hosts join', () => {
   assert.equal(c.driver, 'hosts');
   assert.deepEqual(c.hostListen, { host: '10.0.0.1', port: 9443 });
 });
+
+test('idle suspension: off by default; a duration; limited to environments', () => {
+  assert.equal(parseConfig([], {}).idleSuspend, null);
+  assert.deepEqual(parseConfig(['--idle-suspend-after', '15m'], {}).idleSuspend, {
+    afterMs: 900_000,
+    environments: ['DEV', 'PROD'],
+  });
+  assert.deepEqual(
+    parseConfig(['--idle-environments=dev'], { BASIN_IDLE_SUSPEND_AFTER: '90s' }).idleSuspend,
+    { afterMs: 90_000, environments: ['DEV'] },
+  );
+  assert.throws(
+    () => parseConfig(['--idle-suspend-after', '10'], {}),
+    /BASIN_IDLE_SUSPEND_AFTER must be a duration such as 90s/,
+  );
+  assert.throws(
+    () => parseConfig(['--idle-environments', 'DEV,STAGING'], {}),
+    /BASIN_IDLE_ENVIRONMENTS must list environments among DEV, PROD/,
+  );
+});

@@ -18,7 +18,7 @@ import {
   parseReserve,
   type ReservePolicy,
 } from './domain/storage.js';
-import type { Size } from './domain/types.js';
+import { ENVIRONMENTS, type Environment, type Size } from './domain/types.js';
 import { DEFAULT_SERVICE_NETWORK, parseBlock } from './drivers/local/network/addresses.js';
 import { Layout } from './drivers/local/layout.js';
 
@@ -70,6 +70,11 @@ export interface Config {
   serviceHostnames: boolean;
   /** A pgBackRest repository server per service, as an OS user of its own (local driver, root, service networks). */
   repositoryServers: boolean;
+  /**
+   * Idle services suspend (local driver: idle/): after this long without a
+   * client connection, for services of these environments; null: never.
+   */
+  idleSuspend: { afterMs: number; environments: Environment[] } | null;
   /** Operations the engine runs at once. */
   engineSlots: number;
   /** Of those, the most one project may hold. */
@@ -96,6 +101,8 @@ export interface Config {
   metricsListen: { host: string; port: number } | null;
   /** The listener for this installation's hosts (mutual TLS), or none: one machine. */
   hostListen: { host: string; port: number } | null;
+  /** A host silent this long (ms) is lost: its services become UNSTABLE. */
+  hostLostAfterMs: number;
   /** How answers name the time-series service type: the spec's TIMESERIESDB or the vendor's TIMESCALEDB. */
   serviceTypeName: ServiceTypeName;
 }
@@ -310,6 +317,18 @@ export const OPTIONS = {
     default: 'on',
     help: "on: each service's backups and WAL go to a repository of an OS user of its own, through a pgBackRest TLS server (as root with --service-network; services with a local repository move into one); off: new services' go into their own directories",
   },
+  idleSuspendAfter: {
+    env: 'BASIN_IDLE_SUSPEND_AFTER',
+    flag: '--idle-suspend-after',
+    default: 'off',
+    help: 'a service with no client connection for this long (90s, 15m, 6h) has its PostgreSQL stopped and is woken by the next connection (single-node services without a pooler or read replica set, as root with --service-network); off: never',
+  },
+  idleEnvironments: {
+    env: 'BASIN_IDLE_ENVIRONMENTS',
+    flag: '--idle-environments',
+    default: 'DEV,PROD',
+    help: 'the environments (metadata.environment) whose services --idle-suspend-after applies to, comma-separated, e.g. DEV',
+  },
   engineSlots: {
     env: 'BASIN_ENGINE_SLOTS',
     flag: '--engine-slots',
@@ -398,6 +417,12 @@ export const OPTIONS = {
     flag: '--host-listen',
     default: 'off',
     help: "host:port where hosts of several machines join and report (`basin host run`; mutual TLS with the installation's CA); off: Basin runs on this machine alone",
+  },
+  hostLostAfter: {
+    env: 'BASIN_HOST_LOST_AFTER',
+    flag: '--host-lost-after',
+    default: '15s',
+    help: 'a host that has not reported for this long is LOST, and its services UNSTABLE: <n>s, <n>m, <n>h or <n>d',
   },
   serviceTypeName: {
     env: 'BASIN_SERVICE_TYPE_NAME',
@@ -553,6 +578,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     serviceNetwork,
     serviceHostnames,
     repositoryServers: onOff('repositoryServers', need('repositoryServers')),
+    idleSuspend: idleSuspend(need),
     engineSlots,
     engineProjectSlots,
     drainTimeoutMs: integer('drainTimeoutMs', need('drainTimeoutMs'), 0, 600_000),
@@ -575,6 +601,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     console: onOff('console', need('console')),
     metricsListen: parsed('metricsListen', () => parseListen(need('metricsListen'))),
     hostListen,
+    hostLostAfterMs: duration('hostLostAfter', need('hostLostAfter')),
     serviceTypeName: serviceTypeName as ServiceTypeName,
   };
 }
@@ -591,6 +618,26 @@ function restartPolicy(need: (k: Key) => string): Config['restarts'] {
     );
   }
   return policy;
+}
+
+/** --idle-suspend-after and the environments it applies to; null when off. */
+function idleSuspend(need: (k: Key) => string): Config['idleSuspend'] {
+  const after = need('idleSuspendAfter').trim();
+  const names = need('idleEnvironments')
+    .split(',')
+    .map((e) => e.trim().toUpperCase())
+    .filter(Boolean);
+  const unknown = names.filter((e) => !(ENVIRONMENTS as readonly string[]).includes(e));
+  if (names.length === 0 || unknown.length > 0) {
+    throw new ConfigError(
+      `${OPTIONS.idleEnvironments.env} must list environments among ${ENVIRONMENTS.join(', ')} (comma-separated); got ${need('idleEnvironments')}.`,
+    );
+  }
+  if (/^off$/i.test(after)) return null;
+  return {
+    afterMs: duration('idleSuspendAfter', after),
+    environments: [...new Set(names)] as Environment[],
+  };
 }
 
 function httpLimits(need: (k: Key) => string): HttpLimits {

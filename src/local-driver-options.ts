@@ -8,13 +8,17 @@ import type { Logger } from './lib/logger.js';
 
 export function localDriverOptions(
   config: Config,
-  parts: Pick<LocalDriverOptions, 'allocateUid' | 'mayAct'> & { log: Logger; publicHost?: string },
+  parts: Pick<LocalDriverOptions, 'allocateUid' | 'ca' | 'mayAct'> & {
+    log: Logger;
+    publicHost?: string;
+  },
 ): LocalDriverOptions {
   return {
     dataDir: config.dataDir,
     publicHost: parts.publicHost ?? config.publicHost,
     serviceUidRange: config.serviceUidRange,
     ...(parts.allocateUid ? { allocateUid: parts.allocateUid } : {}),
+    ...(parts.ca ? { ca: parts.ca } : {}),
     ...(parts.mayAct ? { mayAct: parts.mayAct } : {}),
     privateTmp: config.servicePrivateTmp,
     privateTmpMb: config.serviceTmpSizeMb,
@@ -22,6 +26,7 @@ export function localDriverOptions(
     restarts: config.restarts,
     serviceNetwork: config.serviceNetwork,
     repositoryServers: config.repositoryServers,
+    ...(config.idleSuspend === null ? {} : { idleSuspend: config.idleSuspend }),
     storage: { allowance: config.storageAllowance, reserve: config.diskReserve },
     log: parts.log,
   };

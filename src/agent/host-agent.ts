@@ -20,6 +20,7 @@ import { serveAgent } from './agent-server.js';
 import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js';
 import { answerDriverCall } from './driver-rpc.js';
 import { join, JoinError } from './join.js';
+import { servicesCaFor } from './services-ca.js';
 import { fileUidAllocator } from './uid-counter.js';
 
 export interface AgentOptions {
@@ -78,6 +79,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
           log: o.log,
           // Clients reach this host's services at its address: their certificates name it.
           publicHost: o.address,
+          // Issued from a CA of this host's under the installation's: one root for clients.
+          ca: () => servicesCaFor(id),
         }),
       )
     : null;

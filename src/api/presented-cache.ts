@@ -79,6 +79,8 @@ const METRIC_FIELDS = Object.keys({
   storageMb: 0,
   storageAllowanceMb: 0,
   storageLevel: 0,
+  suspended: 0,
+  suspendedSince: 0,
 } satisfies Record<keyof Metrics, 0>) as (keyof Metrics)[];
 
 function sameMetrics(a: Metrics | undefined, b: Metrics | undefined): boolean {

@@ -127,6 +127,14 @@ const metricsBody = (m: Metrics | undefined) =>
               },
             }
           : {}),
+        ...(m.suspended !== undefined
+          ? {
+              idle: {
+                state: m.suspended ? ('suspended' as const) : ('awake' as const),
+                ...(m.suspendedSince ? { since: m.suspendedSince } : {}),
+              },
+            }
+          : {}),
       }
     : {};
 

@@ -14,6 +14,7 @@ import {
   ZONE_NAME,
 } from '../domain/hosts.js';
 import { checkAgent } from '../hosts/agent-client.js';
+import { servicesCa } from '../hosts/installation-ca.js';
 import { DEFAULT_TOKEN_TTL_MS, issueJoinToken } from '../hosts/join-tokens.js';
 import { OPTIONS, parseConfig } from '../config.js';
 import { createServerLog } from '../lib/logger.js';
@@ -202,6 +203,21 @@ export const hostGroup: CliGroup = {
             '',
           ].join('\n'),
         );
+      },
+    },
+    {
+      name: 'ca',
+      args: [],
+      options: {},
+      usage: [['ca', 'print the CA certificate clients verify every service of every host with']],
+      details: [
+        "Prints the installation's services CA (PEM): give it to clients as",
+        "`sslrootcert` for `sslmode=verify-full`. Each host issues its services'",
+        'certificates from a CA of its own under this one.',
+      ].join('\n'),
+      examples: ['basin host ca > services-ca.crt'],
+      async run(c) {
+        c.out((await servicesCa(c.store)).cert);
       },
     },
     {

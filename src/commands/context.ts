@@ -30,6 +30,11 @@ export interface DriverReads {
   metrics(target: Target): Metrics | undefined;
   /** The host's disk and its reserve, where the driver keeps one (bytes). */
   disk?(): { free: number; reserve: number; low: boolean } | undefined;
+  /**
+   * Why no host could take a node of `size` now, where the driver places
+   * nodes on hosts (the hosts driver); undefined when one can.
+   */
+  noRoom?(size: Size): Promise<string | undefined>;
 }
 
 export interface Ctx {
@@ -76,6 +81,14 @@ export function requireCapability(ctx: Ctx, capability: keyof Capabilities, what
     throw invalid(
       `This Basin runs the ${ctx.driver.name} driver, which does not support ${what} yet.`,
     );
+  }
+}
+
+/** Refuses, with a 503 that says why, a node no host has room for (the hosts driver's placement). */
+export async function requireHostRoom(ctx: Ctx, size: Size, what: string): Promise<void> {
+  const why = await ctx.driver.noRoom?.(size);
+  if (why !== undefined) {
+    throw new AppError('UNAVAILABLE', `Basin cannot place new ${what} now: ${why}`);
   }
 }
 

@@ -200,6 +200,12 @@ export interface Metrics {
    */
   storageAllowanceMb?: number;
   storageLevel?: StorageLevel;
+  /**
+   * Where services suspend when idle (local driver: idle/), for a service
+   * that may: whether it sleeps now, and since when (ISO).
+   */
+  suspended?: boolean;
+  suspendedSince?: string;
 }
 
 /** A service's storage level (domain/storage.ts). */

@@ -15,7 +15,12 @@ import type { Logger } from '../lib/logger.js';
 import { certCn } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 import { joinHost, recordHeartbeat } from './host-registry.js';
-import { controlPlaneIdentity, installationCa } from './installation-ca.js';
+import {
+  controlPlaneIdentity,
+  hostServicesCa,
+  installationCa,
+  servicesCa,
+} from './installation-ca.js';
 
 const capacity = {
   type: 'object',
@@ -147,6 +152,42 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
         host_id: joined.host.id,
         certificate: joined.certificate,
         ca_certificate: joined.caCertificate,
+      });
+    },
+  );
+
+  // A host's CA for its services' certificates, under the installation's services root.
+  app.post<{ Body: { csr: string } }>(
+    '/v1/hosts/services-ca',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['csr'],
+          properties: { csr: { type: 'string', maxLength: 8192 } },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const host = await o.store.hosts.get(peer.hostId);
+      if (!host || host.certSha256 !== peer.sha256) {
+        throw new AppError('FORBIDDEN', 'This host is not registered with the installation.');
+      }
+      let certificate: string;
+      try {
+        certificate = await hostServicesCa(o.store, host.name, req.body.csr);
+      } catch {
+        throw new AppError(
+          'INVALID_REQUEST',
+          'csr is not a valid PEM certificate signing request.',
+        );
+      }
+      o.log.info({ host: host.id }, "host's services CA issued");
+      return reply.send({
+        certificate,
+        root_certificate: (await servicesCa(o.store)).cert,
       });
     },
   );

@@ -9,6 +9,7 @@ import { certSha256, type KeyPair, makeCa, makeKeyAndRequest, signRequest } from
 import type { Store } from '../store/store.js';
 
 const CA = 'hosts-ca';
+const SERVICES_CA = 'services-ca';
 const CONTROL_PLANE = 'hosts-control-plane';
 /** Leaves last as long as TLS clients accept (825 days); renewal comes with rotation (docs). */
 export const LEAF_DAYS = 825;
@@ -37,4 +38,26 @@ async function stored(store: Store, name: string, make: () => Promise<KeyPair>):
   if (found !== undefined) return JSON.parse(found) as KeyPair;
   const made = JSON.stringify(await make());
   return JSON.parse(await store.transaction((tx) => tx.secrets.putIfAbsent(name, made))) as KeyPair;
+}
+
+/**
+ * The CA clients trust for every service of an installation of hosts
+ * (`sslmode=verify-full`): a root that signs one CA per host
+ * (hostServicesCa), which issues that host's server certificates. Apart
+ * from the hosts' CA: a service's certificate must never be one a host or
+ * the control plane would accept, nor the other way.
+ */
+export async function servicesCa(store: Store): Promise<KeyPair> {
+  return stored(store, SERVICES_CA, () => makeCa('Basin services CA', 1));
+}
+
+/** Signs a host's request for the CA of its services (under servicesCa). */
+export async function hostServicesCa(store: Store, hostName: string, csr: string): Promise<string> {
+  const root = await servicesCa(store);
+  return signRequest(root, csr, {
+    cn: `Basin services CA (host ${hostName})`,
+    names: [],
+    days: 3650,
+    ca: true,
+  });
 }

@@ -18,8 +18,8 @@ export interface KeyPair {
   key: string;
 }
 
-/** A new CA: `cn` names it; ten years. */
-export async function makeCa(cn: string): Promise<KeyPair> {
+/** A new CA: `cn` names it; ten years; `pathlen` CAs may stand under it (0: none). */
+export async function makeCa(cn: string, pathlen = 0): Promise<KeyPair> {
   return inScratch(async (dir) => {
     const cnf = join(dir, 'ca.cnf');
     await writeFile(
@@ -32,7 +32,7 @@ export async function makeCa(cn: string): Promise<KeyPair> {
         '[dn]',
         `CN = ${safeCn(cn)}`,
         '[v3_ca]',
-        'basicConstraints = critical,CA:TRUE,pathlen:0',
+        `basicConstraints = critical,CA:TRUE,pathlen:${pathlen}`,
         'keyUsage = critical,keyCertSign,cRLSign',
         'subjectKeyIdentifier = hash',
         '',
@@ -70,6 +70,8 @@ export interface SignOptions {
   /** IP addresses and DNS names it is valid for. */
   names: readonly string[];
   days: number;
+  /** A CA under `ca` (that issues leaves only), instead of a leaf. */
+  ca?: boolean;
 }
 
 /**
@@ -89,9 +91,16 @@ export async function signRequest(ca: KeyPair, csr: string, o: SignOptions): Pro
       f('ext.cnf'),
       [
         '[v3]',
-        'basicConstraints = critical,CA:FALSE',
-        'keyUsage = critical,digitalSignature,keyEncipherment',
-        'extendedKeyUsage = serverAuth,clientAuth',
+        ...(o.ca
+          ? [
+              'basicConstraints = critical,CA:TRUE,pathlen:0',
+              'keyUsage = critical,keyCertSign,cRLSign',
+            ]
+          : [
+              'basicConstraints = critical,CA:FALSE',
+              'keyUsage = critical,digitalSignature,keyEncipherment',
+              'extendedKeyUsage = serverAuth,clientAuth',
+            ]),
         ...(san ? [`subjectAltName = ${san}`] : []),
         'subjectKeyIdentifier = hash',
         'authorityKeyIdentifier = keyid',

@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -35,7 +35,9 @@ test(
     const url = await pgc.createDatabase('basin');
     const inst = await installation(t, { driver: 'hosts', args: ['--store-url', url] });
     const hostPort = await freePort();
-    const b = await inst.start({ args: ['--host-listen', `10.231.0.1:${hostPort}`] });
+    const b = await inst.start({
+      args: ['--host-listen', `10.231.0.1:${hostPort}`, '--host-lost-after', '3s'],
+    });
     const cli = async (...args: string[]) => {
       const r = await inst.cli('--store-url', url, ...args);
       assert.equal(r.code, 0, r.stderr);
@@ -46,19 +48,13 @@ test(
     // and service addresses of its own, everything removed after the test.
     const hosts: Installation[] = [];
     const agents: ChildProcess[] = [];
-    for (const i of [1, 2, 3]) {
-      const h = await installation(t);
-      hosts.push(h);
-      const tk = JSON.parse(await cli('host', 'token', '--json')) as {
-        token: string;
-        ca_sha256: string;
-      };
+    const runAgent = (i: number, join: string[]): ChildProcess => {
+      const h = hosts[i - 1] as Installation;
       const child = spawn(
         'ip',
         ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', h.dataDir,
           'host', 'run', '--address', address(i), '--name', `h${i}`, '--zone', `z${i}`,
-          '--control-plane', `https://10.231.0.1:${hostPort}`, '--token', tk.token,
-          '--ca-sha256', tk.ca_sha256, '--heartbeat-ms', '500',
+          '--heartbeat-ms', '500', ...join,
           '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
           '--service-network', h.serviceNetwork], // prettier-ignore
         { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -70,7 +66,16 @@ test(
         child.kill('SIGKILL');
         if (!(t as { passed?: boolean }).passed) console.error(`host h${i}:\n${out.slice(-4000)}`);
       });
-      agents.push(child);
+      return child;
+    };
+    for (const i of [1, 2, 3]) {
+      hosts.push(await installation(t));
+      const tk = JSON.parse(await cli('host', 'token', '--json')) as {
+        token: string;
+        ca_sha256: string;
+      };
+      const join = ['--control-plane', `https://10.231.0.1:${hostPort}`, '--token', tk.token];
+      agents.push(runAgent(i, [...join, '--ca-sha256', tk.ca_sha256]));
     }
     await until(async () => {
       const listed = JSON.parse(await cli('host', 'list', '--json')) as { state: string }[];
@@ -90,11 +95,11 @@ test(
     assert.deepEqual(endpoints, [address(1), address(2), address(3)]);
 
     // Each is a real PostgreSQL on its host, reached at the host's address
-    // with verify-full against that host's CA.
+    // with verify-full against the installation's one services CA.
+    const ca = join(inst.dataDir, 'services-ca.crt');
+    writeFileSync(ca, await cli('host', 'ca'));
     for (const [k, s] of ready.entries()) {
       const i = [address(1), address(2), address(3)].indexOf(s.endpoint.host) + 1;
-      const ca = join((hosts[i - 1] as Installation).dataDir, 'local', 'ca', 'ca.crt');
-      assert.ok(existsSync(ca), ca);
       const conn = `host=${s.endpoint.host} port=${s.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
       const password = (made[k] as { password: string }).password;
       await psql(
@@ -116,16 +121,39 @@ test(
     await b.waitForStatus(first.service_id, 'PAUSED', 120_000);
     assert.equal((await b.call('POST', `${b.servicePath(first.service_id)}/start`)).status, 202);
     await b.waitForStatus(first.service_id, 'READY', 120_000);
-    const i1 = [address(1), address(2), address(3)].indexOf(first.endpoint.host);
-    const ca1 = join((hosts[i1] as Installation).dataDir, 'local', 'ca', 'ca.crt');
     assert.equal(
       await psql(
-        `host=${first.endpoint.host} port=${first.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca1}`,
+        `host=${first.endpoint.host} port=${first.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca}`,
         (made[0] as { password: string }).password,
         'select v from t',
       ),
       first.service_id,
     );
+
+    // A size no host has room for (8 CPUs on hosts of this machine's) is refused at once.
+    const big = await b.call('POST', b.servicePath(), {
+      name: 'big',
+      cpu_millis: '8000',
+      memory_gbs: '32',
+    });
+    assert.equal(big.status, 503, big.text);
+    assert.equal(big.body.code, 'UNAVAILABLE');
+    assert.match(big.body.message, /no online host has 8000 millis/);
+
+    // A host whose agent is killed stops reporting: the service on it becomes
+    // UNSTABLE and its logs name the host; once the agent runs again, READY.
+    const second = ready[1] as { service_id: string; endpoint: { host: string } };
+    const i2 = [address(1), address(2), address(3)].indexOf(second.endpoint.host);
+    (agents[i2] as ChildProcess).kill('SIGKILL');
+    await b.waitForStatus(second.service_id, 'UNSTABLE', 60_000);
+    const logs = await b.call('GET', `${b.servicePath(second.service_id)}/logs`);
+    assert.equal(logs.status, 200, logs.text);
+    assert.ok(
+      logs.text.includes(`host h${i2 + 1} (${second.endpoint.host}) has not reported`),
+      logs.text,
+    );
+    agents[i2] = runAgent(i2 + 1, []);
+    await b.waitForStatus(second.service_id, 'READY', 120_000);
 
     // What the hosts driver does not run across hosts yet is refused up front.
     const fork = await b.call('POST', `${b.servicePath(first.service_id)}/forkService`, {

@@ -11,13 +11,17 @@
 // with verify-full and channel_binding=require, as Basin now prints, and
 // with bare sslmode=require too. No password reaches A: each service runs
 // in a network namespace of its own, and B's ports lead into B's, whatever
-// state B is in. B's start succeeds while A still listens, and B answers.
+// state B is in. B's start succeeds while A still listens, and B answers;
+// B's namespace's own address is not reached from A's.
 // Then A binds every port of the installation's range, and another
 // service's create still works: a tenant's ports are its namespace's own.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { Layout } from '../../src/drivers/local/layout.js';
+import { namespaceName } from '../../src/drivers/local/network/addresses.js';
 import { installation } from './basin-process.js';
 import { conninfo, psql, psqlRefused } from './clients.js';
 import { runningNodes } from './ha-nodes.js';
@@ -96,6 +100,19 @@ async function startFake(a: TenantShell, log: string, ports: number[]): Promise<
   throw new Error(
     `the fake server did not start: ${(await a.run(`cat ${log} || true`)).join('\n')}`,
   );
+}
+
+/** The address of `id`'s network namespace (its eth0), as the kernel has it. */
+function namespaceAddress(layout: Layout, id: string): string {
+  const tag = readFileSync(layout.installationFile, 'utf8').trim();
+  const shown = JSON.parse(
+    execFileSync('ip', ['-n', namespaceName(tag, id), '-j', '-4', 'addr', 'show', 'dev', 'eth0'], {
+      encoding: 'utf8',
+    }),
+  ) as { addr_info: { local: string }[] }[];
+  const address = shown[0]?.addr_info[0]?.local;
+  assert.ok(address, `no address in ${id}'s namespace`);
+  return address;
 }
 
 test(
@@ -235,6 +252,14 @@ test(
         await psqlRefused(strict(poolerPort), password),
         /channel binding is required, but server did not offer an authentication method that supports channel binding/,
       );
+      // A reaches B only as any client does, through the host's translation:
+      // B's namespace's own address is not forwarded to from A's (the host's
+      // own connections there are not tracked; nothing untracked is forwarded).
+      const bAddress = namespaceAddress(layout, plain.service_id);
+      const direct = await a.run(
+        `python3 -c "import socket; socket.create_connection(('${bAddress}', ${endpointPort}), 5); print('reached')" 2>&1 | tail -1`,
+      );
+      assert.ok(!direct.some((l) => l.includes('reached')), direct.join('\n'));
       const lines = await a.run(`cat ${log}`);
       assert.deepEqual(
         lines.filter((l) => l.startsWith('connection on')),

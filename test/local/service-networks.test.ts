@@ -3,8 +3,10 @@
 // translated into it (from this host's loopback, arriving from the
 // namespace's gateway), a host-side port reserved for one namespace
 // (reached from it and from the host, reset for another namespace), the
-// same pairs after a restart, a local client redirected at connect (and
-// translated without the redirect), a deleted id's namespace swept at start, a
+// same pairs after a restart, a local client redirected at connect and not
+// tracked (and translated without the redirect, tracked), a port parked on
+// the namespace's host side and back, a deleted id's namespace swept at
+// start, a
 // freed pair given again, and a block that collides with the host's
 // routes refused. Everything is removed afterwards (cleanUpDataDir).
 
@@ -109,6 +111,9 @@ test('namespaces, their ports and reserved host ports, against the kernel', asyn
         await connectFrom(b.path, b.hostAddress, block.apiPort),
         `inside, you are ${b.address}`,
       );
+      // Not to the namespace's address, untranslated: the host forwards
+      // into a namespace only what it translated there (tracked or not).
+      assert.match(await connectFrom(b.path, a.address, block.apiPort), /^refused/);
       // A client on this host is given the namespace's address at
       // connect(2) (connect-redirect.ts): its socket's peer is that
       // address, not the loopback it asked for; the server sees the same.
@@ -117,6 +122,14 @@ test('namespaces, their ports and reserved host ports, against the kernel', asyn
         peer: a.address,
         said: `inside, you are ${a.hostAddress}`,
       });
+      // Such a connection needs no translation, and the host does not track
+      // it (nft-table.ts, notrack_in/notrack_out): the kernel has no entry of
+      // the gateway to the namespace's port (a tracked one would stay, in
+      // TIME_WAIT, for two minutes).
+      const direct = new RegExp(
+        `src=${a.hostAddress.replace(/\./g, '\\.')} dst=${a.address.replace(/\./g, '\\.')} sport=\\d+ dport=${block.apiPort} `,
+      );
+      assert.doesNotMatch(readFileSync('/proc/net/nf_conntrack', 'utf8'), direct);
       // Without the program, the nftables translation serves the same
       // connection (the peer stays 127.0.0.1: translated per packet)…
       removeConnectRedirect(installation);
@@ -124,6 +137,21 @@ test('namespaces, their ports and reserved host ports, against the kernel', asyn
         peer: '127.0.0.1',
         said: `inside, you are ${a.hostAddress}`,
       });
+      // …tracked, its source masqueraded to the gateway and a port below
+      // the untracked clients' (32768-65535), so its answers are translated back.
+      const translated = [
+        ...readFileSync('/proc/net/nf_conntrack', 'utf8').matchAll(
+          new RegExp(
+            `src=127\\.0\\.0\\.1 dst=127\\.0\\.0\\.1 sport=\\d+ dport=${block.apiPort} .*src=${a.address.replace(/\./g, '\\.')} dst=${a.hostAddress.replace(/\./g, '\\.')} sport=${block.apiPort} dport=(\\d+) `,
+            'g',
+          ),
+        ),
+      ].map((m) => Number(m[1]));
+      assert.ok(translated.length > 0, 'the translated connection is tracked');
+      assert.ok(
+        translated.every((port) => port >= 1024 && port <= 32767),
+        `masqueraded to ports ${translated.join(', ')}`,
+      );
       // …until a start loads it again.
       const restarted = await start();
       assert.equal((await connectHere(block.apiPort)).peer, a.address);
@@ -131,6 +159,35 @@ test('namespaces, their ports and reserved host ports, against the kernel', asyn
       // The port no longer leads there once it is not the namespace's.
       await networks.forward('svca', { ports: [] });
       assert.match(await connectFrom(undefined, '127.0.0.1', block.apiPort), /^refused/);
+    },
+  );
+
+  await t.test(
+    "a parked port leads to the namespace's host side (a sleeping service's waker), then back",
+    async () => {
+      // The listener in the namespace is still there (the test above's);
+      // the "waker" listens on the namespace's host side, the same port.
+      const { server } = await teller(a.hostAddress, block.apiPort);
+      t.after(() => server.close());
+      // A fresh start: the test above took this process's redirect away.
+      const nets = await start();
+      await nets.forward('svca', { ports: [block.apiPort] });
+      await nets.park('svca', [block.apiPort]);
+      assert.deepEqual(nets.parkedIds(), ['svca']);
+      // A local client, redirected at connect(2): to the host side.
+      const here = await connectHere(block.apiPort);
+      assert.equal(here.peer, a.hostAddress);
+      assert.match(here.said, /^you are /);
+      // Another client on the host, and another namespace through the host (translated): the same.
+      assert.match(await connectFrom(undefined, '127.0.0.1', block.apiPort), /^you are /);
+      assert.equal(await connectFrom(b.path, b.hostAddress, block.apiPort), `you are ${b.address}`);
+      // The record keeps it across a restart.
+      assert.deepEqual((await start()).parkedIds(), ['svca']);
+      // Unparked: into the namespace again.
+      await nets.park('svca', []);
+      assert.deepEqual(nets.parkedIds(), []);
+      assert.equal((await connectHere(block.apiPort)).said, `inside, you are ${a.hostAddress}`);
+      await nets.forward('svca', { ports: [] });
     },
   );
 

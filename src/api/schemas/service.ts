@@ -117,6 +117,21 @@ export const serviceSchema = (typeName: ServiceTypeName) =>
           },
         ),
       ),
+      idle: Type.Optional(
+        Type.Object(
+          {
+            state: Type.Union([Type.Literal('awake'), Type.Literal('suspended')], {
+              description:
+                'suspended: PostgreSQL is stopped after a time without client connections, and the next connection wakes it (the service stays READY)',
+            }),
+            since: Type.Optional(Type.String({ format: 'date-time' })),
+          },
+          {
+            description:
+              "whether the service sleeps, where the installation suspends idle services (Basin's own field; docs/decisions.md, Idle services)",
+          },
+        ),
+      ),
       resources: Type.Optional(
         Type.Array(
           Type.Object({

@@ -2731,6 +2731,13 @@ export interface components {
                 /** @description ok; read_only: over its allowance, sessions start read-only (SET default_transaction_read_only = off to free space); recovery: past its ceiling, PostgreSQL runs in recovery and takes no write; stopped: past its limit, it does not run until resized */
                 state: "ok" | "read_only" | "recovery" | "stopped";
             };
+            /** @description whether the service sleeps, where the installation suspends idle services (Basin's own field; docs/decisions.md, Idle services) */
+            idle?: {
+                /** @description suspended: PostgreSQL is stopped after a time without client connections, and the next connection wakes it (the service stays READY) */
+                state: "awake" | "suspended";
+                /** Format: date-time */
+                since?: string;
+            };
             resources?: {
                 id: string;
                 spec: {

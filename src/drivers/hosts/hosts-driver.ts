@@ -11,10 +11,10 @@
 // the capabilities below refuse them with a 400 before anything is queued.
 
 import { type Host, hostCertCn, hostState, type Placement } from '../../domain/hosts.js';
-import { DONE, type Progress } from '../../domain/progress.js';
+import { DONE, type Progress, type ProgressNote } from '../../domain/progress.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { SeriesSample } from '../../domain/series/catalogue.js';
-import type { Capabilities, Metrics } from '../../domain/types.js';
+import type { Capabilities, Metrics, Size } from '../../domain/types.js';
 import type { Clock } from '../../lib/clock.js';
 import { httpsJson } from '../../lib/https-json.js';
 import type { Logger } from '../../lib/logger.js';
@@ -63,6 +63,9 @@ export class HostsDriver implements Driver {
   private metricsOf = new Map<string, Metrics>();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
+  private notify: ((target: Target, note: ProgressNote) => void) | undefined;
+  /** Services whose host was seen lost, and not yet seen back: said once each way. */
+  private onLostHost = new Set<string>();
 
   constructor(private readonly o: HostsDriverOptions) {}
 
@@ -83,14 +86,33 @@ export class HostsDriver implements Driver {
     clearTimeout(this.timer);
   }
 
+  /** Why no online host has room for a node of `size` now (read from the store, not the view). */
+  async noRoom(size: Size): Promise<string | undefined> {
+    const now = this.o.clock();
+    const online = (await this.o.hosts()).filter(
+      (h) => hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
+    );
+    const held = reservation(size);
+    if (online.length === 0) {
+      return 'no host is online (join one with `basin host token` and `basin host run`).';
+    }
+    if (chooseHost(online, await this.o.placements.list(), held)) return undefined;
+    return `no online host has ${held.cpuMillis} millis and ${held.memoryMb} MB free for it: choose a smaller size, or add a host.`;
+  }
+
   /** The address a service's clients connect to: its host's; undefined until it is placed. */
   endpointHost(resourceId: string): string | undefined {
     const p = this.placed.get(resourceId);
     return p && this.hostsById.get(p.hostId)?.address;
   }
 
+  watchNotes(on: (target: Target, note: ProgressNote) => void): void {
+    this.notify = on;
+  }
+
   async applyService(spec: ServiceSpec): Promise<Progress> {
     const host = await this.hostFor(spec);
+    this.refuseLost(host);
     const progress = (await this.call(host, 'applyService', [spec])) as Progress;
     return progress;
   }
@@ -104,6 +126,7 @@ export class HostsDriver implements Driver {
       await this.o.placements.remove(serviceId);
       return DONE;
     }
+    this.refuseLost(host);
     const progress = (await this.call(host, 'deleteService', [serviceId])) as Progress;
     if (progress.done) {
       await this.o.placements.remove(serviceId);
@@ -116,24 +139,44 @@ export class HostsDriver implements Driver {
   async inspectService(spec: ServiceSpec): Promise<Health> {
     const host = await this.placedHost(spec.serviceId);
     if (!host) return 'missing';
-    return (await this.call(host, 'inspectService', [spec])) as Health;
+    const target: Target = { kind: 'service', id: spec.serviceId };
+    if (this.lost(host)) {
+      // Said once per loss, in the service's logs: which host, since when.
+      if (!this.onLostHost.has(spec.serviceId)) {
+        this.onLostHost.add(spec.serviceId);
+        this.notify?.(target, {
+          severity: 'ERROR',
+          message: `basin: host ${host.name} (${host.address}) has not reported since ${new Date(host.heartbeatAt).toISOString()}: this service's node on it cannot be reached`,
+        });
+      }
+      return 'failed';
+    }
+    const health = (await this.call(host, 'inspectService', [spec])) as Health;
+    if (this.onLostHost.delete(spec.serviceId)) {
+      this.notify?.(target, {
+        severity: 'LOG',
+        message: `basin: host ${host.name} (${host.address}) reports again`,
+      });
+    }
+    return health;
   }
 
   async observeService(spec: ServiceSpec): Promise<ObservedNode[]> {
     const host = await this.placedHost(spec.serviceId);
-    if (!host) return [];
+    if (!host || this.lost(host)) return [];
     return (await this.call(host, 'observeService', [spec])) as ObservedNode[];
   }
 
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
     const host = await this.placedHost(spec.serviceId);
     if (!host) throw new DriverError(`Service ${spec.serviceId} is not placed on a host.`, true);
+    this.refuseLost(host);
     return (await this.call(host, 'backupService', [spec, since])) as BackupProgress;
   }
 
   async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
     const host = await this.placedHost(serviceId);
-    if (host) await this.call(host, 'expireBackups', [serviceId, oldestKept]);
+    if (host && !this.lost(host)) await this.call(host, 'expireBackups', [serviceId, oldestKept]);
   }
 
   async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {
@@ -148,7 +191,8 @@ export class HostsDriver implements Driver {
 
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
     const host = await this.placedHost(target.id);
-    if (!host) return { entries: [] };
+    // A lost host's server lines cannot be read; Basin's own entries still are.
+    if (!host || this.lost(host)) return { entries: [] };
     return (await this.call(host, 'readLogs', [target, query])) as LogPage;
   }
 
@@ -158,7 +202,7 @@ export class HostsDriver implements Driver {
 
   async sampleSeries(spec: ServiceSpec): Promise<SeriesSample[]> {
     const host = await this.placedHost(spec.serviceId);
-    if (!host) return [];
+    if (!host || this.lost(host)) return [];
     return (await this.call(host, 'sampleSeries', [spec])) as SeriesSample[];
   }
 
@@ -199,6 +243,22 @@ export class HostsDriver implements Driver {
     return chosen;
   }
 
+  /** Whether a host has been silent longer than it may (by the view of the last refresh). */
+  private lost(host: Host): boolean {
+    const seen = this.hostsById.get(host.id) ?? host;
+    return hostState(seen, this.o.clock(), this.o.lostAfterMs) === 'LOST';
+  }
+
+  /** A call to a lost host would wait for a timeout: fail at once, retryably. */
+  private refuseLost(host: Host): void {
+    if (this.lost(host)) {
+      throw new DriverError(
+        `Host ${host.name} (${host.address}) is lost: it has not reported.`,
+        true,
+      );
+    }
+  }
+
   private async placedHost(resourceId: string): Promise<Host | undefined> {
     const p = this.placed.get(resourceId) ?? (await this.o.placements.get(resourceId));
     return p && (this.hostsById.get(p.hostId) ?? (await this.lookupHost(p.hostId)));
@@ -219,7 +279,7 @@ export class HostsDriver implements Driver {
     await Promise.all(
       placements.map(async (p) => {
         const host = this.hostsById.get(p.hostId);
-        if (!host) return;
+        if (!host || this.lost(host)) return;
         try {
           const m = (await this.call(host, 'metrics', [
             { kind: 'service', id: p.resourceId },

@@ -94,12 +94,20 @@ import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './node/res
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
 import type { DriverContext } from './context.js';
 import { primaryNode } from './primary-node.js';
+import type { IdlePolicy } from './idle/idle-policy.js';
+import { type IdleView, IdleServices } from './idle/idle-services.js';
 
 export interface LocalDriverOptions {
   /** Basin's data directory; the driver keeps everything under <dataDir>/local. */
   dataDir: string;
   /** The host name clients connect to; server certificates are issued for it. */
   publicHost: string;
+  /**
+   * The CA to issue the services' certificates from, when the installation
+   * has one (a host of several: its CA under the installation's, then the
+   * root, in PEM); made here otherwise.
+   */
+  ca?: () => Promise<{ cert: string; key: string }>;
   /** PostgreSQL 15 server binaries (default /usr/lib/postgresql/15/bin). */
   pgBin?: string;
   /** PostgreSQL 15 shared data (default /usr/share/postgresql/15). */
@@ -149,6 +157,12 @@ export interface LocalDriverOptions {
    */
   repositoryServers?: boolean;
   /**
+   * Idle services suspend: a service of these environments with no client
+   * connection for `afterMs` has its server stopped, and the next
+   * connection wakes it (idle/). Off when absent.
+   */
+  idleSuspend?: IdlePolicy;
+  /**
    * Each service's storage allowance and the host's reserve (default
    * DEFAULT_ALLOWANCE, DEFAULT_RESERVE: domain/storage.ts); `watch`
    * changes the storage watch's pace (tests).
@@ -166,7 +180,8 @@ export interface LocalDriverOptions {
   /**
    * Whether this process may still act on the host: asked by the driver's
    * own supervisors (the primaries' watch, HAProxy's restart, the storage
-   * stop, the poolers' login guard) before they act. A leader of several Basin processes answers
+   * stop, the poolers' login guard, idle services' suspend and wake) before
+   * they act. A leader of several Basin processes answers
    * false once its lease may have lapsed (src/engine/leadership.ts);
    * default: always.
    */
@@ -237,10 +252,27 @@ export class LocalDriver implements Driver {
     undefined,
     () => this.mayAct(),
   );
+  /** Idle services that suspend and wake on connect (idle/). */
+  private readonly idle: IdleServices;
 
   constructor(private readonly options: LocalDriverOptions) {
     this.log = options.log ?? silentLogger;
     this.sampler = new MetricsSampler({ intervalMs: options.metricsIntervalMs ?? 5_000 });
+    this.idle = new IdleServices({
+      ctx: () => this.context(),
+      // Suspending and waking act on the host: a deposed leader does neither.
+      applyNow: (spec) =>
+        this.mayAct()
+          ? this.applyNow(spec)
+          : Promise.reject(
+              new DriverError('This Basin process may not act now: it does not lead.', true),
+            ),
+      note: (id, note) => {
+        for (const l of this.noteListeners) l({ kind: 'service', id }, note);
+      },
+      policy: options.idleSuspend,
+      log: this.log,
+    });
   }
 
   /**
@@ -299,7 +331,7 @@ export class LocalDriver implements Driver {
     await ensureTraversable(layout.root, dataDir, perService ? OTHERS : templateUser);
     // createBasin holds the data directory's lock: what is staged here is a dead Basin's.
     await removeLeftovers(layout, this.log);
-    await ensureCa(layout);
+    await ensureCa(layout, this.options.ca);
     removeLeftBackupCgroups(layout.backupsDir);
     return layout;
   }
@@ -443,6 +475,7 @@ export class LocalDriver implements Driver {
     const ids = (await readdir(ctx.layout.instancesDir)).filter((id) => ID.test(id));
     for (const id of ids) await this.track(id);
     await ctx.storage.adopt(ids);
+    await this.idle.adopt(ids);
     ctx.storage.onNotice(({ target, change }) => {
       for (const l of this.storageListeners) l({ target, ...(change ? { change } : {}) });
     });
@@ -455,6 +488,7 @@ export class LocalDriver implements Driver {
     ctx.storage.start();
     this.oomWatch.start();
     this.poolerWatch.start();
+    this.idle.start();
     await ctx.haproxy.supervise().catch((err: Error) => {
       this.log.error({ err: err.message }, 'could not start HAProxy');
     });
@@ -490,6 +524,13 @@ export class LocalDriver implements Driver {
         serviceNproc: perService ? nproc : 'none',
         serviceNetwork: networks.describe(),
         repositoryServers: repositories?.enabled ? 'one per new service' : 'off',
+        idleSuspend: this.options.idleSuspend
+          ? {
+              afterMs: this.options.idleSuspend.afterMs,
+              environments: this.options.idleSuspend.environments,
+              ...(networks.enabled ? {} : { note: 'no service networks: nothing suspends' }),
+            }
+          : 'off',
         storage: describeStorage(this.allowancePolicy),
         root: layout.root,
       },
@@ -508,6 +549,7 @@ export class LocalDriver implements Driver {
     this.ctx?.storage.stop();
     this.oomWatch.stop();
     this.poolerWatch.stop();
+    await this.idle.close();
     await this.ctx?.networks.closeIfUnused();
   }
 
@@ -579,43 +621,61 @@ export class LocalDriver implements Driver {
   async applyService(spec: ServiceSpec): Promise<Progress> {
     checkId(spec.serviceId);
     if (spec.source.kind === 'fork') checkId(spec.source.parentServiceId);
+    // An operation works on it: its idle time starts again (idle/).
+    this.idle.seen(spec);
+    this.idle.busy(spec.serviceId);
+    return this.locks.run(spec.serviceId, () => this.applyNow(spec));
+  }
+
+  /**
+   * One step of applyService, under the service's lock. A suspended
+   * service (idle/) is converged as a stopped one while its spec lets it
+   * sleep (a resize writes the settings its wake starts with); one whose
+   * spec no longer does (stopped, HA, a pooler) is released first, then
+   * converged as its spec says.
+   */
+  private async applyNow(asked: ServiceSpec): Promise<Progress> {
     const ctx = this.context();
-    return this.locks.run(spec.serviceId, async () => {
-      // Its ports lead into its network namespace, whatever its state: no
-      // other tenant's process can ever take them (network/).
-      if (ctx.networks.enabled) {
-        await ctx.networks.forward(spec.serviceId, { ports: namespacePorts(spec) });
-      }
-      // The pooler stops before its server and starts after it (pooler.ts);
-      // it follows the recorded primary, so a failover re-points it here.
-      const pooler = new ServicePooler(ctx, spec);
-      if (!spec.running || !spec.pooler.enabled) {
-        const stopping = await pooler.stop(!spec.pooler.enabled);
-        if (!stopping.done) return stopping;
-      }
-      this.watch.track(spec);
-      await this.trackStorage(spec);
-      const level = ctx.storage.state(spec.serviceId).level;
-      const progress = await convergeNodes(ctx, spec);
-      await this.track(spec.serviceId, primaryNode(spec).index);
-      // A local repository left from before repository servers moves into
-      // one of its own user's (repository/move.ts).
-      if (progress.done && spec.running) {
-        await ctx.backups.moveRepository(spec, await ctx.users.ensure(spec.serviceId));
-      }
-      // Its repository's server runs while it does (started with its first
-      // start; started again here if it died, say at a memory bound).
-      if (progress.done && spec.running && (await ctx.backups.serverOf(spec.serviceId))) {
-        await ctx.repositories?.ensure(spec.serviceId);
-      }
-      if (progress.done) {
-        // Its nodes may have been made, restored or rebuilt: measured afresh.
-        ctx.storage.due(spec.serviceId);
-        if (spec.running) await ctx.storage.applied(spec.serviceId, level);
-      }
-      if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
-      return pooler.converge(await ctx.users.ensure(spec.serviceId));
-    });
+    let spec = asked;
+    if (this.idle.keepsAsleep(spec.serviceId)) {
+      const why = this.idle.whyAwake(spec);
+      if (why === undefined) spec = { ...spec, running: false };
+      else await this.idle.release(spec.serviceId, why);
+    }
+    // Its ports lead into its network namespace, whatever its state: no
+    // other tenant's process can ever take them (network/).
+    if (ctx.networks.enabled) {
+      await ctx.networks.forward(spec.serviceId, { ports: namespacePorts(spec) });
+    }
+    // The pooler stops before its server and starts after it (pooler.ts);
+    // it follows the recorded primary, so a failover re-points it here.
+    const pooler = new ServicePooler(ctx, spec);
+    if (!spec.running || !spec.pooler.enabled) {
+      const stopping = await pooler.stop(!spec.pooler.enabled);
+      if (!stopping.done) return stopping;
+    }
+    this.watch.track(spec);
+    await this.trackStorage(spec);
+    const level = ctx.storage.state(spec.serviceId).level;
+    const progress = await convergeNodes(ctx, spec);
+    await this.track(spec.serviceId, primaryNode(spec).index);
+    // A local repository left from before repository servers moves into
+    // one of its own user's (repository/move.ts).
+    if (progress.done && spec.running) {
+      await ctx.backups.moveRepository(spec, await ctx.users.ensure(spec.serviceId));
+    }
+    // Its repository's server runs while it does (started with its first
+    // start; started again here if it died, say at a memory bound).
+    if (progress.done && spec.running && (await ctx.backups.serverOf(spec.serviceId))) {
+      await ctx.repositories?.ensure(spec.serviceId);
+    }
+    if (progress.done) {
+      // Its nodes may have been made, restored or rebuilt: measured afresh.
+      ctx.storage.due(spec.serviceId);
+      if (spec.running) await ctx.storage.applied(spec.serviceId, level);
+    }
+    if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
+    return pooler.converge(await ctx.users.ensure(spec.serviceId));
   }
 
   /**
@@ -634,6 +694,8 @@ export class LocalDriver implements Driver {
     this.watch.forget(serviceId);
     ctx.storage.forget(serviceId);
     return this.locks.run(serviceId, async () => {
+      // Its waker first: it listens on its namespace's host side.
+      await this.idle.forget(serviceId);
       const { layout, stopper, users } = ctx;
       const refs = await this.nodesOf(serviceId);
       let waitMs = 0;
@@ -716,6 +778,7 @@ export class LocalDriver implements Driver {
     const primary = primaryNode(spec);
     const ref = { id: spec.serviceId, node: primary.index };
     this.watch.track(spec);
+    this.idle.seen(spec);
     if (!(await nodeExists(layout, ref))) return 'missing';
     await this.trackStorage(spec);
     const pm = await postmasterStatus(layout.pgdata(ref));
@@ -723,6 +786,8 @@ export class LocalDriver implements Driver {
       pgdata: layout.pgdata(ref),
       pid: pm.up ? pm.pid : undefined,
     });
+    // Suspended (idle/): available, its waker in front of it. Not a crash.
+    if (this.idle.isAsleep(spec.serviceId)) return 'running';
     if (!pm.up) return spec.running ? 'failed' : 'stopped';
     // A server started by an older Basin, without no_new_privs or a private
     // /tmp: reported failed, so that the engine applies the spec, which
@@ -786,10 +851,22 @@ export class LocalDriver implements Driver {
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
     checkId(spec.serviceId);
     const ctx = this.context();
-    return this.locks.run(spec.serviceId, async () => {
+    // A backup keeps the service awake until it is taken; a suspended one
+    // is woken for it (idle/), and sleeps again once idle after it.
+    this.idle.hold(spec.serviceId);
+    if (this.idle.isAsleep(spec.serviceId)) {
+      return {
+        done: false,
+        retryAfterMs: 1_000,
+        reason: 'waking the suspended service for its backup',
+      };
+    }
+    const progress = await this.locks.run(spec.serviceId, async () => {
       const user = await ctx.users.ensure(spec.serviceId);
       return ctx.backups.backup(spec, user, since);
     });
+    if (progress.done) this.idle.unhold(spec.serviceId);
+    return progress;
   }
 
   async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
@@ -814,6 +891,8 @@ export class LocalDriver implements Driver {
     checkId(spec.replicaSetId);
     checkId(spec.serviceId);
     const ctx = this.context();
+    // Its service never sleeps while it streams from it (idle/).
+    this.idle.streamedFrom(spec.serviceId);
     return this.locks.run(spec.replicaSetId, async () => {
       await this.trackReplicaSetStorage(spec);
       // Its nodes' and pooler's ports lead into its namespace; its
@@ -849,6 +928,7 @@ export class LocalDriver implements Driver {
   async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
     checkId(spec.replicaSetId);
     const ctx = this.context();
+    this.idle.streamedFrom(spec.serviceId);
     await this.trackReplicaSetStorage(spec);
     const health = await inspectReplicaSet(ctx, spec);
     await keepBounds(
@@ -902,6 +982,7 @@ export class LocalDriver implements Driver {
       storageMb: Math.round((view.usage.data / MB) * 10) / 10,
       storageAllowanceMb: view.limits.allowance / MB,
       storageLevel: view.level,
+      ...(target.kind === 'service' ? idleMetrics(this.idle.view(target.id)) : {}),
     };
   }
 
@@ -980,6 +1061,12 @@ export class LocalDriver implements Driver {
 async function pidMax(): Promise<number> {
   const n = Number((await readFile('/proc/sys/kernel/pid_max', 'utf8').catch(() => '')).trim());
   return Number.isInteger(n) && n > 0 ? n : 32_768;
+}
+
+/** Whether a service that may suspend sleeps, as Metrics says it (idle/). */
+function idleMetrics(view: IdleView | undefined): Pick<Metrics, 'suspended' | 'suspendedSince'> {
+  if (!view) return {};
+  return { suspended: view.suspended, ...(view.since ? { suspendedSince: view.since } : {}) };
 }
 
 const metricsKey = (serviceId: string) => `service:${serviceId}`;

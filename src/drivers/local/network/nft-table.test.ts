@@ -5,7 +5,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
-import { dropTable, renderTable, type TableNamespace, tableName } from './nft-table.js';
+import {
+  dropTable,
+  forwardedPorts,
+  renderTable,
+  type TableNamespace,
+  tableName,
+} from './nft-table.js';
 
 const TAG = '0123456789abcdef';
 const service: TableNamespace = {
@@ -74,11 +80,18 @@ test('SNAT: loopback clients, a set to its service, a namespace to itself; egres
     t,
     /set snat_pairs \{ type ipv4_addr \. ipv4_addr elements = \{ 198\.18\.0\.3 \. 198\.18\.0\.3, 198\.18\.0\.3 \. 198\.18\.0\.1, 198\.18\.0\.1 \. 198\.18\.0\.1 \} \}/,
   );
-  assert.match(t, /oifname @veths ip saddr 127\.0\.0\.0\/8 masquerade/);
-  assert.match(t, /oifname @veths ip saddr \. ip daddr @snat_pairs masquerade/);
+  // TCP from source ports below the untracked client ports (notrack_in).
+  assert.match(
+    t,
+    /oifname @veths ip saddr 127\.0\.0\.0\/8 meta l4proto tcp masquerade to :1024-32767 oifname @veths ip saddr 127\.0\.0\.0\/8 masquerade/,
+  );
+  assert.match(
+    t,
+    /oifname @veths ip saddr \. ip daddr @snat_pairs meta l4proto tcp masquerade to :1024-32767 oifname @veths ip saddr \. ip daddr @snat_pairs masquerade/,
+  );
   assert.match(t, /ip saddr 198\.18\.0\.0\/15 oifname != "bsn\*" masquerade/);
   // No other client is translated: pg_hba and the VPC rules see who connects.
-  assert.equal((t.match(/masquerade|snat to/g) ?? []).length, 3);
+  assert.equal((t.match(/masquerade|snat to/g) ?? []).length, 5);
 });
 
 test('a set whose service has no namespace (yet) streams untranslated', () => {
@@ -117,6 +130,47 @@ test('forwarding: into a namespace only what was translated to it; Basin only on
     /oifname @veths drop iifname "bsn\*" accept oifname "bsn\*" accept drop \}/,
   );
   nftAccepts(restricted);
+});
+
+test("untracked: the host's own connections to a namespace's ports, and their answers", () => {
+  const text = renderTable({
+    installation: TAG,
+    block: '198.18.0.0/15',
+    restrictForwarding: false,
+    namespaces: [service, replicaSet],
+  });
+  const t = squeeze(text);
+  assert.match(
+    t,
+    /set direct \{ type ifname \. ipv4_addr \. ipv4_addr \. inet_service elements = \{ "bsn000000000002" \. 198\.18\.0\.3 \. 198\.18\.0\.2 \. 16003, "bsn000000000001" \. 198\.18\.0\.1 \. 198\.18\.0\.0 \. 16002, "bsn000000000001" \. 198\.18\.0\.1 \. 198\.18\.0\.0 \. 16001 \} \}/,
+  );
+  assert.match(t, /set forwarded \{ type inet_service elements = \{ 16001, 16002, 16003 \} \}/);
+  // In: the namespace's answers to a client port of the range, never its
+  // own SYN, never to a port that leads into a namespace (translated).
+  assert.match(
+    t,
+    /chain notrack_in \{ type filter hook prerouting priority raw; policy accept; tcp dport 32768-65535 tcp flags & \(syn \| ack\) != syn iifname \. ip saddr \. ip daddr \. tcp sport @direct tcp dport != @forwarded notrack \}/,
+  );
+  // Out: from the gateway and a client port of the range to its address and port.
+  assert.match(
+    t,
+    /chain notrack_out \{ type filter hook output priority raw; policy accept; tcp sport 32768-65535 oifname \. ip daddr \. ip saddr \. tcp dport @direct notrack \}/,
+  );
+  // What is untracked is never forwarded into a namespace.
+  assert.match(
+    t,
+    /oifname @veths ct state established,related accept oifname @veths ct status dnat accept oifname @veths drop/,
+  );
+  nftAccepts(text);
+  // No port leads into a namespace: no raw hooks, which every packet would pass.
+  const none = renderTable({
+    installation: TAG,
+    block: '198.18.0.0/15',
+    restrictForwarding: false,
+    namespaces: [{ ...service, ports: [] }],
+  });
+  assert.doesNotMatch(none, /notrack|priority raw/);
+  nftAccepts(none);
 });
 
 test('a reserved host port: its namespace and the host only', () => {
@@ -199,4 +253,28 @@ test('the table is replaced whole, in one transaction; dropping a missing one is
   assert.ok(text.startsWith(`table ip ${name} {}\ndelete table ip ${name}\ntable ip ${name} {\n`));
   assert.equal(dropTable(TAG), `table ip ${name} {}\ndelete table ip ${name}\n`);
   nftAccepts(dropTable(TAG));
+});
+
+test("a parked port leads to the namespace's host side, where the waker listens; the others into it", () => {
+  const namespaces = [{ ...service, parked: [16001] }, replicaSet];
+  const text = renderTable({
+    installation: TAG,
+    block: '198.18.0.0/15',
+    restrictForwarding: false,
+    namespaces,
+  });
+  nftAccepts(text);
+  assert.match(
+    squeeze(text),
+    /elements = \{ 16001 : 198\.18\.0\.0, 16002 : 198\.18\.0\.1, 16003 : 198\.18\.0\.3 \}/,
+  );
+  // The local redirect (connect-redirect.ts) follows the same map.
+  assert.deepEqual(
+    [...forwardedPorts(namespaces)].sort(([a], [b]) => a - b),
+    [
+      [16001, '198.18.0.0'],
+      [16002, '198.18.0.1'],
+      [16003, '198.18.0.3'],
+    ],
+  );
 });

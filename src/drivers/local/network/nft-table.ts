@@ -18,8 +18,9 @@
 //   read replica set's namespace to its service's (`follows`: the
 //   service's nodes admit their own gateway for replication), and from a
 //   namespace back into itself through the host (hairpin: its replies
-//   would otherwise not return through the host). Other clients keep
-//   their address: pg_hba and the VPC rules see the real client.
+//   would otherwise not return through the host), TCP from source ports
+//   TRANSLATED_PORTS (see Not tracked). Other clients keep their address:
+//   pg_hba and the VPC rules see the real client.
 // - Egress: a namespace's connections to the rest of the world leave
 //   with the host's address (masquerade), as they did before namespaces.
 // - Forward: into a namespace only what was translated to it (or answers
@@ -27,12 +28,39 @@
 //   through the host. When the host did not forward before Basin (it was
 //   not a router), nothing but traffic from or to a Basin veth is
 //   forwarded at all.
+// - Parked ports (a suspended service's: idle/) are translated to the
+//   namespace's hostAddress instead, on the host's side, where Basin's
+//   waker listens; the same port, so no other port of the host is reached.
 // - Input: a host-side port reserved for a namespace (`hostPorts` on its
 //   `hostAddress`) is reachable from that namespace (and the namespaces it
 //   admits meanwhile: `hostGuests`) and from the host itself only;
 //   everything else a namespace sends the host is as before.
+// - Not tracked (raw, before connection tracking): a connection from this
+//   host straight to a namespace's address on one of its ports, from the
+//   veth's own address (the gateway) and a client port in
+//   DIRECT_CLIENT_PORTS: a local client the eBPF redirect gave the address
+//   (connect-redirect.ts), HAProxy's to its backends. Such a connection
+//   needs no translation, and tracking it was most of what is left of a
+//   namespace's cost (docs/decisions.md, Service networks). Its answers are
+//   told apart from those of translated connections, which have the same
+//   addresses, by the client port alone: the masquerade into a namespace
+//   gives TCP sources TRANSLATED_PORTS, never DIRECT_CLIENT_PORTS. A
+//   namespace's own SYNs are always tracked (what it opens towards the host
+//   is translated as before), and a packet to a port that leads into a
+//   namespace too. Untracked packets are local ones (to or from the host's
+//   side of a veth): the forward chain still drops every untracked packet
+//   bound for a namespace.
 
 import { VETH_PREFIX } from './addresses.js';
+
+/**
+ * Client ports of a connection from this host to a namespace's address that
+ * is not tracked: Linux's default ephemeral range (32768-60999) and above.
+ * A client bound elsewhere is tracked, as before.
+ */
+export const DIRECT_CLIENT_PORTS = '32768-65535';
+/** Source ports the masquerade into a namespace gives TCP: disjoint from DIRECT_CLIENT_PORTS. */
+export const TRANSLATED_PORTS = '1024-32767';
 
 /** One namespace, as the table needs it. */
 export interface TableNamespace {
@@ -42,6 +70,11 @@ export interface TableNamespace {
   hostAddress: string;
   /** Host ports that lead into it (DNAT to its address, same port). */
   ports: readonly number[];
+  /**
+   * Those of its ports that lead to its hostAddress instead, same port:
+   * where Basin's waker listens while the service is suspended (idle/).
+   */
+  parked?: readonly number[];
   /** A read replica set's service (its id): connections to it are SNATed to the service's gateway. */
   streamsFrom?: string;
   /** Ports on its hostAddress that only it (and the host) may reach… */
@@ -77,11 +110,16 @@ const byIdOrder = <T extends { id: string }>(list: readonly T[]) =>
  * table's DNAT and the local redirect (connect-redirect.ts) both use this.
  */
 export function forwardedPorts(
-  namespaces: readonly Pick<TableNamespace, 'id' | 'ports' | 'address'>[],
+  namespaces: readonly Pick<
+    TableNamespace,
+    'id' | 'ports' | 'address' | 'hostAddress' | 'parked'
+  >[],
 ): Map<number, string> {
   const ports = new Map<number, string>();
   for (const n of byIdOrder(namespaces)) {
-    for (const p of n.ports) if (!ports.has(p)) ports.set(p, n.address);
+    for (const p of n.ports) {
+      if (!ports.has(p)) ports.set(p, n.parked?.includes(p) ? n.hostAddress : n.address);
+    }
   }
   return ports;
 }
@@ -102,6 +140,9 @@ export function renderTable(spec: TableSpec): string {
     const service = n.streamsFrom === undefined ? undefined : byId.get(n.streamsFrom);
     if (service) pairs.push(`${n.address} . ${service.address}`);
   }
+  const direct = namespaces.flatMap((n) =>
+    [...new Set(n.ports)].map((p) => `"${n.veth}" . ${n.address} . ${n.hostAddress} . ${p}`),
+  );
   const reserved = namespaces.flatMap((n) => n.hostPorts.map((p) => `${n.hostAddress} . ${p}`));
   const reservedFor = namespaces.flatMap((n) => {
     const admitted = [n, ...(n.hostGuests ?? []).flatMap((g) => byId.get(g) ?? [])];
@@ -148,11 +189,30 @@ export function renderTable(spec: TableSpec): string {
     ...map,
     ...set('snat_pairs', 'ipv4_addr . ipv4_addr', pairs),
     ...set('reserved', 'ipv4_addr . inet_service', reserved),
+    ...set('direct', 'ifname . ipv4_addr . ipv4_addr . inet_service', direct),
+    ...set('forwarded', 'inet_service', [...ports.keys()].sort((a, b) => a - b).map(String)),
     ...set('reserved_for', 'ifname . ipv4_addr . ipv4_addr . inet_service', reservedFor),
+    // Every packet of the host would pass these: only while some port leads
+    // into a namespace. In: the namespace's answers (a pure SYN is its own
+    // connection), not to a port that leads into a namespace. Out: to its
+    // address and port, from a client port of the range.
+    ...(direct.length === 0
+      ? []
+      : [
+          ...chain('notrack_in', 'type filter hook prerouting priority raw; policy accept;', [
+            `tcp dport ${DIRECT_CLIENT_PORTS} tcp flags & (syn | ack) != syn iifname . ip saddr . ip daddr . tcp sport @direct tcp dport != @forwarded notrack`,
+          ]),
+          ...chain('notrack_out', 'type filter hook output priority raw; policy accept;', [
+            `tcp sport ${DIRECT_CLIENT_PORTS} oifname . ip daddr . ip saddr . tcp dport @direct notrack`,
+          ]),
+        ]),
     ...chain('prerouting', 'type nat hook prerouting priority -100; policy accept;', [dnat]),
     ...chain('output', 'type nat hook output priority -100; policy accept;', [dnat]),
     ...chain('postrouting', 'type nat hook postrouting priority 100; policy accept;', [
+      // TCP into a namespace from TRANSLATED_PORTS (see notrack_in).
+      `oifname @veths ip saddr 127.0.0.0/8 meta l4proto tcp masquerade to :${TRANSLATED_PORTS}`,
       'oifname @veths ip saddr 127.0.0.0/8 masquerade',
+      `oifname @veths ip saddr . ip daddr @snat_pairs meta l4proto tcp masquerade to :${TRANSLATED_PORTS}`,
       'oifname @veths ip saddr . ip daddr @snat_pairs masquerade',
       `ip saddr ${spec.block} oifname != ${basin} masquerade`,
     ]),

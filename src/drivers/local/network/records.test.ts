@@ -11,6 +11,8 @@ test('a record round-trips; anything malformed is no record', () => {
   assert.deepEqual(parseRecord('{"slot":0,"ports":[]}'), { slot: 0, ports: [], hostPorts: [] });
   const admitting = { slot: 2, ports: [], hostPorts: [8432], hostGuests: ['fork1'] };
   assert.deepEqual(parseRecord(JSON.stringify(admitting)), admitting);
+  const parked = { slot: 4, ports: [16001], parked: [16001], hostPorts: [] };
+  assert.deepEqual(parseRecord(JSON.stringify(parked)), parked);
   for (const bad of [
     '',
     '{"slot":',
@@ -24,6 +26,7 @@ test('a record round-trips; anything malformed is no record', () => {
     '{"slot":1,"ports":["16001"]}',
     '{"slot":1,"ports":[],"streamsFrom":"../x"}',
     '{"slot":1,"ports":[],"hostPorts":"8432"}',
+    '{"slot":1,"ports":[16001],"parked":[0]}',
     '{"slot":1,"ports":[],"hostPorts":[8432],"hostGuests":["../x"]}',
     '{"slot":1,"ports":[],"hostPorts":[8432],"hostGuests":"fork1"}',
   ]) {

@@ -14,6 +14,8 @@ export interface NetworkRecord {
   slot: number;
   /** Host ports that lead into the namespace (sorted, unique). */
   ports: number[];
+  /** Of those, the ports parked on the host side (a suspended service's waker: idle/). */
+  parked?: number[];
   /** A read replica set's service. */
   streamsFrom?: string;
   /** Ports on the namespace's hostAddress reserved for it (sorted, unique). */
@@ -77,7 +79,8 @@ export function parseRecord(text: string): NetworkRecord | undefined {
   if (!Number.isInteger(o.slot) || (o.slot as number) < 0) return undefined;
   const ports = portList(o.ports);
   const hostPorts = portList(o.hostPorts ?? []);
-  if (!ports || !hostPorts) return undefined;
+  const parked = portList(o.parked ?? []);
+  if (!ports || !hostPorts || !parked) return undefined;
   const guests = o.hostGuests;
   if (
     guests !== undefined &&
@@ -94,6 +97,7 @@ export function parseRecord(text: string): NetworkRecord | undefined {
   return {
     slot: o.slot as number,
     ports,
+    ...(parked.length === 0 ? {} : { parked }),
     ...(o.streamsFrom === undefined ? {} : { streamsFrom: o.streamsFrom }),
     hostPorts,
     ...(guests === undefined || guests.length === 0 ? {} : { hostGuests: guests as string[] }),

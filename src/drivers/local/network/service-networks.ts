@@ -39,6 +39,10 @@
 //   admitToHostPorts(id, guest, allowed)
 //                 admits another namespace to those ports (a fork's, at its
 //                 parent's repository server while it is made), or no longer.
+//   park(id, ports)
+//                 those of its ports lead to its hostAddress instead (the
+//                 same port), where Basin's waker listens while the service
+//                 is suspended (idle/); empty, they lead into it again.
 //   remove(id)    the namespace, its veth and its entries go (after its
 //                 last process: the delete of its service or set).
 //   enabled       false with --service-network off, or where the host
@@ -239,9 +243,11 @@ export class ServiceNetworks {
         if (other === id || !rec.ports.some((p) => ports.includes(p))) continue;
         await this.write(other, { ...rec, ports: rec.ports.filter((p) => !ports.includes(p)) });
       }
+      const parked = (r.parked ?? []).filter((p) => ports.includes(p));
       const next: NetworkRecord = {
         slot: r.slot,
         ports,
+        ...(parked.length === 0 ? {} : { parked }),
         ...(o.streamsFrom === undefined ? {} : { streamsFrom: o.streamsFrom }),
         hostPorts: r.hostPorts,
         ...(r.hostGuests === undefined ? {} : { hostGuests: r.hostGuests }),
@@ -249,6 +255,30 @@ export class ServiceNetworks {
       if (JSON.stringify(next) !== JSON.stringify(r)) await this.write(id, next);
       await this.apply();
     });
+  }
+
+  /**
+   * Parks exactly `ports` of `id`'s forwarded ports on its hostAddress
+   * (the same port there): while a service is suspended, its clients reach
+   * Basin's waker there, on the host's side (idle/). Empty: every port
+   * leads into the namespace again. New connections follow at once;
+   * established ones keep where they went (conntrack).
+   */
+  park(id: string, ports: readonly number[]): Promise<void> {
+    return this.serially(async () => {
+      await this.ensureNow(id);
+      const r = this.records.get(id) as NetworkRecord;
+      const parked = (portList([...ports]) ?? []).filter((p) => r.ports.includes(p));
+      const { parked: _old, ...bare } = r;
+      const next = parked.length > 0 ? { ...bare, parked } : bare;
+      if (JSON.stringify(next) !== JSON.stringify(r)) await this.write(id, next);
+      await this.apply();
+    });
+  }
+
+  /** The ids whose records park some port (idle/ re-arms or releases them at start). */
+  parkedIds(): string[] {
+    return [...this.records].filter(([, r]) => (r.parked ?? []).length > 0).map(([id]) => id);
   }
 
   /** Exactly these ports on `id`'s hostAddress are reachable from its namespace (and the host) only. */
@@ -397,6 +427,7 @@ export class ServiceNetworks {
     const namespaces = [...this.records].map(([id, r]) => ({
       ...this.describeNet(id, r),
       ports: r.ports,
+      ...(r.parked === undefined ? {} : { parked: r.parked }),
       ...(r.streamsFrom === undefined ? {} : { streamsFrom: r.streamsFrom }),
       hostPorts: r.hostPorts,
       ...(r.hostGuests === undefined ? {} : { hostGuests: r.hostGuests }),

@@ -35,12 +35,29 @@ const SERVER_DAYS = 825;
 /** …and are reissued, at the next apply, when less than this is left. */
 const RENEW_BEFORE_MS = 60 * 24 * 3600 * 1000;
 
-/** Makes the installation's CA unless it exists. Built aside and renamed into place. */
-export async function ensureCa(layout: Layout): Promise<void> {
+/**
+ * Makes the installation's CA unless it exists, or takes the one `given`
+ * (a host of several: its CA under the installation's, with the root after
+ * it in ca.crt, so that servers send the chain and verify clients against
+ * the root). Built aside and renamed into place.
+ */
+export async function ensureCa(
+  layout: Layout,
+  given?: () => Promise<{ cert: string; key: string }>,
+): Promise<void> {
   if (await exists(layout.caKey)) return;
   const staging = layout.staging(`ca-${randomBytes(4).toString('hex')}`);
   await mkdirIn(staging, 0o700);
   try {
+    if (given) {
+      const pair = await given();
+      await writeFile(join(staging, 'ca.key'), pair.key, { mode: 0o600 });
+      await writeFile(join(staging, 'ca.crt'), pair.cert);
+      await chmod(join(staging, 'ca.key'), 0o600);
+      await chmod(join(staging, 'ca.crt'), 0o644);
+      await placeCa(layout, staging);
+      return;
+    }
     const cnf = join(staging, 'ca.cnf');
     await writeFile(
       cnf,
@@ -66,14 +83,18 @@ export async function ensureCa(layout: Layout): Promise<void> {
     await rm(cnf);
     await chmod(join(staging, 'ca.key'), 0o600);
     await chmod(join(staging, 'ca.crt'), 0o644);
-    try {
-      await rename(staging, layout.caDir);
-    } catch (err) {
-      // Someone else made it first: theirs is as good as ours.
-      if (!(await exists(layout.caKey))) throw err;
-    }
+    await placeCa(layout, staging);
   } finally {
     await rm(staging, { recursive: true, force: true });
+  }
+}
+
+async function placeCa(layout: Layout, staging: string): Promise<void> {
+  try {
+    await rename(staging, layout.caDir);
+  } catch (err) {
+    // Someone else made it first: theirs is as good as ours.
+    if (!(await exists(layout.caKey))) throw err;
   }
 }
 
@@ -151,6 +172,11 @@ export async function issueServerCert(
       `subjectAltName = ${san}`,
     ],
     async ({ key, crt }) => {
+      // Under a CA that is not the root clients trust (a host of several:
+      // ca.crt is this host's CA, then the root), the server must send its
+      // CA with its certificate: clients hold only the root.
+      const chain = await issuingChain(layout);
+      if (chain) await writeFile(crt, `${(await readFile(crt, 'utf8')).trim()}\n${chain}`);
       for (const file of [key, crt]) {
         await chmod(file, 0o600);
         await chownTo(file, user);
@@ -161,6 +187,14 @@ export async function issueServerCert(
       await rename(key, join(pgdata, 'server.key'));
     },
   );
+}
+
+/** The issuing CA's certificate when ca.crt holds a chain (more than the root); otherwise none. */
+async function issuingChain(layout: Layout): Promise<string | undefined> {
+  const pems = (await readFile(layout.caCert, 'utf8')).match(
+    /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g,
+  );
+  return pems && pems.length > 1 ? `${pems[0]}\n` : undefined;
 }
 
 /** A certificate and its key for one side of a pgBackRest TLS connection. */
