@@ -16,6 +16,8 @@ import { createHostsDriver } from './drivers/hosts/hosts-driver.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
+import { leaderDriver } from './engine/leader-driver.js';
+import { Leadership, type LeadershipOptions } from './engine/leadership.js';
 import { SeriesCollector } from './engine/series-collector.js';
 import { SeriesStore } from './domain/series/series-store.js';
 import { type NetworkProvisioner, recordingProvisioner } from './engine/network-provisioner.js';
@@ -27,7 +29,7 @@ import { type Logger, silentLogger } from './lib/logger.js';
 import { BasinMetrics } from './metrics/basin-metrics.js';
 import { localDriverOptions } from './local-driver-options.js';
 import { openStore } from './open-store.js';
-import type { Store } from './store/store.js';
+import { FencedError, type Store } from './store/store.js';
 
 export interface Basin {
   app: FastifyInstance;
@@ -57,6 +59,13 @@ export interface BasinOptions {
   engine?: Partial<EngineOptions>;
   /** Builds VPC peerings (default: recordingProvisioner, which records them). */
   provisioner?: NetworkProvisioner;
+  /**
+   * With a PostgreSQL store: called (synchronously) when this Basin led and
+   * lost leadership; it has stopped acting. main.ts exits.
+   */
+  onLeadershipLost?: (reason: string) => void;
+  /** The leadership's lease and polling (tests). */
+  leadership?: LeadershipOptions;
 }
 
 export async function createBasin(config: Config, options: BasinOptions = {}): Promise<Basin> {
@@ -72,7 +81,9 @@ export async function createBasin(config: Config, options: BasinOptions = {}): P
   // keeps its own modes (the driver sets them).
   secureDataDir(config.dataDir, { ownModes: ['local'], log });
   // Held until close (or the process's end): a second Basin here is refused.
-  const lock = lockDataDir(config.dataDir);
+  // Basins that share a PostgreSQL store share the data directory too (on
+  // one host): only their leader acts in it (engine/leadership.ts).
+  const lock = config.storeUrl === null ? lockDataDir(config.dataDir) : { release() {} };
   try {
     return await assemble(config, options, { clock, logger, log, release: () => lock.release() });
   } catch (err) {
@@ -88,7 +99,12 @@ async function assemble(
 ): Promise<Basin> {
   const { clock, logger, log } = parts;
   const { store } = await openStore(config);
-  const driver = options.driver ?? createDriver(config, clock, log, store);
+  // With a PostgreSQL store, several Basins may serve: one leads
+  // (engine/leadership.ts), and what it runs writes through a store fenced
+  // by its term. Alone (SQLite), this Basin simply leads, unfenced.
+  const shared = config.storeUrl !== null;
+  const lead: { store: Store; mayAct: () => boolean } = { store, mayAct: () => !shared };
+  const driver = options.driver ?? createDriver(config, clock, log, store, lead);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
   // The engine needs the app's logger and the commands need the engine's kick.
@@ -132,32 +148,71 @@ async function assemble(
     webConsole: config.console ? webConsole(config, driver) : null,
   });
   const backups = { scheduleMs: config.backupScheduleMs, windowMs: config.pitrWindowMs };
-  const engine = new Engine(
-    { store, driver, clock, provisioner: options.provisioner ?? recordingProvisioner, backups },
-    log,
-    {
-      reconcileIntervalMs: config.reconcileIntervalMs,
-      slots: config.engineSlots,
-      projectSlots: config.engineProjectSlots,
-      drainTimeoutMs: config.drainTimeoutMs,
-      operationTimeoutMs: config.operationTimeoutMs,
-      retry: { maxAttempts: config.operationMaxAttempts, maxWaitMs: config.operationMaxWaitMs },
-      observer: metrics.operationObserver,
-      ...options.engine,
-    },
-  );
-  engineRef.current = engine;
+  const makeEngine = (engineStore: Store, engineDriver: Driver) =>
+    new Engine(
+      {
+        store: engineStore,
+        driver: engineDriver,
+        clock,
+        provisioner: options.provisioner ?? recordingProvisioner,
+        backups,
+      },
+      log,
+      {
+        reconcileIntervalMs: config.reconcileIntervalMs,
+        slots: config.engineSlots,
+        projectSlots: config.engineProjectSlots,
+        drainTimeoutMs: config.drainTimeoutMs,
+        operationTimeoutMs: config.operationTimeoutMs,
+        retry: { maxAttempts: config.operationMaxAttempts, maxWaitMs: config.operationMaxWaitMs },
+        observer: metrics.operationObserver,
+        // Every other lease holder is an engine of an earlier term, fenced
+        // now: its work resumes here at once (docs/decisions.md).
+        ...(shared ? { isDeadWorker: () => true } : {}),
+        ...options.engine,
+      },
+    );
   const collector = new SeriesCollector(
     { store, driver, series, clock, log },
     config.seriesIntervalMs,
   );
-  await driver.start();
-  await engine.start();
-  collector.start();
+  let engine = makeEngine(store, driver);
+  const startLeading = async () => {
+    await driver.start();
+    await engine.start();
+    collector.start();
+  };
+  const leadership = shared
+    ? followTheLeader(store, log, {
+        async lead(term, mayAct, fenced) {
+          lead.mayAct = mayAct;
+          lead.store = fenced;
+          engine = makeEngine(fenced, leaderDriver(driver, mayAct));
+          engineRef.current = engine;
+          // Any process may queue an operation: its NOTIFY wakes this engine.
+          store.watchQueue?.(() => engine.kick());
+          await startLeading();
+          log.info({ term }, 'leader: driver, engine and reconciler started');
+        },
+        lost(reason) {
+          // It takes no more work (what runs is refused by the guard and
+          // the fence); the driver's databases and files are left as they
+          // are, for the new leader. main.ts exits.
+          void engine.close();
+          options.onLeadershipLost?.(reason);
+        },
+        ...(options.leadership ? { options: options.leadership } : {}),
+      })
+    : undefined;
+  engineRef.current = engine;
+  if (leadership) leadership.start();
+  else await startLeading();
 
   return {
     app,
-    engine,
+    get engine() {
+      return engine;
+    },
     store,
     driver,
     metrics,
@@ -169,10 +224,48 @@ async function assemble(
       await app.close();
       await engine.close();
       await driver.close();
+      await leadership?.close();
       store.close();
       parts.release();
     },
   };
+}
+
+/**
+ * The leadership of a shared store (engine/leadership.ts): `lead` gets the
+ * guard and the store fenced by the term, whose FencedError (a write of a
+ * deposed leader) loses leadership at once; `lost` is told either way.
+ */
+function followTheLeader(
+  store: Store,
+  log: Logger,
+  role: {
+    lead(term: number, mayAct: () => boolean, fenced: Store): Promise<void>;
+    lost(reason: string): void;
+    options?: LeadershipOptions;
+  },
+): Leadership {
+  const leadership: Leadership = new Leadership(
+    store.leadership,
+    {
+      lead: (term) => {
+        const fenced = store.fenced(term);
+        const guarded: Store = {
+          ...fenced,
+          transaction: (fn) =>
+            fenced.transaction(fn).catch((err: unknown) => {
+              if (err instanceof FencedError) leadership.fenced(err.term, err.current);
+              throw err;
+            }),
+        };
+        return role.lead(term, () => leadership.mayAct(), guarded);
+      },
+      lost: (_term, reason) => role.lost(reason),
+    },
+    log,
+    role.options ?? {},
+  );
+  return leadership;
 }
 
 /**
@@ -198,7 +291,13 @@ function isLogger(l: PinoLogger | LoggerOptions): l is PinoLogger {
   return typeof (l as PinoLogger).child === 'function';
 }
 
-function createDriver(config: Config, clock: Clock, log: Logger, store: Store): Driver {
+function createDriver(
+  config: Config,
+  clock: Clock,
+  log: Logger,
+  store: Store,
+  lead: { store: Store; mayAct: () => boolean },
+): Driver {
   switch (config.driver) {
     case 'sim':
       return createSimDriver({ delayMs: config.simDelayMs, clock });
@@ -207,19 +306,24 @@ function createDriver(config: Config, clock: Clock, log: Logger, store: Store): 
         localDriverOptions(config, {
           // The high-water mark of service uids lives in the store, so that
           // no uid is given twice, across restarts too (docs/security.md).
+          // (The leader's store, fenced by its term, when several Basins share it.)
           allocateUid: () =>
-            store.transaction((tx) => tx.counters.next('service-uid', config.serviceUidRange.min)),
+            lead.store.transaction((tx) =>
+              tx.counters.next('service-uid', config.serviceUidRange.min),
+            ),
+          mayAct: () => lead.mayAct(),
           log,
         }),
       );
     case 'hosts':
+      // Placements are the leader's writes (its engine places services): fenced too.
       return createHostsDriver({
         hosts: () => store.hosts.list(),
         placements: {
           list: () => store.placements.list(),
           get: (id) => store.placements.get(id),
-          put: (p) => store.transaction((tx) => tx.placements.put(p)),
-          remove: (id) => store.transaction((tx) => tx.placements.remove(id)),
+          put: (p) => lead.store.transaction((tx) => tx.placements.put(p)),
+          remove: (id) => lead.store.transaction((tx) => tx.placements.remove(id)),
         },
         identity: async () => {
           const ca = await installationCa(store);

@@ -8,7 +8,10 @@ import type { Logger } from './lib/logger.js';
 
 export function localDriverOptions(
   config: Config,
-  parts: Pick<LocalDriverOptions, 'allocateUid' | 'ca'> & { log: Logger; publicHost?: string },
+  parts: Pick<LocalDriverOptions, 'allocateUid' | 'ca' | 'mayAct'> & {
+    log: Logger;
+    publicHost?: string;
+  },
 ): LocalDriverOptions {
   return {
     dataDir: config.dataDir,
@@ -16,6 +19,7 @@ export function localDriverOptions(
     serviceUidRange: config.serviceUidRange,
     ...(parts.allocateUid ? { allocateUid: parts.allocateUid } : {}),
     ...(parts.ca ? { ca: parts.ca } : {}),
+    ...(parts.mayAct ? { mayAct: parts.mayAct } : {}),
     privateTmp: config.servicePrivateTmp,
     privateTmpMb: config.serviceTmpSizeMb,
     ...(config.sharedMemoryMb === null ? {} : { sharedMemoryMb: config.sharedMemoryMb }),

@@ -13,6 +13,9 @@ import { listenForHosts } from './hosts/host-listener.js';
 import { systemClock } from './lib/clock.js';
 import { listenMetrics } from './metrics/listener.js';
 
+/** The exit status of a leader that lost leadership (a supervisor starts it again). */
+const LEADERSHIP_LOST = 3;
+
 /** Set once the logger exists; flushed when Basin stops. */
 let serverLog: ServerLog | undefined;
 
@@ -38,7 +41,21 @@ async function main(): Promise<void> {
   // one access line per request at `info`, the engine's and drivers' lines.
   serverLog = createServerLog({ level: config.logLevel });
   exitOnFatalErrors(serverLog);
-  const basin = await createBasin(config, { https, logger: serverLog.logger });
+  const basin = await createBasin(config, {
+    https,
+    logger: serverLog.logger,
+    // A leader of several Basins that lost leadership stops at once: its
+    // engine may be mid-way through work that the new leader now owns.
+    // Started again (a supervisor), it is a follower (docs/decisions.md).
+    onLeadershipLost: (reason) => {
+      serverLog?.logger.error(
+        { reason },
+        'stepping down: this Basin no longer leads; exiting so that it starts again as a follower',
+      );
+      serverLog?.flushSync();
+      process.exit(LEADERSHIP_LOST);
+    },
+  });
   const log = serverLog.logger;
 
   if (basin.bootstrapped) {

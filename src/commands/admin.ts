@@ -80,6 +80,26 @@ export async function issueCredential(
   name: string,
   bearerKey = `bsn_${randomToken(40)}`,
 ): Promise<IssuedCredential> {
+  const { issued, cred } = newCredential(clock, owner, name, bearerKey);
+  await store.transaction(async (tx) => {
+    if ('projectId' in owner && !(await tx.projects.get(owner.projectId)))
+      throw notFound(`Project ${owner.projectId} not found.`);
+    if ('userId' in owner && !(await tx.users.get(owner.userId)))
+      throw notFound(`User ${owner.userId} not found.`);
+    if (await tx.credentials.findByBearerHash(cred.bearerHash))
+      throw invalid('That bearer key is in use already.');
+    await tx.credentials.insert(cred);
+  });
+  return issued;
+}
+
+/** A credential's secrets (shown once) and what is stored of it (their hashes). */
+function newCredential(
+  clock: Clock,
+  owner: { projectId: string } | { userId: string },
+  name: string,
+  bearerKey: string,
+): { issued: IssuedCredential; cred: Credential } {
   const issued: IssuedCredential = {
     id: resourceId(),
     bearerKey,
@@ -98,16 +118,7 @@ export async function issueCredential(
     createdAt: iso(clock()),
     revokedAt: null,
   };
-  await store.transaction(async (tx) => {
-    if ('projectId' in owner && !(await tx.projects.get(owner.projectId)))
-      throw notFound(`Project ${owner.projectId} not found.`);
-    if ('userId' in owner && !(await tx.users.get(owner.userId)))
-      throw notFound(`User ${owner.userId} not found.`);
-    if (await tx.credentials.findByBearerHash(cred.bearerHash))
-      throw invalid('That bearer key is in use already.');
-    await tx.credentials.insert(cred);
-  });
-  return issued;
+  return { issued, cred };
 }
 
 export async function revokeCredential(store: Store, clock: Clock, id: string): Promise<void> {
@@ -126,13 +137,20 @@ export async function bootstrap(
   bearerKey: string | null,
 ): Promise<{ project: Project; credential: IssuedCredential } | undefined> {
   if ((await store.projects.count()) > 0) return undefined;
-  const project = await createProject(store, clock, 'default');
-  const credential = await issueCredential(
-    store,
+  const project: Project = { id: resourceId(), name: 'default', createdAt: iso(clock()) };
+  const { issued, cred } = newCredential(
     clock,
     { projectId: project.id },
     'bootstrap',
-    bearerKey ?? undefined,
+    bearerKey ?? `bsn_${randomToken(40)}`,
   );
-  return { project, credential };
+  // Checked again in the transaction: Basins sharing a store may start
+  // together, and only one bootstraps it.
+  const made = await store.transaction(async (tx) => {
+    if ((await tx.projects.count()) > 0) return false;
+    await tx.projects.insert(project);
+    await tx.credentials.insert(cred);
+    return true;
+  });
+  return made ? { project, credential: issued } : undefined;
 }

@@ -426,6 +426,51 @@ export interface ReadView {
   };
 }
 
+/** The leadership lease as it stands (src/leader/leadership.ts). */
+export interface Lease {
+  term: number;
+  holder: string | null;
+  /** How long it still holds, by the store's clock (negative: expired). */
+  remainingMs: number;
+}
+
+/**
+ * The one row that says which of the Basin processes sharing a store leads
+ * (runs the engine). Every time is the store's clock, never a process's:
+ * processes may disagree on the time, the store is one. Each call is a
+ * statement of its own, outside `transaction`, and atomic.
+ */
+export interface LeadershipRepo {
+  /**
+   * Takes the lease for `holder` when nobody holds it or it expired: the
+   * next term (one more than the last), or undefined when another holds it.
+   */
+  acquire(holder: string, leaseMs: number): Promise<number | undefined>;
+  /** Extends the lease of `term` to `leaseMs` from now; false when `term` no longer holds it. */
+  renew(term: number, leaseMs: number): Promise<boolean>;
+  /** Ends the lease of `term` now (a clean shutdown): the next candidate takes it at once. */
+  release(term: number): Promise<void>;
+  /** The lease; undefined before anyone took it. */
+  current(): Promise<Lease | undefined>;
+}
+
+/**
+ * A write refused because the writer's leadership term is not the store's
+ * any more (Store.fenced): another process leads now. Nothing of the
+ * transaction was committed.
+ */
+export class FencedError extends Error {
+  constructor(
+    readonly term: number,
+    readonly current: number | undefined,
+  ) {
+    super(
+      `this process's leadership (term ${term}) has ended: term ${current ?? 'none'} leads now; the write was refused`,
+    );
+    this.name = 'FencedError';
+  }
+}
+
 /**
  * The store. Outside `transaction` it is read-only, and typed so
  * (ReadRepos): what may be written is written in a transaction
@@ -455,5 +500,20 @@ export interface Store extends ReadRepos {
    * all. `fn` must only call the store (no other I/O) so transactions stay short.
    */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /** The leadership lease of the processes that share this store. */
+  leadership: LeadershipRepo;
+  /**
+   * This store for the leader of `term`: its transactions first read the
+   * lease's term, after the write lock, and throw FencedError (rolling back)
+   * when it is another, so a deposed leader can write nothing. Reads are
+   * the store's own.
+   */
+  fenced(term: number): Store;
+  /**
+   * Calls `on` soon after any process queues an operation (the PostgreSQL
+   * store: a NOTIFY on commit), so the leader's engine runs it at once;
+   * a store only this process writes has no need of it.
+   */
+  watchQueue?(on: () => void): void;
   close(): void;
 }

@@ -20,6 +20,7 @@ import type { Host } from '../../src/domain/hosts.js';
 import type { Peering, ReplicaSet, Service, Vpc } from '../../src/domain/types.js';
 import {
   EVENTS_KEPT_PER_RESOURCE,
+  FencedError,
   type NewEvent,
   type Operation,
   type Repos,
@@ -579,6 +580,89 @@ export function storeContract(name: string, subject: StoreSubject): void {
     await store.transaction((tx) => tx.backups.deleteForService('s1'));
     assert.deepEqual(await labels('s1'), []);
     assert.deepEqual(await labels('s2'), ['20300101-000000F']);
+  });
+
+  test(`${name}: the queue takes times with a fraction of a millisecond (a wait of 12.5 ms)`, async (t) => {
+    const store = await open(t);
+    const op = await enqueue(store, serviceConverge(svc('s1')), 1000.4);
+    const [claimed] = await claim(store, 'w1', 1000.6);
+    assert.equal(claimed?.id, op.id);
+    await store.transaction((tx) => tx.operations.renew('w1', 1001.5, 5000.25));
+    const released = await store.transaction((tx) =>
+      tx.operations.release(op.id, 'w1', {
+        now: 1002.7,
+        runAfter: 1015.2,
+        error: null,
+        attempts: 0,
+        waits: 1,
+        waitingSince: 1002.7,
+      }),
+    );
+    assert.equal(released, true);
+    assert.deepEqual(ids(await claim(store, 'w1', 1010.1)), []);
+    assert.deepEqual(ids(await claim(store, 'w1', 1020.9)), [op.id]);
+    await store.transaction((tx) =>
+      tx.events.add({
+        resourceKind: 'service',
+        resourceId: 's1',
+        node: null,
+        at: 1030.5,
+        severity: 'LOG',
+        message: 'm',
+      }),
+    );
+  });
+
+  test(`${name}: leadership: one holder at a time, a new term once the lease expired or was released`, async (t) => {
+    const store = await open(t);
+    assert.equal(await store.leadership.current(), undefined);
+    assert.equal(await store.leadership.acquire('a', 60_000), 1);
+    // Held: nobody else takes it, not even its holder again.
+    assert.equal(await store.leadership.acquire('b', 60_000), undefined);
+    assert.equal(await store.leadership.acquire('a', 60_000), undefined);
+    const held = await store.leadership.current();
+    assert.equal(held?.term, 1);
+    assert.equal(held?.holder, 'a');
+    assert.ok(held && held.remainingMs > 50_000 && held.remainingMs <= 60_000);
+    assert.equal(await store.leadership.renew(1, 60_000), true);
+    // Released at a clean shutdown: the next candidate takes it at once.
+    await store.leadership.release(1);
+    assert.equal(await store.leadership.acquire('b', 100), 2);
+    assert.equal(await store.leadership.renew(1, 60_000), false, 'an old term renews nothing');
+    await store.leadership.release(1); // an old term releases nothing either
+    assert.equal(await store.leadership.acquire('c', 60_000), undefined);
+    // Expired (by the store's clock): taken, with the next term.
+    await new Promise((r) => setTimeout(r, 250));
+    assert.equal(await store.leadership.acquire('c', 60_000), 3);
+    assert.equal((await store.leadership.current())?.holder, 'c');
+  });
+
+  test(`${name}: fencing: a transaction of an older term is refused and rolls back`, async (t) => {
+    const store = await open(t);
+    await assert.rejects(
+      store.fenced(1).transaction((tx) => tx.vpcs.insert(vpc('f0'))),
+      (err: unknown) => err instanceof FencedError && err.current === undefined,
+    );
+    assert.equal(await store.leadership.acquire('a', 100), 1);
+    await store.fenced(1).transaction((tx) => tx.vpcs.insert(vpc('f1')));
+    assert.equal((await store.vpcs.get('f1'))?.id, 'f1');
+    await new Promise((r) => setTimeout(r, 250));
+    assert.equal(await store.leadership.acquire('b', 60_000), 2);
+    let ran = false;
+    await assert.rejects(
+      store.fenced(1).transaction(async (tx) => {
+        ran = true;
+        await tx.vpcs.insert(vpc('f2'));
+      }),
+      (err: unknown) => err instanceof FencedError && err.term === 1 && err.current === 2,
+    );
+    assert.equal(ran, false, 'refused before its first write');
+    assert.equal(await store.vpcs.get('f2'), undefined);
+    // The current term writes; unfenced transactions (the API's) are not affected.
+    await store.fenced(2).transaction((tx) => tx.vpcs.insert(vpc('f3')));
+    await store.transaction((tx) => tx.vpcs.insert(vpc('f4')));
+    assert.equal((await store.vpcs.get('f3'))?.id, 'f3');
+    assert.equal((await store.vpcs.get('f4'))?.id, 'f4');
   });
 
   test(`${name}: hosts: one per name, heartbeats recorded, removed for good; tokens join once; secrets first writer wins; placements replaced`, async (t) => {

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { after, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppError } from '../../src/domain/errors.js';
-import type { Credential } from '../../src/domain/types.js';
+import { serviceDelete } from '../../src/domain/operations.js';
+import type { Credential, Service } from '../../src/domain/types.js';
 import { PG_MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/pg-store.js';
 import { type StorePostgres, startStorePostgres } from '../store-postgres.js';
@@ -181,6 +182,67 @@ test('postgres: a store that cannot be reached is UNAVAILABLE, and says where', 
   });
   await (await pgc()).sql(`ALTER DATABASE ${db} ALLOW_CONNECTIONS true`);
   assert.equal(await store.projects.count(), 0);
+});
+
+test('postgres: an operation queued through one store object wakes another’s queue watch (the leader’s engine)', async (t) => {
+  const url = await freshUrl();
+  const leader = await openAt(t, url);
+  const follower = await openAt(t, url);
+  let woken = 0;
+  leader.watchQueue?.(() => woken++);
+  await follower.transaction((tx) =>
+    tx.vpcs.insert({
+      id: 'v',
+      projectId: 'p1',
+      name: 'v',
+      cidr: '10.0.0.0/16',
+      regionCode: 'us-east-1',
+      createdAt: new Date(0).toISOString(),
+      version: 1,
+    }),
+  );
+  await sleep(300);
+  assert.equal(woken, 0, 'other writes wake nothing');
+  await follower.transaction((tx) =>
+    tx.operations.enqueue(serviceDelete({ id: 's1', projectId: 'p1' } as Service), 0),
+  );
+  await waitFor(() => woken === 1);
+});
+
+test('postgres: a transaction paused while it holds the write lock is ended after 3 s, and the others go on', async (t) => {
+  const url = await freshUrl();
+  const a = await openAt(t, url);
+  const b = await openAt(t, url);
+  let resume!: () => void;
+  const paused = new Promise<void>((r) => (resume = r));
+  let holding!: () => void;
+  const held = new Promise<void>((r) => (holding = r));
+  const stuck = a.transaction(async (tx) => {
+    await tx.vpcs.insert({
+      id: 'stuck',
+      projectId: 'p1',
+      name: 'v',
+      cidr: '10.0.0.0/16',
+      regionCode: 'us-east-1',
+      createdAt: new Date(0).toISOString(),
+      version: 1,
+    });
+    holding();
+    await paused;
+    await tx.vpcs.get('stuck');
+  });
+  stuck.catch(() => undefined);
+  await held;
+  const since = Date.now();
+  // b's transaction waits for the lock, then gets it once a's session is ended.
+  await b.transaction((tx) =>
+    tx.projects.insert({ id: 'p1', name: 'one', createdAt: new Date(0).toISOString() }),
+  );
+  assert.ok(Date.now() - since >= 2_500, 'b waited for the lock');
+  resume();
+  await assert.rejects(stuck);
+  assert.equal(await b.vpcs.get('stuck'), undefined);
+  assert.equal((await b.projects.get('p1'))?.id, 'p1');
 });
 
 async function waitFor(ok: () => boolean): Promise<void> {

@@ -177,6 +177,15 @@ export interface LocalDriverOptions {
   adminBounds?: Partial<AdminBounds>;
   /** How nodes that keep dying are restarted (default DEFAULT_RESTARTS: restarts.ts). */
   restarts?: Partial<RestartPolicy>;
+  /**
+   * Whether this process may still act on the host: asked by the driver's
+   * own supervisors (the primaries' watch, HAProxy's restart, the storage
+   * stop, the poolers' login guard, idle services' suspend and wake) before
+   * they act. A leader of several Basin processes answers
+   * false once its lease may have lapsed (src/engine/leadership.ts);
+   * default: always.
+   */
+  mayAct?: () => boolean;
 }
 
 /** What LocalDriver.start learnt of the host (checkHost). */
@@ -235,9 +244,14 @@ export class LocalDriver implements Driver {
     (id, event) => {
       for (const l of this.downListeners) l(id, event);
     },
+    () => this.mayAct(),
   );
   /** The poolers' failed logins, per client address (pooler-watch.ts). */
-  private readonly poolerWatch = new PoolerWatch(() => this.context());
+  private readonly poolerWatch = new PoolerWatch(
+    () => this.context(),
+    undefined,
+    () => this.mayAct(),
+  );
   /** Idle services that suspend and wake on connect (idle/). */
   private readonly idle: IdleServices;
 
@@ -246,7 +260,13 @@ export class LocalDriver implements Driver {
     this.sampler = new MetricsSampler({ intervalMs: options.metricsIntervalMs ?? 5_000 });
     this.idle = new IdleServices({
       ctx: () => this.context(),
-      applyNow: (spec) => this.applyNow(spec),
+      // Suspending and waking act on the host: a deposed leader does neither.
+      applyNow: (spec) =>
+        this.mayAct()
+          ? this.applyNow(spec)
+          : Promise.reject(
+              new DriverError('This Basin process may not act now: it does not lead.', true),
+            ),
       note: (id, note) => {
         for (const l of this.noteListeners) l({ kind: 'service', id }, note);
       },
@@ -556,6 +576,7 @@ export class LocalDriver implements Driver {
    * stopped (storage/node-storage.ts).
    */
   private async stopForStorage(target: Target, nodes: readonly number[]): Promise<void> {
+    if (!this.mayAct()) return;
     const ctx = this.context();
     // The writer first, every millisecond is disk: before anything is
     // awaited, every process in its cgroups (its nodes', its pooler's and
@@ -934,7 +955,9 @@ export class LocalDriver implements Driver {
    */
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
     const node = query.node ?? 0;
-    const { layout } = this.context();
+    // A driver that was not started (a follower of several Basin
+    // processes) reads the same files: the layout is all it needs.
+    const layout = this.ctx?.layout ?? new Layout(resolve(this.options.dataDir));
     const ref = { id: target.id, node };
     // No data directory: no logs either, and -1 is nobody.
     const owner = (await lstat(layout.pgdata(ref)).catch(() => undefined))?.uid ?? -1;
@@ -1009,6 +1032,10 @@ export class LocalDriver implements Driver {
       nodes: spec.nodePorts.map((_, i) => i),
       grows: this.allowancePolicy.kind === 'perMemoryGb',
     });
+  }
+
+  private mayAct(): boolean {
+    return this.options.mayAct?.() ?? true;
   }
 
   private get allowancePolicy(): AllowancePolicy {

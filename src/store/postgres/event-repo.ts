@@ -6,7 +6,7 @@ import {
   type ResourceKind,
   type StoredEvent,
 } from '../store.js';
-import { type PgContext, rows } from './queryable.js';
+import { ms, type PgContext, rows } from './queryable.js';
 
 /**
  * Basin's own log entries, per resource (sqlite/event-repo.ts). Search terms
@@ -21,7 +21,7 @@ export class PgEventRepo implements EventRepo {
     await this.ctx.db.query(
       `INSERT INTO events (resource_kind, resource_id, node, at, severity, message)
        VALUES ($1, $2, $3, $4, $5, $6)`,
-      [e.resourceKind, e.resourceId, e.node, e.at, e.severity, e.message],
+      [e.resourceKind, e.resourceId, e.node, ms(e.at), e.severity, e.message],
     );
     await this.ctx.db.query(
       `DELETE FROM events WHERE resource_kind = $1 AND resource_id = $2 AND id NOT IN (

@@ -179,6 +179,15 @@ export const PG_MIGRATIONS: readonly string[] = [
     memory_mb INTEGER NOT NULL
   );
   `,
+  // 8: the leadership lease (leadership-repo.ts); times from the store's clock.
+  `
+  CREATE TABLE leadership (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    term BIGINT NOT NULL,
+    holder TEXT,
+    expires_at BIGINT NOT NULL
+  );
+  `,
 ];
 
 /** The tables the read view mirrors (read-mirror.ts): a commit that changes one notifies. */
@@ -192,6 +201,12 @@ export type MirroredTable = (typeof MIRRORED_TABLES)[number];
 
 /** The channel of those notifications; the payload is the table's name. */
 export const CHANGE_CHANNEL = 'basin_store_changed';
+
+/**
+ * The channel that says an operation was queued (any process, on commit):
+ * the leader's engine runs it at once rather than at its next poll.
+ */
+export const QUEUE_CHANNEL = 'basin_operation_queued';
 
 /**
  * Not a numbered migration: made again at every start (CREATE OR REPLACE),
@@ -211,4 +226,11 @@ export const CHANGE_TRIGGERS = `
   CREATE OR REPLACE TRIGGER ${t}_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON ${t}
     FOR EACH STATEMENT EXECUTE FUNCTION basin_store_changed();`,
   ).join('')}
+  CREATE OR REPLACE FUNCTION basin_operation_queued() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    PERFORM pg_notify('${QUEUE_CHANNEL}', '');
+    RETURN NULL;
+  END $$;
+  CREATE OR REPLACE TRIGGER operations_queued AFTER INSERT ON operations
+    FOR EACH STATEMENT EXECUTE FUNCTION basin_operation_queued();
 `;

@@ -8,7 +8,7 @@ import type {
   ResourceKind,
 } from '../store.js';
 import { isConverge } from '../../domain/operations.js';
-import { changes, iso, type PgContext, rows } from './queryable.js';
+import { changes, iso, ms, type PgContext, rows } from './queryable.js';
 import { readOperation } from '../read-operation.js';
 
 /**
@@ -26,7 +26,8 @@ export class PgOperationRepo implements OperationRepo {
     return this.ctx.db;
   }
 
-  async enqueue(op: NewOperation, now: number): Promise<Operation> {
+  async enqueue(op: NewOperation, at: number): Promise<Operation> {
+    const now = ms(at);
     if (isConverge(op.kind)) {
       await this.db.query(
         `UPDATE operations SET state = 'cancelled', updated_at = $1
@@ -52,7 +53,8 @@ export class PgOperationRepo implements OperationRepo {
     return (await this.get(row?.id as number)) as Operation;
   }
 
-  async claim(worker: string, now: number, limits: ClaimLimits): Promise<Operation[]> {
+  async claim(worker: string, at: number, limits: ClaimLimits): Promise<Operation[]> {
+    const now = ms(at);
     // As in SQLite: the oldest pending operation of its resource, due, not
     // leased (or its lease ran out, and it is not this worker's), at most
     // `perProject` of this worker's leases per project.
@@ -77,7 +79,7 @@ export class PgOperationRepo implements OperationRepo {
        ORDER BY r.run_after, r.id LIMIT $4`,
       [worker, now, limits.perProject, limits.limit],
     );
-    const expires = now + limits.leaseMs;
+    const expires = ms(now + limits.leaseMs);
     const claimed: Operation[] = [];
     for (const row of found) {
       const read = readOperation(row);
@@ -102,7 +104,7 @@ export class PgOperationRepo implements OperationRepo {
   async renew(worker: string, now: number, leaseMs: number): Promise<void> {
     await this.db.query(
       `UPDATE operations SET lease_expires_at = $1 WHERE locked_by = $2 AND state = 'pending'`,
-      [now + leaseMs, worker],
+      [ms(now + leaseMs), worker],
     );
   }
 
@@ -113,11 +115,11 @@ export class PgOperationRepo implements OperationRepo {
          attempts = $3, waits = coalesce($4, waits), waiting_since = coalesce($5, waiting_since),
          updated_at = $6 WHERE id = $7 AND locked_by = $8 AND state = 'pending'`,
       [
-        at.runAfter,
+        ms(at.runAfter),
         at.error,
         at.attempts,
         at.waits ?? null,
-        at.waitingSince ?? null,
+        at.waitingSince === undefined ? null : ms(at.waitingSince),
         iso(at.now),
         id,
         worker,

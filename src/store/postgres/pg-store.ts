@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { AppError } from '../../domain/errors.js';
-import type { Repos, Store, Tx } from '../store.js';
+import { FencedError, type Repos, type Store, type Tx } from '../store.js';
+import { pgLeadership } from './leadership-repo.js';
 import { CHANGE_TRIGGERS, PG_MIGRATIONS, type MirroredTable } from './migrations.js';
 import { ReadMirror } from './read-mirror.js';
 import { createPgRepos } from './repos.js';
@@ -8,6 +9,9 @@ import { createPgRepos } from './repos.js';
 /** pg_advisory_lock keys (any two bigints Basin alone uses): migrating; writing. */
 const MIGRATION_LOCK = 0x62617369_6e000001n;
 const WRITE_LOCK = 0x62617369_6e000002n;
+
+/** See the writer pool, openPostgresStore. */
+const IDLE_IN_TRANSACTION_MS = 3_000;
 
 /** BIGINT columns (epoch ms, ids) come back as numbers: they stay below 2^53. */
 const INT8_OID = 20;
@@ -41,7 +45,17 @@ export interface PostgresStore extends Store {
  */
 export async function openPostgresStore(url: string): Promise<PostgresStore> {
   const where = describe(url);
-  const writer = new pg.Pool({ connectionString: url, types, max: 4 });
+  // A writer paused mid-transaction (SIGSTOP) holds the write lock, and so
+  // stops every process's writes and the next leader's taking over: its
+  // session is ended after as long as a leadership lease (3 s,
+  // engine/leadership.ts), by when it would have lost that lease anyway.
+  // Transactions only call the store, so none is idle that long otherwise.
+  const writer = new pg.Pool({
+    connectionString: url,
+    types,
+    max: 4,
+    options: `-c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_MS}`,
+  });
   const reader = new pg.Pool({
     connectionString: url,
     types,
@@ -68,13 +82,26 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
   const readRepos = refuseWrites(createPgRepos({ db: reader, touched: () => undefined }), where);
   let queue: Promise<unknown> = Promise.resolve();
 
-  const run = async <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
+  /** `term`: a fenced transaction's (Store.fenced), checked under the write lock. */
+  const run = async <T>(fn: (tx: Tx) => Promise<T>, term?: number): Promise<T> => {
     const client = await writer.connect();
     const touched = new Set<MirroredTable>();
     let broken = false;
+    // The server may end the session while it is checked out (the idle in
+    // transaction timeout above, a restart): the query fails, and the event
+    // must not go unheard (it would end the process).
+    const lost = () => (broken = true);
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       await client.query('SELECT pg_advisory_xact_lock($1)', [WRITE_LOCK]);
+      if (term !== undefined) {
+        const found = await client.query<{ term: number }>(
+          'SELECT term FROM leadership WHERE id = 1',
+        );
+        const current = found.rows[0]?.term;
+        if (current !== term) throw new FencedError(term, current);
+      }
       const result = await fn(createPgRepos({ db: client, touched: (t) => touched.add(t) }));
       await client.query('COMMIT');
       return result;
@@ -83,6 +110,7 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
       touched.clear(); // rolled back: nothing to reload
       throw err;
     } finally {
+      client.off('error', lost);
       client.release(broken);
       // Our commit is in the read view before the caller goes on. A reload
       // that fails leaves the view stale until a retry (read-mirror.ts).
@@ -90,8 +118,8 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
     }
   };
 
-  const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
-    const guarded = () => unavailableIfUnreachable(where, () => run(fn));
+  const serial = <T>(fn: (tx: Tx) => Promise<T>, term?: number): Promise<T> => {
+    const guarded = () => unavailableIfUnreachable(where, () => run(fn, term));
     const next = queue.then(guarded, guarded);
     queue = next.catch(() => undefined);
     return next;
@@ -101,13 +129,31 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
     await view.close();
     await Promise.all([writer.end(), reader.end()]);
   };
-  return {
+  const leadership = pgLeadership(writer, WRITE_LOCK);
+  const store: PostgresStore = {
     ...readRepos,
-    transaction,
+    transaction: (fn) => serial(fn),
     readView: () => view.view,
+    leadership: guardAll(leadership, where),
+    fenced: (term) => ({ ...store, transaction: (fn) => serial(fn, term) }),
+    watchQueue: (on) => view.onQueued(on),
     close: () => void end().catch(() => undefined),
     end,
   };
+  return store;
+}
+
+/** The lease's calls, with an unreachable store a 503 as everywhere else. */
+function guardAll<T extends object>(repo: T, where: string): T {
+  return Object.fromEntries(
+    Object.entries(repo).map(([k, f]) => [
+      k,
+      (...args: unknown[]) =>
+        unavailableIfUnreachable(where, () =>
+          (f as (...a: unknown[]) => Promise<unknown>)(...args),
+        ),
+    ]),
+  ) as T;
 }
 
 async function migrate(pool: pg.Pool): Promise<void> {

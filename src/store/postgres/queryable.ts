@@ -13,6 +13,13 @@ export interface PgContext {
 
 export const iso = (ms: number) => new Date(ms).toISOString();
 
+/**
+ * Epoch milliseconds as a BIGINT takes them: whole. A caller's time may
+ * have a fraction (a wait of 12.5 ms added to now), which SQLite keeps and
+ * PostgreSQL refuses (22P02).
+ */
+export const ms = (n: number) => Math.round(n);
+
 /** The rows of a query, typed loosely: each repository reads its own columns. */
 export async function rows(
   db: Queryable,

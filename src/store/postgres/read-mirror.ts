@@ -29,7 +29,12 @@ import pg from 'pg';
 import { deepFreeze } from '../../lib/freeze.js';
 import type { Credential, ReplicaSet, Service } from '../../domain/types.js';
 import type { ReadView } from '../store.js';
-import { CHANGE_CHANNEL, MIRRORED_TABLES, type MirroredTable } from './migrations.js';
+import {
+  CHANGE_CHANNEL,
+  MIRRORED_TABLES,
+  type MirroredTable,
+  QUEUE_CHANNEL,
+} from './migrations.js';
 import { BY_TIME, C, type Queryable, rows } from './queryable.js';
 import { toCredential } from './repos.js';
 
@@ -59,6 +64,7 @@ export class ReadMirror {
   private readonly lanes = new Map<MirroredTable, Lane>();
   private listener: pg.Client | undefined;
   private closed = false;
+  private readonly queued: (() => void)[] = [];
 
   private constructor(
     private readonly db: Queryable,
@@ -131,6 +137,15 @@ export class ReadMirror {
     return next;
   }
 
+  /**
+   * Calls `on` when any process queued an operation (QUEUE_CHANNEL), on
+   * this listening connection; and once it listens again after losing it
+   * (a notification may have been lost meanwhile).
+   */
+  onQueued(on: () => void): void {
+    this.queued.push(on);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const listener = this.listener;
@@ -148,6 +163,10 @@ export class ReadMirror {
   private async listen(): Promise<void> {
     const client = this.connect();
     client.on('notification', (msg) => {
+      if (msg.channel === QUEUE_CHANNEL) {
+        for (const on of this.queued) on();
+        return;
+      }
       const table = MIRRORED_TABLES.find((t) => t === msg.payload);
       if (table && !this.closed) this.refresh(table).catch(() => undefined);
     });
@@ -162,7 +181,7 @@ export class ReadMirror {
     this.listener = client;
     try {
       await client.connect();
-      await client.query(`LISTEN ${CHANGE_CHANNEL}`);
+      await client.query(`LISTEN ${CHANGE_CHANNEL}; LISTEN ${QUEUE_CHANNEL}`);
     } catch (err) {
       this.listener = undefined;
       client.end().catch(() => undefined);
@@ -175,6 +194,7 @@ export class ReadMirror {
     this.listen().then(
       () => {
         for (const t of MIRRORED_TABLES) this.refresh(t).catch(() => undefined);
+        for (const on of this.queued) on();
       },
       () => setTimeout(() => this.relisten(), RECONNECT_MS).unref(),
     );

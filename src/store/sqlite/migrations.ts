@@ -176,4 +176,16 @@ export const MIGRATIONS: readonly string[] = [
     memory_mb INTEGER NOT NULL
   );
   `,
+  // 8: the leadership lease of the Basin processes that share a store
+  // (src/engine/leadership.ts); one row, id 1, made by the first
+  // candidate. Its times are the store's clock, in epoch ms. SQLite's
+  // Basin is alone and never writes it; the contract suite tests it here too.
+  `
+  CREATE TABLE leadership (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    term INTEGER NOT NULL,
+    holder TEXT,
+    expires_at INTEGER NOT NULL
+  );
+  `,
 ];

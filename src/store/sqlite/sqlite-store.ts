@@ -1,7 +1,8 @@
 import { chmodSync, existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { AppError } from '../../domain/errors.js';
-import type { Repos, Store, Tx } from '../store.js';
+import { FencedError, type Repos, type Store, type Tx } from '../store.js';
+import { sqliteLeadership, sqliteTerm } from './leadership-repo.js';
 import { MIGRATIONS } from './migrations.js';
 import { ReadCache } from './read-cache.js';
 import { createReadView, createRepos } from './repos.js';
@@ -56,16 +57,29 @@ export function openSqliteStore(file: string): Store {
     return next;
   };
 
-  return {
+  const leadership = sqliteLeadership(writer, (fn) => transaction(async () => fn()));
+  const store: Store = {
     ...readRepos,
     transaction,
     readView: () => cache.check(),
+    leadership,
+    // The term is read after BEGIN IMMEDIATE: no other writer until COMMIT.
+    fenced: (term) => ({
+      ...store,
+      transaction: (fn) =>
+        transaction(async (tx) => {
+          const current = sqliteTerm(writer);
+          if (current !== term) throw new FencedError(term, current);
+          return fn(tx);
+        }),
+    }),
     close() {
       cache.close();
       reader.close();
       writer.close();
     },
   };
+  return store;
 }
 
 /**

@@ -59,6 +59,8 @@ export class PoolerWatch {
   constructor(
     private readonly ctx: () => Ctx,
     private readonly limits: LoginLimits = POOLER_LOGIN_LIMITS,
+    /** Whether this process may still act (LocalDriverOptions.mayAct): a deposed leader blocks nobody. */
+    private readonly mayAct: () => boolean = () => true,
   ) {}
 
   start(): void {
@@ -72,7 +74,7 @@ export class PoolerWatch {
 
   /** One look at every pooler's log (tests call it directly). */
   async look(now = Date.now()): Promise<void> {
-    if (this.looking) return;
+    if (this.looking || !this.mayAct()) return;
     this.looking = true;
     try {
       const { layout } = this.ctx();

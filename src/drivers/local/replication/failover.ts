@@ -114,6 +114,8 @@ export class PrimaryWatch {
   constructor(
     private readonly ctx: () => Ctx,
     private readonly report: (serviceId: string, event: PrimaryEvent) => void,
+    /** Whether this process may still act (LocalDriverOptions.mayAct): a deposed leader's watch does nothing. */
+    private readonly mayAct: () => boolean = () => true,
   ) {
     this.health = new PrimaryHealth(ctx, report);
   }
@@ -147,7 +149,7 @@ export class PrimaryWatch {
   }
 
   private async look(): Promise<void> {
-    if (this.looking) return;
+    if (this.looking || !this.mayAct()) return;
     this.looking = true;
     try {
       // HAProxy is supervised like a postmaster: started again if it died.
