@@ -74,7 +74,7 @@ test(
 
     const bad = inst.launch({ args: ['--driver', 'nope'] });
     assert.deepEqual(await bad.exited, { code: 2, signal: null });
-    assert.equal(bad.output(), 'basin: BASIN_DRIVER must be sim or local; got nope.\n');
+    assert.equal(bad.output(), 'basin: BASIN_DRIVER must be local, hosts or sim; got nope.\n');
     assert.equal(existsSync(inst.dataDir), false, 'nothing is created for a bad configuration');
   },
 );
