@@ -19,6 +19,7 @@
 // collector records at 600 a second) is collected before the first request.
 
 import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -152,6 +153,8 @@ export async function metricsSeries(ctx: BenchContext): Promise<BenchOutcome> {
     };
     const series = await measure(() => call('POST', `${service}/metrics/series`, body));
     const get = await measure(() => call('GET', service));
+    // The machine's load while the requests ran (the one printed first is before the fill).
+    const load = loadavg().map((l) => fixed(l, 2));
     const row = (what: string, ms: number[]) => [
       what,
       fixed(median(ms), 2),
@@ -168,7 +171,8 @@ export async function metricsSeries(ctx: BenchContext): Promise<BenchOutcome> {
     console.log(
       `engine idle ${fixed(settleS, 1)} s after the creates; ` +
         `filled ${SERVICES} services × ${SERIES.length} series × ${DAYS} days of 10 s samples in ${fixed(fillS, 1)} s; ` +
-        `${fixed(bytes / 1024, 0)} KiB a service (${fixed((bytes * SERVICES) / 2 ** 30, 2)} GiB for ${SERVICES})`,
+        `${fixed(bytes / 1024, 0)} KiB a service (${fixed((bytes * SERVICES) / 2 ** 30, 2)} GiB for ${SERVICES}); ` +
+        `load average ${load.join(' ')} when measured`,
     );
     const p95 = percentile(series, 95);
     return {
