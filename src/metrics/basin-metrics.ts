@@ -199,10 +199,40 @@ export class BasinMetrics {
       'basin_service_replication_lag_seconds',
       "The replica's replay lag at its last sample",
     );
-    const fromSeries: [ReturnType<typeof gauge>, MetricName][] = [
+    const poolerClients = gauge(
+      'basin_service_pooler_client_connections',
+      "Clients logged in to the service's pooler at its last sample, served or waiting",
+    );
+    const poolerServers = gauge(
+      'basin_service_pooler_server_connections',
+      "Server connections the service's pooler held at its last sample, in use or idle",
+    );
+    // Counters of the server (since it started), as its last sample read
+    // them: Prometheus' rate() handles their resets.
+    const counter = (name: string, help: string) =>
+      new Counter({
+        name,
+        help,
+        labelNames: SERVICE_LABELS,
+        registers,
+        collect: async () => void (await filling),
+      });
+    const commits = counter(
+      'basin_service_xact_commit_total',
+      'Transactions the node committed since its server started, at its last sample (pg_stat_database)',
+    );
+    const rollbacks = counter(
+      'basin_service_xact_rollback_total',
+      'Transactions the node rolled back since its server started, at its last sample (pg_stat_database)',
+    );
+    const fromSeries: [Gauge | Counter, MetricName][] = [
       [connections, 'timescale_cloud_database_num_connections'],
       [lagBytes, 'basin_replication_lag_bytes'],
       [lagSeconds, 'basin_replication_lag_seconds'],
+      [poolerClients, 'basin_pooler_client_connections'],
+      [poolerServers, 'basin_pooler_server_connections'],
+      [commits, 'basin_database_xact_commit_total'],
+      [rollbacks, 'basin_database_xact_rollback_total'],
     ];
     const all = [
       up,
@@ -236,17 +266,19 @@ export class BasinMetrics {
           if (m.storageAllowanceMb !== undefined) allowance.set(labels, m.storageAllowanceMb * MB);
         }
         // The collector's last samples, each node under its own labels.
-        for (const [g, name] of fromSeries)
-          for (const l of series?.latest(svc.id, name) ?? [])
-            g.set(
-              {
-                project: svc.projectId,
-                service: svc.id,
-                node: l.labels.node ?? '0',
-                role: l.labels.role ?? 'primary',
-              },
-              l.value,
-            );
+        for (const [m, name] of fromSeries)
+          for (const l of series?.latest(svc.id, name) ?? []) {
+            const at = {
+              project: svc.projectId,
+              service: svc.id,
+              node: l.labels.node ?? '0',
+              role: l.labels.role ?? 'primary',
+            };
+            // A counter is set by one increment from its reset (a tenant can
+            // make its own read negative; a counter cannot be).
+            if (m instanceof Counter) m.inc(at, Math.max(0, l.value));
+            else m.set(at, l.value);
+          }
         const last = lastBackups.get(svc.id);
         if (last !== undefined) sinceBackup.set(labels, Math.max(0, (now - last) / 1000));
       }

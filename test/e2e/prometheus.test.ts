@@ -1,21 +1,31 @@
 // Prometheus, as an operator runs it: Basin as shipped (`node dist/main.js`,
-// local driver) with `--metrics-listen`; a real service gets data and work;
-// its series, read with a strict text-format parser, carry its labels and
-// move. The API's port does not serve them.
+// local driver) with `--metrics-listen`; a real service gets data and a real
+// pgbench; its series, read with a strict text-format parser, carry its
+// labels and move: CPU while pgbench runs, the committed-transactions
+// counter by at least what pgbench reports it committed. The API's port
+// does not serve them.
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { test } from 'node:test';
+import { promisify } from 'node:util';
 import { API_KEY } from '../helpers.js';
 import { installation } from './basin-process.js';
-import { pgQuery } from './clients.js';
+import { conninfo, pgQuery } from './clients.js';
 import { parsePrometheusText, type Family } from '../metrics/prom-text.js';
+
+const run = promisify(execFile);
+const PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';
 
 test(
   "a real service's series are on the metrics listener, labelled, and move with its work",
   { timeout: 300_000 },
   async (t) => {
     const inst = await installation(t);
-    const b = await inst.start({ args: ['--metrics-listen', '127.0.0.1:0'] });
+    // Samples every 2 s, so the counters' last sample follows the run closely.
+    const b = await inst.start({
+      args: ['--metrics-listen', '127.0.0.1:0', '--series-interval-ms', '2000'],
+    });
     // The log is written asynchronously: the line may come a little after the API answers.
     const started = Date.now();
     let announced: RegExpExecArray | null = null;
@@ -76,23 +86,42 @@ test(
       ['READY'],
     );
 
-    // Work: some 60 MB of rows, and a query that keeps a core busy while we scrape.
+    // Work: some 60 MB of rows, then a real pgbench for 15 s while we scrape.
     await pgQuery(
       port,
       password,
       "CREATE TABLE filler AS SELECT g, repeat('x', 500) AS pad FROM generate_series(1, 100000) g",
     );
-    const busy = pgQuery(
-      port,
-      password,
-      'SELECT count(*) FROM generate_series(1, 60000000) a, LATERAL (SELECT a % 7) b',
-    );
-    const cpu = await until('CPU used by the query', async () => {
+    const env = { PATH: process.env.PATH ?? '', PGPASSWORD: password };
+    const conn = conninfo(port);
+    await run(PGBENCH, ['-i', '-s', '1', '-q', conn], { env });
+    const sampled = await until('the commit counter sampled', async () => {
+      const f = await scrape();
+      return value(f, 'basin_service_xact_commit_total') !== undefined ? f : undefined;
+    });
+    assert.equal(sampled.get('basin_service_xact_commit_total')?.type, 'counter');
+    assert.equal(sampled.get('basin_service_xact_rollback_total')?.type, 'counter');
+    assert.ok((value(sampled, 'basin_service_xact_rollback_total') ?? -1) >= 0);
+    const committedBefore = value(sampled, 'basin_service_xact_commit_total') as number;
+    const bench = run(PGBENCH, ['-T', '15', '-c', '4', '-j', '2', '-n', conn], { env });
+    const cpu = await until('CPU used by pgbench', async () => {
       const v = value(await scrape(), 'basin_service_cpu_millicores');
       return v !== undefined && v > 0 ? v : undefined;
     });
     assert.ok(cpu > 0);
-    await busy;
+    const { stdout } = await bench;
+    const processed = Number(/number of transactions actually processed: (\d+)/.exec(stdout)?.[1]);
+    assert.ok(processed > 0, `pgbench committed transactions: ${stdout}`);
+    // Each of pgbench's transactions is a commit of the server's; the
+    // counter (the server's own, since it started) has them all once sampled.
+    const committedAfter = await until(
+      `${processed} more commits than ${committedBefore}`,
+      async () => {
+        const v = value(await scrape(), 'basin_service_xact_commit_total');
+        return v !== undefined && v >= committedBefore + processed ? v : undefined;
+      },
+    );
+    assert.ok(committedAfter - committedBefore >= processed);
     const grown = await until('storage grown by the rows', async () => {
       const v = value(await scrape(), 'basin_service_storage_bytes');
       return v !== undefined && v >= first.storage + 30 * 1024 * 1024 ? v : undefined;

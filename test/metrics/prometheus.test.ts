@@ -240,3 +240,29 @@ test("connections and replication lag: the collector's last samples, per node", 
   assert.deepEqual(lag, latest('basin_replication_lag_bytes'));
   assert.ok((lag[0]?.[2] as number) > 0);
 });
+
+test("the pooler's clients and servers, and the transaction counters: the series' last samples", async (t) => {
+  const b = await startBasin(t);
+  const created = await b.call('POST', `/v1/projects/${b.projectId}/services`, { name: 'db' });
+  assert.equal(created.status, 202, JSON.stringify(created.body));
+  const id = created.body.service_id as string;
+  const labels = { node: '0', role: 'primary' };
+  const at = Date.now() + 3_600_000; // after anything the collector records meanwhile
+  b.basin.series.record(id, at, [
+    { name: 'basin_pooler_client_connections', labels, value: 7 },
+    { name: 'basin_pooler_server_connections', labels, value: 3 },
+    { name: 'basin_database_xact_commit_total', labels, value: 1234 },
+    { name: 'basin_database_xact_rollback_total', labels, value: 5 },
+  ]);
+  const f = parsePrometheusText((await b.basin.metrics.render()).body);
+  const of = (name: string) =>
+    series(f, name)
+      .filter((s) => s.labels.service === id)
+      .map((s) => [s.labels.project, s.labels.node, s.labels.role, s.value]);
+  const want = (v: number) => [[b.projectId, '0', 'primary', v]];
+  assert.deepEqual(of('basin_service_pooler_client_connections'), want(7));
+  assert.deepEqual(of('basin_service_pooler_server_connections'), want(3));
+  assert.equal(f.get('basin_service_xact_commit_total')?.type, 'counter');
+  assert.deepEqual(of('basin_service_xact_commit_total'), want(1234));
+  assert.deepEqual(of('basin_service_xact_rollback_total'), want(5));
+});

@@ -30,7 +30,7 @@ export interface Summary {
 }
 
 /** The nearest-rank percentile of sorted values (non-empty). */
-export function nearestRank(sorted: readonly number[], p: number): number {
+export function nearestRank(sorted: ArrayLike<number>, p: number): number {
   const rank = Math.max(1, Math.ceil(p * sorted.length));
   return sorted[rank - 1]!;
 }
@@ -50,30 +50,59 @@ export function summarise(
   before?: { t: number; v: number },
   percentiles = true,
 ): Summary | null {
-  const n = values.length;
+  return summariseRows(
+    values.length,
+    (i) => times[i]!,
+    (i) => values[i]!,
+    before,
+    percentiles,
+  );
+}
+
+/**
+ * summarise() over `n` samples read in place (`time(i)`, `value(i)`, in
+ * time order): the store reads its ring this way, without copying a
+ * bucket's samples into arrays first (the copy was most of a query's
+ * garbage).
+ */
+export function summariseRows(
+  n: number,
+  time: (i: number) => number,
+  value: (i: number) => number,
+  before?: { t: number; v: number },
+  percentiles = true,
+): Summary | null {
   if (n === 0) return null;
   let sum = 0;
   let min = Infinity;
   let max = -Infinity;
   let increase = 0;
-  let prev = before;
+  let hasPrev = before !== undefined;
+  let prev = before?.v ?? 0;
   for (let i = 0; i < n; i++) {
-    const v = values[i]!;
+    const v = value(i);
     sum += v;
     if (v < min) min = v;
     if (v > max) max = v;
-    if (prev !== undefined) increase += rise(prev.v, v);
-    prev = { t: times[i]!, v };
+    if (hasPrev) increase += rise(prev, v);
+    prev = v;
+    hasPrev = true;
   }
-  const span = times[n - 1]! - (before?.t ?? times[0]!);
-  // Sorting is most of a bucket's cost: only when a percentile is asked for.
-  const sorted = percentiles ? [...values].sort((a, b) => a - b) : [NaN];
+  const span = time(n - 1) - (before?.t ?? time(0));
+  // Sorting is most of a bucket's cost: only when a percentile is asked for
+  // (a typed array sorts numerically, in place).
+  let sorted: ArrayLike<number> = [NaN];
+  if (percentiles) {
+    const all = new Float64Array(n);
+    for (let i = 0; i < n; i++) all[i] = value(i);
+    sorted = all.sort();
+  }
   return {
     count: n,
     sum,
     min,
     max,
-    last: values[n - 1]!,
+    last: value(n - 1),
     increase,
     span,
     p50: nearestRank(sorted, 0.5),
@@ -89,31 +118,48 @@ export function summarise(
  * approximation, as the vendor's are: docs/decisions.md).
  */
 export function merge(parts: readonly Summary[], percentiles = true): Summary | null {
-  if (parts.length === 0) return null;
+  return mergeRows(parts.length, (i, field) => parts[i]![field], percentiles);
+}
+
+/**
+ * merge() over `n` summaries read in place (`field(i, name)`): the store
+ * reads its coarse ring this way, with no object made per summary.
+ */
+export function mergeRows(
+  n: number,
+  field: (i: number, name: keyof Summary) => number,
+  percentiles = true,
+): Summary | null {
+  if (n === 0) return null;
   const out: Summary = {
     count: 0,
     sum: 0,
     min: Infinity,
     max: -Infinity,
-    last: parts[parts.length - 1]!.last,
+    last: field(n - 1, 'last'),
     increase: 0,
     span: 0,
     p50: 0,
     p90: 0,
     p99: 0,
   };
-  for (const p of parts) {
-    out.count += p.count;
-    out.sum += p.sum;
-    out.min = Math.min(out.min, p.min);
-    out.max = Math.max(out.max, p.max);
-    out.increase += p.increase;
-    out.span += p.span;
+  for (let i = 0; i < n; i++) {
+    out.count += field(i, 'count');
+    out.sum += field(i, 'sum');
+    const min = field(i, 'min');
+    if (min < out.min) out.min = min;
+    const max = field(i, 'max');
+    if (max > out.max) out.max = max;
+    out.increase += field(i, 'increase');
+    out.span += field(i, 'span');
   }
   if (!percentiles) return out;
   for (const key of ['p50', 'p90', 'p99'] as const) {
     const q = key === 'p50' ? 0.5 : key === 'p90' ? 0.9 : 0.99;
-    const ranked = parts.map((p) => ({ v: p[key], w: p.count })).sort((a, b) => a.v - b.v);
+    const ranked = Array.from({ length: n }, (_, i) => ({
+      v: field(i, key),
+      w: field(i, 'count'),
+    })).sort((a, b) => a.v - b.v);
     const target = Math.max(1, Math.ceil(q * out.count));
     let seen = 0;
     for (const r of ranked) {

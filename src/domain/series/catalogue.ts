@@ -87,6 +87,19 @@ export const METRICS = {
     accepts: GAUGE,
     description: "the replica's replay lag (pg_stat_replication.replay_lag)",
   },
+  basin_pooler_client_connections: {
+    kind: 'gauge',
+    labels: NODE,
+    accepts: GAUGE,
+    description:
+      "clients logged in to the service's pooler, served or waiting (PgBouncer's SHOW POOLS)",
+  },
+  basin_pooler_server_connections: {
+    kind: 'gauge',
+    labels: NODE,
+    accepts: GAUGE,
+    description: "server connections the service's pooler holds to its primary, in use or idle",
+  },
 } as const satisfies Record<string, MetricDef>;
 
 export type MetricName = keyof typeof METRICS;

@@ -5,7 +5,7 @@
 // reads the raw ring when its window starts within the day, the summaries
 // otherwise. Samples of a service Basin forgets go with it (forget).
 
-import { type Summary, merge, summarise, valueOf } from './aggregate.js';
+import { type Summary, mergeRows, summariseRows, valueOf } from './aggregate.js';
 import type { Fn, MetricName, SeriesSample } from './catalogue.js';
 import { Ring } from './ring.js';
 
@@ -13,7 +13,7 @@ export const RAW_RETENTION_S = 24 * 3600;
 export const COARSE_STEP_S = 300;
 export const COARSE_RETENTION_S = 7 * 24 * 3600;
 
-const SUMMARY_FIELDS = [
+const SUMMARY_FIELDS: readonly (keyof Summary)[] = [
   'count',
   'sum',
   'min',
@@ -24,7 +24,13 @@ const SUMMARY_FIELDS = [
   'p50',
   'p90',
   'p99',
-] as const;
+];
+
+/** Where each field of a summary is in a coarse row (after its time). */
+const COLUMN = Object.fromEntries(SUMMARY_FIELDS.map((f, k) => [f, k + 1])) as Record<
+  keyof Summary,
+  number
+>;
 
 export interface SeriesQuery {
   name: MetricName;
@@ -72,30 +78,27 @@ class Series {
     this.coarse.push([start, ...SUMMARY_FIELDS.map((f) => s[f])]);
   }
 
-  /** The summary of raw samples in [from, to), with the step from the sample before. */
+  /** The summary of raw samples in [from, to), with the step from the sample before, read in place. */
   rawSummary(from: number, to: number, percentiles = true): Summary | null {
-    const first = this.raw.firstAtOrAfter(from);
-    const end = this.raw.firstAtOrAfter(to);
-    const times: number[] = [];
-    const values: number[] = [];
-    for (let i = first; i < end; i++) {
-      times.push(this.raw.at(i, 0));
-      values.push(this.raw.at(i, 1));
-    }
-    const before =
-      first > 0 ? { t: this.raw.at(first - 1, 0), v: this.raw.at(first - 1, 1) } : undefined;
-    return summarise(times, values, before, percentiles);
+    const raw = this.raw;
+    const first = raw.firstAtOrAfter(from);
+    const end = raw.firstAtOrAfter(to);
+    const before = first > 0 ? { t: raw.at(first - 1, 0), v: raw.at(first - 1, 1) } : undefined;
+    return summariseRows(
+      end - first,
+      (i) => raw.at(first + i, 0),
+      (i) => raw.at(first + i, 1),
+      before,
+      percentiles,
+    );
   }
 
-  coarseSummaries(from: number, to: number): Summary[] {
-    const out: Summary[] = [];
-    const end = this.coarse.firstAtOrAfter(to);
-    for (let i = this.coarse.firstAtOrAfter(from); i < end; i++) {
-      const s = {} as Summary;
-      SUMMARY_FIELDS.forEach((f, k) => (s[f] = this.coarse.at(i, k + 1)));
-      out.push(s);
-    }
-    return out;
+  /** The merge of the five-minute summaries starting in [from, to), read in place. */
+  coarseSummary(from: number, to: number, percentiles = true): Summary | null {
+    const coarse = this.coarse;
+    const first = coarse.firstAtOrAfter(from);
+    const end = coarse.firstAtOrAfter(to);
+    return mergeRows(end - first, (i, f) => coarse.at(first + i, COLUMN[f]), percentiles);
   }
 
   get bytes(): number {
@@ -194,7 +197,7 @@ export class SeriesStore {
         const start = from + b * q.bucketSeconds;
         const end = Math.min(to, start + q.bucketSeconds);
         const summary = coarse
-          ? merge(s.coarseSummaries(start, end), percentiles)
+          ? s.coarseSummary(start, end, percentiles)
           : s.rawSummary(start, end, percentiles);
         data.push({ time: new Date(start * 1000).toISOString(), value: valueOf(summary, q.fn) });
       }

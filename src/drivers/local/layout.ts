@@ -238,6 +238,8 @@ export class Layout {
     log: string;
     /** Client addresses refused for their failed logins, and until when (pooler-guard.ts). */
     blocked: string;
+    /** The secret Basin reads the pools' numbers with, and its verifier (root 0600, pooler-stats.ts). */
+    stats: string;
   } {
     const dir = join(this.instanceDir(id), 'pooler');
     return {
@@ -249,6 +251,7 @@ export class Layout {
       state: join(dir, 'pooler.json'),
       log: join(dir, 'pooler.log'),
       blocked: join(dir, 'blocked.json'),
+      stats: join(dir, 'stats.json'),
     };
   }
   /**

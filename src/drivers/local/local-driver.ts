@@ -9,6 +9,9 @@
 
 import type { SeriesSample } from '../../domain/series/catalogue.js';
 import { sampleServiceSeries } from './metrics/series-sample.js';
+import { type PoolerCounts, samplePooler } from './metrics/pooler-sample.js';
+import { readStatsSecret } from './endpoints/pooler-stats.js';
+import { readSmallFile } from './host/files/safe-fs.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
@@ -56,7 +59,7 @@ import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
-import { ServicePooler } from './endpoints/pooler.js';
+import { poolerHost, ServicePooler } from './endpoints/pooler.js';
 import { PoolerWatch } from './endpoints/pooler-watch.js';
 import { adminOf, convergeNodes, namespacePorts, observeNodes } from './converge/converge-nodes.js';
 import { Haproxy } from './endpoints/haproxy.js';
@@ -997,7 +1000,22 @@ export class LocalDriver implements Driver {
       nodes,
       this.sampler.latest(metricsKey(spec.serviceId)),
       view?.usage.data,
+      spec.pooler.enabled && spec.pooler.port !== null
+        ? {
+            node: primaryNode(spec).index,
+            read: () => this.readPooler(spec.serviceId, spec.pooler.port as number),
+          }
+        : undefined,
     );
+  }
+
+  /** The pools' counts of the service's pooler (metrics/pooler-sample.ts); undefined before its first converge. */
+  private async readPooler(id: string, port: number): Promise<PoolerCounts | undefined> {
+    const ctx = this.context();
+    const stats = await readStatsSecret(ctx.layout.pooler(id).stats);
+    if (stats === undefined) return undefined;
+    const ca = await readSmallFile(ctx.layout.caCert, { maxBytes: 64 * 1024 });
+    return samplePooler({ host: poolerHost(ctx, id), port, secret: stats.secret, ca });
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */

@@ -99,6 +99,27 @@ test('auth_file: the SCRAM verifier, never anything else', () => {
   assert.doesNotMatch(authFile(v), /a-password-123/);
   assert.throws(() => authFile('md5abc'));
   assert.throws(() => authFile('plain" "text'));
+  // Basin's stats user, with the verifier of its secret.
+  const s = scramVerifier('the-stats-secret');
+  assert.equal(authFile(v, s), `"tsdbadmin" "${v}"\n"basin_stats" "${s}"\n`);
+  assert.throws(() => authFile(v, 'basin_stats" "x'));
+});
+
+test("Basin's stats user: a stats user, not an admin, admitted to the console only, before the blocks", () => {
+  const ini = pgbouncerIni({ port: 6600, sizes: sharedPools, server: socket }, paths, '*');
+  assert.match(ini, /^stats_users = tsdbadmin, basin_stats$/m);
+  assert.doesNotMatch(ini, /admin_users/);
+  const hba = poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, [], ['10.9.9.9'], true);
+  assert.deepEqual(hba.split('\n').slice(1, -1), [
+    'hostssl pgbouncer basin_stats 0.0.0.0/0 scram-sha-256',
+    'hostssl pgbouncer basin_stats ::/0 scram-sha-256',
+    'host all all 10.9.9.9/32 reject',
+    'hostssl all tsdbadmin 10.1.0.0/16 scram-sha-256',
+  ]);
+  // The guard's rewrites keep them first.
+  const plain = poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, [], [], true);
+  assert.equal(withBlocks(plain, ['10.9.9.9']), hba);
+  assert.equal(withBlocks(hba, []), plain);
 });
 
 test('the pooler admits what the server admits, over TLS, tsdbadmin only', () => {

@@ -18,6 +18,11 @@
 //   pooler's port as on the server's.
 // - auth_type=hba: the hba file admits tsdbadmin with SCRAM-SHA-256 from the
 //   CIDRs the server admits (public ones, the VPC's), over TLS only.
+// - Basin reads the pools' numbers (SHOW POOLS) as `basin_stats`, a
+//   PgBouncer-only user in `stats_users` (never `admin_users`: no PAUSE,
+//   KILL, SET or SHUTDOWN), admitted to the `pgbouncer` console alone, over
+//   TLS, with SCRAM against a verifier of a secret only root reads
+//   (metrics/pooler-sample.ts).
 // - The auth_file holds tsdbadmin's SCRAM verifier, the very one the server
 //   has: no password on disk. A client that logs in with SCRAM hands
 //   PgBouncer the ClientKey, which PgBouncer replays to the server (SCRAM
@@ -149,9 +154,10 @@ export function pgbouncerIni(
     ['max_client_conn', sizes.maxClients],
     ['default_pool_size', sizes.session],
     ['reserve_pool_size', 0],
-    // tsdbadmin may read SHOW POOLS, SHOW STATS & co. in the `pgbouncer`
-    // database; it is never an admin (no PAUSE, KILL or SHUTDOWN).
-    ['stats_users', 'tsdbadmin'],
+    // tsdbadmin, and Basin's sampler, may read SHOW POOLS, SHOW STATS & co.
+    // in the `pgbouncer` database; neither is an admin (no PAUSE, KILL, SET
+    // or SHUTDOWN): reading is all the series need.
+    ['stats_users', `tsdbadmin, ${STATS_USER}`],
     // Drivers (JDBC, node-postgres…) send these at connect; PgBouncer would
     // refuse the connection over a parameter it does not track. Not
     // `options`: PgBouncer 1.18 cannot pass it on, and dropped it would turn
@@ -193,17 +199,41 @@ export function restartPart(ini: string): string {
     .join('\n');
 }
 
+/**
+ * The PgBouncer-only user Basin reads the pools' numbers as (a stats user,
+ * not a PostgreSQL role: the hba file admits it to the `pgbouncer` console
+ * only).
+ */
+export const STATS_USER = 'basin_stats';
+
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
-/** The auth_file: tsdbadmin and its SCRAM verifier, nobody else. */
-export function authFile(passwordVerifier: string): string {
-  if (!VERIFIER.test(passwordVerifier)) throw new Error('not a SCRAM-SHA-256 verifier');
-  return `"tsdbadmin" "${passwordVerifier}"\n`;
+/**
+ * The auth_file: tsdbadmin and its SCRAM verifier, and Basin's stats user
+ * with the verifier of its secret (`statsVerifier`), nobody else.
+ */
+export function authFile(passwordVerifier: string, statsVerifier?: string): string {
+  for (const v of [passwordVerifier, statsVerifier ?? passwordVerifier])
+    if (!VERIFIER.test(v)) throw new Error('not a SCRAM-SHA-256 verifier');
+  const stats = statsVerifier === undefined ? '' : `"${STATS_USER}" "${statsVerifier}"\n`;
+  return `"tsdbadmin" "${passwordVerifier}"\n${stats}`;
+}
+
+/**
+ * The stats user's lines: the `pgbouncer` console only, over TLS, with SCRAM,
+ * from anywhere (Basin reaches the pooler from loopback or from the host's
+ * side of the service's namespace; the secret is what admits it). They come
+ * first, before the blocked addresses' reject lines, so that a tenant's
+ * failed logins from Basin's own address never blind Basin's sampler.
+ */
+function statsLines(): string[] {
+  return ['0.0.0.0/0', '::/0'].map((c) => `hostssl pgbouncer ${STATS_USER} ${c} scram-sha-256`);
 }
 
 /**
  * The pooler's access rules (PgBouncer reads them as pg_hba.conf, first
- * match wins): first the client addresses blocked for their failed logins
+ * match wins): Basin's stats user to the console when `stats` (statsLines);
+ * then the client addresses blocked for their failed logins
  * (pooler-guard.ts), refused; then tsdbadmin with SCRAM over TLS from the
  * same CIDRs the server admits. What no line matches is refused.
  */
@@ -211,10 +241,12 @@ export function poolerHba(
   spec: Pick<ServiceSpec, 'allowedCidrs'>,
   publicCidrs: readonly string[],
   blocked: readonly string[] = [],
+  stats = false,
 ): string {
   const cidrs = admittedCidrs(spec, publicCidrs);
   return [
     '# Written by Basin from the service spec; edits are overwritten.',
+    ...(stats ? statsLines() : []),
     ...blockLines(blocked),
     ...cidrs.map((c) => `hostssl all tsdbadmin ${c} scram-sha-256`),
     '',
@@ -239,6 +271,9 @@ function blockLines(blocked: readonly string[]): string[] {
  */
 export function withBlocks(hba: string, blocked: readonly string[]): string {
   const lines = hba.split('\n').filter((l) => !/^host all all \S+ reject$/.test(l));
-  const head = lines[0]?.startsWith('#') ? [lines.shift() as string] : [];
+  const head: string[] = [];
+  // The comment, and the stats user's lines, which stay before the blocks.
+  while (lines[0]?.startsWith('#') || lines[0]?.startsWith(`hostssl pgbouncer ${STATS_USER} `))
+    head.push(lines.shift() as string);
   return [...head, ...blockLines(blocked), ...lines].join('\n');
 }

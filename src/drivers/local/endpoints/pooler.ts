@@ -43,6 +43,7 @@ import {
   withBlocks,
 } from '../config/pooler-conf.js';
 import type { Blocks } from './pooler-guard.js';
+import { statsSecret } from './pooler-stats.js';
 import type { Layout } from '../layout.js';
 import { isLive, procCmdline, signalAll } from '../host/processes.js';
 import { portFree } from '../host/port-free.js';
@@ -201,7 +202,11 @@ export class Pooler {
     }
     await mkdirIn(files.dir, 0o711);
     await this.trimLog();
-    const { ini, auth, hba } = this.configFiles(Object.keys(await readBlocks(files)));
+    const stats = await statsSecret(files.stats);
+    const { ini, auth, hba } = this.configFiles(
+      Object.keys(await readBlocks(files)),
+      stats.verifier,
+    );
     await writeRootFile(files.ini, ini, user);
     await writeRootFile(files.authFile, auth, user);
     await writeRootFile(files.hbaFile, hba, user);
@@ -261,7 +266,10 @@ export class Pooler {
     return DONE;
   }
 
-  private configFiles(blocked: readonly string[]): { ini: string; auth: string; hba: string } {
+  private configFiles(
+    blocked: readonly string[],
+    statsVerifier: string,
+  ): { ini: string; auth: string; hba: string } {
     const { ctx, target } = this;
     try {
       return {
@@ -275,8 +283,8 @@ export class Pooler {
           },
           ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
         ),
-        auth: authFile(target.passwordVerifier),
-        hba: poolerHba(target, ctx.publicCidrs, blocked),
+        auth: authFile(target.passwordVerifier, statsVerifier),
+        hba: poolerHba(target, ctx.publicCidrs, blocked, true),
       };
     } catch (err) {
       throw new DriverError(`Invalid pooler configuration: ${(err as Error).message}`, false);
@@ -355,10 +363,7 @@ export class Pooler {
 
   /** Whether PgBouncer accepts TCP connections on its port (in its namespace, where it has one). */
   private accepts(port: number): Promise<boolean> {
-    const first = this.ctx.listenAddresses.split(',')[0]?.trim() ?? '*';
-    const host =
-      this.ctx.networks.get(this.target.id)?.address ??
-      (first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first);
+    const host = poolerHost(this.ctx, this.target.id);
     return new Promise((resolve) => {
       const socket = connect({ host, port });
       socket.once('connect', () => {
@@ -379,6 +384,18 @@ export class Pooler {
 }
 
 type PoolerFiles = ReturnType<Layout['pooler']>;
+
+/**
+ * Where Basin reaches pooler `id` from the host: its namespace's address,
+ * where it has one, else the first listen address (loopback for a wildcard).
+ */
+export function poolerHost(ctx: Pick<Ctx, 'listenAddresses' | 'networks'>, id: string): string {
+  const first = ctx.listenAddresses.split(',')[0]?.trim() ?? '*';
+  return (
+    ctx.networks.get(id)?.address ??
+    (first === '*' || first === '0.0.0.0' ? '127.0.0.1' : first === '::' ? '::1' : first)
+  );
+}
 
 /** The pid of the PgBouncer running with these files, if one runs. */
 async function runningPid(files: PoolerFiles): Promise<number | undefined> {

@@ -7,6 +7,9 @@
 // watch's. A node that is down or does not answer is left out: its series
 // get a gap, which the API shows as empty buckets.
 //
+// The pooler, where it runs, is read too (pooler-sample.ts): its clients and
+// server connections, under the primary's labels (it serves the primary).
+//
 // Everything a node reports is its tenant's to forge (tsdbadmin can reset
 // or inflate its own counters): it lands only in that service's series.
 
@@ -15,6 +18,7 @@ import type { SeriesSample } from '../../../domain/series/catalogue.js';
 import { type AdminTarget, withAdmin } from '../node/admin.js';
 import { postmasterStatus } from '../node/postmaster.js';
 import type { ProcessUsage } from './metrics-sampler.js';
+import type { PoolerCounts } from './pooler-sample.js';
 
 const MB = 1024 * 1024;
 
@@ -37,12 +41,21 @@ export interface SampledNode {
   admin: AdminTarget;
 }
 
+/** A service's running pooler: the node it serves (the recorded primary) and how to read it. */
+export interface SampledPooler {
+  node: number;
+  read: () => Promise<PoolerCounts | undefined>;
+}
+
 export async function sampleServiceSeries(
   nodes: readonly SampledNode[],
   primaryUsage: ProcessUsage | undefined,
   storageBytes: number | undefined,
+  pooler?: SampledPooler,
 ): Promise<SeriesSample[]> {
   const out: SeriesSample[] = [];
+  // Read beside the nodes: it waits on another process.
+  const pooled = pooler?.read().catch(() => undefined);
   const lags = new Map<string, LagRow>();
   const roles = new Map<number, 'primary' | 'replica'>();
   for (const n of nodes) {
@@ -114,6 +127,12 @@ export async function sampleServiceSeries(
     }
     if (storageBytes !== undefined)
       out.push({ name: 'timescale_cloud_system_disk_usage_bytes', labels, value: storageBytes });
+  }
+  const counts = await pooled;
+  if (pooler !== undefined && counts !== undefined) {
+    const labels = { node: String(primary?.index ?? pooler.node), role: 'primary' };
+    out.push({ name: 'basin_pooler_client_connections', labels, value: counts.clients });
+    out.push({ name: 'basin_pooler_server_connections', labels, value: counts.servers });
   }
   return out;
 }
