@@ -66,6 +66,9 @@ export class HostsDriver implements Driver {
   private notify: ((target: Target, note: ProgressNote) => void) | undefined;
   /** Services whose host was seen lost, and not yet seen back: said once each way. */
   private onLostHost = new Set<string>();
+  /** When the view was last read (a follower's reads refresh it: freshen). */
+  private refreshedAt = 0;
+  private refreshing = false;
 
   constructor(private readonly o: HostsDriverOptions) {}
 
@@ -102,6 +105,7 @@ export class HostsDriver implements Driver {
 
   /** The address a service's clients connect to: its host's; undefined until it is placed. */
   endpointHost(resourceId: string): string | undefined {
+    this.freshen();
     const p = this.placed.get(resourceId);
     return p && this.hostsById.get(p.hostId)?.address;
   }
@@ -197,6 +201,7 @@ export class HostsDriver implements Driver {
   }
 
   metrics(target: Target): Metrics | undefined {
+    this.freshen();
     return this.metricsOf.get(target.id);
   }
 
@@ -271,7 +276,22 @@ export class HostsDriver implements Driver {
   }
 
   /** Hosts and placements from the store; metrics of every placed service from its host. */
+  /**
+   * A process that serves the API without leading (several Basins on one
+   * store) never starts its driver, so nothing refreshes its view: its
+   * reads do, in the background, when the view is older than a refresh.
+   */
+  private freshen(): void {
+    if (this.timer !== undefined || this.refreshing) return;
+    if (Date.now() - this.refreshedAt < (this.o.refreshMs ?? 2000)) return;
+    this.refreshing = true;
+    void this.refresh()
+      .catch((err: unknown) => this.o.log.warn({ err }, 'hosts driver: refresh failed'))
+      .finally(() => (this.refreshing = false));
+  }
+
   private async refresh(): Promise<void> {
+    this.refreshedAt = Date.now();
     const hosts = await this.o.hosts();
     this.hostsById = new Map(hosts.map((h) => [h.id, h]));
     const placements = await this.o.placements.list();
