@@ -72,6 +72,12 @@ export function parseToken(token: string): { id: string; secret: string } | unde
   return m ? { id: m[1] as string, secret: m[2] as string } : undefined;
 }
 
+/** A route of a host's agent, as the control plane reaches it (an IPv6 address in brackets). */
+export function agentUrl(h: Pick<Host, 'address' | 'agentPort'>, path: string): string {
+  const where = h.address.includes(':') ? `[${h.address}]` : h.address;
+  return `https://${where}:${h.agentPort}${path}`;
+}
+
 /** The subject a host's certificate carries: tells hosts from the control plane. */
 export function hostCertCn(hostId: string): string {
   return `host:${hostId}`;

@@ -4,7 +4,7 @@
 // address is that host.
 
 import { AppError } from '../domain/errors.js';
-import { type Host, hostCertCn } from '../domain/hosts.js';
+import { agentUrl, type Host, hostCertCn } from '../domain/hosts.js';
 import { httpsJson } from '../lib/https-json.js';
 import type { Store } from '../store/store.js';
 import { controlPlaneIdentity, installationCa } from './installation-ca.js';
@@ -12,10 +12,9 @@ import { controlPlaneIdentity, installationCa } from './installation-ca.js';
 export async function checkAgent(store: Store, host: Host): Promise<unknown> {
   const ca = await installationCa(store);
   const me = await controlPlaneIdentity(store, ca);
-  const where = host.address.includes(':') ? `[${host.address}]` : host.address;
   let res;
   try {
-    res = await httpsJson(`https://${where}:${host.agentPort}/v1/agent/health`, {
+    res = await httpsJson(agentUrl(host, '/v1/agent/health'), {
       ca: ca.cert,
       cert: me.cert,
       key: me.key,

@@ -4,7 +4,6 @@
 // requiring it; every route but the CA's and the join's then requires a
 // verified host certificate, the one issued to a host still registered.
 
-import { X509Certificate } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -12,15 +11,10 @@ import { AppError } from '../domain/errors.js';
 import { HOST_NAME, ZONE_NAME } from '../domain/hosts.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
-import { certCn } from '../lib/x509.js';
+import { certCn, certSha256 } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
-import { joinHost, recordHeartbeat } from './host-registry.js';
-import {
-  controlPlaneIdentity,
-  hostServicesCa,
-  installationCa,
-  servicesCa,
-} from './installation-ca.js';
+import { issueServicesCa, joinHost, recordHeartbeat } from './host-registry.js';
+import { controlPlaneIdentity, installationCa } from './installation-ca.js';
 
 const capacity = {
   type: 'object',
@@ -171,24 +165,9 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
     },
     async (req, reply) => {
       const peer = presentedHost(req);
-      const host = await o.store.hosts.get(peer.hostId);
-      if (!host || host.certSha256 !== peer.sha256) {
-        throw new AppError('FORBIDDEN', 'This host is not registered with the installation.');
-      }
-      let certificate: string;
-      try {
-        certificate = await hostServicesCa(o.store, host.name, req.body.csr);
-      } catch {
-        throw new AppError(
-          'INVALID_REQUEST',
-          'csr is not a valid PEM certificate signing request.',
-        );
-      }
-      o.log.info({ host: host.id }, "host's services CA issued");
-      return reply.send({
-        certificate,
-        root_certificate: (await servicesCa(o.store)).cert,
-      });
+      const issued = await issueServicesCa(o.store, peer.hostId, peer.sha256, req.body.csr);
+      o.log.info({ host: peer.hostId }, "host's services CA issued");
+      return reply.send({ certificate: issued.certificate, root_certificate: issued.root });
     },
   );
 
@@ -235,6 +214,5 @@ function presentedHost(req: FastifyRequest): { hostId: string; sha256: string } 
       "This route needs the host's certificate from the installation's CA (a host gets one when it joins).",
     );
   }
-  const sha256 = new X509Certificate(raw).fingerprint256.replaceAll(':', '').toLowerCase();
-  return { hostId: cn.slice('host:'.length), sha256 };
+  return { hostId: cn.slice('host:'.length), sha256: certSha256(raw) };
 }

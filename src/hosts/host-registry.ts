@@ -9,7 +9,7 @@ import type { Clock } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import { certSha256, signRequest } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
-import { installationCa, LEAF_DAYS } from './installation-ca.js';
+import { hostServicesCa, installationCa, LEAF_DAYS, servicesCa } from './installation-ca.js';
 import { checkJoinToken } from './join-tokens.js';
 
 export interface JoinRequest {
@@ -80,14 +80,40 @@ export async function recordHeartbeat(
   presentedSha256: string,
   report: { capacity: HostCapacity; usage: HostUsage },
 ): Promise<Host> {
-  const host = await store.hosts.get(hostId);
-  if (!host || host.certSha256 !== presentedSha256) throw notRegistered();
+  const host = await registeredHost(store, hostId, presentedSha256);
   const at = clock();
   const ok = await store.transaction((tx) =>
     tx.hosts.heartbeat(hostId, at, report.capacity, report.usage),
   );
   if (!ok) throw notRegistered();
   return { ...host, ...report, heartbeatAt: at };
+}
+
+/**
+ * Signs the CA of a registered host's services (installation-ca.ts) for the
+ * key of `csr`; returns it with the root clients trust.
+ */
+export async function issueServicesCa(
+  store: Store,
+  hostId: string,
+  presentedSha256: string,
+  csr: string,
+): Promise<{ certificate: string; root: string }> {
+  const host = await registeredHost(store, hostId, presentedSha256);
+  let certificate: string;
+  try {
+    certificate = await hostServicesCa(store, host.name, csr);
+  } catch {
+    throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
+  }
+  return { certificate, root: (await servicesCa(store)).cert };
+}
+
+/** The host that showed the certificate of SHA-256 `presented`, if it is the one issued to it and it is still registered. */
+async function registeredHost(store: Store, hostId: string, presented: string): Promise<Host> {
+  const host = await store.hosts.get(hostId);
+  if (!host || host.certSha256 !== presented) throw notRegistered();
+  return host;
 }
 
 function nameTaken(name: string): AppError {

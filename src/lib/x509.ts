@@ -120,8 +120,8 @@ export async function signRequest(ca: KeyPair, csr: string, o: SignOptions): Pro
   });
 }
 
-/** SHA-256 of a certificate's DER, lowercase hex without colons: how a CA is pinned. */
-export function certSha256(pem: string): string {
+/** SHA-256 of a certificate's DER, lowercase hex without colons: how a CA or a host is known. */
+export function certSha256(pem: string | Buffer): string {
   return new X509Certificate(pem).fingerprint256.replaceAll(':', '').toLowerCase();
 }
 

@@ -10,7 +10,7 @@
 // replicas and read replica sets, whose nodes and sources would span hosts;
 // the capabilities below refuse them with a 400 before anything is queued.
 
-import { type Host, hostCertCn, hostState, type Placement } from '../../domain/hosts.js';
+import { agentUrl, type Host, hostCertCn, hostState, type Placement } from '../../domain/hosts.js';
 import { DONE, type Progress, type ProgressNote } from '../../domain/progress.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { SeriesSample } from '../../domain/series/catalogue.js';
@@ -315,10 +315,9 @@ export class HostsDriver implements Driver {
   /** One driver call on a host's agent; a host that does not answer is a retryable failure. */
   private async call(host: Host, method: string, args: unknown[]): Promise<unknown> {
     const me = await this.o.identity();
-    const where = host.address.includes(':') ? `[${host.address}]` : host.address;
     let res;
     try {
-      res = await httpsJson(`https://${where}:${host.agentPort}/v1/agent/driver`, {
+      res = await httpsJson(agentUrl(host, '/v1/agent/driver'), {
         body: { method, args },
         ca: me.ca,
         cert: me.cert,
