@@ -515,5 +515,16 @@ export interface Store extends ReadRepos {
    * a store only this process writes has no need of it.
    */
   watchQueue?(on: () => void): void;
+  /**
+   * Whether a current credential that `key` names was committed but is not
+   * in the read view yet (another process made it a moment ago, and its
+   * notification is still on the way); if so, resolves once the view has
+   * it. A store whose views are fresh after any commit (SQLite) has no need
+   * of it.
+   */
+  catchUpCredential?(key: CredentialKey): Promise<boolean>;
   close(): void;
 }
+
+/** How a request names its credential: a Bearer key's hash, or a Basic access key. */
+export type CredentialKey = { bearerHash: string } | { accessKey: string };

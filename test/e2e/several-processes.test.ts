@@ -471,6 +471,7 @@ test('three Basins: a credential revoked is refused by every process within 1 s'
   const { id, bearer_key: key } = JSON.parse(made.stdout) as { id: string; bearer_key: string };
   const asIt = (b: BasinProcess) =>
     b.request('GET', `/projects/${projectId}/services`, { authorization: `Bearer ${key}` });
+  // Made by the CLI a moment ago: every process takes it at once, notified or not.
   for (const b of procs) assert.equal((await asIt(b)).status, 200, `process ${b.pid}`);
 
   const revoked = await inst.cli('--store-url', url, 'credential', 'revoke', id);
