@@ -151,7 +151,7 @@ test("PostgreSQL's parameters are Basin's, less what Patroni owns, with the node
   assert.equal(c.bootstrap.dcs.postgresql.parameters.max_connections, p.max_connections);
 });
 
-test('replication and pg_rewind as the replication role over verified TLS; replication only from the other nodes', () => {
+test('replication and pg_rewind as the replication role over verified TLS; replication only from the nodes of the service', () => {
   const c = patroniConfig(inputs()) as Conf;
   const { replication, rewind, superuser } = c.postgresql.authentication;
   assert.deepEqual(replication, {
@@ -164,7 +164,7 @@ test('replication and pg_rewind as the replication role over verified TLS; repli
   assert.deepEqual(superuser, { username: 'postgres' });
   const repl = c.postgresql.pg_hba.filter((l) => /\breplication\b|basin_replication/.test(l));
   const sources = [...new Set(repl.map((l) => l.split(/\s+/)[3]))].sort();
-  assert.deepEqual(sources, ['10.9.0.11/32', '10.9.0.13/32']);
+  assert.deepEqual(sources, ['10.9.0.11/32', '10.9.0.12/32', '10.9.0.13/32']);
   assert.ok(
     c.postgresql.pg_hba.some((l) => /^hostnossl\s+all\s+all\s+0\.0\.0\.0\/0\s+reject$/.test(l)),
   );

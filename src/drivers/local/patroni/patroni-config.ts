@@ -144,7 +144,6 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
   const sync = Math.max(0, Math.min(i.spec.ha.syncReplicaCount, i.members.length - 1));
   const timing = i.timing ?? { ttl: 30, loopWait: 10, retryTimeout: 10 };
   const parameters = patroniParameters(i);
-  const others = i.members.filter((m) => m.index !== self.index);
   const replicationTls = {
     sslmode: 'verify-full',
     sslrootcert: paths.serverTls.ca,
@@ -230,7 +229,10 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
       parameters,
       pg_hba: pgHba(spec, i.conf.publicCidrs, false, true, {
         proxy: (i.proxies ?? []).map((a) => `${a}/32`),
-        replication: others.map((m) => `${m.address}/32`),
+        // The other nodes stream and rewind from here; the node itself
+        // asks its own server for its timeline over a replication
+        // connection before it decides on pg_rewind (Patroni's rewind.py).
+        replication: i.members.map((m) => `${m.address}/32`),
       })
         .split('\n')
         .filter((l) => l !== '' && !l.startsWith('#')),
