@@ -20,7 +20,9 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  readlinkSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,7 +31,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
-import { detectPrivateTmp } from '../../src/drivers/local/host/confine.js';
+import { detectPrivateTmp, isConfined } from '../../src/drivers/local/host/confine.js';
 import { pgInstall } from '../../src/drivers/local/host-check.js';
 import { type OsUser, resolveOsUser } from '../../src/drivers/local/host/os-user.js';
 import {
@@ -41,8 +43,15 @@ import {
 import { Layout } from '../../src/drivers/local/layout.js';
 import { type AdminTarget, withAdmin } from '../../src/drivers/local/node/admin.js';
 import { writeRootFile } from '../../src/drivers/local/node/node-files.js';
+import { postmasterStatus } from '../../src/drivers/local/node/postmaster.js';
 import { Template } from '../../src/drivers/local/node/template.js';
-import { type ClientTls, clusterState, isPrimary } from '../../src/drivers/local/patroni/client.js';
+import {
+  apiGet,
+  apiRequest,
+  type ClientTls,
+  clusterState,
+  isPrimary,
+} from '../../src/drivers/local/patroni/client.js';
 import {
   ensurePatroniDirs,
   patroniFiles,
@@ -331,6 +340,42 @@ test(
     );
     const leader = byName(nodes, state.leader as string);
     assert.equal(await isPrimary(leader.url, basinTls), true);
+
+    // Each Patroni, and the PostgreSQL it started, runs as the service's
+    // user, with no_new_privs, in its host's network namespace and a
+    // mount namespace of its own; a second start adopts the running one.
+    for (const n of nodes) {
+      const st = await patroniStatus(n.files, n.user);
+      assert.ok(st.up, `node${n.index}'s Patroni runs`);
+      const again = await startPatroni({ files: n.files, user: n.user, privateTmp });
+      assert.deepEqual([again.adopted, again.pid], [true, st.pid]);
+      const server = await postmasterStatus(n.files.pgdata);
+      assert.ok(server.up);
+      for (const pid of [st.pid, server.pid]) {
+        assert.equal(
+          readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1],
+          String(svc.uid),
+        );
+        const netns = statSync(n.user.netns as string).ino;
+        assert.equal(readlinkSync(`/proc/${pid}/ns/net`), `net:[${netns}]`);
+        assert.equal(await isConfined(pid, privateTmp !== undefined), true);
+      }
+    }
+
+    // The REST API answers only a client with a certificate of the CA;
+    // its unsafe endpoints ask for Basin's password besides.
+    await assert.rejects(apiGet(leader.url, '/cluster', { ...basinTls, cert: '', key: '' }));
+    const stranger = await makeCa('a stranger');
+    const strangerReq = await makeKeyAndRequest('basin');
+    const strangerCert = await signRequest(stranger, strangerReq.csr, {
+      cn: 'basin',
+      names: [],
+      days: 1,
+    });
+    await assert.rejects(
+      apiGet(leader.url, '/cluster', { ca: ca.cert, cert: strangerCert, key: strangerReq.key }),
+    );
+    assert.equal((await apiRequest(leader.url, 'POST', '/restart', basinTls)).status, 401);
     for (const n of nodes.filter((x) => x !== leader)) {
       assert.equal(await isPrimary(n.url, basinTls), false);
     }
@@ -494,6 +539,13 @@ test(
     }
     t.diagnostic(`${acked.length} commits acknowledged before the kill, none lost`);
     assert.match(oldLog, /running pg_rewind from node\d/);
+
+    // Stopped: Patroni gives up its part and stops its PostgreSQL; nothing of either is left.
+    for (const n of nodes) {
+      await stopPatroni(n.files, n.user);
+      assert.deepEqual(await patroniStatus(n.files, n.user), { up: false });
+      assert.deepEqual(await clusterProcesses(n.files.pgdata), []);
+    }
   },
 );
 

@@ -46,10 +46,21 @@ export interface ApiAnswer {
 
 /** GET `path` of the REST API at `url` (https://address:port). */
 export function apiGet(url: string, path: string, tls: ClientTls, timeoutMs = 5000) {
+  return apiRequest(url, 'GET', path, tls, timeoutMs);
+}
+
+/** A request without a body to the REST API at `url`. */
+export function apiRequest(
+  url: string,
+  method: 'GET' | 'POST',
+  path: string,
+  tls: ClientTls,
+  timeoutMs = 5000,
+) {
   return new Promise<ApiAnswer>((resolve, reject) => {
     const req = request(
       new URL(path, url),
-      { method: 'GET', ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs },
+      { method, ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
