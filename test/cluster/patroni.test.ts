@@ -208,7 +208,12 @@ test(
     };
     const caFile = put('ca.crt', ca.cert);
     const etcdServer = await issue('etcd', [BRIDGE]);
-    const etcdClient = await issue(SERVICE, []);
+    // Patroni reaches etcd through its JSON gateway, which refuses a client
+    // certificate with a CN once etcd's auth is on ("CommonName of client
+    // sending a request against gateway will be ignored"): the service's
+    // certificate only opens TLS, without a CN, and its user logs in with
+    // its password.
+    const etcdClient = noCnCertificate(ca, tls);
     const basin = await issue('basin', []);
     const basinTls: ClientTls = { ca: ca.cert, cert: basin.cert, key: basin.key };
 
@@ -231,6 +236,51 @@ test(
     );
     writeFileSync(join(DIR, 'etcd.pid'), String(etcd.pid));
     t.after(() => etcd.kill('SIGKILL'));
+
+    // etcd's RBAC, as the etcd members' work sets it up: the service's
+    // user may read and write its own prefix only.
+    const etcdRoot = await issue('root', []);
+    const rootCert = put('etcd-root.crt', etcdRoot.cert);
+    const rootKey = put('etcd-root.key', etcdRoot.key, { name: 'root', uid: 0, gid: 0 });
+    const etcdctl = (auth: string | undefined, ...args: string[]) =>
+      execFileSync(
+        'etcdctl',
+        [`--endpoints=https://${BRIDGE}:${etcdPort}`, `--cacert=${caFile}`,
+          `--cert=${rootCert}`, `--key=${rootKey}`, ...(auth ? [`--user=${auth}`] : []), ...args], // prettier-ignore
+        { env: { ...process.env, ETCDCTL_API: '3' }, encoding: 'utf8', stdio: 'pipe' },
+      );
+    await until(
+      'etcd answering',
+      async () => etcdctl(undefined, 'endpoint', 'health'),
+      () => true,
+      () => tail(join(DIR, 'etcd.log')),
+    );
+    const etcdPassword = 'etcd-secret-of-the-test';
+    etcdctl(undefined, 'user', 'add', 'root:root-secret-of-the-test');
+    etcdctl(undefined, 'user', 'grant-role', 'root', 'root');
+    etcdctl(undefined, 'role', 'add', SERVICE);
+    etcdctl(
+      undefined,
+      'role',
+      'grant-permission',
+      SERVICE,
+      '--prefix=true',
+      'readwrite',
+      `/basin/${SERVICE}/`,
+    );
+    etcdctl(undefined, 'user', 'add', `${SERVICE}:${etcdPassword}`);
+    etcdctl(undefined, 'user', 'grant-role', SERVICE, SERVICE);
+    etcdctl(undefined, 'auth', 'enable');
+    const asService = `${SERVICE}:${etcdPassword}`;
+    etcdctl(asService, 'put', `/basin/${SERVICE}/probe`, 'x');
+    assert.throws(
+      () => etcdctl(asService, 'put', '/basin/another/probe', 'x'),
+      /permission denied/,
+    );
+    assert.throws(
+      () => etcdctl(asService, 'get', '/basin/another/', '--prefix'),
+      /permission denied/,
+    );
 
     // Basin's template, built as the driver builds it.
     const layout = new Layout(join(DIR, 'basin'));
@@ -292,6 +342,7 @@ test(
             key: put('etcd-client.key', etcdClient.key, svc),
             ca: caFile,
           },
+          auth: { username: SERVICE, password: etcdPassword },
         },
         restApi: {
           tls: {
@@ -548,6 +599,24 @@ test(
     }
   },
 );
+
+/** A client certificate of `ca` whose subject has no CN (openssl; x509.ts always names one). */
+function noCnCertificate(ca: KeyPair, dir: string): KeyPair {
+  const f = (name: string) => join(dir, `nocn-${name}`);
+  writeFileSync(f('ca.crt'), ca.cert);
+  writeFileSync(f('ca.key'), ca.key, { mode: 0o600 });
+  writeFileSync(
+    f('ext.cnf'),
+    '[v3]\nbasicConstraints = critical,CA:FALSE\nkeyUsage = critical,digitalSignature\nextendedKeyUsage = clientAuth\n',
+  );
+  execFileSync('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+    '-subj', '/O=basin service', '-keyout', f('key'), '-out', f('csr')], { stdio: 'ignore' }); // prettier-ignore
+  execFileSync('openssl', ['x509', '-req', '-in', f('csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'),
+    '-set_serial', '7', '-days', '2', '-extfile', f('ext.cnf'), '-extensions', 'v3', '-out', f('crt')], { stdio: 'ignore' }); // prettier-ignore
+  const pair = { cert: readFileSync(f('crt'), 'utf8'), key: readFileSync(f('key'), 'utf8') };
+  for (const name of ['ca.crt', 'ca.key', 'ext.cnf', 'key', 'csr', 'crt']) rmSync(f(name));
+  return pair;
+}
 
 function byName(nodes: Node[], name: string): Node {
   const n = nodes.find((x) => `node${x.index}` === name);

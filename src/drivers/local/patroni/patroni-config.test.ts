@@ -105,6 +105,17 @@ test('the node names its service as scope under /basin/, and the etcd members ov
     cert: '/d/etcd/c.crt',
     key: '/d/etcd/c.key',
   });
+  const withUser = patroniConfig(
+    inputs({
+      etcd: {
+        endpoints: ['10.9.0.1:2379'],
+        tls: { cert: '/c', key: '/k', ca: '/ca' },
+        auth: { username: 'abcdefghij', password: 'etcd-secret' },
+      },
+    }),
+  ) as Conf;
+  assert.equal(withUser.etcd3.username, 'abcdefghij');
+  assert.equal(withUser.etcd3.password, 'etcd-secret');
 });
 
 test('the REST API listens on the node address, requires a client certificate and a password', () => {

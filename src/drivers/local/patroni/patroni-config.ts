@@ -6,8 +6,8 @@
 // Patroni 3.0's YAML configuration
 // (https://patroni.readthedocs.io/en/latest/yaml_configuration.html):
 // - `etcd3`: the installation's etcd members over TLS, as the service's own
-//   etcd identity (a client certificate whose CN is a user with readwrite
-//   on /basin/<serviceId>/ only); `namespace: /basin/`, `scope: <id>`;
+//   etcd user (readwrite on /basin/<serviceId>/ only, with its password:
+//   see `etcd.auth`); `namespace: /basin/`, `scope: <id>`;
 // - `restapi`: on the node's address, TLS with a client certificate
 //   required (the installation's CA), and a password for its unsafe
 //   endpoints, which only Basin's addresses and the members may call;
@@ -83,7 +83,17 @@ export interface PatroniInputs {
   conf: Omit<ConfOptions, 'listenAddresses'>;
   /** OS users that may log in as `postgres` over the socket (Basin's door, and Patroni's). */
   adminOsUsers: readonly string[];
-  etcd: { endpoints: readonly string[]; tls: TlsFiles };
+  etcd: {
+    endpoints: readonly string[];
+    tls: TlsFiles;
+    /**
+     * The service's etcd user (readwrite on /basin/<serviceId>/ only).
+     * Patroni speaks to etcd through its JSON gateway, which does not take
+     * a certificate's CN for the user (etcd's "gRPC gateway" notes): the
+     * user is named with its password, the certificate only opens TLS.
+     */
+    auth?: { username: string; password: string };
+  };
   restApi: {
     tls: TlsFiles;
     password: string;
@@ -175,6 +185,7 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
       cacert: i.etcd.tls.ca,
       cert: i.etcd.tls.cert,
       key: i.etcd.tls.key,
+      ...(i.etcd.auth ? { username: i.etcd.auth.username, password: i.etcd.auth.password } : {}),
     },
     bootstrap: {
       dcs: {
