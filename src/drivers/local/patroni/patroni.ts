@@ -22,7 +22,7 @@ import type { PatroniFiles } from './files.js';
 /** Patroni's program (Debian's patroni package). */
 export const PATRONI_BIN = '/usr/bin/patroni';
 
-interface Record {
+interface PatroniRecord {
   pid: number;
   startTime: string;
 }
@@ -54,9 +54,9 @@ async function procUid(pid: number): Promise<number | undefined> {
  * when recorded, runs as `user` and is Patroni with this node's configuration.
  */
 export async function patroniStatus(f: PatroniFiles, user: OsUser): Promise<PatroniStatus> {
-  let rec: Record;
+  let rec: PatroniRecord;
   try {
-    rec = JSON.parse(await readFile(f.state, 'utf8')) as Record;
+    rec = JSON.parse(await readFile(f.state, 'utf8')) as PatroniRecord;
   } catch {
     return { up: false };
   }
@@ -73,8 +73,8 @@ export async function patroniStatus(f: PatroniFiles, user: OsUser): Promise<Patr
 /**
  * Starts the node's Patroni unless it runs (adopting one a previous Basin
  * started): as `user`, confined, its output appended to the node's log.
- * The caller wrote its configuration (patroni-config.ts) and made its directories
- * (files.ts). Returns the running pid.
+ * The caller wrote its configuration (patroni-config.ts) and made its
+ * directories (files.ts). Returns the running pid.
  */
 export async function startPatroni(o: {
   files: PatroniFiles;
@@ -110,10 +110,9 @@ export async function startPatroni(o: {
 
 /**
  * Stops the node's Patroni: SIGTERM, on which Patroni stops its PostgreSQL
- * (a fast shutdown; a primary first lets a synchronous standby catch up)
- * and gives up the leader key, so another member takes over at once
- * rather than after the key's TTL; SIGKILL to Patroni and its PostgreSQL
- * after `timeoutMs`. Waits until both are gone.
+ * (a fast shutdown) and, a leader, gives up the leader key, so another
+ * member takes over at once rather than after the key's TTL; SIGKILL to
+ * Patroni and its PostgreSQL after `timeoutMs`. Waits until both are gone.
  */
 export async function stopPatroni(f: PatroniFiles, user: OsUser, timeoutMs = 60_000) {
   const st = await patroniStatus(f, user);
