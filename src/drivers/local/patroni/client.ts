@@ -1,0 +1,127 @@
+// A small client of a node's Patroni REST API
+// (https://patroni.readthedocs.io/en/latest/rest_api.html), for Basin to
+// read what Patroni decided: the cluster's members, who leads, each one's
+// lag and timeline. Basin reads; it never asks Patroni to fail over (the
+// members decide that among themselves, through etcd: docs/decisions.md,
+// Patroni). TLS both ways: the node's certificate is checked against the
+// installation's CA and for the address Basin dialled; Basin presents its
+// own certificate, which the API requires (verify_client: required).
+
+import { request } from 'node:https';
+
+export interface ClientTls {
+  /** The CA the node's certificate must chain to. */
+  ca: string;
+  /** Basin's certificate and key, PEM. */
+  cert: string;
+  key: string;
+}
+
+export type MemberRole = 'leader' | 'sync_standby' | 'replica' | 'standby_leader';
+
+export interface PatroniMemberState {
+  name: string;
+  role: MemberRole;
+  /** Patroni's word for its PostgreSQL: 'running', 'streaming', 'starting', 'stopped'… */
+  state: string;
+  host?: string;
+  port?: number;
+  timeline?: number;
+  /** Bytes behind the leader's last known position; undefined for the leader, or when Patroni does not know. */
+  lagBytes?: number;
+}
+
+export interface ClusterState {
+  members: PatroniMemberState[];
+  /** The leader's name, when there is one. */
+  leader?: string;
+  paused: boolean;
+}
+
+/** What one GET answered: the status (200, 503…) and its JSON body. */
+export interface ApiAnswer {
+  status: number;
+  body: unknown;
+}
+
+/** GET `path` of the REST API at `url` (https://address:port). */
+export function apiGet(url: string, path: string, tls: ClientTls, timeoutMs = 5000) {
+  return apiRequest(url, 'GET', path, tls, timeoutMs);
+}
+
+/** A request without a body to the REST API at `url`. */
+export function apiRequest(
+  url: string,
+  method: 'GET' | 'POST',
+  path: string,
+  tls: ClientTls,
+  timeoutMs = 5000,
+) {
+  return new Promise<ApiAnswer>((resolve, reject) => {
+    const req = request(
+      new URL(path, url),
+      { method, ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: unknown = text;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            // Not JSON: the text is the body.
+          }
+          resolve({ status: res.statusCode ?? 0, body });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer from Patroni at ${url} in time`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The cluster as the node at `url` sees it (GET /cluster). */
+export async function clusterState(url: string, tls: ClientTls): Promise<ClusterState> {
+  const a = await apiGet(url, '/cluster', tls);
+  if (a.status !== 200) throw new Error(`Patroni at ${url} answered ${a.status} to GET /cluster`);
+  return parseCluster(a.body);
+}
+
+/** Reads GET /cluster's body, keeping only what has the expected shape. */
+export function parseCluster(body: unknown): ClusterState {
+  const raw = (body as { members?: unknown; pause?: unknown } | null) ?? {};
+  const list = Array.isArray(raw.members) ? (raw.members as Record<string, unknown>[]) : [];
+  const members: PatroniMemberState[] = [];
+  for (const m of list) {
+    if (typeof m.name !== 'string' || typeof m.role !== 'string') continue;
+    const role = m.role === 'master' || m.role === 'primary' ? 'leader' : m.role;
+    if (!['leader', 'sync_standby', 'replica', 'standby_leader'].includes(role)) continue;
+    members.push({
+      name: m.name,
+      role: role as MemberRole,
+      state: typeof m.state === 'string' ? m.state : '',
+      ...(typeof m.host === 'string' ? { host: m.host } : {}),
+      ...(typeof m.port === 'number' ? { port: m.port } : {}),
+      ...(typeof m.timeline === 'number' ? { timeline: m.timeline } : {}),
+      ...(typeof m.lag === 'number' ? { lagBytes: m.lag } : {}),
+    });
+  }
+  const leader = members.find((m) => m.role === 'leader' || m.role === 'standby_leader')?.name;
+  return { members, ...(leader ? { leader } : {}), paused: raw.pause === true };
+}
+
+/**
+ * Whether the node at `url` is the primary, by Patroni's own health check
+ * (GET /primary: 200 on the leader that runs, 503 elsewhere), as HAProxy
+ * will ask it; an unreachable node is not.
+ */
+export async function isPrimary(url: string, tls: ClientTls): Promise<boolean> {
+  try {
+    return (await apiGet(url, '/primary', tls)).status === 200;
+  } catch {
+    return false;
+  }
+}

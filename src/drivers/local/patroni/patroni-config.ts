@@ -1,0 +1,306 @@
+// Patroni's configuration for one node of a service, built by Basin from the
+// service's spec and the node's place (docs/decisions.md, "Patroni"). Pure:
+// no I/O, so every rule is unit-tested (patroni-config.test.ts) and what Basin wants
+// is compared with what it wrote by comparing text.
+//
+// Patroni 3.0's YAML configuration
+// (https://patroni.readthedocs.io/en/latest/yaml_configuration.html):
+// - `etcd3`: the installation's etcd members over TLS, as the service's own
+//   etcd user (readwrite on /basin/<serviceId>/ only, with its password:
+//   see `etcd.auth`); `namespace: /basin/`, `scope: <id>`;
+// - `restapi`: on the node's address, TLS with a client certificate
+//   required (the installation's CA), and a password for its unsafe
+//   endpoints, which only Basin's addresses and the members may call;
+// - `bootstrap.dcs`: synchronous_mode from sync_replica_count, strict when
+//   the user asked for synchronous replicas, slots, pg_rewind; the
+//   cluster's first node starts from Basin's template (no initdb per
+//   service: template.ts), moved into place by a custom bootstrap method;
+// - `postgresql`: the parameters of Basin's own builders (conf.ts), the
+//   replication role and its TLS, pg_hba and pg_ident from conf.ts.
+
+import { stringify } from 'yaml';
+import { nodeName } from '../../../domain/service-nodes.js';
+import type { ServiceSpec } from '../../driver.js';
+import {
+  type ConfOptions,
+  type NodePaths,
+  pgHba,
+  pgIdent,
+  postgresqlSettings,
+  REPLICATION_ROLE,
+  type Settings,
+} from '../config/conf.js';
+
+/** The DCS prefix of every service's cluster: /basin/<serviceId>/… */
+export const PATRONI_NAMESPACE = '/basin/';
+
+/** The REST API's user for its unsafe endpoints (restart, switchover…): Basin's. */
+export const RESTAPI_USER = 'basin';
+
+/** One node of the service, as Patroni's members know each other. */
+export interface PatroniMember {
+  index: number;
+  /** The address its PostgreSQL and REST API listen on (a host's, or a namespace's). */
+  address: string;
+  /** Its PostgreSQL port. */
+  port: number;
+  /** Its REST API port. */
+  apiPort: number;
+}
+
+/** TLS files: a certificate, its key, and the CA that verifies the peer. */
+export interface TlsFiles {
+  cert: string;
+  key: string;
+  ca: string;
+}
+
+/** Where the node's files are, on its host. */
+export interface PatroniPaths extends NodePaths {
+  /** The data directory Patroni manages (empty until bootstrap or a replica's copy). */
+  pgdata: string;
+  /** PostgreSQL's programs (pg_ctl, pg_basebackup, pg_rewind…). */
+  pgBin: string;
+  /**
+   * A clone of Basin's template made for this node (seed.ts): the first
+   * node of the cluster moves it into place instead of running initdb.
+   */
+  seed: string;
+  /** Where Patroni keeps the passwords libpq reads (its own file, the service's user's). */
+  pgpass: string;
+  /** PostgreSQL's certificate for this node's address (outside pgdata: a base backup copies pgdata). */
+  serverTls: TlsFiles;
+}
+
+export interface PatroniInputs {
+  spec: ServiceSpec;
+  /** This node. */
+  self: PatroniMember;
+  /** Every node of the service, this one included. */
+  members: readonly PatroniMember[];
+  paths: PatroniPaths;
+  /** conf.ts's options (listen addresses are the node's own here). */
+  conf: Omit<ConfOptions, 'listenAddresses'>;
+  /** OS users that may log in as `postgres` over the socket (Basin's door, and Patroni's). */
+  adminOsUsers: readonly string[];
+  etcd: {
+    endpoints: readonly string[];
+    tls: TlsFiles;
+    /**
+     * The service's etcd user (readwrite on /basin/<serviceId>/ only).
+     * Patroni speaks to etcd through its JSON gateway, which does not take
+     * a certificate's CN for the user (etcd's "gRPC gateway" notes): the
+     * user is named with its password, the certificate only opens TLS.
+     */
+    auth?: { username: string; password: string };
+  };
+  restApi: {
+    tls: TlsFiles;
+    password: string;
+    /** Who may call its unsafe endpoints besides the members: Basin's addresses. */
+    allowlist: readonly string[];
+  };
+  /**
+   * Where the service's HAProxy connects from to reach this node (its
+   * host's addresses); none until HAProxy routes by Patroni's checks.
+   */
+  proxies?: readonly string[];
+  /** The replication role's password (replication.ts, replicationSecret). */
+  replicationSecret: string;
+  /** The leader key's TTL and Patroni's loop, in seconds (defaults 30 and 10, Patroni's). */
+  timing?: { ttl: number; loopWait: number; retryTimeout: number };
+}
+
+/**
+ * Parameters Patroni sets itself and that must not come from Basin:
+ * listen_addresses and port (from `postgresql.listen`), the synchronous
+ * standbys (synchronous_mode), a standby's conninfo and slot, and what a
+ * recovering fork needs (Patroni promotes, not recovery_target_action).
+ */
+const PATRONI_OWNS = new Set([
+  'listen_addresses',
+  'port',
+  'synchronous_standby_names',
+  'primary_conninfo',
+  'primary_slot_name',
+  'recovery_target_timeline',
+  'restore_command',
+  'recovery_target',
+  'recovery_target_action',
+  'recovery_target_time',
+]);
+
+/**
+ * Parameters that must be equal on every member (a hot standby refuses to
+ * run with less than its primary): kept in the DCS, whence Patroni gives
+ * them to every member.
+ */
+const CLUSTER_WIDE = [
+  'max_connections',
+  'max_worker_processes',
+  'max_wal_senders',
+  'max_replication_slots',
+  'max_prepared_transactions',
+  'max_locks_per_transaction',
+  'wal_level',
+];
+
+/** The custom bootstrap method's name: the template's clone moved into place. */
+export const BOOTSTRAP_METHOD = 'basin_template';
+
+/** Patroni's configuration for `i.self`, as an object (renderPatroniConfig writes it). */
+export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
+  const { spec, self, paths } = i;
+  const sync = Math.max(0, Math.min(i.spec.ha.syncReplicaCount, i.members.length - 1));
+  const timing = i.timing ?? { ttl: 30, loopWait: 10, retryTimeout: 10 };
+  const parameters = patroniParameters(i);
+  const replicationTls = {
+    sslmode: 'verify-full',
+    sslrootcert: paths.serverTls.ca,
+  };
+  return {
+    scope: spec.serviceId,
+    namespace: PATRONI_NAMESPACE,
+    name: nodeName(self.index),
+    log: { level: 'INFO', format: '%(asctime)s %(levelname)s: %(message)s' },
+    restapi: {
+      listen: hostPort(self.address, self.apiPort),
+      connect_address: hostPort(self.address, self.apiPort),
+      certfile: i.restApi.tls.cert,
+      keyfile: i.restApi.tls.key,
+      cafile: i.restApi.tls.ca,
+      // Every request, a GET too, needs a certificate of the installation's CA.
+      verify_client: 'required',
+      authentication: { username: RESTAPI_USER, password: i.restApi.password },
+      // Unsafe endpoints (switchover, restart, reinitialize…): Basin and the members only.
+      allowlist: [...i.restApi.allowlist],
+      allowlist_include_members: true,
+    },
+    // Patroni's own calls to the other members' REST APIs (a failover's
+    // check of who is most advanced) present the same certificate.
+    ctl: { certfile: i.restApi.tls.cert, keyfile: i.restApi.tls.key, cacert: i.restApi.tls.ca },
+    etcd3: {
+      hosts: [...i.etcd.endpoints],
+      protocol: 'https',
+      cacert: i.etcd.tls.ca,
+      cert: i.etcd.tls.cert,
+      key: i.etcd.tls.key,
+      ...(i.etcd.auth ? { username: i.etcd.auth.username, password: i.etcd.auth.password } : {}),
+    },
+    bootstrap: {
+      dcs: {
+        ttl: timing.ttl,
+        loop_wait: timing.loopWait,
+        retry_timeout: timing.retryTimeout,
+        // A standby more than 1 MB behind is never promoted (without
+        // synchronous replicas: with them, only a synchronous one is).
+        maximum_lag_on_failover: 1024 * 1024,
+        synchronous_mode: sync > 0,
+        // The user asked for synchronous replicas: with none left, writes
+        // wait rather than go unreplicated, so no acknowledged commit is
+        // lost in a failover (docs/decisions.md, Patroni).
+        synchronous_mode_strict: sync > 0,
+        synchronous_node_count: Math.max(1, sync),
+        postgresql: {
+          use_pg_rewind: true,
+          use_slots: true,
+          parameters: Object.fromEntries(
+            CLUSTER_WIDE.filter((k) => k in parameters).map((k) => [k, parameters[k]]),
+          ),
+        },
+      },
+      method: BOOTSTRAP_METHOD,
+      [BOOTSTRAP_METHOD]: {
+        // The template's clone for this node, renamed onto the (empty) data
+        // directory: both are the service's user's, on one file system.
+        command: `mv -T -- ${shq(paths.seed)} ${shq(paths.pgdata)}`,
+        no_params: true,
+      },
+    },
+    postgresql: {
+      listen: hostPort(self.address, self.port),
+      connect_address: hostPort(self.address, self.port),
+      data_dir: paths.pgdata,
+      bin_dir: paths.pgBin,
+      pgpass: paths.pgpass,
+      // Patroni's own connection: `postgres` over the node's socket, by
+      // peer authentication through pg_ident, as Basin's.
+      use_unix_socket: true,
+      authentication: {
+        superuser: { username: 'postgres' },
+        replication: {
+          username: REPLICATION_ROLE,
+          password: i.replicationSecret,
+          ...replicationTls,
+        },
+        // pg_rewind reads the new primary's files as the replication role,
+        // over TLS: the superuser never logs in over TCP (conf.ts, pgHba).
+        rewind: { username: REPLICATION_ROLE, password: i.replicationSecret, ...replicationTls },
+      },
+      parameters,
+      pg_hba: pgHba(spec, i.conf.publicCidrs, false, true, {
+        proxy: (i.proxies ?? []).map((a) => `${a}/32`),
+        // The other nodes stream and rewind from here; the node itself
+        // asks its own server for its timeline over a replication
+        // connection before it decides on pg_rewind (Patroni's rewind.py).
+        replication: i.members.map((m) => `${m.address}/32`),
+      })
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('#')),
+      pg_ident: pgIdent(i.adminOsUsers)
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('#')),
+      // A standby is copied from a member now; from the repository host's
+      // pgBackRest later (issue 21): its method goes first in this list.
+      create_replica_methods: ['basebackup'],
+      basebackup: [{ checkpoint: 'fast' }],
+      // An old primary that pg_rewind cannot bring back is copied afresh.
+      remove_data_directory_on_rewind_failure: true,
+      remove_data_directory_on_diverged_timelines: true,
+    },
+    tags: { nofailover: false, noloadbalance: false, clonefrom: false, nosync: false },
+    watchdog: { mode: 'off' },
+  };
+}
+
+/**
+ * The node's PostgreSQL parameters: Basin's (conf.ts: sizes, TLS, archiving,
+ * logs) for this node, less what Patroni owns, with the node's certificate
+ * (outside the data directory, which a replica copies whole) and the WAL
+ * senders and slots the other members need.
+ */
+export function patroniParameters(i: PatroniInputs): Settings {
+  const base = postgresqlSettings(
+    i.spec,
+    i.paths,
+    { ...i.conf, listenAddresses: i.self.address },
+    undefined,
+    { index: i.self.index, port: i.self.port },
+  );
+  const out: Settings = {};
+  for (const [k, v] of Object.entries(base)) if (!PATRONI_OWNS.has(k)) out[k] = v;
+  out.ssl_cert_file = i.paths.serverTls.cert;
+  out.ssl_key_file = i.paths.serverTls.key;
+  // Every node is a primary in turn: enough senders and slots for the
+  // others, a base backup and pg_rewind, and some slack (PostgreSQL's
+  // defaults are 10 each).
+  const room = String(Math.max(10, 2 * i.members.length + 2));
+  out.max_wal_senders = room;
+  out.max_replication_slots = room;
+  out.hot_standby = 'on';
+  out.hot_standby_feedback = 'on';
+  return out;
+}
+
+/** The configuration file's text (YAML). */
+export function renderPatroniConfig(i: PatroniInputs): string {
+  return `# Written by Basin from the service's spec; edits are overwritten.\n${stringify(patroniConfig(i), { version: '1.1' })}`;
+}
+
+const hostPort = (address: string, port: number) =>
+  address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+
+/** A word for Patroni's shlex.split: single-quoted, a quote closed and escaped. */
+function shq(s: string): string {
+  return `'${s.replace(/'/g, `'"'"'`)}'`;
+}
