@@ -18,8 +18,18 @@ export interface HostUsage {
   load1: number;
 }
 
+/**
+ * What a host is for: `database` hosts run the nodes the control plane
+ * places; a `repository` host runs none and holds the pgBackRest
+ * repositories of the services on the database hosts (docs/decisions.md,
+ * "Several hosts": the repository host).
+ */
+export type HostRole = 'database' | 'repository';
+export const HOST_ROLES: readonly HostRole[] = ['database', 'repository'];
+
 export interface Host {
   id: string;
+  role: HostRole;
   /** Unique in the installation; the machine's host name unless the operator chose one. */
   name: string;
   /** The address the control plane and other hosts reach it at. */

@@ -11,6 +11,7 @@ import type { Store } from '../store/store.js';
 const CA = 'hosts-ca';
 const SERVICES_CA = 'services-ca';
 const CONTROL_PLANE = 'hosts-control-plane';
+const REPOSITORIES_CA = 'repositories-ca';
 /** Leaves last as long as TLS clients accept (825 days); renewal comes with rotation (docs). */
 export const LEAF_DAYS = 825;
 
@@ -59,5 +60,33 @@ export async function hostServicesCa(store: Store, hostName: string, csr: string
     names: [],
     days: 3650,
     ca: true,
+  });
+}
+
+/**
+ * The CA of the pgBackRest TLS between database hosts and the repository
+ * host (docs/decisions.md, "Several hosts": the repository host): it signs
+ * the repository host's server certificate and each service's client
+ * certificate (CN basin-service-<id>, what tls-server-auth authorizes for
+ * its stanza). A root of its own, apart from the hosts' CA (a client
+ * certificate of a service must never pass for a host or the control plane)
+ * and from the services root (which every database client trusts, and
+ * which each database host holds a CA under: a host could then mint any
+ * service's client name).
+ */
+export async function repositoriesCa(store: Store): Promise<KeyPair> {
+  return stored(store, REPOSITORIES_CA, () => makeCa('Basin repositories CA', 0));
+}
+
+/** Signs a repository host's request for its pgBackRest servers' certificate: its address is the name clients check. */
+export async function repositoryServerCert(
+  store: Store,
+  address: string,
+  csr: string,
+): Promise<string> {
+  return signRequest(await repositoriesCa(store), csr, {
+    cn: address,
+    names: [address],
+    days: LEAF_DAYS,
   });
 }

@@ -1,5 +1,6 @@
 // Where a new service goes (docs/decisions.md, "Several hosts"): to the
-// online host with the most memory left after what its services hold, among
+// online database host (a repository host runs no nodes: the driver
+// passes only database hosts) with the most memory left after what its services hold, among
 // those with room for it in both CPU and memory. Spread, not bin-pack: a host
 // lost takes as few services with it as it can, and a fresh host fills
 // first. Pure, for the unit test.
@@ -23,6 +24,7 @@ export function chooseHost(
 ): Host | undefined {
   let best: { host: Host; memoryLeft: number } | undefined;
   for (const host of online) {
+    if (host.role !== 'database') continue;
     const mine = placements.filter((p) => p.hostId === host.id);
     const cpuLeft = host.capacity.cpus * 1000 - mine.reduce((n, p) => n + p.cpuMillis, 0);
     const memoryLeft =
