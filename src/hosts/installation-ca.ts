@@ -78,7 +78,12 @@ export async function repositoriesCa(store: Store): Promise<KeyPair> {
   return stored(store, REPOSITORIES_CA, () => makeCa('Basin repositories CA', 0));
 }
 
-/** Signs a repository host's request for its pgBackRest servers' certificate: its address is the name clients check. */
+/**
+ * Signs a repository host's request for its pgBackRest servers'
+ * certificate: its address as the CN and no SAN (pgBackRest 2.45 compares
+ * the CN with repo1-host, and with any SAN present it looks only there and
+ * matches no IP address: tried here), for servers only.
+ */
 export async function repositoryServerCert(
   store: Store,
   address: string,
@@ -86,7 +91,8 @@ export async function repositoryServerCert(
 ): Promise<string> {
   return signRequest(await repositoriesCa(store), csr, {
     cn: address,
-    names: [address],
+    names: [],
     days: LEAF_DAYS,
+    use: 'server',
   });
 }
