@@ -93,6 +93,15 @@ export function hostCertCn(hostId: string): string {
   return `host:${hostId}`;
 }
 
+/**
+ * The subject of a service's pgBackRest client certificate: what a
+ * repository server authorizes for the service's stanza (tls-server-auth),
+ * on one machine as on the repository host.
+ */
+export function serviceRepositoryClientCn(serviceId: string): string {
+  return `basin-service-${serviceId}`;
+}
+
 /** The subject of the control plane's certificate: the only client a host accepts. */
 export const CONTROL_PLANE_CN = 'basin-control-plane';
 

@@ -14,6 +14,7 @@ import type { Logger } from '../lib/logger.js';
 import { certCn, certSha256 } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 import {
+  issueRepositoryClient,
   issueRepositoryServer,
   issueServicesCa,
   joinHost,
@@ -203,6 +204,34 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
       const peer = presentedHost(req);
       const issued = await issueRepositoryServer(o.store, peer.hostId, peer.sha256, req.body.csr);
       o.log.info({ host: peer.hostId }, "repository host's server certificate issued");
+      return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
+    },
+  );
+
+  // A service's pgBackRest client certificate, for the database host it is placed on.
+  app.post<{ Body: { service_id: string; csr: string } }>(
+    '/v1/hosts/repository-client',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['service_id', 'csr'],
+          properties: {
+            service_id: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
+            csr: { type: 'string', maxLength: 8192 },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const { service_id: serviceId, csr } = req.body;
+      const issued = await issueRepositoryClient(o.store, peer.hostId, peer.sha256, serviceId, csr);
+      o.log.info(
+        { host: peer.hostId, serviceId },
+        "a service's repository client certificate issued",
+      );
       return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
     },
   );

@@ -21,6 +21,7 @@ import {
   LEAF_DAYS,
   repositoriesCa,
   repositoryServerCert,
+  serviceRepositoryClientCert,
   servicesCa,
 } from './installation-ca.js';
 import { checkJoinToken } from './join-tokens.js';
@@ -146,6 +147,36 @@ export async function issueRepositoryServer(
   let certificate: string;
   try {
     certificate = await repositoryServerCert(store, host.address, csr);
+  } catch {
+    throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
+  }
+  return { certificate, ca: (await repositoriesCa(store)).cert };
+}
+
+/**
+ * Signs a database host's request for the pgBackRest client certificate of
+ * `serviceId`, under the repositories CA: only for a service placed on that
+ * host (the store's placements), so that a host, or a tenant root on it,
+ * holds the stanza credentials of its own services and of no other.
+ */
+export async function issueRepositoryClient(
+  store: Store,
+  hostId: string,
+  presentedSha256: string,
+  serviceId: string,
+  csr: string,
+): Promise<{ certificate: string; ca: string }> {
+  const host = await registeredHost(store, hostId, presentedSha256);
+  const placed = await store.placements.get(serviceId);
+  if (host.role !== 'database' || placed?.hostId !== host.id) {
+    throw new AppError(
+      'FORBIDDEN',
+      `Service ${serviceId} is not placed on host ${host.name}: a host is given the backup credentials of its own services only.`,
+    );
+  }
+  let certificate: string;
+  try {
+    certificate = await serviceRepositoryClientCert(store, serviceId, csr);
   } catch {
     throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
   }

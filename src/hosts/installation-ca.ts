@@ -4,7 +4,7 @@
 // present the same identity and trust the same hosts. Made on first use; two
 // processes making them at once keep the first one stored.
 
-import { CONTROL_PLANE_CN } from '../domain/hosts.js';
+import { CONTROL_PLANE_CN, serviceRepositoryClientCn } from '../domain/hosts.js';
 import { certSha256, type KeyPair, makeCa, makeKeyAndRequest, signRequest } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 
@@ -94,5 +94,23 @@ export async function repositoryServerCert(
     names: [],
     days: LEAF_DAYS,
     use: 'server',
+  });
+}
+
+/**
+ * Signs a database host's request for a service's pgBackRest client
+ * certificate (CN basin-service-<id>: what the service's repository server
+ * authorizes for its stanza alone), for clients only.
+ */
+export async function serviceRepositoryClientCert(
+  store: Store,
+  serviceId: string,
+  csr: string,
+): Promise<string> {
+  return signRequest(await repositoriesCa(store), csr, {
+    cn: serviceRepositoryClientCn(serviceId),
+    names: [],
+    days: LEAF_DAYS,
+    use: 'client',
   });
 }
