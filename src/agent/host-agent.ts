@@ -13,13 +13,14 @@ import { localDriverOptions } from '../local-driver-options.js';
 import { makeDataDir } from '../lib/data-dir.js';
 import { lockDataDir } from '../lib/data-dir-lock.js';
 import type { Logger } from '../lib/logger.js';
-import { CONTROL_PLANE_CN } from '../domain/hosts.js';
+import { CONTROL_PLANE_CN, type HostRole } from '../domain/hosts.js';
 import { httpsJson } from '../lib/https-json.js';
 import { type AgentIdentity, readIdentity, writeIdentity } from './agent-files.js';
 import { serveAgent } from './agent-server.js';
 import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js';
 import { answerDriverCall } from './driver-rpc.js';
 import { join, JoinError } from './join.js';
+import { repositoryServerIdentity } from './repository-identity.js';
 import { servicesCaFor } from './services-ca.js';
 import { fileUidAllocator } from './uid-counter.js';
 
@@ -28,7 +29,8 @@ export interface AgentOptions {
   /**
    * The local driver's settings (the server's flags: uid range, service
    * network, …), its data directory this one; none: the agent joins and
-   * reports but runs no databases (tests of joining alone).
+   * reports but runs no databases (tests of joining alone, and a
+   * repository host, which never runs one).
    */
   driverConfig: Config | null;
   /** Needed only to join: the control plane's host listener, a token and the CA's hash. */
@@ -40,6 +42,11 @@ export interface AgentOptions {
   address: string;
   port: number;
   zone: string;
+  /**
+   * What this host is for (domain/hosts.ts HostRole): given to join, then
+   * checked against what it joined as; undefined: whatever it joined as.
+   */
+  role?: HostRole;
   heartbeatMs: number;
   log: Logger;
 }
@@ -67,23 +74,33 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
       token: o.token,
       caSha256: o.caSha256,
       agentPort: o.port,
+      role: o.role ?? 'database',
     });
     writeIdentity(o.dataDir, identity);
     o.log.info({ host: identity.hostId, name: identity.name }, 'joined the installation');
   }
+  if (o.role !== undefined && o.role !== identity.role) {
+    throw new JoinError(
+      `This host joined the installation as a ${identity.role} host, not a ${o.role} host: run it with --role ${identity.role}, or join it again with a fresh data directory.`,
+    );
+  }
   const id = identity;
-  const driver: Driver | null = o.driverConfig
-    ? createLocalDriver(
-        localDriverOptions(o.driverConfig, {
-          allocateUid: fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange),
-          log: o.log,
-          // Clients reach this host's services at its address: their certificates name it.
-          publicHost: o.address,
-          // Issued from a CA of this host's under the installation's: one root for clients.
-          ca: () => servicesCaFor(id),
-        }),
-      )
-    : null;
+  const repository = id.role === 'repository';
+  // A repository host holds repositories, never a database: no local driver.
+  if (repository) await repositoryServerIdentity(id, o.dataDir);
+  const driver: Driver | null =
+    o.driverConfig && !repository
+      ? createLocalDriver(
+          localDriverOptions(o.driverConfig, {
+            allocateUid: fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange),
+            log: o.log,
+            // Clients reach this host's services at its address: their certificates name it.
+            publicHost: o.address,
+            // Issued from a CA of this host's under the installation's: one root for clients.
+            ca: () => servicesCaFor(id),
+          }),
+        )
+      : null;
   await driver?.start();
   const server = await serveAgent(
     id,
@@ -95,6 +112,7 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
         body: {
           host_id: id.hostId,
           name: id.name,
+          role: id.role,
           capacity: wireCapacity(hostCapacity(o.dataDir)),
           usage: wireUsage(hostUsage(o.dataDir)),
         },

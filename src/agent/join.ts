@@ -5,7 +5,7 @@
 // never leaves this host, with the token; the control plane answers with the
 // host's certificate, naming the host by the id it chose.
 
-import { CONTROL_PLANE_CN } from '../domain/hosts.js';
+import { CONTROL_PLANE_CN, type HostRole } from '../domain/hosts.js';
 import { httpsJson } from '../lib/https-json.js';
 import { certSha256, makeKeyAndRequest } from '../lib/x509.js';
 import type { AgentIdentity } from './agent-files.js';
@@ -19,6 +19,7 @@ export interface JoinOptions {
   address: string;
   agentPort: number;
   zone: string;
+  role: HostRole;
   dataDir: string;
 }
 
@@ -49,6 +50,7 @@ export async function join(o: JoinOptions): Promise<AgentIdentity> {
       address: o.address,
       agent_port: o.agentPort,
       zone: o.zone,
+      role: o.role,
       capacity: wireCapacity(hostCapacity(o.dataDir)),
     },
   });
@@ -62,6 +64,7 @@ export async function join(o: JoinOptions): Promise<AgentIdentity> {
   return {
     hostId: b.host_id,
     name: o.name,
+    role: o.role,
     controlPlane: o.controlPlane,
     cert: b.certificate,
     key,

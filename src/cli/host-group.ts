@@ -10,6 +10,8 @@ import {
   DEFAULT_HOST_LOST_AFTER_MS,
   type Host,
   HOST_NAME,
+  HOST_ROLES,
+  type HostRole,
   hostState,
   ZONE_NAME,
 } from '../domain/hosts.js';
@@ -32,6 +34,7 @@ const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)}G`;
 const shown = (h: Host, now: number, lostAfterMs: number) => ({
   id: h.id,
   name: h.name,
+  role: h.role,
   address: h.address,
   agent_port: h.agentPort,
   zone: h.zone,
@@ -83,6 +86,10 @@ export const hostGroup: CliGroup = {
           value: 'name',
           help: "this host's name in the installation (default: the host name)",
         },
+        role: {
+          value: 'role',
+          help: 'database (runs the nodes placed on it, the default) or repository (holds the backups of the database hosts\' services: docs/decisions.md, "Several hosts")',
+        },
         zone: {
           value: 'zone',
           help: 'a zone label: standbys prefer another zone (default "default")',
@@ -106,15 +113,22 @@ export const hostGroup: CliGroup = {
         'for it. Later runs need only --address: the identity is kept in the data',
         `directory (--data-dir, default ${AGENT_DATA_DIR}). The agent serves only the`,
         'control plane (mutual TLS) and reports its capacity and free resources.',
+        'With --role repository (given when it joins) the host runs no databases: it',
+        "holds the pgBackRest repositories of the database hosts' services, with a",
+        "server certificate from the installation's repositories CA.",
       ].join('\n'),
       examples: [
         'basin host run --data-dir /var/lib/basin-host --address 10.0.0.11 --zone a \\\n    --control-plane https://10.0.0.1:9443 --token 1a2b…  --ca-sha256 9f86…',
+        'basin host run --role repository --address 10.0.0.20 \\\n    --control-plane https://10.0.0.1:9443 --token 3c4d…  --ca-sha256 9f86…',
       ],
       check(opt) {
         if (opt('address') === undefined) return 'host run needs --address <ip>.';
         const name = opt('name');
         if (name !== undefined && !HOST_NAME.test(name))
           return `--name must be a DNS name; got ${name}.`;
+        const role = opt('role');
+        if (role !== undefined && !HOST_ROLES.includes(role as HostRole))
+          return `--role must be database or repository; got ${role}.`;
         const zone = opt('zone');
         if (zone !== undefined && !ZONE_NAME.test(zone))
           return `--zone must be lowercase letters, digits and dashes; got ${zone}.`;
@@ -150,6 +164,7 @@ export const hostGroup: CliGroup = {
             address: c.opt('address') as string,
             port,
             zone: c.opt('zone') ?? 'default',
+            role: c.opt('role') as HostRole | undefined,
             heartbeatMs,
             log,
           });
@@ -242,10 +257,11 @@ export const hostGroup: CliGroup = {
         if (c.json) return c.print(hosts);
         c.out(
           table(
-            ['NAME', 'ID', 'ADDRESS', 'ZONE', 'CPUS', 'MEMORY', 'DISK', 'STATE', 'SEEN'],
+            ['NAME', 'ID', 'ROLE', 'ADDRESS', 'ZONE', 'CPUS', 'MEMORY', 'DISK', 'STATE', 'SEEN'],
             hosts.map((h) => [
               h.name,
               h.id,
+              h.role,
               `${h.address}:${h.agent_port}`,
               h.zone,
               String(h.cpus),

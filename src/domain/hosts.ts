@@ -18,8 +18,18 @@ export interface HostUsage {
   load1: number;
 }
 
+/**
+ * What a host is for: `database` hosts run the nodes the control plane
+ * places; a `repository` host runs none and holds the pgBackRest
+ * repositories of the services on the database hosts (docs/decisions.md,
+ * "Several hosts": the repository host).
+ */
+export type HostRole = 'database' | 'repository';
+export const HOST_ROLES: readonly HostRole[] = ['database', 'repository'];
+
 export interface Host {
   id: string;
+  role: HostRole;
   /** Unique in the installation; the machine's host name unless the operator chose one. */
   name: string;
   /** The address the control plane and other hosts reach it at. */
@@ -81,6 +91,15 @@ export function agentUrl(h: Pick<Host, 'address' | 'agentPort'>, path: string): 
 /** The subject a host's certificate carries: tells hosts from the control plane. */
 export function hostCertCn(hostId: string): string {
   return `host:${hostId}`;
+}
+
+/**
+ * The subject of a service's pgBackRest client certificate: what a
+ * repository server authorizes for the service's stanza (tls-server-auth),
+ * on one machine as on the repository host.
+ */
+export function serviceRepositoryClientCn(serviceId: string): string {
+  return `basin-service-${serviceId}`;
 }
 
 /** The subject of the control plane's certificate: the only client a host accepts. */

@@ -8,12 +8,18 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
-import { HOST_NAME, ZONE_NAME } from '../domain/hosts.js';
+import { HOST_NAME, HOST_ROLES, type HostRole, ZONE_NAME } from '../domain/hosts.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { certCn, certSha256 } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
-import { issueServicesCa, joinHost, recordHeartbeat } from './host-registry.js';
+import {
+  issueRepositoryClient,
+  issueRepositoryServer,
+  issueServicesCa,
+  joinHost,
+  recordHeartbeat,
+} from './host-registry.js';
 import { controlPlaneIdentity, installationCa } from './installation-ca.js';
 
 const capacity = {
@@ -105,6 +111,7 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
       address: string;
       agent_port: number;
       zone: string;
+      role?: HostRole;
       capacity: Capacity;
     };
   }>(
@@ -122,6 +129,8 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
             address: { type: 'string', anyOf: [{ format: 'ipv4' }, { format: 'ipv6' }] },
             agent_port: { type: 'integer', minimum: 1, maximum: 65535 },
             zone: { type: 'string', pattern: ZONE_NAME.source },
+            // Absent from agents older than roles: a database host.
+            role: { type: 'string', enum: [...HOST_ROLES] },
             capacity,
           },
         },
@@ -136,10 +145,17 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
         address: b.address,
         agentPort: b.agent_port,
         zone: b.zone,
+        role: b.role ?? 'database',
         capacity: fromCapacity(b.capacity),
       });
       o.log.info(
-        { host: joined.host.id, name: b.name, address: b.address, zone: b.zone },
+        {
+          host: joined.host.id,
+          name: b.name,
+          address: b.address,
+          zone: b.zone,
+          role: joined.host.role,
+        },
         'host joined',
       );
       return reply.status(201).send({
@@ -168,6 +184,55 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
       const issued = await issueServicesCa(o.store, peer.hostId, peer.sha256, req.body.csr);
       o.log.info({ host: peer.hostId }, "host's services CA issued");
       return reply.send({ certificate: issued.certificate, root_certificate: issued.root });
+    },
+  );
+
+  // A repository host's pgBackRest servers' certificate, under the repositories CA.
+  app.post<{ Body: { csr: string } }>(
+    '/v1/hosts/repository-server',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['csr'],
+          properties: { csr: { type: 'string', maxLength: 8192 } },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const issued = await issueRepositoryServer(o.store, peer.hostId, peer.sha256, req.body.csr);
+      o.log.info({ host: peer.hostId }, "repository host's server certificate issued");
+      return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
+    },
+  );
+
+  // A service's pgBackRest client certificate, for the database host it is placed on.
+  app.post<{ Body: { service_id: string; csr: string } }>(
+    '/v1/hosts/repository-client',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['service_id', 'csr'],
+          properties: {
+            service_id: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
+            csr: { type: 'string', maxLength: 8192 },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const { service_id: serviceId, csr } = req.body;
+      const issued = await issueRepositoryClient(o.store, peer.hostId, peer.sha256, serviceId, csr);
+      o.log.info(
+        { host: peer.hostId, serviceId },
+        "a service's repository client certificate issued",
+      );
+      return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
     },
   );
 

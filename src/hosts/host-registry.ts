@@ -4,12 +4,26 @@
 // certificate, and only while the host is registered.
 
 import { AppError } from '../domain/errors.js';
-import { type Host, type HostCapacity, hostCertCn, type HostUsage } from '../domain/hosts.js';
+import {
+  type Host,
+  type HostCapacity,
+  hostCertCn,
+  type HostRole,
+  type HostUsage,
+} from '../domain/hosts.js';
 import type { Clock } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import { certSha256, signRequest } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
-import { hostServicesCa, installationCa, LEAF_DAYS, servicesCa } from './installation-ca.js';
+import {
+  hostServicesCa,
+  installationCa,
+  LEAF_DAYS,
+  repositoriesCa,
+  repositoryServerCert,
+  serviceRepositoryClientCert,
+  servicesCa,
+} from './installation-ca.js';
 import { checkJoinToken } from './join-tokens.js';
 
 export interface JoinRequest {
@@ -20,6 +34,7 @@ export interface JoinRequest {
   address: string;
   agentPort: number;
   zone: string;
+  role: HostRole;
   capacity: HostCapacity;
 }
 
@@ -48,6 +63,7 @@ export async function joinHost(store: Store, clock: Clock, req: JoinRequest): Pr
   const now = clock();
   const host: Host = {
     id,
+    role: req.role,
     name: req.name,
     address: req.address,
     agentPort: req.agentPort,
@@ -107,6 +123,64 @@ export async function issueServicesCa(
     throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
   }
   return { certificate, root: (await servicesCa(store)).cert };
+}
+
+/**
+ * Signs a registered repository host's request for its pgBackRest servers'
+ * certificate (its address), under the repositories CA; returns it with
+ * that CA. A database host is refused: only the repository host may serve
+ * repositories to the database hosts' clients.
+ */
+export async function issueRepositoryServer(
+  store: Store,
+  hostId: string,
+  presentedSha256: string,
+  csr: string,
+): Promise<{ certificate: string; ca: string }> {
+  const host = await registeredHost(store, hostId, presentedSha256);
+  if (host.role !== 'repository') {
+    throw new AppError(
+      'FORBIDDEN',
+      `Host ${host.name} is a database host: only a repository host (basin host run --role repository) serves repositories.`,
+    );
+  }
+  let certificate: string;
+  try {
+    certificate = await repositoryServerCert(store, host.address, csr);
+  } catch {
+    throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
+  }
+  return { certificate, ca: (await repositoriesCa(store)).cert };
+}
+
+/**
+ * Signs a database host's request for the pgBackRest client certificate of
+ * `serviceId`, under the repositories CA: only for a service placed on that
+ * host (the store's placements), so that a host, or a tenant root on it,
+ * holds the stanza credentials of its own services and of no other.
+ */
+export async function issueRepositoryClient(
+  store: Store,
+  hostId: string,
+  presentedSha256: string,
+  serviceId: string,
+  csr: string,
+): Promise<{ certificate: string; ca: string }> {
+  const host = await registeredHost(store, hostId, presentedSha256);
+  const placed = await store.placements.get(serviceId);
+  if (host.role !== 'database' || placed?.hostId !== host.id) {
+    throw new AppError(
+      'FORBIDDEN',
+      `Service ${serviceId} is not placed on host ${host.name}: a host is given the backup credentials of its own services only.`,
+    );
+  }
+  let certificate: string;
+  try {
+    certificate = await serviceRepositoryClientCert(store, serviceId, csr);
+  } catch {
+    throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
+  }
+  return { certificate, ca: (await repositoriesCa(store)).cert };
 }
 
 /** The host that showed the certificate of SHA-256 `presented`, if it is the one issued to it and it is still registered. */

@@ -4,13 +4,14 @@
 // present the same identity and trust the same hosts. Made on first use; two
 // processes making them at once keep the first one stored.
 
-import { CONTROL_PLANE_CN } from '../domain/hosts.js';
+import { CONTROL_PLANE_CN, serviceRepositoryClientCn } from '../domain/hosts.js';
 import { certSha256, type KeyPair, makeCa, makeKeyAndRequest, signRequest } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 
 const CA = 'hosts-ca';
 const SERVICES_CA = 'services-ca';
 const CONTROL_PLANE = 'hosts-control-plane';
+const REPOSITORIES_CA = 'repositories-ca';
 /** Leaves last as long as TLS clients accept (825 days); renewal comes with rotation (docs). */
 export const LEAF_DAYS = 825;
 
@@ -59,5 +60,57 @@ export async function hostServicesCa(store: Store, hostName: string, csr: string
     names: [],
     days: 3650,
     ca: true,
+  });
+}
+
+/**
+ * The CA of the pgBackRest TLS between database hosts and the repository
+ * host (docs/decisions.md, "Several hosts": the repository host): it signs
+ * the repository host's server certificate and each service's client
+ * certificate (CN basin-service-<id>, what tls-server-auth authorizes for
+ * its stanza). A root of its own, apart from the hosts' CA (a client
+ * certificate of a service must never pass for a host or the control plane)
+ * and from the services root (which every database client trusts, and
+ * which each database host holds a CA under: a host could then mint any
+ * service's client name).
+ */
+export async function repositoriesCa(store: Store): Promise<KeyPair> {
+  return stored(store, REPOSITORIES_CA, () => makeCa('Basin repositories CA', 0));
+}
+
+/**
+ * Signs a repository host's request for its pgBackRest servers'
+ * certificate: its address as the CN and no SAN (pgBackRest 2.45 compares
+ * the CN with repo1-host, and with any SAN present it looks only there and
+ * matches no IP address: tried here), for servers only.
+ */
+export async function repositoryServerCert(
+  store: Store,
+  address: string,
+  csr: string,
+): Promise<string> {
+  return signRequest(await repositoriesCa(store), csr, {
+    cn: address,
+    names: [],
+    days: LEAF_DAYS,
+    use: 'server',
+  });
+}
+
+/**
+ * Signs a database host's request for a service's pgBackRest client
+ * certificate (CN basin-service-<id>: what the service's repository server
+ * authorizes for its stanza alone), for clients only.
+ */
+export async function serviceRepositoryClientCert(
+  store: Store,
+  serviceId: string,
+  csr: string,
+): Promise<string> {
+  return signRequest(await repositoriesCa(store), csr, {
+    cn: serviceRepositoryClientCn(serviceId),
+    names: [],
+    days: LEAF_DAYS,
+    use: 'client',
   });
 }

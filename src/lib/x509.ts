@@ -72,6 +72,11 @@ export interface SignOptions {
   days: number;
   /** A CA under `ca` (that issues leaves only), instead of a leaf. */
   ca?: boolean;
+  /**
+   * A leaf for one end only (its one extended key usage), so that it never
+   * passes for the other; both unless given.
+   */
+  use?: 'server' | 'client';
 }
 
 /**
@@ -99,7 +104,7 @@ export async function signRequest(ca: KeyPair, csr: string, o: SignOptions): Pro
           : [
               'basicConstraints = critical,CA:FALSE',
               'keyUsage = critical,digitalSignature,keyEncipherment',
-              'extendedKeyUsage = serverAuth,clientAuth',
+              `extendedKeyUsage = ${o.use === undefined ? 'serverAuth,clientAuth' : `${o.use}Auth`}`,
             ]),
         ...(san ? [`subjectAltName = ${san}`] : []),
         'subjectKeyIdentifier = hash',

@@ -8,6 +8,8 @@ export function hostFromRow(row: unknown): Host | undefined {
   const r = row as Record<string, unknown>;
   return {
     id: r.id as string,
+    // Hosts joined before roles were database hosts (migration 9's default).
+    role: r.role === 'repository' ? 'repository' : 'database',
     name: r.name as string,
     address: r.address as string,
     agentPort: Number(r.agent_port),
@@ -32,7 +34,7 @@ export function tokenFromRow(row: unknown): HostToken | undefined {
   };
 }
 
-/** A host's columns in the order of `INSERT INTO hosts (id, name, address, agent_port, zone, capacity, usage, cert_sha256, joined_at, heartbeat_at)`. */
+/** A host's columns in the order of `INSERT INTO hosts (id, name, address, agent_port, zone, capacity, usage, cert_sha256, joined_at, heartbeat_at, role)`. */
 export function hostColumns(h: Host): unknown[] {
   return [
     h.id,
@@ -45,6 +47,7 @@ export function hostColumns(h: Host): unknown[] {
     h.certSha256,
     h.joinedAt,
     h.heartbeatAt,
+    h.role,
   ];
 }
 

@@ -667,8 +667,9 @@ export function storeContract(name: string, subject: StoreSubject): void {
 
   test(`${name}: hosts: one per name, heartbeats recorded, removed for good; tokens join once; secrets first writer wins; placements replaced`, async (t) => {
     const store = await open(t);
-    const host = (id: string, name: string): Host => ({
+    const host = (id: string, name: string, role: Host['role'] = 'database'): Host => ({
       id,
+      role,
       name,
       address: '10.0.0.1',
       agentPort: 9444,
@@ -680,13 +681,14 @@ export function storeContract(name: string, subject: StoreSubject): void {
       heartbeatAt: 1000,
     });
     await store.transaction((tx) => tx.hosts.insert(host('h1', 'beta')));
-    await store.transaction((tx) => tx.hosts.insert(host('h2', 'Alpha')));
+    await store.transaction((tx) => tx.hosts.insert(host('h2', 'Alpha', 'repository')));
     await assert.rejects(
       store.transaction((tx) => tx.hosts.insert(host('h3', 'beta'))),
       (err: unknown) => err instanceof AppError && err.code === 'CONFLICT',
     );
     assert.deepEqual(await store.hosts.get('h1'), host('h1', 'beta'));
     assert.equal((await store.hosts.findByName('Alpha'))?.id, 'h2');
+    assert.deepEqual(await store.hosts.get('h2'), host('h2', 'Alpha', 'repository'));
     assert.deepEqual(
       (await store.hosts.list()).map((h) => h.name),
       ['Alpha', 'beta'],

@@ -109,11 +109,12 @@ export class HostsDriver implements Driver {
       );
     }
     const now = this.o.clock();
+    // A repository host runs no nodes: it is never a candidate.
     const online = (await this.o.hosts()).filter(
-      (h) => hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
+      (h) => h.role === 'database' && hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
     );
     if (online.length === 0) {
-      return 'no host is online (join one with `basin host token` and `basin host run`).';
+      return 'no database host is online (join one with `basin host token` and `basin host run`).';
     }
     if (chooseHost(online, await this.o.placements.list(), held)) return undefined;
     return `no online host has ${held.cpuMillis} millis and ${held.memoryMb} MB free for it: choose a smaller size, or add a host.`;
@@ -246,12 +247,14 @@ export class HostsDriver implements Driver {
       return host;
     }
     const hosts = await this.o.hosts();
-    const online = hosts.filter((h) => hostState(h, now, this.o.lostAfterMs) === 'ONLINE');
+    const online = hosts.filter(
+      (h) => h.role === 'database' && hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
+    );
     const chosen = chooseHost(online, await this.o.placements.list(), held);
     if (!chosen) {
       throw new DriverError(
         online.length === 0
-          ? 'No host is online to run the service: join one with `basin host token` and `basin host run`.'
+          ? 'No database host is online to run the service: join one with `basin host token` and `basin host run`.'
           : `No host has room for a service of ${held.cpuMillis} millis and ${held.memoryMb} MB.`,
         false,
       );

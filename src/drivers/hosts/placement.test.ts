@@ -6,6 +6,7 @@ import { chooseHost, reservation, roomLeft, SHARED_RESERVATION } from './placeme
 const GIB = 2 ** 30;
 const host = (id: string, cpus: number, memoryGib: number): Host => ({
   id,
+  role: 'database',
   name: id,
   address: '10.0.0.1',
   agentPort: 9444,
@@ -43,6 +44,13 @@ test('a host without room in CPU or in memory is passed over; none with room: un
   );
   assert.equal(chooseHost(hosts, [], { cpuMillis: 16_000, memoryMb: 1024 }), undefined);
   assert.equal(chooseHost([], [], { cpuMillis: 0, memoryMb: 1 }), undefined);
+});
+
+test('a repository host runs no nodes: never chosen, however much room it has', () => {
+  const repository: Host = { ...host('r', 64, 512), role: 'repository' };
+  const need = { cpuMillis: 1000, memoryMb: 1024 };
+  assert.equal(chooseHost([repository, host('a', 2, 4)], [], need)?.id, 'a');
+  assert.equal(chooseHost([repository], [], need), undefined);
 });
 
 test('what a size holds of its host: its CPUs and memory; a shared one a share', () => {

@@ -1,8 +1,9 @@
 // Where a new service goes (docs/decisions.md, "Several hosts"): to the
-// online host with the most memory left after what its services hold, among
-// those with room for it in both CPU and memory. Spread, not bin-pack: a host
-// lost takes as few services with it as it can, and a fresh host fills
-// first. Pure, for the unit test.
+// online database host (a repository host runs no nodes) with the most
+// memory left after what its services hold, among those with room for it
+// in both CPU and memory. Spread, not bin-pack: a host lost takes as few
+// services with it as it can, and a fresh host fills first. Pure, for the
+// unit test.
 
 import type { Host, Placement } from '../../domain/hosts.js';
 import type { Size } from '../../domain/types.js';
@@ -37,6 +38,7 @@ export function chooseHost(
 ): Host | undefined {
   let best: { host: Host; memoryLeft: number } | undefined;
   for (const host of online) {
+    if (host.role !== 'database') continue;
     const left = roomLeft(host, placements);
     if (left.cpuMillis < need.cpuMillis || left.memoryMb < need.memoryMb) continue;
     // Ties go to the name that sorts first: the same inputs, the same host.

@@ -26,8 +26,8 @@ export class PgHostRepo implements HostRepo {
   async insert(h: Host) {
     const added = await changes(
       this.ctx.db,
-      `INSERT INTO hosts (id, name, address, agent_port, zone, capacity, usage, cert_sha256, joined_at, heartbeat_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
+      `INSERT INTO hosts (id, name, address, agent_port, zone, capacity, usage, cert_sha256, joined_at, heartbeat_at, role)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
       hostColumns(h),
     );
     if (added === 0)

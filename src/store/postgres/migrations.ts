@@ -188,6 +188,10 @@ export const PG_MIGRATIONS: readonly string[] = [
     expires_at BIGINT NOT NULL
   );
   `,
+  // 9: a host's role: database hosts run nodes, a repository host holds backups.
+  `
+  ALTER TABLE hosts ADD COLUMN role TEXT NOT NULL DEFAULT 'database';
+  `,
 ];
 
 /** The tables the read view mirrors (read-mirror.ts): a commit that changes one notifies. */

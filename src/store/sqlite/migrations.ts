@@ -188,4 +188,10 @@ export const MIGRATIONS: readonly string[] = [
     expires_at INTEGER NOT NULL
   );
   `,
+  // 9: a host's role (domain/hosts.ts HostRole): database hosts run the
+  // nodes placed on them, a repository host holds the pgBackRest
+  // repositories instead. Hosts joined before were database hosts.
+  `
+  ALTER TABLE hosts ADD COLUMN role TEXT NOT NULL DEFAULT 'database';
+  `,
 ];

@@ -20,13 +20,14 @@
 //                            repository's client only;
 //   backup/<fork>/source.conf     a fork's restore, through its parent's server.
 
+import { serviceRepositoryClientCn } from '../../../../domain/hosts.js';
 import { checkConfLine } from '../../config/pgbackrest.js';
 
 /** Where every pgBackRest server of Basin's listens: on its own address (the service's gateway, or its namespace's address). */
 export const REPO_PORT = 8432;
 
 /** The CN of a service's client certificate: what its repository's server authorizes (and its parent's, while it is forked). */
-export const serviceClientName = (id: string) => `basin-service-${id}`;
+export const serviceClientName = serviceRepositoryClientCn;
 /** The CN of a repository's client certificate: what the service's own server authorizes, for its backups. */
 export const repositoryClientName = (id: string) => `basin-repository-${id}`;
 
