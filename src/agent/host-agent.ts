@@ -19,6 +19,7 @@ import { type AgentIdentity, readIdentity, writeIdentity } from './agent-files.j
 import { serveAgent } from './agent-server.js';
 import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js';
 import { answerDriverCall } from './driver-rpc.js';
+import { EtcdMemberSupervisor } from './etcd/etcd-member.js';
 import { join, JoinError } from './join.js';
 import { servicesCaFor } from './services-ca.js';
 import { fileUidAllocator } from './uid-counter.js';
@@ -72,10 +73,14 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     o.log.info({ host: identity.hostId, name: identity.name }, 'joined the installation');
   }
   const id = identity;
+  // One allocator for the services' users and etcd's: a uid is never given twice.
+  const allocateUid = o.driverConfig
+    ? fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange)
+    : undefined;
   const driver: Driver | null = o.driverConfig
     ? createLocalDriver(
         localDriverOptions(o.driverConfig, {
-          allocateUid: fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange),
+          allocateUid: allocateUid as () => Promise<number>,
           log: o.log,
           // Clients reach this host's services at its address: their certificates name it.
           publicHost: o.address,
@@ -106,6 +111,17 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     `host agent at https://${o.address}:${server.port}`,
   );
 
+  // An etcd member when the control plane places one here (it needs a uid of the host's range).
+  const etcd = allocateUid
+    ? new EtcdMemberSupervisor({
+        dataDir: o.dataDir,
+        address: o.address,
+        identity: id,
+        allocateUid,
+        log: o.log,
+      })
+    : null;
+
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let refusedBefore = false;
@@ -134,6 +150,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     } catch (err) {
       o.log.warn({ err: (err as Error).message }, 'heartbeat failed');
     }
+    // Not awaited: a slow step of etcd's must not delay the heartbeats.
+    void etcd?.tick();
     if (!stopped) timer = setTimeout(() => void beat(), o.heartbeatMs);
   };
   await beat();

@@ -33,7 +33,11 @@ export async function controlPlaneIdentity(store: Store, ca: InstallationCa): Pr
   });
 }
 
-async function stored(store: Store, name: string, make: () => Promise<KeyPair>): Promise<KeyPair> {
+export async function stored(
+  store: Store,
+  name: string,
+  make: () => Promise<KeyPair>,
+): Promise<KeyPair> {
   const found = await store.secrets.get(name);
   if (found !== undefined) return JSON.parse(found) as KeyPair;
   const made = JSON.stringify(await make());
