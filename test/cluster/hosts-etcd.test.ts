@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { grantServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
+import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
 import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
 import { makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
 import { openPostgresStore } from '../../src/store/postgres/pg-store.js';
@@ -188,6 +188,13 @@ test(
     }
     const still = await ctl(root, [2], 'get', '/basin/beta000001/leader', '--print-value-only');
     assert.equal(still.out.trim(), 'b-1');
+
+    // A service revoked: its certificate names a user that no longer exists, and its keys are gone.
+    await revokeServiceEtcd(store, 'beta000001');
+    const revoked = await ctl(beta, [1], 'put', '/basin/beta000001/leader', 'b-2');
+    assert.equal(revoked.ok, false);
+    const left = await ctl(root, [1], 'get', '/basin/beta000001/', '--prefix', '--keys-only');
+    assert.equal(left.out.trim(), '');
 
     // A client without a certificate of the installation is refused: none at all, or one of another CA.
     const none = await ctl(
