@@ -186,6 +186,9 @@ export class EtcdMemberSupervisor {
       `--peer-cert-allowed-cn=${ETCD_MEMBER_CN}`,
       `--peer-cert-file=${tls('member.crt')}`,
       `--peer-key-file=${tls('member.key')}`,
+      // Patroni writes its keys every few seconds: old revisions go after an hour.
+      '--auto-compaction-mode=periodic',
+      '--auto-compaction-retention=1h',
       '--logger=zap',
       '--log-outputs=stderr',
     ];
