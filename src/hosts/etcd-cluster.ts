@@ -80,7 +80,7 @@ export async function memberPlan(store: Store, host: Host): Promise<EtcdMemberPl
   const hosts = await store.hosts.list();
   let members: EtcdMember[];
   try {
-    members = await memberList(await rootClient(store, hosts));
+    members = await recentMemberList(store, hosts);
   } catch (err) {
     // Before the cluster forms no member answers: the first ones start from the bootstrap.
     if (inBoot && (await store.secrets.get(FORMED)) === undefined) return bootPlan;
@@ -100,6 +100,23 @@ export async function memberPlan(store: Store, host: Host): Promise<EtcdMemberPl
     state: 'existing',
     token: boot.token,
   };
+}
+
+// Every host's agent asks now and then: one `member list` answers the
+// questions of a second, not one per question.
+const recent = new WeakMap<Store, { at: number; list: Promise<EtcdMember[]> }>();
+async function recentMemberList(store: Store, hosts: readonly Host[]): Promise<EtcdMember[]> {
+  let last = recent.get(store);
+  if (last === undefined || Date.now() - last.at > 1000) {
+    const list = rootClient(store, hosts).then(memberList);
+    last = { at: Date.now(), list };
+    recent.set(store, last);
+    // A failure is not kept: the next question asks again.
+    list.catch(() => {
+      if (recent.get(store)?.list === list) recent.delete(store);
+    });
+  }
+  return last.list;
 }
 
 /** What one pass of the loop keeps between passes (in this process only). */

@@ -221,7 +221,7 @@ test(
     await until(async () => {
       const e = await etcd();
       return pidOf(1) !== before && e.members.every((m) => m.healthy);
-    }, 60_000);
+    }, 180_000);
 
     // An agent killed with kill -9 leaves its member running; the next one adopts it.
     const agent2 = agents[1] as ChildProcess;
@@ -246,7 +246,7 @@ test(
     await until(async () => {
       const e = await etcd();
       return e.quorum && e.members.filter((m) => m.healthy).length === 2;
-    }, 60_000);
+    }, 180_000);
 
     assert.equal((await b.stop()).code, 0);
   },

@@ -9,7 +9,7 @@
 // it by its pid file (the process's command line must be ours).
 
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, renameSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   etcdClientUrl,
@@ -42,6 +42,8 @@ export interface EtcdMemberOptions {
   log: Logger;
   /** How often a running member asks whether it is still one (default 10 s). */
   recheckMs?: number;
+  /** How often a host without a member asks whether it should run one (default 2 s). */
+  askMs?: number;
 }
 
 interface Answer {
@@ -60,6 +62,9 @@ export class EtcdMemberSupervisor {
   private request: Promise<{ key: string; csr: string }> | undefined;
   private lastStart = 0;
   private lastCheck = 0;
+  private lastAsk = 0;
+  /** Starts in a row that did not last: each waits twice as long as the one before. */
+  private failedStarts = 0;
   private busy = false;
 
   constructor(private readonly o: EtcdMemberOptions) {}
@@ -89,6 +94,8 @@ export class EtcdMemberSupervisor {
       body: csr === undefined ? {} : { csr },
       timeoutMs: 20_000,
     });
+    // A host removed from the installation runs no member any more.
+    if (res.status === 403) return { member: null };
     if (res.status !== 200) {
       throw new Error(`the control plane answered HTTP ${res.status}: ${res.text}`);
     }
@@ -96,6 +103,9 @@ export class EtcdMemberSupervisor {
   }
 
   private async join(): Promise<void> {
+    // Every host asks, members or not: not at every heartbeat, each answer costs an etcdctl.
+    if (Date.now() - this.lastAsk < (this.o.askMs ?? 2000)) return;
+    this.lastAsk = Date.now();
     this.request ??= makeKeyAndRequest(ETCD_MEMBER_CN);
     const { key, csr } = await this.request;
     const a = await this.ask(csr);
@@ -123,24 +133,30 @@ export class EtcdMemberSupervisor {
 
   private async keep(state: MemberState): Promise<void> {
     const now = Date.now();
-    if (now - this.lastCheck >= (this.o.recheckMs ?? 10_000)) {
-      this.lastCheck = now;
-      let a: Answer | undefined;
-      try {
-        a = await this.ask();
-      } catch {
-        a = undefined; // the control plane cannot tell now: keep what runs
-      }
-      if (a && a.member === null) {
-        this.stopRunning();
-        removeMember(this.o.dataDir);
-        this.o.log.warn({ member: state.plan.name }, 'etcd member: removed from the cluster');
-        return;
-      }
-    }
-    if (this.runningPid() === undefined && now - this.lastStart >= 1000) {
-      this.o.log.warn({ member: state.plan.name }, 'etcd member: not running; starting it');
+    // First whether it runs: a slow answer from the control plane must not delay a restart.
+    if (this.runningPid() !== undefined) {
+      // Up for a minute: its next death is not one of a series.
+      if (now - this.lastStart > 60_000) this.failedStarts = 0;
+    } else if (now - this.lastStart >= Math.min(30_000, 1000 * 2 ** this.failedStarts)) {
+      this.o.log.warn(
+        { member: state.plan.name, log: memberPaths(this.o.dataDir).log },
+        'etcd member: not running; starting it',
+      );
+      this.failedStarts++;
       this.start(state);
+    }
+    if (now - this.lastCheck < (this.o.recheckMs ?? 10_000)) return;
+    this.lastCheck = now;
+    let a: Answer | undefined;
+    try {
+      a = await this.ask();
+    } catch {
+      a = undefined; // the control plane cannot tell now: keep what runs
+    }
+    if (a?.member === null) {
+      this.stopRunning();
+      removeMember(this.o.dataDir);
+      this.o.log.warn({ member: state.plan.name }, 'etcd member: removed from the cluster');
     }
   }
 
@@ -186,6 +202,11 @@ export class EtcdMemberSupervisor {
       `--peer-cert-allowed-cn=${ETCD_MEMBER_CN}`,
       `--peer-cert-file=${tls('member.crt')}`,
       `--peer-key-file=${tls('member.key')}`,
+      // Raft's timing at 2.5× etcd's defaults: a loaded host (or a machine
+      // shared by test hosts) misses heartbeats of 100 ms and elects leaders
+      // all the time; Patroni's leader TTL (30 s) dwarfs either.
+      '--heartbeat-interval=250',
+      '--election-timeout=2500',
       // Patroni writes its keys every few seconds: old revisions go after an hour.
       '--auto-compaction-mode=periodic',
       '--auto-compaction-retention=1h',
@@ -193,6 +214,10 @@ export class EtcdMemberSupervisor {
       '--log-outputs=stderr',
     ];
     const cmd = asUser({ name: 'basin-etcd', uid: state.uid, gid: state.uid }, 'etcd', args);
+    // One older log kept: a member that keeps failing must not fill the disk.
+    if ((statSync(p.log, { throwIfNoEntry: false })?.size ?? 0) > 10 * 2 ** 20) {
+      renameSync(p.log, `${p.log}.1`);
+    }
     const out = openSync(p.log, 'a', 0o600);
     try {
       const child = spawn(cmd.file, cmd.args, {
