@@ -33,6 +33,7 @@ export async function controlPlaneIdentity(store: Store, ca: InstallationCa): Pr
   });
 }
 
+/** The key pair stored as `name`, made on first use; of two made at once, the first stored is kept. */
 export async function stored(
   store: Store,
   name: string,
