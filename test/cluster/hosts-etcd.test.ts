@@ -211,9 +211,18 @@ test(
     const refused = await ctl(forged, [1], 'get', '/basin/', '--prefix');
     assert.equal(refused.ok, false);
     assert.doesNotMatch(refused.out, /b-1|node-1/);
-    // Nor may a client certificate speak to the members' peer port.
-    const peer = await ctl(alpha, [1], '--endpoints=https://' + address(1) + ':2380', 'get', 'x');
-    assert.equal(peer.ok, false);
+    // The peer port takes a member's certificate from its host (its /members
+    // answers), not a client's: both asked from host 2, as a member would.
+    const memberTls = join((hostDirs[1] as Installation).dataDir, 'etcd', 'tls');
+    const fromHost2 = (cert: string, key: string) =>
+      execFileP('ip', ['netns', 'exec', `${PREFIX}-h2`, 'curl', '-sS', '--http1.1', '--max-time', '10',
+        '--cacert', join(memberTls, 'members-ca.crt'), '--cert', cert, '--key', key,
+        `https://${address(1)}:2380/members`]); // prettier-ignore
+    const asMember = await fromHost2(join(memberTls, 'member.crt'), join(memberTls, 'member.key'));
+    assert.match(asMember.stdout, new RegExp(`"peerURLs":\\["https://${address(2)}:2380"\\]`));
+    await assert.rejects(
+      fromHost2(join(scratch, 'alpha00001', 'c.crt'), join(scratch, 'alpha00001', 'c.key')),
+    );
 
     // A member killed is started again by its agent.
     const before = pidOf(1);
