@@ -55,8 +55,14 @@ SOURCE_SUITE=trixie
 # that gives local clients a service's namespace address at connect, and
 # bpftool loads it (src/drivers/local/network/connect-redirect.ts). xfsprogs
 # makes the XFS with reflinks that test/e2e/fork-xfs.test.ts forks on.
+# etcd-server and etcd-client (bookworm: 3.4) are the consensus store of HA
+# across hosts: each chosen host's agent runs a member with a configuration
+# of its own (docs/decisions.md, "etcd on the hosts"), and the control plane
+# calls it with etcdctl; patroni (bookworm: 3.0) runs each node of a service
+# that fails over across hosts. Neither package's own service is used.
 RUNTIME_PKGS=(
   "postgresql-$PG_MAJOR" postgresql-contrib pgbackrest pgbouncer openssl haproxy
+  etcd-server etcd-client patroni
   python3 make g++ passwd procps iproute2 nftables util-linux
   chromium fonts-dejavu-core
   clang bpftool linux-libc-dev xfsprogs
@@ -368,6 +374,15 @@ quiet_default_services() {
     step "stopping Debian's default haproxy service"
     /etc/init.d/haproxy stop >/dev/null || die "could not stop the haproxy service"
   fi
+  # Debian starts an etcd of its own (plain HTTP on localhost:2379, the port a
+  # host's member listens on at its address) when the package is installed.
+  local svc
+  for svc in etcd patroni; do
+    if [ -x "/etc/init.d/$svc" ] && "/etc/init.d/$svc" status >/dev/null 2>&1; then
+      step "stopping Debian's default $svc service"
+      "/etc/init.d/$svc" stop >/dev/null || die "could not stop the $svc service"
+    fi
+  done
 }
 
 control_version() {
@@ -404,6 +419,8 @@ main() {
   printf 'pgbouncer:   %s\n' "$pgb"
   printf 'pgbackrest:  %s\n' "$(pgbackrest version)"
   printf 'haproxy:     %s\n' "$(haproxy -v 2>&1 | sed -n 1p)"
+  printf 'etcd:        %s\n' "$(etcd --version 2>&1 | sed -n 1p)"
+  printf 'patroni:     %s\n' "$(patroni --version 2>&1 | sed -n 1p)"
   printf 'vector:      %s\n' "$(control_version "$EXT_DIR/vector.control")"
   printf 'timescaledb: %s\n' "$(control_version "$EXT_DIR/timescaledb.control")"
   printf 'basin_readonly: %.12s\n' "$(cat "$BASIN_CACHE/$READONLY_LIB.sha256")"

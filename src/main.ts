@@ -9,6 +9,7 @@ import { makeDataDir } from './lib/data-dir.js';
 import { DataDirInUseError } from './lib/data-dir-lock.js';
 import { createServerLog, exitOnFatalErrors, type ServerLog } from './lib/logger.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
+import { superviseEtcd } from './hosts/etcd-cluster.js';
 import { listenForHosts } from './hosts/host-listener.js';
 import { systemClock } from './lib/clock.js';
 import { listenMetrics } from './metrics/listener.js';
@@ -123,6 +124,15 @@ async function main(): Promise<void> {
         port: config.hostListen.port,
       })
     : null;
+  // etcd's members on the hosts, once enough of them joined (docs/decisions.md, "etcd on the hosts").
+  const etcdLoop = hostListener
+    ? superviseEtcd({
+        store: basin.store,
+        clock: systemClock,
+        log,
+        lostAfterMs: config.hostLostAfterMs,
+      })
+    : null;
   if (hostListener) {
     log.info(
       { hostPort: hostListener.port },
@@ -140,6 +150,7 @@ async function main(): Promise<void> {
     force.unref();
     await metricsListener?.close();
     await hostListener?.close();
+    await etcdLoop?.close();
     await basin.close();
     log.info({}, 'stopped');
     await serverLog?.flush();

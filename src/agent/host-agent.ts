@@ -20,6 +20,7 @@ import { serveAgent } from './agent-server.js';
 import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js';
 import { answerDriverCall } from './driver-rpc.js';
 import { join, JoinError } from './join.js';
+import { EtcdMemberSupervisor } from './etcd/etcd-member.js';
 import { repositoryServerIdentity } from './repository-identity.js';
 import { servicesCaFor } from './services-ca.js';
 import { fileUidAllocator } from './uid-counter.js';
@@ -88,11 +89,15 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
   const repository = id.role === 'repository';
   // A repository host holds repositories, never a database: no local driver.
   if (repository) await repositoryServerIdentity(id, o.dataDir);
+  // One allocator for the services' users and etcd's: a uid is never given twice.
+  const allocateUid = o.driverConfig
+    ? fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange)
+    : undefined;
   const driver: Driver | null =
-    o.driverConfig && !repository
+    o.driverConfig && allocateUid && !repository
       ? createLocalDriver(
           localDriverOptions(o.driverConfig, {
-            allocateUid: fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange),
+            allocateUid,
             log: o.log,
             // Clients reach this host's services at its address: their certificates name it.
             publicHost: o.address,
@@ -124,6 +129,17 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     `host agent at https://${o.address}:${server.port}`,
   );
 
+  // An etcd member when the control plane places one here (it needs a uid of the host's range).
+  const etcd = allocateUid
+    ? new EtcdMemberSupervisor({
+        dataDir: o.dataDir,
+        address: o.address,
+        identity: id,
+        allocateUid,
+        log: o.log,
+      })
+    : null;
+
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let refusedBefore = false;
@@ -152,6 +168,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     } catch (err) {
       o.log.warn({ err: (err as Error).message }, 'heartbeat failed');
     }
+    // Not awaited: a slow step of etcd's must not delay the heartbeats.
+    void etcd?.tick();
     if (!stopped) timer = setTimeout(() => void beat(), o.heartbeatMs);
   };
   await beat();

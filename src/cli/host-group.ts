@@ -16,6 +16,7 @@ import {
   ZONE_NAME,
 } from '../domain/hosts.js';
 import { checkAgent } from '../hosts/agent-client.js';
+import { type EtcdHealth, etcdHealth } from '../hosts/etcd-cluster.js';
 import { servicesCa } from '../hosts/installation-ca.js';
 import { DEFAULT_TOKEN_TTL_MS, issueJoinToken } from '../hosts/join-tokens.js';
 import { OPTIONS, parseConfig } from '../config.js';
@@ -30,6 +31,25 @@ const AGENT_DATA_DIR = '/var/lib/basin-host';
 const AGENT_PORT = 9444;
 
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)}G`;
+
+/** A host's etcd member as listed: none, or its health and whether it leads. */
+function memberOf(health: EtcdHealth | null, hostId: string) {
+  const m = health?.members.find((x) => x.hostId === hostId);
+  return m ? { id: m.id, started: m.started, healthy: m.healthy, leader: m.leader } : null;
+}
+
+function memberText(m: ReturnType<typeof memberOf>): string {
+  if (!m) return '-';
+  if (!m.started) return 'starting';
+  if (!m.healthy) return 'UNHEALTHY';
+  return m.leader ? 'leader' : 'healthy';
+}
+
+function quorumText(health: EtcdHealth | null): string {
+  if (!health) return 'etcd: no cluster (it forms once three hosts are online)\n';
+  const healthy = health.members.filter((m) => m.healthy).length;
+  return `etcd: ${healthy} of ${health.members.length} members healthy, ${health.quorum ? 'quorum' : 'NO QUORUM'}\n`;
+}
 
 const shown = (h: Host, now: number, lostAfterMs: number) => ({
   id: h.id,
@@ -253,11 +273,27 @@ export const hostGroup: CliGroup = {
         const now = c.clock();
         const lostAfter = Number(c.opt('lost-after') ?? DEFAULT_HOST_LOST_AFTER_MS / 1000);
         if (!(lostAfter > 0)) throw new CliFailure('--lost-after must be a number of seconds.');
-        const hosts = (await c.store.hosts.list()).map((h) => shown(h, now, lostAfter * 1000));
+        const health = await etcdHealth(c.store);
+        const hosts = (await c.store.hosts.list()).map((h) => ({
+          ...shown(h, now, lostAfter * 1000),
+          etcd: memberOf(health, h.id),
+        }));
         if (c.json) return c.print(hosts);
         c.out(
           table(
-            ['NAME', 'ID', 'ROLE', 'ADDRESS', 'ZONE', 'CPUS', 'MEMORY', 'DISK', 'STATE', 'SEEN'],
+            [
+              'NAME',
+              'ID',
+              'ROLE',
+              'ADDRESS',
+              'ZONE',
+              'CPUS',
+              'MEMORY',
+              'DISK',
+              'STATE',
+              'SEEN',
+              'ETCD',
+            ],
             hosts.map((h) => [
               h.name,
               h.id,
@@ -269,9 +305,45 @@ export const hostGroup: CliGroup = {
               gib(h.disk_bytes),
               h.state,
               `${Math.max(0, Math.round((now - Date.parse(h.heartbeat_at)) / 1000))}s ago`,
+              memberText(h.etcd),
             ]),
           ),
         );
+        c.out(quorumText(health));
+      },
+    },
+    {
+      name: 'etcd',
+      args: [],
+      options: {},
+      usage: [['etcd', "etcd's members on the hosts: each one's health, the leader, the quorum"]],
+      details: [
+        "Asks every member of the installation's etcd (as its root user) for its",
+        'status. The cluster forms once three hosts are online (five members from',
+        'five hosts); it keeps accepting writes while a majority is healthy.',
+      ].join('\n'),
+      examples: ['basin host etcd --json'],
+      async run(c) {
+        const health = await etcdHealth(c.store);
+        const names = new Map((await c.store.hosts.list()).map((h) => [h.id, h.name]));
+        const members = (health?.members ?? []).map((m) => ({
+          host: m.hostId === null ? null : (names.get(m.hostId) ?? null),
+          host_id: m.hostId,
+          id: m.id,
+          endpoint: m.endpoint,
+          started: m.started,
+          healthy: m.healthy,
+          leader: m.leader,
+        }));
+        if (c.json)
+          return c.print({ formed: health !== null, quorum: health?.quorum ?? false, members });
+        c.out(
+          table(
+            ['HOST', 'MEMBER', 'ENDPOINT', 'STATE'],
+            members.map((m) => [m.host ?? '(gone)', m.id, m.endpoint, memberText(m)]),
+          ),
+        );
+        c.out(quorumText(health));
       },
     },
     {

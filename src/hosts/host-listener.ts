@@ -13,6 +13,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { certCn, certSha256 } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
+import { etcdMemberAnswer } from './etcd-member-route.js';
 import {
   issueRepositoryClient,
   issueRepositoryServer,
@@ -184,6 +185,24 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
       const issued = await issueServicesCa(o.store, peer.hostId, peer.sha256, req.body.csr);
       o.log.info({ host: peer.hostId }, "host's services CA issued");
       return reply.send({ certificate: issued.certificate, root_certificate: issued.root });
+    },
+  );
+
+  // Whether this host runs an etcd member, how to start it, and (with a csr) its certificate.
+  app.post<{ Body: { csr?: string } }>(
+    '/v1/hosts/etcd',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { csr: { type: 'string', maxLength: 8192 } },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      return reply.send(await etcdMemberAnswer(o.store, peer.hostId, peer.sha256, req.body.csr));
     },
   );
 

@@ -184,7 +184,11 @@ export async function issueRepositoryClient(
 }
 
 /** The host that showed the certificate of SHA-256 `presented`, if it is the one issued to it and it is still registered. */
-async function registeredHost(store: Store, hostId: string, presented: string): Promise<Host> {
+export async function registeredHost(
+  store: Store,
+  hostId: string,
+  presented: string,
+): Promise<Host> {
   const host = await store.hosts.get(hostId);
   if (!host || host.certSha256 !== presented) throw notRegistered();
   return host;

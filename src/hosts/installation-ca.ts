@@ -34,7 +34,12 @@ export async function controlPlaneIdentity(store: Store, ca: InstallationCa): Pr
   });
 }
 
-async function stored(store: Store, name: string, make: () => Promise<KeyPair>): Promise<KeyPair> {
+/** The key pair stored as `name`, made on first use; of two made at once, the first stored is kept. */
+export async function stored(
+  store: Store,
+  name: string,
+  make: () => Promise<KeyPair>,
+): Promise<KeyPair> {
   const found = await store.secrets.get(name);
   if (found !== undefined) return JSON.parse(found) as KeyPair;
   const made = JSON.stringify(await make());

@@ -1,0 +1,270 @@
+// etcd on the hosts (docs/decisions.md, "etcd on the hosts"), on the
+// namespace topology (topology.sh): three `basin host run` agents join a
+// control plane on a PostgreSQL store; the control plane bootstraps a member
+// on each, over TLS both ways, and turns RBAC on. A write through one member
+// is read through another; a service's identity reaches only its own prefix;
+// a client without a certificate of the installation is refused; a member
+// killed is restarted, an agent killed leaves its member running and the
+// next agent adopts it; a whole host killed leaves a cluster that writes.
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
+import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
+import { makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
+import { openPostgresStore } from '../../src/store/postgres/pg-store.js';
+import { installation, type Installation } from '../e2e/basin-process.js';
+import { freePort } from '../harness/postmaster.js';
+import { ROOT } from '../harness/installation.js';
+import { startStorePostgres } from '../store-postgres.js';
+
+const execFileP = promisify(execFile);
+const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
+const CLI = join(ROOT, 'dist/cli/basin.js');
+const PREFIX = 'betc';
+/** The topology's subnet, 10.231.5.0/24: its own, as the tests run in parallel. */
+const NET = 5;
+const address = (i: number) => `10.231.${NET}.${10 + i}`;
+const endpoint = (i: number) => `https://${address(i)}:2379`;
+const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
+
+interface EtcdView {
+  formed: boolean;
+  quorum: boolean;
+  members: { host: string | null; started: boolean; healthy: boolean; leader: boolean }[];
+}
+
+test(
+  'etcd members on three hosts form one cluster over TLS with RBAC, survive a member, an agent and a host killed',
+  { timeout: 600_000 },
+  async (t) => {
+    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3', String(NET)]);
+    t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
+    const scratch = mkdtempSync(join(tmpdir(), 'basin-etcd-'));
+    t.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+    const pgc = await startStorePostgres(t);
+    const url = await pgc.createDatabase('basin');
+    const inst = await installation(t, { driver: 'sim', args: ['--store-url', url] });
+    const hostPort = await freePort();
+    const b = await inst.start({ args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`] });
+    const controlPlane = `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`;
+    const cli = async (...args: string[]) => {
+      const r = await inst.cli('--store-url', url, ...args);
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout;
+    };
+    const etcd = async () => JSON.parse(await cli('host', 'etcd', '--json')) as EtcdView;
+    const store = await openPostgresStore(url);
+    t.after(() => store.close());
+
+    const agents: ChildProcess[] = [];
+    t.after(() => agents.forEach((a) => a.kill('SIGKILL')));
+    const hostDirs: Installation[] = [];
+    for (let i = 0; i < 3; i++) hostDirs.push(await installation(t));
+    const outputs: string[] = ['', '', ''];
+    const runAgent = (i: number, extra: string[]): ChildProcess => {
+      const h = hostDirs[i - 1] as Installation;
+      const child = spawn(
+        'ip',
+        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', h.dataDir,
+        'host', 'run', '--address', address(i), '--name', `h${i}`,
+        '--zone', i === 3 ? 'b' : 'a', '--heartbeat-ms', '300', ...extra,
+        '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
+        '--service-network', h.serviceNetwork], // prettier-ignore
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      const append = (d: Buffer) => {
+        outputs[i - 1] = `${outputs[i - 1] ?? ''}${String(d)}`;
+      };
+      child.stdout?.on('data', append);
+      child.stderr?.on('data', append);
+      agents.push(child);
+      return child;
+    };
+    for (const i of [1, 2, 3]) {
+      const tk = JSON.parse(await cli('host', 'token', '--json')) as {
+        token: string;
+        ca_sha256: string;
+      };
+      runAgent(i, ['--control-plane', controlPlane, '--token', tk.token, '--ca-sha256', tk.ca_sha256]); // prettier-ignore
+    }
+
+    // The three members come up and form one cluster, with one leader.
+    await until(async () => {
+      const e = await etcd();
+      return e.quorum && e.members.length === 3 && e.members.every((m) => m.healthy);
+    }, 240_000);
+    const formed = await etcd();
+    assert.deepEqual(formed.members.map((m) => m.host).sort(), ['h1', 'h2', 'h3']);
+    assert.equal(formed.members.filter((m) => m.leader).length, 1);
+    const listed = JSON.parse(await cli('host', 'list', '--json')) as {
+      name: string;
+      etcd: { healthy: boolean } | null;
+    }[];
+    assert.ok(
+      listed.every((h) => h.etcd?.healthy === true),
+      JSON.stringify(listed),
+    );
+
+    // Each runs as a uid of its host's range (not root, not a tenant's), its data private.
+    const pidOf = (i: number) =>
+      Number(
+        readFileSync(join((hostDirs[i - 1] as Installation).dataDir, 'etcd', 'etcd.pid'), 'utf8'),
+      );
+    for (const i of [1, 2, 3]) {
+      const h = hostDirs[i - 1] as Installation;
+      const uid = statSync(`/proc/${pidOf(i)}`).uid;
+      assert.ok(uid >= h.serviceUids.min && uid <= h.serviceUids.max, `uid ${uid}`);
+      const data = statSync(join(h.dataDir, 'etcd', 'data'));
+      assert.equal(data.mode & 0o777, 0o700);
+      assert.equal(data.uid, uid);
+    }
+
+    // Clients: files for etcdctl, as root (the control plane) and as services.
+    const files = (name: string, pair: { cert: string; key: string }, ca: string) => {
+      const dir = join(scratch, name);
+      execFileSync('mkdir', ['-p', dir]);
+      writeFileSync(join(dir, 'c.crt'), pair.cert);
+      writeFileSync(join(dir, 'c.key'), pair.key, { mode: 0o600 });
+      writeFileSync(join(dir, 'ca.crt'), ca);
+      return [
+        `--cacert=${join(dir, 'ca.crt')}`,
+        `--cert=${join(dir, 'c.crt')}`,
+        `--key=${join(dir, 'c.key')}`,
+      ];
+    };
+    const ctl = async (who: string[], endpoints: number[], ...args: string[]) => {
+      try {
+        const r = await execFileP(
+          'etcdctl',
+          [`--endpoints=${endpoints.map(endpoint).join(',')}`, '--dial-timeout=3s', '--command-timeout=10s', ...who, ...args],
+          { env: { ETCDCTL_API: '3', PATH: process.env.PATH } },
+        ); // prettier-ignore
+        return { ok: true, out: r.stdout, err: r.stderr };
+      } catch (err) {
+        const e = err as { stdout?: string; stderr?: string };
+        return { ok: false, out: e.stdout ?? '', err: e.stderr ?? '' };
+      }
+    };
+    const membersCa = (await etcdMembersCa(store)).cert;
+    const root = files('root', await etcdRootIdentity(store), membersCa);
+    const service = async (id: string) => {
+      const { key, csr } = await makeKeyAndRequest('ignored');
+      const granted = await grantServiceEtcd(store, id, csr);
+      assert.deepEqual([...granted.endpoints].sort(), [endpoint(1), endpoint(2), endpoint(3)]);
+      return files(id, { cert: granted.certificate, key }, granted.ca);
+    };
+    const alpha = await service('alpha00001');
+    const beta = await service('beta000001');
+
+    // A write through one member is read through another.
+    const put = await ctl(alpha, [1], 'put', '/basin/alpha00001/leader', 'node-1');
+    assert.ok(put.ok, put.err);
+    const got = await ctl(alpha, [2], 'get', '/basin/alpha00001/leader', '--print-value-only');
+    assert.ok(got.ok, got.err);
+    assert.equal(got.out.trim(), 'node-1');
+
+    // A service's identity reaches only its own prefix.
+    assert.ok((await ctl(beta, [3], 'put', '/basin/beta000001/leader', 'b-1')).ok);
+    for (const args of [
+      ['get', '/basin/beta000001/leader'],
+      ['get', '/basin/', '--prefix'],
+      ['put', '/basin/beta000001/leader', 'stolen'],
+      ['del', '/basin/beta000001/leader'],
+      ['get', '/basin/alpha00001', '--prefix'], // a sibling's name with this one's as its start
+      ['put', '/basin/alpha000010/x', 'y'],
+      ['user', 'list'],
+    ]) {
+      const r = await ctl(alpha, [1], ...args);
+      assert.equal(r.ok, false, `alpha may not ${args.join(' ')}: ${r.out}`);
+      assert.match(r.err, /permission denied|not granted|user name is empty|role/i, r.err);
+    }
+    const still = await ctl(root, [2], 'get', '/basin/beta000001/leader', '--print-value-only');
+    assert.equal(still.out.trim(), 'b-1');
+
+    // A service revoked: its certificate names a user that no longer exists, and its keys are gone.
+    await revokeServiceEtcd(store, 'beta000001');
+    const revoked = await ctl(beta, [1], 'put', '/basin/beta000001/leader', 'b-2');
+    assert.equal(revoked.ok, false);
+    const left = await ctl(root, [1], 'get', '/basin/beta000001/', '--prefix', '--keys-only');
+    assert.equal(left.out.trim(), '');
+
+    // A client without a certificate of the installation is refused: none at all, or one of another CA.
+    const none = await ctl(
+      [`--cacert=${join(scratch, 'root', 'ca.crt')}`],
+      [1],
+      'get',
+      '/basin/',
+      '--prefix',
+    );
+    assert.equal(none.ok, false);
+    const otherCa = await makeCa('not the installation');
+    const { key: ok, csr: oc } = await makeKeyAndRequest('root');
+    const forged = files('forged', { cert: await signRequest(otherCa, oc, { cn: 'root', names: [], days: 1 }), key: ok }, membersCa); // prettier-ignore
+    const refused = await ctl(forged, [1], 'get', '/basin/', '--prefix');
+    assert.equal(refused.ok, false);
+    assert.doesNotMatch(refused.out, /b-1|node-1/);
+    // The peer port takes a member's certificate from its host (its /members
+    // answers), not a client's: both asked from host 2, as a member would.
+    const memberTls = join((hostDirs[1] as Installation).dataDir, 'etcd', 'tls');
+    const fromHost2 = (cert: string, key: string) =>
+      execFileP('ip', ['netns', 'exec', `${PREFIX}-h2`, 'curl', '-sS', '--http1.1', '--max-time', '10',
+        '--cacert', join(memberTls, 'members-ca.crt'), '--cert', cert, '--key', key,
+        `https://${address(1)}:2380/members`]); // prettier-ignore
+    const asMember = await fromHost2(join(memberTls, 'member.crt'), join(memberTls, 'member.key'));
+    assert.match(asMember.stdout, new RegExp(`"peerURLs":\\["https://${address(2)}:2380"\\]`));
+    await assert.rejects(
+      fromHost2(join(scratch, 'alpha00001', 'c.crt'), join(scratch, 'alpha00001', 'c.key')),
+    );
+
+    // A member killed is started again by its agent.
+    const before = pidOf(1);
+    process.kill(before, 'SIGKILL');
+    await until(async () => {
+      const e = await etcd();
+      return pidOf(1) !== before && e.members.every((m) => m.healthy);
+    }, 180_000);
+
+    // An agent killed with kill -9 leaves its member running; the next one adopts it.
+    const agent2 = agents[1] as ChildProcess;
+    const member2 = pidOf(2);
+    agent2.kill('SIGKILL');
+    await sleep(1000);
+    assert.doesNotThrow(() => process.kill(member2, 0));
+    outputs[1] = '';
+    runAgent(2, []);
+    await until(async () => /host agent at/.test(outputs[1] as string), 120_000);
+    await sleep(3000); // ten heartbeats: each would start etcd if it thought none ran
+    assert.equal(pidOf(2), member2);
+    assert.doesNotMatch(outputs[1] as string, /not running; starting it/);
+    assert.ok((await etcd()).members.every((m) => m.healthy));
+
+    // A whole host killed (every process in its namespace): the others keep a quorum and accept writes.
+    execFileSync('bash', ['-c', `kill -9 $(ip netns pids ${PREFIX}-h3) 2>/dev/null || true`]);
+    const after = await ctl(alpha, [1, 2], 'put', '/basin/alpha00001/leader', 'node-2');
+    assert.ok(after.ok, after.err);
+    const read = await ctl(root, [2], 'get', '/basin/alpha00001/leader', '--print-value-only');
+    assert.equal(read.out.trim(), 'node-2');
+    await until(async () => {
+      const e = await etcd();
+      return e.quorum && e.members.filter((m) => m.healthy).length === 2;
+    }, 180_000);
+
+    assert.equal((await b.stop()).code, 0);
+  },
+);
+
+async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await sleep(300);
+  }
+}
