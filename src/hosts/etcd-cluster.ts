@@ -211,7 +211,12 @@ async function idempotent(run: Promise<unknown>): Promise<void> {
   }
 }
 
-async function enableAuth(client: EtcdClient): Promise<void> {
+/**
+ * RBAC on, with the control plane as root (idempotent). Also called before
+ * a service's identity is granted: until it is on, any certificate of the
+ * clients CA could read every key, so none is issued before.
+ */
+export async function enableAuth(client: EtcdClient): Promise<void> {
   // No password: only a certificate with CN=root is root (client-cert auth).
   await idempotent(etcdctl(client, ['user', 'add', ETCD_ROOT_USER, '--no-password']));
   await idempotent(etcdctl(client, ['user', 'grant-role', ETCD_ROOT_USER, 'root']));

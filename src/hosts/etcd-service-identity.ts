@@ -8,7 +8,7 @@ import { AppError } from '../domain/errors.js';
 import { ETCD_SERVICE_ID, serviceEtcdPrefix, serviceEtcdUser } from '../domain/etcd.js';
 import type { Store } from '../store/store.js';
 import { etcdMembersCa, signClientCert } from './etcd-ca.js';
-import { rootClient } from './etcd-cluster.js';
+import { enableAuth, rootClient } from './etcd-cluster.js';
 import { etcdctl, memberList } from './etcdctl.js';
 
 export interface ServiceEtcdIdentity {
@@ -39,6 +39,8 @@ export async function grantServiceEtcd(
   try {
     const members = await memberList(client);
     endpoints = members.flatMap((m) => m.clientUrls);
+    // Not before RBAC is on (the loop may not have turned it on yet).
+    await enableAuth(client);
     await idempotent(etcdctl(client, ['role', 'add', user]));
     await etcdctl(client, [
       'role', 'grant-permission', user, 'readwrite', serviceEtcdPrefix(serviceId), '--prefix',

@@ -248,7 +248,12 @@ test(
 
     // A whole host killed (every process in its namespace): the others keep a quorum and accept writes.
     execFileSync('bash', ['-c', `kill -9 $(ip netns pids ${PREFIX}-h3) 2>/dev/null || true`]);
-    const after = await ctl(alpha, [1, 2], 'put', '/basin/alpha00001/leader', 'node-2');
+    // (If h3 led, the first writes wait out an election: retried until one is accepted.)
+    let after = await ctl(alpha, [1, 2], 'put', '/basin/alpha00001/leader', 'node-2');
+    await until(async () => {
+      if (!after.ok) after = await ctl(alpha, [1, 2], 'put', '/basin/alpha00001/leader', 'node-2');
+      return after.ok;
+    }, 60_000);
     assert.ok(after.ok, after.err);
     const read = await ctl(root, [2], 'get', '/basin/alpha00001/leader', '--print-value-only');
     assert.equal(read.out.trim(), 'node-2');
