@@ -33,6 +33,7 @@ import { metricsSeries } from './metrics-series.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
 import { severalGet } from './several-get.js';
+import { storeCreate } from './store-create.js';
 
 interface Benchmark {
   name: string;
@@ -43,6 +44,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'service-get', run: serviceGetVsBare },
   { name: 'several-get', run: severalGet },
   { name: 'local-create', run: localCreate },
+  { name: 'store-create', run: storeCreate },
   { name: 'local-idle-memory', run: localIdleMemory },
   { name: 'idle-wake', run: idleWake },
   { name: 'local-pooler', run: localPooler },
