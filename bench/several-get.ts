@@ -111,12 +111,22 @@ export async function severalGet(ctx: BenchContext): Promise<BenchOutcome> {
       }
       const serviceId = (created.body as { service_id: string }).service_id;
       const path = `/v1${first.servicePath(serviceId)}`;
-      // READY as every process answers it (the leader's write, through the mirror).
+      // READY with its usage, as every process answers it: the leader's
+      // status write through the mirror, the leader's first round of samples
+      // (published every --series-interval-ms) through the store.
       const bodies = new Map<string, string>();
       for (const b of basins) {
         const basin = b.basin as BasinProcess;
-        const ready = await basin.waitForStatus(serviceId, 'READY', 30_000);
-        bodies.set(b.name, JSON.stringify(ready));
+        await basin.waitForStatus(serviceId, 'READY', 30_000);
+        const ready = await basin.waitFor(
+          async () => {
+            const got = await basin.call('GET', basin.servicePath(serviceId));
+            return got.body?.metrics ? got.text : undefined;
+          },
+          `service ${serviceId} with its usage through ${b.name}`,
+          30_000,
+        );
+        bodies.set(b.name, ready);
       }
       const leader = basins.find((b) => b.pid === leaderPid) as Target;
       const body = await (leader.basin as BasinProcess).request(
@@ -162,11 +172,11 @@ export async function severalGet(ctx: BenchContext): Promise<BenchOutcome> {
       console.log(
         `${PROCESSES} x node dist/main.js --driver sim --sim-delay-ms 0 --store-url postgres://… ` +
           `(one data directory, a port each; default log level, access logs to files, default ` +
-          `rate limits); body ${Buffer.byteLength(body.text)} bytes (the leader's; the followers' ` +
-          `${basins
+          `rate limits); body ${Buffer.byteLength(body.text)} bytes (the leader's; the ` +
+          `followers' ${basins
             .filter((b) => b !== leader)
             .map((b) => Buffer.byteLength(bodies.get(b.name) ?? ''))
-            .join(', ')} as polled); ` +
+            .join(', ')}, with usage); ` +
           `${s.connections} keep-alive connections, taking turns between ${nKeys} credentials; ` +
           `${s.rounds} rounds of ${s.warmupMs / 1000} s warmup + ${s.durationMs / 1000} s measured ` +
           `per server, after ${s.initialWarmupMs / 1000} s of JIT warmup each`,
