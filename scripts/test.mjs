@@ -97,6 +97,18 @@ if (!Number.isInteger(concurrency) || concurrency < 1) {
   usage(`TEST_CONCURRENCY must be a whole number of files, at least 1 (not ${concurrency})`);
 }
 
+// One PostgreSQL template for every end-to-end installation of the run,
+// copied into each (test/harness/shared-template.ts): a hundred initdbs less.
+// (Imported here, not above: this file first runs without tsx, to restart itself with it.)
+const shared = await import('../test/harness/shared-template.ts');
+const template = files.some((f) => f.startsWith(join('test', 'e2e')))
+  ? await shared.buildSharedTemplate()
+  : undefined;
+if (template) {
+  process.env[shared.SHARED_TEMPLATE_ENV] = template.dir;
+  process.once('exit', () => template.remove());
+}
+
 const known = { ...readDurations(BASELINE), ...readDurations(RECORD) };
 const stream = run({
   files: longestFirst(files, known).map((f) => resolve(f)),

@@ -7,7 +7,7 @@ import type { Logger as PinoLogger } from 'pino';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AccessLog, requestIds, sharedRequestLogger } from './api/access-log.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './api/errors.js';
-import { authenticate } from './api/auth.js';
+import { authenticate, credentialKey } from './api/auth.js';
 import { type ConsoleOptions, consoleRoutes } from './api/console.js';
 import { PollingFastLane } from './api/polling-fast-lane.js';
 import { PresentedServices } from './api/presented-cache.js';
@@ -143,11 +143,24 @@ export async function buildApp({
           const r = req as unknown as { principal: Principal; reads: ReadView };
           // One read view per request, made before its first read (routes/deps.ts).
           r.reads = deps.ctx.store.readView();
+          const header = req.headers.authorization;
           try {
-            r.principal = authenticate(r.reads, req.headers.authorization);
+            r.principal = authenticate(r.reads, header);
           } catch (err) {
             // Failed authentications count by client address: 429 once over budget.
-            limits.limitUnauthenticated(req, reply).then(() => done(err as Error), done);
+            const refuse = (e: unknown) =>
+              limits.limitUnauthenticated(req, reply).then(() => done(e as Error), done);
+            // A key the view does not know may be one another process just made (auth.ts).
+            const key = deps.ctx.store.catchUpCredential && credentialKey(header);
+            if (!key) return void refuse(err);
+            deps.ctx.store.catchUpCredential!(key)
+              .then((newer) => {
+                if (!newer) return refuse(err);
+                r.reads = deps.ctx.store.readView();
+                r.principal = authenticate(r.reads, header);
+                done();
+              })
+              .catch(refuse);
             return;
           }
           done();

@@ -48,12 +48,21 @@ async function main(): Promise<void> {
     // engine may be mid-way through work that the new leader now owns.
     // Started again (a supervisor), it is a follower (docs/decisions.md).
     onLeadershipLost: (reason) => {
-      serverLog?.logger.error(
+      const out = serverLog;
+      out?.logger.error(
         { reason },
         'stepping down: this Basin no longer leads; exiting so that it starts again as a follower',
       );
-      serverLog?.flushSync();
-      process.exit(LEADERSHIP_LOST);
+      // Why it exits is what its operator will look for: the lines are
+      // written first. A synchronous flush cannot write behind a write under
+      // way (lib/log-destination.ts), so the exit waits for the flush, a
+      // moment at most; the guard and the fence refuse any work meanwhile.
+      const exit = () => {
+        out?.flushSync();
+        process.exit(LEADERSHIP_LOST);
+      };
+      setTimeout(exit, 500);
+      void (out?.flush() ?? Promise.resolve()).then(exit, exit);
     },
   });
   const log = serverLog.logger;

@@ -20,13 +20,20 @@
 // current credential are remembered, so unknown keys cannot churn it, and it
 // is bounded (LRU). It holds keys in clear in this process's memory, which
 // sees every key it is sent anyway (docs/security.md).
+//
+// Where the view is a mirror another process's commits reach by notification
+// (the PostgreSQL store), a credential made a moment ago by another process
+// (`basin credential create`) may not be in it yet: a key the view does not
+// know is looked for in the store itself once (app.ts, credentialKey) before
+// it is refused. Revocations need no such look: the view still holding a
+// revoked credential for its last milliseconds is the bound the issue sets.
 
 import { AppError } from '../domain/errors.js';
 import type { Principal } from '../commands/context.js';
 import { Lru } from '../lib/lru.js';
 import { sameHash, sha256Hex } from '../lib/secrets.js';
 import type { Credential } from '../domain/types.js';
-import type { ReadView } from '../store/store.js';
+import type { CredentialKey, ReadView } from '../store/store.js';
 
 const unauthorized = (message: string) => new AppError('UNAUTHORIZED', message);
 
@@ -81,6 +88,23 @@ function credentialOf(reads: ReadView, header: string): Credential | undefined {
         `Unsupported authorization scheme ${JSON.stringify(scheme)}; use Bearer or Basic.`,
       );
   }
+}
+
+/**
+ * The credential a well-formed header names, without looking it up: for a
+ * store to check whether it was committed after the read view was filled
+ * (Store.catchUpCredential). Undefined for a malformed header.
+ */
+export function credentialKey(header: string | undefined): CredentialKey | undefined {
+  const space = header?.indexOf(' ') ?? -1;
+  if (header === undefined || space < 0) return undefined;
+  const scheme = header.slice(0, space).toLowerCase();
+  const value = header.slice(space + 1).trim();
+  if (scheme === 'bearer' && value) return { bearerHash: sha256Hex(value) };
+  if (scheme !== 'basic' || !/^[A-Za-z0-9+/]+=*$/.test(value)) return undefined;
+  const decoded = Buffer.from(value, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon > 0 ? { accessKey: decoded.slice(0, colon) } : undefined;
 }
 
 /**

@@ -32,9 +32,10 @@ export interface DriverReads {
   disk?(): { free: number; reserve: number; low: boolean } | undefined;
   /**
    * Why no host could take a node of `size` now, where the driver places
-   * nodes on hosts (the hosts driver); undefined when one can.
+   * nodes on hosts (the hosts driver); undefined when one can. With
+   * `resourceId` (a resize), whether the host it is placed on can.
    */
-  noRoom?(size: Size): Promise<string | undefined>;
+  noRoom?(size: Size, resourceId?: string): Promise<string | undefined>;
 }
 
 export interface Ctx {
@@ -84,12 +85,19 @@ export function requireCapability(ctx: Ctx, capability: keyof Capabilities, what
   }
 }
 
-/** Refuses, with a 503 that says why, a node no host has room for (the hosts driver's placement). */
-export async function requireHostRoom(ctx: Ctx, size: Size, what: string): Promise<void> {
-  const why = await ctx.driver.noRoom?.(size);
-  if (why !== undefined) {
-    throw new AppError('UNAVAILABLE', `Basin cannot place new ${what} now: ${why}`);
-  }
+/**
+ * Refuses, with a 503 that says why, a node no host has room for (the hosts
+ * driver's placement): a new one (`doing`: "place new services"), or a
+ * placed `resourceId` grown on its host.
+ */
+export async function requireHostRoom(
+  ctx: Ctx,
+  size: Size,
+  doing: string,
+  resourceId?: string,
+): Promise<void> {
+  const why = await ctx.driver.noRoom?.(size, resourceId);
+  if (why !== undefined) throw new AppError('UNAVAILABLE', `Basin cannot ${doing} now: ${why}`);
 }
 
 /**

@@ -10,7 +10,14 @@ import { pickSize } from '../domain/sizes.js';
 import type { Environment, Service } from '../domain/types.js';
 import { scramVerifier } from '../lib/secrets.js';
 import type { Tx } from '../store/store.js';
-import { type Ctx, type Principal, allocatePort, portOwner, requireCapability } from './context.js';
+import {
+  type Ctx,
+  type Principal,
+  allocatePort,
+  portOwner,
+  requireCapability,
+  requireHostRoom,
+} from './context.js';
 import { loadService } from './service-lookup.js';
 import { nodePlan } from './service-nodes.js';
 import { getVpc } from './vpcs.js';
@@ -45,7 +52,7 @@ async function configure(
   return svc;
 }
 
-export function resizeService(
+export async function resizeService(
   ctx: Ctx,
   p: Principal,
   projectId: string,
@@ -58,6 +65,9 @@ export function resizeService(
     false,
   );
   if (!size) throw invalid('cpu_millis and memory_gbs are required.');
+  // Its host must hold the new size (a 404 for a service it cannot see first).
+  await loadService(ctx.store, p, projectId, serviceId);
+  await requireHostRoom(ctx, size, `resize service ${serviceId}`, serviceId);
   return configure(ctx, p, projectId, serviceId, 'resize', (svc) => {
     if (
       svc.size.cpuMillis === size.cpuMillis &&

@@ -56,7 +56,7 @@ export async function createService(
   const size =
     pickSize(ctx.settings.sizes, { cpu: body.cpu_millis, memory: body.memory_gbs }, true) ??
     defaultSize(ctx);
-  await requireHostRoom(ctx, size, 'services');
+  await requireHostRoom(ctx, size, 'place new services');
   const ha = checkHa(
     { replicaCount: body.replica_count ?? 0, syncReplicaCount: 0 },
     { replicaCount: 0, syncReplicaCount: 0 },

@@ -518,6 +518,14 @@ export interface Store extends ReadRepos {
    */
   watchQueue?(on: () => void): void;
   /**
+   * Whether a current credential that `key` names was committed but is not
+   * in the read view yet (another process made it a moment ago, and its
+   * notification is still on the way); if so, resolves once the view has
+   * it. A store whose views are fresh after any commit (SQLite) has no need
+   * of it.
+   */
+  catchUpCredential?(key: CredentialKey): Promise<boolean>;
+  /**
    * What the leader's driver sampled, for every process that shares the
    * store (the PostgreSQL store; engine/shared-usage.ts): a store only this
    * process uses has no need of it.
@@ -525,6 +533,9 @@ export interface Store extends ReadRepos {
   usage?: UsageRounds;
   close(): void;
 }
+
+/** How a request names its credential: a Bearer key's hash, or a Basic access key. */
+export type CredentialKey = { bearerHash: string } | { accessKey: string };
 
 /**
  * One round of the leader's samples: the time it began, the services that

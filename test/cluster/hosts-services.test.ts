@@ -147,6 +147,19 @@ test(
     assert.equal(big.status, 503, big.text);
     assert.equal(big.body.code, 'UNAVAILABLE');
     assert.match(big.body.message, /no online host has 8000 millis/);
+    // So is a resize its own host has no room for; one it has room for is made there.
+    const resize = (cpu: string, memory: string) =>
+      b.call('POST', `${b.servicePath(first.service_id)}/resize`, {
+        cpu_millis: cpu,
+        memory_gbs: memory,
+      });
+    const tooBig = await resize('8000', '32');
+    assert.equal(tooBig.status, 503, tooBig.text);
+    assert.equal(tooBig.body.code, 'UNAVAILABLE');
+    assert.match(tooBig.body.message, /its host h\d has \d+ millis/);
+    assert.equal((await resize('1000', '4')).status, 202);
+    const grown = await b.waitForStatus(first.service_id, 'READY', 120_000);
+    assert.equal(grown.resources[0].spec.cpu_millis, 1000);
 
     // A host whose agent is killed stops reporting: the service on it becomes
     // UNSTABLE and its logs name the host; once the agent runs again, READY.

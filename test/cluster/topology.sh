@@ -30,7 +30,7 @@ down() {
     done
     ip netns delete "$ns" 2>/dev/null || true
   done
-  for link in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^$prefix-(h[0-9]+|br)$" || true); do
+  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^$prefix-(h[0-9]+|br)$" || true); do
     ip link delete "$link" 2>/dev/null || true
   done
 }

@@ -91,6 +91,28 @@ test('postgres: a credential revoked through one store object is refused by anot
   );
 });
 
+test('postgres: a credential another store object just made is in the view once caught up; unknown and revoked ones are not', async (t) => {
+  const url = await freshUrl();
+  const a = await openAt(t, url);
+  const b = await openAt(t, url);
+  await a.transaction(async (tx) => {
+    await tx.projects.insert({ id: 'p1', name: 'one', createdAt: new Date(0).toISOString() });
+    await tx.credentials.insert(credential('c1'));
+  });
+  // Whether or not b's notification came first, b's view has it after the catch-up.
+  await b.catchUpCredential({ bearerHash: 'bearer-c1' });
+  assert.equal(b.readView().credentials.findByBearerHash('bearer-c1')?.id, 'c1');
+  assert.equal(await b.catchUpCredential({ bearerHash: 'bearer-c1' }), false, 'known already');
+  assert.equal(await b.catchUpCredential({ bearerHash: 'bearer-nobody' }), false);
+  assert.equal(await b.catchUpCredential({ accessKey: 'AK-nobody' }), false);
+
+  await a.transaction(async (tx) => {
+    await tx.credentials.insert(credential('c2'));
+    await tx.credentials.revoke('c2', new Date(1).toISOString());
+  });
+  assert.equal(await b.catchUpCredential({ accessKey: 'AK-c2' }), false, 'revoked');
+});
+
 test('postgres: the read view follows commits of the same and of other store objects (services, projects of users)', async (t) => {
   const url = await freshUrl();
   const a = await openAt(t, url);

@@ -191,7 +191,7 @@ test(
   'kill -9 of Basin mid template build and mid certificate leaves nothing after one restart',
   { timeout: 400_000 },
   async (t) => {
-    const inst = await installation(t);
+    const inst = await installation(t, { ownTemplate: true });
     const root = join(inst.dataDir, 'local');
     const services: Ready[] = [];
 

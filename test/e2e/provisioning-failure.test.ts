@@ -44,7 +44,7 @@ test(
   'a failing provisioning is retried with backoff, ends UNSTABLE with its reason in the logs, and start retries it',
   { timeout: 180_000 },
   async (t) => {
-    const inst = await installation(t);
+    const inst = await installation(t, { ownTemplate: true });
     const b = await inst.start();
     const created = await b.call('POST', b.servicePath(), {
       name: 'squatted',

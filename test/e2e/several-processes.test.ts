@@ -384,10 +384,24 @@ test(
     }
     await sleep(LEASE_MS);
     const before = sleeper.output().length;
+    const resumedAt = Date.now();
     sleeper.signal('SIGCONT');
     const exit = await sleeper.exited;
     assert.equal(exit.code, 3, `the resumed leader exits with status 3:\n${sleeper.tail()}`);
-    const afterResume = sleeper.output().slice(before);
+    // What it logged once resumed, by each line's own time: its logger
+    // buffers, so lines written just before the SIGSTOP arrive after it.
+    const afterResume = sleeper
+      .output()
+      .slice(before)
+      .split('\n')
+      .filter((line) => {
+        try {
+          return (JSON.parse(line) as { time: number }).time >= resumedAt;
+        } catch {
+          return false;
+        }
+      })
+      .join('\n');
     assert.match(afterResume, /leadership lost/);
     assert.match(afterResume, /stepping down/);
     assert.doesNotMatch(afterResume, /"msg":"operation done"/, 'it finished nothing');
@@ -457,6 +471,7 @@ test('three Basins: a credential revoked is refused by every process within 1 s'
   const { id, bearer_key: key } = JSON.parse(made.stdout) as { id: string; bearer_key: string };
   const asIt = (b: BasinProcess) =>
     b.request('GET', `/projects/${projectId}/services`, { authorization: `Bearer ${key}` });
+  // Made by the CLI a moment ago: every process takes it at once, notified or not.
   for (const b of procs) assert.equal((await asIt(b)).status, 200, `process ${b.pid}`);
 
   const revoked = await inst.cli('--store-url', url, 'credential', 'revoke', id);

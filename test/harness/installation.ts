@@ -34,6 +34,7 @@ import { answering, type BasinProcess } from './basin-api.js';
 import { type LeftoverOptions, removeInstallationLeftovers } from './clean-up.js';
 import type { Launched } from './launched.js';
 import { claimBlock, claimPortBlock } from './port-block.js';
+import { seedTemplate } from './shared-template.js';
 
 const runFile = promisify(execFile);
 
@@ -71,6 +72,11 @@ export interface StartOptions {
   dist?: string;
   /** Flags for node itself, e.g. --cpu-prof. */
   nodeArgs?: readonly string[];
+  /**
+   * At claim (a default only): let Basin build its PostgreSQL template
+   * itself instead of starting with a copy of the run's (shared-template.ts).
+   */
+  ownTemplate?: boolean;
 }
 
 export interface Installation {
@@ -121,6 +127,7 @@ export async function claimInstallation(
   // gives the directories above the data directory this bit (README).
   chmodSync(parent, 0o711);
   const dataDir = join(parent, 'basin');
+  if ((defaults.driver ?? 'local') === 'local' && !defaults.ownTemplate) seedTemplate(dataDir);
   const children = new Set<ChildProcess>();
   const runs: Launched[] = [];
   const [min, max] = ports.portRange.split('-').map(Number) as [number, number];

@@ -28,7 +28,7 @@ import {
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
-import { chooseHost, reservation } from './placement.js';
+import { chooseHost, reservation, roomLeft } from './placement.js';
 
 export interface HostsDriverOptions {
   /** The installation's hosts, as the store has them. */
@@ -89,13 +89,29 @@ export class HostsDriver implements Driver {
     clearTimeout(this.timer);
   }
 
-  /** Why no online host has room for a node of `size` now (read from the store, not the view). */
-  async noRoom(size: Size): Promise<string | undefined> {
+  /**
+   * Why no online host has room for a node of `size` now, or, for a placed
+   * `resourceId` (a resize), why its own host has not: read from the store,
+   * not the view.
+   */
+  async noRoom(size: Size, resourceId?: string): Promise<string | undefined> {
+    const held = reservation(size);
+    const placed = resourceId === undefined ? undefined : await this.o.placements.get(resourceId);
+    if (placed) {
+      const host = await this.lookupHost(placed.hostId);
+      if (!host) return undefined; // its operation says what became of the host
+      const left = roomLeft(host, await this.o.placements.list(), placed.resourceId);
+      if (left.cpuMillis >= held.cpuMillis && left.memoryMb >= held.memoryMb) return undefined;
+      return (
+        `its host ${host.name} has ${Math.max(0, left.cpuMillis)} millis and ${Math.max(0, left.memoryMb)} MB ` +
+        `beside its other services, and the size asks for ${held.cpuMillis} millis and ${held.memoryMb} MB: ` +
+        'choose a smaller size, or make room on that host.'
+      );
+    }
     const now = this.o.clock();
     const online = (await this.o.hosts()).filter(
       (h) => hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
     );
-    const held = reservation(size);
     if (online.length === 0) {
       return 'no host is online (join one with `basin host token` and `basin host run`).';
     }

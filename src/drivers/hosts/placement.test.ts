@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Host, Placement } from '../../domain/hosts.js';
-import { chooseHost, reservation, SHARED_RESERVATION } from './placement.js';
+import { chooseHost, reservation, roomLeft, SHARED_RESERVATION } from './placement.js';
 
 const GIB = 2 ** 30;
 const host = (id: string, cpus: number, memoryGib: number): Host => ({
@@ -51,4 +51,12 @@ test('what a size holds of its host: its CPUs and memory; a shared one a share',
     memoryMb: 2048,
   });
   assert.deepEqual(reservation({ shared: true, cpuMillis: 0, memoryGbs: 0 }), SHARED_RESERVATION);
+});
+
+test("a host's room left: what its placements do not hold, the one being resized set aside", () => {
+  const h = host('a', 4, 16);
+  const there = [placed('a', 1000, 4096), placed('a', 500, 1024), placed('b', 2000, 8192)];
+  assert.deepEqual(roomLeft(h, there), { cpuMillis: 2500, memoryMb: 16 * 1024 - 5120 });
+  const resized = (there[0] as Placement).resourceId;
+  assert.deepEqual(roomLeft(h, there, resized), { cpuMillis: 3500, memoryMb: 16 * 1024 - 1024 });
 });

@@ -16,6 +16,20 @@ export function reservation(size: Size): { cpuMillis: number; memoryMb: number }
   return { cpuMillis: size.cpuMillis, memoryMb: Math.round(size.memoryGbs * 1024) };
 }
 
+/** What of `host` is not held by its placements (but `except`'s: the one being resized). */
+export function roomLeft(
+  host: Host,
+  placements: readonly Placement[],
+  except?: string,
+): { cpuMillis: number; memoryMb: number } {
+  const mine = placements.filter((p) => p.hostId === host.id && p.resourceId !== except);
+  return {
+    cpuMillis: host.capacity.cpus * 1000 - mine.reduce((n, p) => n + p.cpuMillis, 0),
+    memoryMb:
+      Math.floor(host.capacity.memoryBytes / 2 ** 20) - mine.reduce((n, p) => n + p.memoryMb, 0),
+  };
+}
+
 export function chooseHost(
   online: readonly Host[],
   placements: readonly Placement[],
@@ -23,18 +37,15 @@ export function chooseHost(
 ): Host | undefined {
   let best: { host: Host; memoryLeft: number } | undefined;
   for (const host of online) {
-    const mine = placements.filter((p) => p.hostId === host.id);
-    const cpuLeft = host.capacity.cpus * 1000 - mine.reduce((n, p) => n + p.cpuMillis, 0);
-    const memoryLeft =
-      Math.floor(host.capacity.memoryBytes / 2 ** 20) - mine.reduce((n, p) => n + p.memoryMb, 0);
-    if (cpuLeft < need.cpuMillis || memoryLeft < need.memoryMb) continue;
+    const left = roomLeft(host, placements);
+    if (left.cpuMillis < need.cpuMillis || left.memoryMb < need.memoryMb) continue;
     // Ties go to the name that sorts first: the same inputs, the same host.
     if (
       !best ||
-      memoryLeft > best.memoryLeft ||
-      (memoryLeft === best.memoryLeft && host.name < best.host.name)
+      left.memoryMb > best.memoryLeft ||
+      (left.memoryMb === best.memoryLeft && host.name < best.host.name)
     ) {
-      best = { host, memoryLeft };
+      best = { host, memoryLeft: left.memoryMb };
     }
   }
   return best?.host;

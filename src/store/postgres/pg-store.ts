@@ -1,8 +1,14 @@
 import pg from 'pg';
 import { AppError } from '../../domain/errors.js';
-import { FencedError, type Repos, type Store, type Tx } from '../store.js';
+import { type CredentialKey, FencedError, type Repos, type Store, type Tx } from '../store.js';
 import { pgLeadership } from './leadership-repo.js';
-import { CHANGE_TRIGGERS, PG_MIGRATIONS, type MirroredTable, USAGE_TABLE } from './migrations.js';
+import {
+  CHANGE_TRIGGERS,
+  MIRRORED_TABLES,
+  PG_MIGRATIONS,
+  type MirroredTable,
+  USAGE_TABLE,
+} from './migrations.js';
 import type { Queryable } from './queryable.js';
 import { ReadMirror } from './read-mirror.js';
 import { createPgRepos } from './repos.js';
@@ -27,6 +33,7 @@ const types = {
 export interface PostgresStore extends Store {
   /** close(), awaited: every connection ended. */
   end(): Promise<void>;
+  catchUpCredential(key: CredentialKey): Promise<boolean>;
 }
 
 /**
@@ -150,6 +157,22 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
     fenced: (term) => ({ ...store, transaction: (fn) => serial(fn, term), usage: usage(term) }),
     watchQueue: (on) => view.onQueued(on),
     usage: usage(),
+    catchUpCredential: async (key) => {
+      const inView =
+        'bearerHash' in key
+          ? view.view.credentials.findByBearerHash(key.bearerHash)
+          : view.view.credentials.findByAccessKey(key.accessKey);
+      if (inView) return false;
+      // One indexed read; only a hit reloads the view (every mirrored table:
+      // a user's credential needs its projects too).
+      const stored =
+        'bearerHash' in key
+          ? await readRepos.credentials.findByBearerHash(key.bearerHash)
+          : await readRepos.credentials.findByAccessKey(key.accessKey);
+      if (!stored || stored.revokedAt !== null) return false;
+      await Promise.all(MIRRORED_TABLES.map((t) => view.refresh(t)));
+      return true;
+    },
     close: () => void end().catch(() => undefined),
     end,
   };

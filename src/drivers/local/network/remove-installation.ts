@@ -4,13 +4,20 @@
 // go with it; a dead installation's are swept by nothing else).
 // Synchronous, for exit handlers that cannot wait for a promise.
 
-import { execFileSync } from 'node:child_process';
+import { execFileSync, type ExecFileSyncOptionsWithStringEncoding } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { contains, namespaceName, parseCidr, vethAliasOf, vethName } from './addresses.js';
 import { removeConnectRedirect } from './connect-redirect.js';
 import { FORWARDING_MARK } from './forwarding.js';
 import { dropTable } from './nft-table.js';
+
+// `ip link show` warns on stderr about veths whose peer's namespace another
+// program is making or removing right then; the JSON on stdout is whole.
+const QUIET: ExecFileSyncOptionsWithStringEncoding = {
+  encoding: 'utf8',
+  stdio: ['ignore', 'pipe', 'ignore'],
+};
 
 /** Removes the namespaces, veths and table of `installation`; forwarding goes back off if Basin turned it on and no Basin table is left. */
 export function removeInstallationNetwork(installation: string): void {
@@ -34,9 +41,10 @@ export function removeInstallationNetwork(installation: string): void {
     rmSync(`/run/netns/${name}`, { force: true });
   }
   try {
-    const links = JSON.parse(
-      execFileSync('ip', ['-j', 'link', 'show', 'type', 'veth'], { encoding: 'utf8' }),
-    ) as { ifname: string; ifalias?: string }[];
+    const links = JSON.parse(execFileSync('ip', ['-j', 'link', 'show', 'type', 'veth'], QUIET)) as {
+      ifname: string;
+      ifalias?: string;
+    }[];
     for (const l of links) {
       if (vethAliasOf(l.ifalias ?? '')?.installation === installation) ip('link', 'del', l.ifname);
     }
@@ -70,7 +78,7 @@ export function removeInstallationNetwork(installation: string): void {
  * and so its tag, may be gone already). Returns their tags.
  */
 export function removeNetworksIn(block: string): string[] {
-  const json = (...args: string[]) => JSON.parse(execFileSync('ip', args, { encoding: 'utf8' }));
+  const json = (...args: string[]) => JSON.parse(execFileSync('ip', args, QUIET));
   let veths: { ifname: string; ifalias?: string }[];
   let addrs: { ifname: string; addr_info?: { local?: string }[] }[];
   try {
