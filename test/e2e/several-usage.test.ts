@@ -133,11 +133,17 @@ test(
     );
 
     // Prometheus, on each process's own listener: the service's gauges.
-    const listeners = procs.map((b) => {
-      const m = /Prometheus metrics at (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(b.output());
-      assert.ok(m, `process ${b.pid} logs its metrics address`);
-      return m[1] as string;
-    });
+    // Each logs where (its log is written asynchronously: the line may come late).
+    const listeners = await Promise.all(
+      procs.map((b) =>
+        b.waitFor(
+          async () =>
+            /Prometheus metrics at (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(b.output())?.[1],
+          `process ${b.pid} logs its metrics address`,
+          30_000,
+        ),
+      ),
+    );
     const gauges = await agreed('Prometheus', async (b) => {
       const res = await fetch(listeners[procs.indexOf(b)] as string);
       assert.equal(res.status, 200);
