@@ -12,6 +12,7 @@ import { type ConsoleOptions, consoleRoutes } from './api/console.js';
 import { PollingFastLane } from './api/polling-fast-lane.js';
 import { PresentedServices } from './api/presented-cache.js';
 import { type RateLimits, registerRateLimits } from './api/rate-limit.js';
+import { analyticsRoutes } from './api/routes/analytics.js';
 import { authRoutes } from './api/routes/auth.js';
 import { logRoutes } from './api/routes/logs.js';
 import { metricsRoutes } from './api/routes/metrics.js';
@@ -175,6 +176,7 @@ export async function buildApp({
           metricsRoutes,
           replicaSetRoutes,
           authRoutes,
+          analyticsRoutes,
         ]) {
           await api.register(routes, routeDeps);
         }

@@ -221,6 +221,8 @@ export interface Driver {
    * never throws for one.
    */
   sampleSeries?(spec: ServiceSpec): Promise<SeriesSample[]>;
+  /** The same of a read replica set's nodes (all replicas) and its pooler. */
+  sampleReplicaSetSeries?(spec: ReplicaSetSpec): Promise<SeriesSample[]>;
 
   /**
    * Calls `on` when the storage level of a service or replica set changes

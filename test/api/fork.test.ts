@@ -213,8 +213,10 @@ test('fork bad inputs are 400; an unknown parent 404', async (t) => {
 });
 
 test('before its first backup, a service forks with NOW only; LAST_SNAPSHOT and PITR are 409', async (t) => {
-  // Backups take a while here, so the first one is still running.
-  const b = await startBasin(t, { env: { BASIN_SIM_DELAY_MS: '300' } });
+  // Backups take a while here (2 s, every sim change does), so the first
+  // one is still running when the forks below are asked for, even on a
+  // machine busy enough to take a second between READY and the request.
+  const b = await startBasin(t, { env: { BASIN_SIM_DELAY_MS: '2000' } });
   const created = (await b.call('POST', servicesUrl(b), { name: 'young' })).body;
   const ready = await waitForStatus(b, created.service_id, 'READY');
   for (const body of [

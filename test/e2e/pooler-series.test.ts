@@ -3,6 +3,8 @@
 // every 2 s with its metrics listener on; a service's pooler holds three
 // session-mode clients (each with a server connection of its own); the
 // series API and /metrics both read three of each, then the clients gone.
+// A read replica set of it is sampled under its own id: each of its nodes
+// as a replica, and its pooler's clients.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,6 +12,7 @@ import { readFileSync, statSync } from 'node:fs';
 import pg from 'pg';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { installation } from './basin-process.js';
+import { activeReplicaSet } from './ha-nodes.js';
 import { pgClient } from './clients.js';
 import { parsePrometheusText } from '../metrics/prom-text.js';
 
@@ -155,5 +158,69 @@ test(
     );
     for (const admin of ['PAUSE tsdb', 'KILL tsdb', 'SET max_client_conn = 1', 'SHUTDOWN'])
       await assert.rejects(statsConsole.query(admin), /admin access needed/, admin);
+
+    await t.test("a read replica set's nodes and pooler, under the set's id", async () => {
+      const { id: rsId } = await activeReplicaSet(b, id, 'series');
+      const rsPath = `${b.servicePath(id)}/replicaSets/${rsId}`;
+      assert.equal((await b.call('POST', `${rsPath}/enablePooler`)).status, 200);
+      const rsPooler = await until('the set pooled', async () => {
+        const res = await b.call('GET', `${b.servicePath(id)}/replicaSets`);
+        const rs = (
+          res.body as { id: string; connection_pooler?: { endpoint: { port: number } } }[]
+        ).find((r) => r.id === rsId);
+        return rs?.connection_pooler?.endpoint.port;
+      });
+      const held = await until("a client through the set's pooler", () =>
+        pgClient(rsPooler, password, undefined, { database: 'tsdb' }),
+      );
+      t.after(() => held.end().catch(() => {}));
+      assert.deepEqual((await held.query('SELECT pg_is_in_recovery() AS r')).rows, [{ r: true }]);
+      /** Each series of the set over the last 20 s: its labels and LAST value. */
+      const setSeries = async (name: string) => {
+        const now = Date.now();
+        const res = await b.call('POST', `${b.servicePath(rsId)}/metrics/series`, {
+          name,
+          from: new Date(now - 20_000).toISOString(),
+          to: new Date(now + 1000).toISOString(),
+          bucket_seconds: 60,
+        });
+        assert.equal(res.status, 200, res.text);
+        return (res.body as { labels: object; data: { value: number | null }[] }[])
+          .map((s) => ({
+            labels: s.labels,
+            last: s.data
+              .map((d) => d.value)
+              .filter((v) => v !== null)
+              .at(-1),
+          }))
+          .sort((x, y) => JSON.stringify(x.labels).localeCompare(JSON.stringify(y.labels)));
+      };
+      await until('both nodes sampled as replicas, the pooler with its client', async () => {
+        const connections = await setSeries('timescale_cloud_database_num_connections');
+        const clients = await setSeries('basin_pooler_client_connections');
+        const ok =
+          JSON.stringify(connections.map((c) => c.labels)) ===
+            JSON.stringify([
+              { node: '0', role: 'replica' },
+              { node: '1', role: 'replica' },
+            ]) &&
+          connections.every((c) => typeof c.last === 'number') &&
+          clients.length === 1 &&
+          clients[0]?.last === 1;
+        if (!ok) throw new Error(JSON.stringify({ connections, clients }));
+        return true;
+      });
+      // What the service's own series hold is the service's: none of the set's nodes.
+      const own = await b.call('POST', `${b.servicePath(id)}/metrics/series`, {
+        name: 'timescale_cloud_database_num_connections',
+        from: new Date(Date.now() - 20_000).toISOString(),
+        to: new Date(Date.now() + 1000).toISOString(),
+        bucket_seconds: 60,
+      });
+      assert.deepEqual(
+        (own.body as { labels: object }[]).map((s) => s.labels),
+        [{ node: '0', role: 'primary' }],
+      );
+    });
   },
 );

@@ -12,6 +12,7 @@ import {
   Project,
   SetEnvironmentInput,
 } from './common.js';
+import { AnalyticsIdentifyInput, AnalyticsResponse, AnalyticsTrackInput } from './analytics.js';
 import { AuthInfo, AuthInfoApiKey, AuthInfoProject, AuthInfoUser, LogoutInput } from './auth.js';
 import { ServiceLogsResponse } from './logs.js';
 import {
@@ -74,6 +75,9 @@ export const SHARED_SCHEMAS = [
   AuthInfoApiKey,
   AuthInfo,
   LogoutInput,
+  AnalyticsIdentifyInput,
+  AnalyticsTrackInput,
+  AnalyticsResponse,
 ];
 
 /**

@@ -2613,6 +2613,144 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/analytics/identify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The vendor CLI's telemetry (identify): accepted, and Basin keeps nothing */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["AnalyticsIdentifyInput"];
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AnalyticsResponse"];
+                    };
+                };
+                /** @description RATE_LIMITED: the credential (or, without valid credentials, the client address) made more reads or writes this minute than the limit allows. */
+                429: {
+                    headers: {
+                        /** @description Seconds until the limit is lifted. */
+                        "retry-after"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/track": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The vendor CLI's telemetry (an event): accepted, and Basin keeps nothing */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["AnalyticsTrackInput"];
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AnalyticsResponse"];
+                    };
+                };
+                /** @description RATE_LIMITED: the credential (or, without valid credentials, the client address) made more reads or writes this minute than the limit allows. */
+                429: {
+                    headers: {
+                        /** @description Seconds until the limit is lifted. */
+                        "retry-after"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description Every 4xx and 5xx answer has this body. */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2897,6 +3035,24 @@ export interface components {
         LogoutInput: {
             /** @description accepted for upstream clients; Basin issues no refresh tokens, so it changes nothing */
             refresh_token?: string;
+        };
+        AnalyticsIdentifyInput: {
+            /** @description any properties; Basin keeps none of them */
+            properties?: {
+                [key: string]: unknown;
+            };
+        };
+        AnalyticsTrackInput: {
+            /** @description the event, by name */
+            event: string;
+            /** @description any properties; Basin keeps none of them */
+            properties?: {
+                [key: string]: unknown;
+            };
+        };
+        AnalyticsResponse: {
+            /** @enum {string} */
+            status: "success";
         };
     };
     responses: never;

@@ -1009,7 +1009,25 @@ export class LocalDriver implements Driver {
     );
   }
 
-  /** The pools' counts of the service's pooler (metrics/pooler-sample.ts); undefined before its first converge. */
+  async sampleReplicaSetSeries(spec: ReplicaSetSpec): Promise<SeriesSample[]> {
+    const ctx = this.context();
+    const id = spec.replicaSetId;
+    const nodes = spec.nodePorts.map((port, index) => ({
+      index,
+      admin: adminOf(ctx, id, { index, role: 'standby', port }),
+    }));
+    return sampleServiceSeries(
+      nodes,
+      this.sampler.latest(replicaSetKey(id)),
+      ctx.storage.view(id)?.usage.data,
+      spec.pooler.enabled && spec.pooler.port !== null
+        ? { node: 0, read: () => this.readPooler(id, spec.pooler.port as number) }
+        : undefined,
+      true,
+    );
+  }
+
+  /** The pools' counts of a service's or replica set's pooler (metrics/pooler-sample.ts); undefined before its first converge. */
   private async readPooler(id: string, port: number): Promise<PoolerCounts | undefined> {
     const ctx = this.context();
     const stats = await readStatsSecret(ctx.layout.pooler(id).stats);

@@ -241,6 +241,18 @@ export class SimDriver implements Driver {
     return simSeries(input, spec.nodes);
   }
 
+  /** Plausible series of a replica set's nodes, all replicas (sim-metrics.ts). */
+  async sampleReplicaSetSeries(spec: ReplicaSetSpec): Promise<SeriesSample[]> {
+    const nowMs = this.clock();
+    const sinceMs = this.see({ kind: 'replicaSet', id: spec.replicaSetId });
+    const input = { id: spec.replicaSetId, size: spec.size, running: true, sinceMs, nowMs };
+    const nodes = Array.from({ length: spec.nodes }, (_, index) => ({
+      index,
+      role: 'standby' as const,
+    }));
+    return simSeries(input, nodes);
+  }
+
   /**
    * Test hook: the service's processes die. inspectService answers 'failed'
    * until an applyService completes (after `delayMs`), so clients can watch

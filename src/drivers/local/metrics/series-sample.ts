@@ -9,6 +9,7 @@
 //
 // The pooler, where it runs, is read too (pooler-sample.ts): its clients and
 // server connections, under the primary's labels (it serves the primary).
+// A read replica set is sampled the same way (its nodes are all replicas).
 //
 // Everything a node reports is its tenant's to forge (tsdbadmin can reset
 // or inflate its own counters): it lands only in that service's series.
@@ -52,6 +53,12 @@ export async function sampleServiceSeries(
   primaryUsage: ProcessUsage | undefined,
   storageBytes: number | undefined,
   pooler?: SampledPooler,
+  /**
+   * A read replica set's nodes (all replicas): its usage (the sampler's
+   * node of the set) and pooler go under the first node that answered,
+   * not under a primary it does not have.
+   */
+  replicaSet = false,
 ): Promise<SeriesSample[]> {
   const out: SeriesSample[] = [];
   // Read beside the nodes: it waits on another process.
@@ -110,9 +117,12 @@ export async function sampleServiceSeries(
     // NULL when the standby has caught up and nothing was written since: no lag.
     out.push({ name: 'basin_replication_lag_seconds', labels, value: l.lag_seconds ?? 0 });
   }
-  const primary = nodes.find((n) => roles.get(n.index) === 'primary');
+  const primary = replicaSet
+    ? nodes.find((n) => roles.has(n.index))
+    : nodes.find((n) => roles.get(n.index) === 'primary');
+  const role = replicaSet ? 'replica' : 'primary';
   if (primary !== undefined) {
-    const labels = { node: String(primary.index), role: 'primary' };
+    const labels = { node: String(primary.index), role };
     if (primaryUsage !== undefined) {
       out.push({
         name: 'timescale_cloud_system_cpu_usage_millicores',
@@ -130,7 +140,7 @@ export async function sampleServiceSeries(
   }
   const counts = await pooled;
   if (pooler !== undefined && counts !== undefined) {
-    const labels = { node: String(primary?.index ?? pooler.node), role: 'primary' };
+    const labels = { node: String(primary?.index ?? pooler.node), role };
     out.push({ name: 'basin_pooler_client_connections', labels, value: counts.clients });
     out.push({ name: 'basin_pooler_server_connections', labels, value: counts.servers });
   }
