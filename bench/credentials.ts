@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { issueCredential } from '../src/commands/admin.js';
 import { OPTIONS } from '../src/config.js';
 import { systemClock } from '../src/lib/clock.js';
+import { openPostgresStore } from '../src/store/postgres/pg-store.js';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 /** Basin's default reads per credential and minute (src/config.ts), 0 for none. */
@@ -21,13 +22,18 @@ export function credentialsFor(peakRps: number, min: number): number {
   return Math.max(min, Math.ceil((peakRps * 60) / DEFAULT_READS_PER_MINUTE));
 }
 
-/** Issues `n` bearer keys for `projectId` in the store of `dataDir`. */
+/**
+ * Issues `n` bearer keys for `projectId` in the store of `dataDir`, or in
+ * the PostgreSQL store at `storeUrl` (`basin --store-url … credential create`).
+ */
 export async function issueBearerKeys(
   dataDir: string,
   projectId: string,
   n: number,
+  storeUrl?: string,
 ): Promise<string[]> {
-  const store = openSqliteStore(join(dataDir, 'basin.db'));
+  const pgStore = storeUrl === undefined ? undefined : await openPostgresStore(storeUrl);
+  const store = pgStore ?? openSqliteStore(join(dataDir, 'basin.db'));
   try {
     const keys: string[] = [];
     for (let i = 0; i < n; i++) {
@@ -36,6 +42,7 @@ export async function issueBearerKeys(
     }
     return keys;
   } finally {
-    store.close();
+    if (pgStore) await pgStore.end();
+    else store.close();
   }
 }

@@ -38,6 +38,13 @@ export async function claimDataDir(ctx: BenchContext): Promise<string> {
   return inst.dataDir;
 }
 
+/** The installation claimed as `dir` (claimDataDir): to start more processes on it. */
+export function installationOf(dir: string): ClaimedInstallation {
+  const inst = installations.get(dir);
+  if (!inst) throw new Error(`${dir} was not claimed with claimDataDir`);
+  return inst;
+}
+
 /** Stops what still runs of `dir`'s Basin, removes the directory and what its services left. */
 export async function releaseDataDir(dir: string): Promise<void> {
   const inst = installations.get(dir);
@@ -89,6 +96,15 @@ export class LocalBasin {
     return new LocalBasin(
       basin,
       createBasinClient({ url: basin.url, apiKey: basin.bearerKey }),
+      dataDir,
+    );
+  }
+
+  /** Another process of the same installation (several Basins on one store), with the same key. */
+  static of(process: BasinProcess, dataDir: string): LocalBasin {
+    return new LocalBasin(
+      process,
+      createBasinClient({ url: process.url, apiKey: process.bearerKey }),
       dataDir,
     );
   }

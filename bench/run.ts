@@ -32,6 +32,8 @@ import { metricsScrape } from './metrics-scrape.js';
 import { metricsSeries } from './metrics-series.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
+import { severalGet } from './several-get.js';
+import { storeCreate } from './store-create.js';
 
 interface Benchmark {
   name: string;
@@ -40,7 +42,9 @@ interface Benchmark {
 
 const BENCHMARKS: readonly Benchmark[] = [
   { name: 'service-get', run: serviceGetVsBare },
+  { name: 'several-get', run: severalGet },
   { name: 'local-create', run: localCreate },
+  { name: 'store-create', run: storeCreate },
   { name: 'local-idle-memory', run: localIdleMemory },
   { name: 'idle-wake', run: idleWake },
   { name: 'local-pooler', run: localPooler },

@@ -19,6 +19,7 @@ import { Engine, type EngineOptions } from './engine/engine.js';
 import { leaderDriver } from './engine/leader-driver.js';
 import { Leadership, type LeadershipOptions } from './engine/leadership.js';
 import { SeriesCollector } from './engine/series-collector.js';
+import { SharedUsage, usageFromRounds } from './engine/shared-usage.js';
 import { SeriesStore } from './domain/series/series-store.js';
 import { type NetworkProvisioner, recordingProvisioner } from './engine/network-provisioner.js';
 import { type Clock, systemClock } from './lib/clock.js';
@@ -111,10 +112,15 @@ async function assemble(
   const engineRef: { current?: Engine } = {};
   // The metric series, in memory (docs/decisions.md, "Metric series").
   const series = new SeriesStore(config.seriesIntervalMs);
+  // Several processes: usage and series come from the leader's rounds in
+  // the store, in every process alike (engine/shared-usage.ts).
+  const usage = shared && store.usage ? new SharedUsage(series) : undefined;
+  if (usage) await store.usage?.follow((round) => usage.take(round));
+  const apiDriver = usage ? usageFromRounds(driver, usage) : driver;
   const ctx: Ctx = {
     series,
     store,
-    driver,
+    driver: apiDriver,
     clock,
     settings: {
       regions: config.regions,
@@ -127,7 +133,7 @@ async function assemble(
     // Sim endpoints are not real; the local driver's are ports on this host.
     portUsable: config.driver === 'local' ? portIsFree : async () => true,
   };
-  const metrics = new BasinMetrics({ store, driver, clock, series });
+  const metrics = new BasinMetrics({ store, driver: apiDriver, clock, series });
   const app = await buildApp({
     metrics,
     deps: {
@@ -173,7 +179,17 @@ async function assemble(
       },
     );
   const collector = new SeriesCollector(
-    { store, driver, series, clock, log },
+    {
+      store,
+      driver,
+      series,
+      clock,
+      log,
+      // The leader's store, fenced by its term: a deposed leader publishes nothing.
+      ...(usage
+        ? { publish: (round) => lead.store.usage?.publish(round) ?? Promise.resolve() }
+        : {}),
+    },
     config.seriesIntervalMs,
   );
   let engine = makeEngine(store, driver);

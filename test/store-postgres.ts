@@ -36,12 +36,13 @@ export interface StorePostgres {
 export async function startStorePostgres(t: {
   after: TestContext['after'];
 }): Promise<StorePostgres> {
-  const pgc = await startCluster();
+  const pgc = await startStoreCluster();
   t.after(() => pgc.stop());
   return pgc;
 }
 
-async function startCluster(): Promise<StorePostgres> {
+/** A cluster the caller stops (the benchmarks, which have no test context). */
+export async function startStoreCluster(): Promise<StorePostgres> {
   const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }));
   const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }));
   const root = mkdtempSync(join(tmpdir(), 'basin-store-pg-'));

@@ -6,8 +6,10 @@
 import type { Backup } from '../domain/backups.js';
 import type { Host, HostCapacity, HostToken, HostUsage, Placement } from '../domain/hosts.js';
 import type { NewOperation, OperationKind, ResourceKind } from '../domain/operations.js';
+import type { SeriesSample } from '../domain/series/catalogue.js';
 import type {
   Credential,
+  Metrics,
   Peering,
   Project,
   ReplicaSet,
@@ -523,8 +525,38 @@ export interface Store extends ReadRepos {
    * of it.
    */
   catchUpCredential?(key: CredentialKey): Promise<boolean>;
+  /**
+   * What the leader's driver sampled, for every process that shares the
+   * store (the PostgreSQL store; engine/shared-usage.ts): a store only this
+   * process uses has no need of it.
+   */
+  usage?: UsageRounds;
   close(): void;
 }
 
 /** How a request names its credential: a Bearer key's hash, or a Basic access key. */
 export type CredentialKey = { bearerHash: string } | { accessKey: string };
+
+/**
+ * One round of the leader's samples: the time it began, the services that
+ * exist (series of others are forgotten), each service's and replica set's
+ * usage as its driver answers it (Driver.metrics, by `service:<id>` and
+ * `replicaSet:<id>`), and each running service's series samples.
+ */
+export interface UsageRound {
+  at: number;
+  keep: readonly string[];
+  metrics: Readonly<Record<string, Metrics>>;
+  series: Readonly<Record<string, readonly SeriesSample[]>>;
+}
+
+export interface UsageRounds {
+  /** Keeps `round` (a day of rounds is kept) and tells every process; fenced like transactions. */
+  publish(round: UsageRound): Promise<void>;
+  /**
+   * Calls `on` with every kept round, oldest first, then with each round
+   * published after, in order (reading again whatever a lost notification
+   * may have hidden). Resolves once the kept rounds were read.
+   */
+  follow(on: (round: UsageRound) => void): Promise<void>;
+}

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppError } from '../../src/domain/errors.js';
+import { FencedError, type UsageRound } from '../../src/store/store.js';
 import { serviceDelete } from '../../src/domain/operations.js';
 import type { Credential, Service } from '../../src/domain/types.js';
 import { PG_MIGRATIONS } from '../../src/store/postgres/migrations.js';
@@ -229,6 +230,46 @@ test('postgres: an operation queued through one store object wakes another’s q
     tx.operations.enqueue(serviceDelete({ id: 's1', projectId: 'p1' } as Service), 0),
   );
   await waitFor(() => woken === 1);
+});
+
+test('postgres: usage rounds the leader publishes reach every store object in order, a day is kept, and a deposed leader publishes nothing', async (t) => {
+  const url = await freshUrl();
+  const leader = await openAt(t, url);
+  const follower = await openAt(t, url);
+  const round = (at: number): UsageRound => ({
+    at,
+    keep: ['s1'],
+    metrics: { 'service:s1': { memoryMb: at, milliCpu: 1, storageMb: 2 } },
+    series: { s1: [{ name: 'timescale_cloud_database_num_connections', labels: {}, value: at }] },
+  });
+  const day = 24 * 3600 * 1000;
+  const term = await leader.leadership.acquire('test/1', 60_000);
+  assert.equal(term, 1);
+  const fenced = leader.fenced(1);
+  await fenced.usage!.publish(round(1_000));
+  await fenced.usage!.publish(round(2_000));
+  const seen: number[] = [];
+  // The kept rounds first, then each one published after, in order.
+  await follower.usage!.follow((r) => seen.push(r.at));
+  assert.deepEqual(seen, [1_000, 2_000]);
+  await fenced.usage!.publish(round(3_000));
+  await waitFor(() => seen.length === 3);
+  assert.deepEqual(seen, [1_000, 2_000, 3_000]);
+  // A day later, the first rounds are dropped: a process starting now reads the rest.
+  await fenced.usage!.publish(round(2_500 + day));
+  const later: UsageRound[] = [];
+  await leader.usage!.follow((r) => later.push(r));
+  assert.deepEqual(
+    later.map((r) => r.at),
+    [3_000, 2_500 + day],
+  );
+  assert.deepEqual(later[0], round(3_000));
+  // Another term leads: the old one's rounds are refused, nothing is kept.
+  await leader.leadership.release(1);
+  assert.equal(await follower.leadership.acquire('test/2', 60_000), 2);
+  await assert.rejects(fenced.usage!.publish(round(5_000 + day)), FencedError);
+  await sleep(300);
+  assert.deepEqual(seen.at(-1), 2_500 + day);
 });
 
 test('postgres: a transaction paused while it holds the write lock is ended after 3 s, and the others go on', async (t) => {

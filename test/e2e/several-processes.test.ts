@@ -51,25 +51,54 @@ async function lease(pgc: StorePostgres): Promise<Lease | undefined> {
   return row && { term: row.term, pid: Number(row.holder.split('/').pop()), live: row.live };
 }
 
-/** Processes whose arguments name a node's data directory under `root`, by directory. */
-function postmasters(root: string): Map<string, number[]> {
-  const byDir = new Map<string, number[]>();
+/**
+ * Processes whose arguments name a node's data directory under `root`, by
+ * directory. Only a postmaster is started with -D; a child it forks shows
+ * the same arguments until it sets its process title, so a process whose
+ * parent is a postmaster of the same directory is not counted.
+ */
+function postmastersNow(root: string): Map<string, number[]> {
+  const byDir = new Map<string, { pid: number; ppid: number }[]>();
   for (const name of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
     try {
       const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      if (/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2))) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (/^[ZX]/.test(fields[0] ?? '')) continue;
       if (!readlinkSync(`/proc/${name}/exe`).includes('/postgresql/')) continue;
       const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
       const d = argv.indexOf('-D');
       const dir = d >= 0 ? argv[d + 1] : undefined;
       if (!dir?.startsWith(root) || !dir.includes('/instances/')) continue;
-      // Only the postmaster is started with -D; its children are forks of it.
-      byDir.set(dir, [...(byDir.get(dir) ?? []), Number(name)]);
+      byDir.set(dir, [...(byDir.get(dir) ?? []), { pid: Number(name), ppid: Number(fields[1]) }]);
     } catch {
       // exited meanwhile
     }
   }
-  return byDir;
+  const out = new Map<string, number[]>();
+  for (const [dir, procs] of byDir) {
+    const pids = new Set(procs.map((p) => p.pid));
+    out.set(
+      dir,
+      procs.filter((p) => !pids.has(p.ppid)).map((p) => p.pid),
+    );
+  }
+  return out;
+}
+
+/**
+ * The postmasters that run, seen twice a second apart: a second postmaster
+ * that PostgreSQL's lock file refuses at once (its data directory is in
+ * use) is not one that runs.
+ */
+async function postmasters(root: string): Promise<Map<string, number[]>> {
+  const first = postmastersNow(root);
+  await sleep(1000);
+  const out = new Map<string, number[]>();
+  for (const [dir, pids] of postmastersNow(root)) {
+    const both = pids.filter((pid) => first.get(dir)?.includes(pid));
+    if (both.length > 0) out.set(dir, both);
+  }
+  return out;
 }
 
 function serviceUsers(inst: Installation): string[] {
@@ -228,7 +257,7 @@ test(
       }
       // One postmaster per node's data directory, none of a deleted service.
       const live = [...expected].filter(([, w]) => w.status === 'READY').map(([id]) => id);
-      for (const [dir, pids] of postmasters(inst.dataDir)) {
+      for (const [dir, pids] of await postmasters(inst.dataDir)) {
         assert.equal(pids.length, 1, `one postmaster for ${dir}: ${pids.join(', ')}`);
         assert.ok(
           live.some((id) => dir.includes(`/instances/${id}/`)),
@@ -415,7 +444,7 @@ test(
     // Everything deleted at the end: nothing runs, no OS user is left.
     for (const [id, want] of expected) if (want.status !== 'gone') await remove(id);
     await settled();
-    assert.deepEqual([...postmasters(inst.dataDir).keys()], []);
+    assert.deepEqual([...(await postmasters(inst.dataDir)).keys()], []);
     assert.deepEqual(serviceUsers(inst), []);
     // None ran twice: one delete operation per service, all done.
     const ops = await pgc.sql(

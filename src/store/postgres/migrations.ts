@@ -238,3 +238,22 @@ export const CHANGE_TRIGGERS = `
   CREATE OR REPLACE TRIGGER operations_queued AFTER INSERT ON operations
     FOR EACH STATEMENT EXECUTE FUNCTION basin_operation_queued();
 `;
+
+/** The channel that says the leader published a round of usage samples (usage-rounds.ts). */
+export const USAGE_CHANNEL = 'basin_usage_published';
+
+/**
+ * Not a numbered migration either: the rounds of usage samples the leader
+ * publishes for every process (usage-rounds.ts) are what each process holds
+ * in memory on SQLite, not the store's state. UNLOGGED: no WAL for samples
+ * every 10 s, nothing on a standby; after a crash of the store's server, or
+ * a failover to a standby, the table is empty and the series go on from
+ * there, as after a restart of Basin on SQLite. `basin store migrate`
+ * copies the SQLite tables only, so it never sees it.
+ */
+export const USAGE_TABLE = `
+  CREATE UNLOGGED TABLE IF NOT EXISTS usage_rounds (
+    at BIGINT PRIMARY KEY,
+    body TEXT NOT NULL
+  );
+`;

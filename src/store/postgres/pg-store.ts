@@ -7,9 +7,12 @@ import {
   MIRRORED_TABLES,
   PG_MIGRATIONS,
   type MirroredTable,
+  USAGE_TABLE,
 } from './migrations.js';
+import type { Queryable } from './queryable.js';
 import { ReadMirror } from './read-mirror.js';
 import { createPgRepos } from './repos.js';
+import { pgUsageRounds } from './usage-rounds.js';
 
 /** pg_advisory_lock keys (any two bigints Basin alone uses): migrating; writing. */
 const MIGRATION_LOCK = 0x62617369_6e000001n;
@@ -89,7 +92,7 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
   let queue: Promise<unknown> = Promise.resolve();
 
   /** `term`: a fenced transaction's (Store.fenced), checked under the write lock. */
-  const run = async <T>(fn: (tx: Tx) => Promise<T>, term?: number): Promise<T> => {
+  const run = async <T>(fn: (tx: Tx, db: Queryable) => Promise<T>, term?: number): Promise<T> => {
     const client = await writer.connect();
     const touched = new Set<MirroredTable>();
     let broken = false;
@@ -108,7 +111,10 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
         const current = found.rows[0]?.term;
         if (current !== term) throw new FencedError(term, current);
       }
-      const result = await fn(createPgRepos({ db: client, touched: (t) => touched.add(t) }));
+      const result = await fn(
+        createPgRepos({ db: client, touched: (t) => touched.add(t) }),
+        client,
+      );
       await client.query('COMMIT');
       return result;
     } catch (err) {
@@ -124,7 +130,7 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
     }
   };
 
-  const serial = <T>(fn: (tx: Tx) => Promise<T>, term?: number): Promise<T> => {
+  const serial = <T>(fn: (tx: Tx, db: Queryable) => Promise<T>, term?: number): Promise<T> => {
     const guarded = () => unavailableIfUnreachable(where, () => run(fn, term));
     const next = queue.then(guarded, guarded);
     queue = next.catch(() => undefined);
@@ -136,13 +142,21 @@ export async function openPostgresStore(url: string): Promise<PostgresStore> {
     await Promise.all([writer.end(), reader.end()]);
   };
   const leadership = pgLeadership(writer, WRITE_LOCK);
+  // The leader's rounds of samples, written in its (fenced) transactions.
+  const usage = (term?: number) =>
+    pgUsageRounds({
+      write: (fn) => serial((_tx, db) => fn(db), term),
+      read: reader,
+      onPublished: (on) => view.onUsage(on),
+    });
   const store: PostgresStore = {
     ...readRepos,
     transaction: (fn) => serial(fn),
     readView: () => view.view,
     leadership: guardAll(leadership, where),
-    fenced: (term) => ({ ...store, transaction: (fn) => serial(fn, term) }),
+    fenced: (term) => ({ ...store, transaction: (fn) => serial(fn, term), usage: usage(term) }),
     watchQueue: (on) => view.onQueued(on),
+    usage: usage(),
     catchUpCredential: async (key) => {
       const inView =
         'bearerHash' in key
@@ -204,6 +218,7 @@ async function migrate(pool: pg.Pool): Promise<void> {
         }
       }
       await client.query(CHANGE_TRIGGERS);
+      await client.query(USAGE_TABLE);
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
     }

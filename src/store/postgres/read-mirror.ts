@@ -34,6 +34,7 @@ import {
   MIRRORED_TABLES,
   type MirroredTable,
   QUEUE_CHANNEL,
+  USAGE_CHANNEL,
 } from './migrations.js';
 import { BY_TIME, C, type Queryable, rows } from './queryable.js';
 import { toCredential } from './repos.js';
@@ -65,6 +66,7 @@ export class ReadMirror {
   private listener: pg.Client | undefined;
   private closed = false;
   private readonly queued: (() => void)[] = [];
+  private readonly published: (() => void)[] = [];
 
   private constructor(
     private readonly db: Queryable,
@@ -146,6 +148,11 @@ export class ReadMirror {
     this.queued.push(on);
   }
 
+  /** The same for USAGE_CHANNEL: the leader published a round of samples (usage-rounds.ts). */
+  onUsage(on: () => void): void {
+    this.published.push(on);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const listener = this.listener;
@@ -163,8 +170,8 @@ export class ReadMirror {
   private async listen(): Promise<void> {
     const client = this.connect();
     client.on('notification', (msg) => {
-      if (msg.channel === QUEUE_CHANNEL) {
-        for (const on of this.queued) on();
+      if (msg.channel === QUEUE_CHANNEL || msg.channel === USAGE_CHANNEL) {
+        for (const on of msg.channel === QUEUE_CHANNEL ? this.queued : this.published) on();
         return;
       }
       const table = MIRRORED_TABLES.find((t) => t === msg.payload);
@@ -181,7 +188,9 @@ export class ReadMirror {
     this.listener = client;
     try {
       await client.connect();
-      await client.query(`LISTEN ${CHANGE_CHANNEL}; LISTEN ${QUEUE_CHANNEL}`);
+      await client.query(
+        `LISTEN ${CHANGE_CHANNEL}; LISTEN ${QUEUE_CHANNEL}; LISTEN ${USAGE_CHANNEL}`,
+      );
     } catch (err) {
       this.listener = undefined;
       client.end().catch(() => undefined);
@@ -194,7 +203,7 @@ export class ReadMirror {
     this.listen().then(
       () => {
         for (const t of MIRRORED_TABLES) this.refresh(t).catch(() => undefined);
-        for (const on of this.queued) on();
+        for (const on of [...this.queued, ...this.published]) on();
       },
       () => setTimeout(() => this.relisten(), RECONNECT_MS).unref(),
     );
