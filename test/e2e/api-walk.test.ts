@@ -415,6 +415,26 @@ test(
       },
     );
 
+    await t.test("the vendor CLI's telemetry: accepted, checked, kept nowhere", async () => {
+      const identify = await call('POST', '/analytics/identify', {
+        properties: { email: 'user@example.com' },
+      });
+      assert.equal(identify.status, 200, identify.text);
+      assert.deepEqual(identify.body, { status: 'success' });
+      const track = await call('POST', '/analytics/track', { event: 'service_created' });
+      assert.deepEqual([track.status, track.body], [200, { status: 'success' }]);
+      assertError(
+        await call('POST', '/analytics/track', { properties: {} }),
+        400,
+        'INVALID_REQUEST',
+      );
+      assertError(
+        await api('POST', '/analytics/track', { authorization: null, body: { event: 'x' } }),
+        401,
+        'UNAUTHORIZED',
+      );
+    });
+
     await t.test('the walk called every operation of the served OpenAPI document', async () => {
       const doc = await b.request('GET', '/openapi.json');
       assert.equal(doc.status, 200, doc.text);
