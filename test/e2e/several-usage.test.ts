@@ -102,7 +102,24 @@ test(
       return res.body as string[];
     });
     assert.ok(names.includes('timescale_cloud_system_memory_usage_bytes'), names.join(', '));
-    const to = new Date(Date.now() - 1000).toISOString();
+    // The window ends after a round that carried the process sampler's
+    // memory (it samples every 5 s, later than the first rounds on a busy
+    // machine), as one process reads it; all must then agree on it.
+    let to = '';
+    for (let i = 0; ; i++) {
+      to = new Date(Date.now() - 1000).toISOString();
+      const res = await (procs[0] as BasinProcess).call('POST', `${p(id)}/metrics/series`, {
+        name: 'timescale_cloud_system_memory_usage_bytes',
+        from,
+        to,
+        bucket_seconds: 60,
+        filters: [{ key: 'role', value: 'primary' }],
+      });
+      const data = (res.body as { data: { value: number | null }[] }[])[0]?.data ?? [];
+      if (data.some((d) => (d.value ?? 0) > 0)) break;
+      assert.ok(i < 60, `no memory sample in the series: ${res.text}`);
+      await sleep(1000);
+    }
     const series = (name: string, fn?: string) =>
       agreed(`series ${name} ${fn ?? ''}`, async (b) => {
         const res = await b.call('POST', `${p(id)}/metrics/series`, {
