@@ -248,10 +248,16 @@ test(
             if (want.cpu === undefined || res.body.resources[0].spec.cpu_millis === want.cpu) break;
           }
           assert.notEqual(res.body?.status, 'FAILED', `${id}: ${res.text}`);
-          assert.ok(
-            Date.now() < deadline,
-            `${id} never came to ${want.status}: ${res.status} ${res.text}\naccepted: ${accepted.join('; ')}`,
-          );
+          if (Date.now() >= deadline) {
+            // What Basin said of it: the reason a failure is retried is there.
+            const logs = await get(`${p(id)}/logs?source=basin`);
+            const said = ((logs.body?.entries ?? []) as { message: string }[])
+              .slice(0, 10)
+              .map((e) => e.message);
+            assert.fail(
+              `${id} never came to ${want.status}: ${res.status} ${res.text}\naccepted: ${accepted.join('; ')}\nits logs, newest first:\n${said.join('\n')}`,
+            );
+          }
           await sleep(200);
         }
       }
