@@ -26,11 +26,13 @@ import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 
 /**
- * Files at once (README, "Development"): 3 on the quiet 2-core machine kept
- * both cores about two-thirds busy (most of a file's time is spent waiting
- * on PostgreSQL); on a machine other work keeps busy, fewer (2) is safer.
+ * Files at once (README, "Development"): 2, what CI's 2-core machine is
+ * known to pass with. 3 took 2 minutes less on the quiet machine (its cores
+ * two-thirds busy), but the several-processes kill test failed there in two
+ * of three full runs (docs/decisions.md, Several processes): not before that
+ * is understood.
  */
-const CONCURRENCY = 3;
+const CONCURRENCY = 2;
 const RECORD = '.test-durations.json';
 const BASELINE = 'test/durations.json';
 
