@@ -5,6 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { after } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Layout } from '../../src/drivers/local/layout.js';
@@ -86,12 +87,20 @@ export function clusterPids(pgdata: string): number[] {
 }
 
 /**
+ * Writers still running: stopped when the test file's tests end, so a test
+ * that failed before stopping its own does not keep the process alive.
+ */
+const loops = new Set<() => void>();
+after(() => loops.forEach((end) => end()));
+
+/**
  * Commits rows numbered from `from` into `w (i)` through `port` until
  * stopped; remembers the acknowledged ones.
  */
 export function writer(port: number, password: string, from = 1) {
   const acked: number[] = [];
   let stop = false;
+  loops.add(() => (stop = true));
   let client: pg.Client | undefined;
   const done = (async () => {
     for (let i = from; !stop; i++) {

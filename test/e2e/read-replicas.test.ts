@@ -11,7 +11,7 @@
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Layout } from '../../src/drivers/local/layout.js';
 import { readPasswd } from '../../src/drivers/local/host/os-user.js';
@@ -43,10 +43,18 @@ function logTail(layout: Layout, id: string): string {
   }
 }
 
+/**
+ * The loops below still running: stopped when the file's tests end, so a
+ * test that failed before stopping its own does not keep the process alive.
+ */
+const loops = new Set<() => void>();
+after(() => loops.forEach((end) => end()));
+
 /** Inserts rows into `w` through `port` until stopped, reconnecting on errors. */
 function writer(port: number, password: string) {
   let n = 0;
   let stop = false;
+  loops.add(() => (stop = true));
   const done = (async () => {
     while (!stop) {
       try {
@@ -78,6 +86,7 @@ function reader(port: number, password: string) {
   let ok = 0;
   let failed = 0;
   let stop = false;
+  loops.add(() => (stop = true));
   const done = (async () => {
     while (!stop) {
       try {
