@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
 import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
-import { makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
+import { certCn, makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
 import { openPostgresStore } from '../../src/store/postgres/pg-store.js';
 import { installation, type Installation } from '../e2e/basin-process.js';
 import { freePort } from '../harness/postmaster.js';
@@ -155,14 +155,35 @@ test(
     };
     const membersCa = (await etcdMembersCa(store)).cert;
     const root = files('root', await etcdRootIdentity(store), membersCa);
+    // A service's identity: its user with a password, and a client
+    // certificate with no CN that only opens TLS (etcd's JSON gateway,
+    // which Patroni speaks, refuses one with a CN once auth is on).
+    const certOnly: Record<string, string[]> = {};
+    const gateway: Record<string, (path: string, body: object, token?: string) => Promise<string>> = {}; // prettier-ignore
     const service = async (id: string) => {
-      const { key, csr } = await makeKeyAndRequest('ignored');
+      const { key, csr } = await makeKeyAndRequest('root'); // the name asked for is not the one given
       const granted = await grantServiceEtcd(store, id, csr);
       assert.deepEqual([...granted.endpoints].sort(), [endpoint(1), endpoint(2), endpoint(3)]);
-      return files(id, { cert: granted.certificate, key }, granted.ca);
+      assert.equal(granted.username, `basin-service-${id}`);
+      assert.equal(certCn(granted.certificate), undefined);
+      // Granted again: the same password, still valid (a grant converges).
+      const again = await grantServiceEtcd(store, id, (await makeKeyAndRequest('x')).csr);
+      assert.equal(again.password, granted.password);
+      const tlsArgs = files(id, { cert: granted.certificate, key }, granted.ca);
+      certOnly[id] = tlsArgs;
+      gateway[id] = async (path, body, token) => {
+        const dir = join(scratch, id);
+        const r = await execFileP('curl', ['-sS', '--max-time', '10', '--cacert', join(dir, 'ca.crt'),
+          '--cert', join(dir, 'c.crt'), '--key', join(dir, 'c.key'),
+          ...(token ? ['-H', `Authorization: ${token}`] : []),
+          '-d', JSON.stringify(body), `${endpoint(1)}${path}`]); // prettier-ignore
+        return r.stdout;
+      };
+      return [...tlsArgs, `--user=${granted.username}:${granted.password}`];
     };
     const alpha = await service('alpha00001');
     const beta = await service('beta000001');
+    const b64 = (text: string) => Buffer.from(text).toString('base64');
 
     // A write through one member is read through another.
     const put = await ctl(alpha, [1], 'put', '/basin/alpha00001/leader', 'node-1');
@@ -186,10 +207,34 @@ test(
       assert.equal(r.ok, false, `alpha may not ${args.join(' ')}: ${r.out}`);
       assert.match(r.err, /permission denied|not granted|user name is empty|role/i, r.err);
     }
+    // The certificate alone is no user: it opens TLS and nothing else.
+    const anonymous = await ctl(certOnly['alpha00001'] as string[], [1], 'get', '/basin/alpha00001/leader'); // prettier-ignore
+    assert.equal(anonymous.ok, false, anonymous.out);
+    // Patroni's way in, the JSON gateway: the password gives a token that
+    // reads the service's own keys, and not another's.
+    const asPatroni = gateway['alpha00001'] as (typeof gateway)[string];
+    const auth = JSON.parse(
+      await asPatroni('/v3/auth/authenticate', {
+        name: 'basin-service-alpha00001',
+        password: alpha.at(-1)?.split(':')[1],
+      }),
+    ) as { token?: string };
+    assert.ok(auth.token, JSON.stringify(auth));
+    const own = await asPatroni(
+      '/v3/kv/range',
+      { key: b64('/basin/alpha00001/leader') },
+      auth.token,
+    );
+    assert.ok(own.includes(b64('node-1')), own);
+    const theirs = await asPatroni('/v3/kv/range', { key: b64('/basin/beta000001/leader') }, auth.token); // prettier-ignore
+    assert.match(theirs, /permission denied/, theirs);
+    assert.doesNotMatch(theirs, new RegExp(b64('b-1')));
+    const wrong = await asPatroni('/v3/auth/authenticate', { name: 'basin-service-alpha00001', password: 'guess' }); // prettier-ignore
+    assert.match(wrong, /authentication failed/, wrong);
     const still = await ctl(root, [2], 'get', '/basin/beta000001/leader', '--print-value-only');
     assert.equal(still.out.trim(), 'b-1');
 
-    // A service revoked: its certificate names a user that no longer exists, and its keys are gone.
+    // A service revoked: its password logs in as no one, and its keys are gone.
     await revokeServiceEtcd(store, 'beta000001');
     const revoked = await ctl(beta, [1], 'put', '/basin/beta000001/leader', 'b-2');
     assert.equal(revoked.ok, false);
