@@ -11,10 +11,12 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { AppError } from '../domain/errors.js';
 import { ETCD_SERVICE_ID, serviceEtcdPrefix, serviceEtcdUser } from '../domain/etcd.js';
+import { nodePlacements } from '../domain/hosts.js';
 import type { Store } from '../store/store.js';
 import { etcdMembersCa, signServiceClientCert } from './etcd-ca.js';
 import { enableAuth, rootClient } from './etcd-cluster.js';
 import { etcdctl, memberList } from './etcdctl.js';
+import { registeredHost } from './host-registry.js';
 
 /** The secret (store `secrets`) every service's etcd password is derived from. */
 const PASSWORDS_KEY = 'etcd-service-passwords-key';
@@ -84,6 +86,30 @@ export async function grantServiceEtcd(
     username: user,
     password,
   };
+}
+
+/**
+ * A service's etcd identity for the host that asks (`/v1/hosts/service-etcd`,
+ * over mutual TLS with the host's certificate), only when a node of the
+ * service is placed on that host: a host, or a tenant root on it, gets the
+ * etcd password of its own nodes' services and no other's.
+ */
+export async function issueServiceEtcd(
+  store: Store,
+  hostId: string,
+  presentedSha256: string,
+  serviceId: string,
+  csr: string,
+): Promise<ServiceEtcdIdentity> {
+  const host = await registeredHost(store, hostId, presentedSha256);
+  const nodes = nodePlacements(await store.placements.list(), serviceId);
+  if (host.role !== 'database' || !nodes.some((p) => p.hostId === host.id)) {
+    throw new AppError(
+      'FORBIDDEN',
+      `No node of service ${serviceId} is placed on host ${host.name}: a host is given the etcd identity of its own nodes' services only.`,
+    );
+  }
+  return grantServiceEtcd(store, serviceId, csr);
 }
 
 /**

@@ -14,6 +14,7 @@ import type { Logger } from '../lib/logger.js';
 import { certCn, certSha256 } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 import { etcdMemberAnswer } from './etcd-member-route.js';
+import { issueServiceEtcd } from './etcd-service-identity.js';
 import {
   issueRepositoryClient,
   issueRepositoryServer,
@@ -252,6 +253,38 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
         "a service's repository client certificate issued",
       );
       return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
+    },
+  );
+
+  // A service's etcd identity (its Patroni's user, password and TLS), for a host that runs a node of it.
+  app.post<{ Body: { service_id: string; csr: string } }>(
+    '/v1/hosts/service-etcd',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['service_id', 'csr'],
+          properties: {
+            service_id: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
+            csr: { type: 'string', maxLength: 8192 },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const { service_id: serviceId, csr } = req.body;
+      const issued = await issueServiceEtcd(o.store, peer.hostId, peer.sha256, serviceId, csr);
+      // The password is a secret: never in the log.
+      o.log.info({ host: peer.hostId, serviceId }, "a service's etcd identity issued");
+      return reply.send({
+        certificate: issued.certificate,
+        ca_certificate: issued.ca,
+        endpoints: issued.endpoints,
+        username: issued.username,
+        password: issued.password,
+      });
     },
   );
 

@@ -15,6 +15,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { type AgentIdentity, readIdentity } from '../../src/agent/agent-files.js';
+import { ServiceEtcdRefused, serviceEtcdIdentity } from '../../src/agent/service-etcd.js';
 import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
 import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
 import { certCn, makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
@@ -231,6 +233,38 @@ test(
     assert.doesNotMatch(theirs, new RegExp(b64('b-1')));
     const wrong = await asPatroni('/v3/auth/authenticate', { name: 'basin-service-alpha00001', password: 'guess' }); // prettier-ignore
     assert.match(wrong, /authentication failed/, wrong);
+    // A host asks for the identity of a service it runs a node of (over its
+    // mutual TLS; a standby's host as well as node 0's); a host with no node
+    // of the service is refused.
+    const hostIdentity = (i: number) =>
+      readIdentity((hostDirs[i - 1] as Installation).dataDir) as AgentIdentity;
+    await store.transaction(async (tx) => {
+      const held = { cpuMillis: 0, memoryMb: 256 };
+      await tx.placements.put({ resourceId: 'alpha00001', hostId: hostIdentity(1).hostId, ...held }); // prettier-ignore
+      await tx.placements.put({ resourceId: 'alpha00001:node1', hostId: hostIdentity(2).hostId, ...held }); // prettier-ignore
+    });
+    for (const i of [1, 2]) {
+      const node = await serviceEtcdIdentity(hostIdentity(i), 'alpha00001');
+      assert.equal(certCn(node.cert), undefined);
+      const viaHost = [
+        ...files(`alpha-h${i}`, { cert: node.cert, key: node.key }, node.ca),
+        `--user=${node.username}:${node.password}`,
+      ];
+      const r = await ctl(viaHost, [i], 'get', '/basin/alpha00001/leader', '--print-value-only');
+      assert.equal(r.out.trim(), 'node-1', r.err);
+    }
+    await assert.rejects(
+      serviceEtcdIdentity(hostIdentity(3), 'alpha00001'),
+      (err: ServiceEtcdRefused) => err.status === 403 && /placed on host h3/.test(err.message),
+    );
+    await assert.rejects(
+      serviceEtcdIdentity(hostIdentity(1), 'beta000001'),
+      (err: ServiceEtcdRefused) => err.status === 403,
+    );
+    await store.transaction(async (tx) => {
+      await tx.placements.remove('alpha00001');
+      await tx.placements.remove('alpha00001:node1');
+    });
     const still = await ctl(root, [2], 'get', '/basin/beta000001/leader', '--print-value-only');
     assert.equal(still.out.trim(), 'b-1');
 

@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Host, Placement } from '../../domain/hosts.js';
+import { type Host, nodePlacements, nodeResourceId, type Placement } from '../../domain/hosts.js';
 import {
   chooseHost,
   chooseHosts,
   haPlacementRefusal,
-  nodePlacements,
-  nodeResourceId,
   reservation,
   roomLeft,
   SHARED_RESERVATION,
