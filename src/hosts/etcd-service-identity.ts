@@ -8,18 +8,13 @@
 // user and so reads its Patroni's password and key: with them, it touches
 // only its own service's keys.
 
-import { createHmac, randomBytes } from 'node:crypto';
 import { AppError } from '../domain/errors.js';
 import { ETCD_SERVICE_ID, serviceEtcdPrefix, serviceEtcdUser } from '../domain/etcd.js';
-import { nodePlacements } from '../domain/hosts.js';
 import type { Store } from '../store/store.js';
 import { etcdMembersCa, signServiceClientCert } from './etcd-ca.js';
 import { enableAuth, rootClient } from './etcd-cluster.js';
 import { etcdctl, memberList } from './etcdctl.js';
-import { registeredHost } from './host-registry.js';
-
-/** The secret (store `secrets`) every service's etcd password is derived from. */
-const PASSWORDS_KEY = 'etcd-service-passwords-key';
+import { serviceSecret } from './service-secrets.js';
 
 export interface ServiceEtcdIdentity {
   /** The client certificate (for the key of the request): no CN, TLS only. */
@@ -55,7 +50,7 @@ export async function grantServiceEtcd(
   } catch {
     throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
   }
-  const password = await serviceEtcdPassword(store, serviceId);
+  const password = await serviceSecret(store, serviceId, 'etcd');
   const client = await rootClient(store);
   let endpoints: string[];
   try {
@@ -89,30 +84,6 @@ export async function grantServiceEtcd(
 }
 
 /**
- * A service's etcd identity for the host that asks (`/v1/hosts/service-etcd`,
- * over mutual TLS with the host's certificate), only when a node of the
- * service is placed on that host: a host, or a tenant root on it, gets the
- * etcd password of its own nodes' services and no other's.
- */
-export async function issueServiceEtcd(
-  store: Store,
-  hostId: string,
-  presentedSha256: string,
-  serviceId: string,
-  csr: string,
-): Promise<ServiceEtcdIdentity> {
-  const host = await registeredHost(store, hostId, presentedSha256);
-  const nodes = nodePlacements(await store.placements.list(), serviceId);
-  if (host.role !== 'database' || !nodes.some((p) => p.hostId === host.id)) {
-    throw new AppError(
-      'FORBIDDEN',
-      `No node of service ${serviceId} is placed on host ${host.name}: a host is given the etcd identity of its own nodes' services only.`,
-    );
-  }
-  return grantServiceEtcd(store, serviceId, csr);
-}
-
-/**
  * Takes a service's user, role and keys away: its password then logs in as
  * no one, and its certificate alone names no user.
  */
@@ -127,22 +98,6 @@ export async function revokeServiceEtcd(store: Store, serviceId: string): Promis
   await gone(etcdctl(client, ['user', 'delete', user]));
   await gone(etcdctl(client, ['role', 'delete', user]));
   await etcdctl(client, ['del', serviceEtcdPrefix(serviceId), '--prefix']);
-}
-
-/**
- * A service's etcd password: HMAC-SHA256 of its id under one random key in
- * the store's secrets (made on first use, first writer wins), so every
- * control-plane process derives the same one, and nothing per service is
- * left in the store once the service is gone. Service ids are random and
- * never reused, so a password never comes back for another service.
- */
-async function serviceEtcdPassword(store: Store, serviceId: string): Promise<string> {
-  let key = await store.secrets.get(PASSWORDS_KEY);
-  if (key === undefined) {
-    const made = randomBytes(32).toString('hex');
-    key = await store.transaction((tx) => tx.secrets.putIfAbsent(PASSWORDS_KEY, made));
-  }
-  return createHmac('sha256', Buffer.from(key, 'hex')).update(serviceId).digest('base64url');
 }
 
 async function idempotent(run: Promise<unknown>): Promise<void> {

@@ -14,7 +14,7 @@ import type { Logger } from '../lib/logger.js';
 import { certCn, certSha256 } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 import { etcdMemberAnswer } from './etcd-member-route.js';
-import { issueServiceEtcd } from './etcd-service-identity.js';
+import { issuePatroniNode } from './patroni-node.js';
 import {
   issueRepositoryClient,
   issueRepositoryServer,
@@ -256,9 +256,9 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
     },
   );
 
-  // A service's etcd identity (its Patroni's user, password and TLS), for a host that runs a node of it.
+  // What a node's Patroni needs of the control plane (the service's etcd identity, its shared passwords), for a host that runs a node of it.
   app.post<{ Body: { service_id: string; csr: string } }>(
-    '/v1/hosts/service-etcd',
+    '/v1/hosts/patroni-node',
     {
       schema: {
         body: {
@@ -275,15 +275,19 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
     async (req, reply) => {
       const peer = presentedHost(req);
       const { service_id: serviceId, csr } = req.body;
-      const issued = await issueServiceEtcd(o.store, peer.hostId, peer.sha256, serviceId, csr);
-      // The password is a secret: never in the log.
-      o.log.info({ host: peer.hostId, serviceId }, "a service's etcd identity issued");
+      const issued = await issuePatroniNode(o.store, peer.hostId, peer.sha256, serviceId, csr);
+      // The passwords are secrets: never in the log.
+      o.log.info({ host: peer.hostId, serviceId }, "a Patroni node's secrets issued");
       return reply.send({
-        certificate: issued.certificate,
-        ca_certificate: issued.ca,
-        endpoints: issued.endpoints,
-        username: issued.username,
-        password: issued.password,
+        etcd: {
+          certificate: issued.etcd.certificate,
+          ca_certificate: issued.etcd.ca,
+          endpoints: issued.etcd.endpoints,
+          username: issued.etcd.username,
+          password: issued.etcd.password,
+        },
+        replication_password: issued.replicationPassword,
+        restapi_password: issued.restApiPassword,
       });
     },
   );

@@ -16,7 +16,11 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { type AgentIdentity, readIdentity } from '../../src/agent/agent-files.js';
-import { ServiceEtcdRefused, serviceEtcdIdentity } from '../../src/agent/service-etcd.js';
+import {
+  PatroniNodeRefused,
+  type PatroniNodeSecrets,
+  patroniNodeSecrets,
+} from '../../src/agent/patroni-node.js';
 import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
 import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
 import { certCn, makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
@@ -233,9 +237,9 @@ test(
     assert.doesNotMatch(theirs, new RegExp(b64('b-1')));
     const wrong = await asPatroni('/v3/auth/authenticate', { name: 'basin-service-alpha00001', password: 'guess' }); // prettier-ignore
     assert.match(wrong, /authentication failed/, wrong);
-    // A host asks for the identity of a service it runs a node of (over its
-    // mutual TLS; a standby's host as well as node 0's); a host with no node
-    // of the service is refused.
+    // A host asks for what a node's Patroni needs of a service it runs a
+    // node of (over its mutual TLS; a standby's host as well as node 0's):
+    // the etcd identity works; a host with no node of the service is refused.
     const hostIdentity = (i: number) =>
       readIdentity((hostDirs[i - 1] as Installation).dataDir) as AgentIdentity;
     await store.transaction(async (tx) => {
@@ -243,23 +247,31 @@ test(
       await tx.placements.put({ resourceId: 'alpha00001', hostId: hostIdentity(1).hostId, ...held }); // prettier-ignore
       await tx.placements.put({ resourceId: 'alpha00001:node1', hostId: hostIdentity(2).hostId, ...held }); // prettier-ignore
     });
+    const given = [];
     for (const i of [1, 2]) {
-      const node = await serviceEtcdIdentity(hostIdentity(i), 'alpha00001');
-      assert.equal(certCn(node.cert), undefined);
+      const node = await patroniNodeSecrets(hostIdentity(i), 'alpha00001');
+      given.push(node);
+      assert.equal(certCn(node.etcd.cert), undefined);
       const viaHost = [
-        ...files(`alpha-h${i}`, { cert: node.cert, key: node.key }, node.ca),
-        `--user=${node.username}:${node.password}`,
+        ...files(`alpha-h${i}`, { cert: node.etcd.cert, key: node.etcd.key }, node.etcd.ca),
+        `--user=${node.etcd.username}:${node.etcd.password}`,
       ];
       const r = await ctl(viaHost, [i], 'get', '/basin/alpha00001/leader', '--print-value-only');
       assert.equal(r.out.trim(), 'node-1', r.err);
     }
+    // Every node of a service is given the same passwords, one per purpose.
+    const [n1, n2] = given as [PatroniNodeSecrets, PatroniNodeSecrets];
+    assert.equal(n1.replicationPassword, n2.replicationPassword);
+    assert.equal(n1.restApiPassword, n2.restApiPassword);
+    assert.equal(new Set([n1.etcd.password, n1.replicationPassword, n1.restApiPassword]).size, 3);
+    assert.ok(n1.replicationPassword.length >= 40);
     await assert.rejects(
-      serviceEtcdIdentity(hostIdentity(3), 'alpha00001'),
-      (err: ServiceEtcdRefused) => err.status === 403 && /placed on host h3/.test(err.message),
+      patroniNodeSecrets(hostIdentity(3), 'alpha00001'),
+      (err: PatroniNodeRefused) => err.status === 403 && /placed on host h3/.test(err.message),
     );
     await assert.rejects(
-      serviceEtcdIdentity(hostIdentity(1), 'beta000001'),
-      (err: ServiceEtcdRefused) => err.status === 403,
+      patroniNodeSecrets(hostIdentity(1), 'beta000001'),
+      (err: PatroniNodeRefused) => err.status === 403,
     );
     await store.transaction(async (tx) => {
       await tx.placements.remove('alpha00001');
