@@ -1,9 +1,9 @@
 // What the control plane makes of an HA service's Patroni cluster across
 // hosts (docs/decisions.md, "HA across hosts"): it reads GET /cluster from
-// the nodes' REST APIs (the local driver's patroni/client.ts) and turns what Patroni decided into the
-// service's health and into Basin's own log entries. It reads to report,
-// never to decide: nothing here asks Patroni for anything. Pure, for the
-// unit test.
+// the nodes' REST APIs (the local driver's patroni/client.ts) and turns
+// what Patroni decided into the service's health and into Basin's own log
+// entries. It reads to report, never to decide: nothing here asks Patroni
+// for anything. Pure, for the unit test.
 
 import type { ProgressNote } from './progress.js';
 
@@ -111,7 +111,7 @@ export function patroniChanges(
     const timeline = now.timeline === undefined ? '' : ` (timeline ${now.timeline})`;
     if (!was) {
       notes.push({ severity: 'LOG', message: `patroni: ${now.name} leads${timeline}` });
-    } else if ((old && old.state === 'running') || old?.state === 'streaming') {
+    } else if (old !== undefined && ['running', 'streaming'].includes(old.state)) {
       notes.push({
         severity: 'LOG',
         message: `patroni: switchover: ${now.name} is the primary${timeline}, ${was.name} follows it`,

@@ -13,7 +13,7 @@ import { ETCD_SERVICE_ID, serviceEtcdPrefix, serviceEtcdUser } from '../domain/e
 import type { Store } from '../store/store.js';
 import { etcdMembersCa, signServiceClientCert } from './etcd-ca.js';
 import { enableAuth, rootClient } from './etcd-cluster.js';
-import { etcdctl, memberList } from './etcdctl.js';
+import { type EtcdClient, etcdctl, memberList } from './etcdctl.js';
 import { serviceSecret } from './service-secrets.js';
 
 export interface ServiceEtcdIdentity {
@@ -69,7 +69,12 @@ export async function grantServiceEtcd(
         if (!/already/i.test(err.message)) throw err;
         return false;
       });
-    if (!added) await etcdctl(client, ['user', 'passwd', user, '--interactive=false'], password);
+    // A user there already keeps its password when it still logs in:
+    // changing it (even to itself) would void the tokens of the service's
+    // running Patronis.
+    if (!added && !(await logsIn(client, serviceId, password))) {
+      await etcdctl(client, ['user', 'passwd', user, '--interactive=false'], password);
+    }
     await idempotent(etcdctl(client, ['user', 'grant-role', user, user]));
   } catch (err) {
     throw new AppError('UNAVAILABLE', `etcd did not grant ${user}: ${(err as Error).message}`);
@@ -98,6 +103,18 @@ export async function revokeServiceEtcd(store: Store, serviceId: string): Promis
   await gone(etcdctl(client, ['user', 'delete', user]));
   await gone(etcdctl(client, ['role', 'delete', user]));
   await etcdctl(client, ['del', serviceEtcdPrefix(serviceId), '--prefix']);
+}
+
+/** Whether the service's user logs in with `password` (and reads its own prefix). */
+async function logsIn(client: EtcdClient, serviceId: string, password: string): Promise<boolean> {
+  const name = serviceEtcdUser(serviceId);
+  try {
+    await etcdctl(client, ['get', serviceEtcdPrefix(serviceId), '--prefix', '--keys-only', '--limit=1'], undefined, { name, password }); // prettier-ignore
+    return true;
+  } catch (err) {
+    if (/authentication failed|invalid auth/i.test((err as Error).message)) return false;
+    throw err;
+  }
 }
 
 async function idempotent(run: Promise<unknown>): Promise<void> {

@@ -186,6 +186,22 @@ test(
     assert.doesNotMatch(theirs, new RegExp(b64('b-1')));
     const wrong = await asPatroni('/v3/auth/authenticate', { name: 'basin-service-alpha00001', password: 'guess' }); // prettier-ignore
     assert.match(wrong, /authentication failed/, wrong);
+    // A grant repeated keeps the password, and so the token Patroni holds.
+    await grantServiceEtcd(store, 'alpha00001', (await makeKeyAndRequest('x')).csr);
+    const kept = await asPatroni('/v3/kv/range', { key: b64('/basin/alpha00001/leader') }, auth.token); // prettier-ignore
+    assert.ok(kept.includes(b64('node-1')), kept);
+    // A password changed behind Basin's back is set again by the next grant.
+    execFileSync('etcdctl', [`--endpoints=${endpoint(1)}`, ...root, 'user', 'passwd', 'basin-service-alpha00001', '--interactive=false'], { input: 'changed\n', env: { ETCDCTL_API: '3', PATH: process.env.PATH }, stdio: ['pipe', 'ignore', 'pipe'] }); // prettier-ignore
+    assert.equal((await ctl(alpha, [1], 'get', '/basin/alpha00001/leader')).ok, false);
+    await grantServiceEtcd(store, 'alpha00001', (await makeKeyAndRequest('x')).csr);
+    const regranted = await ctl(
+      alpha,
+      [1],
+      'get',
+      '/basin/alpha00001/leader',
+      '--print-value-only',
+    );
+    assert.equal(regranted.out.trim(), 'node-1', regranted.err);
     // A host asks for what a node's Patroni needs of a service it runs a
     // node of (over its mutual TLS; a standby's host as well as node 0's):
     // the etcd identity works; a host with no node of the service is refused.
