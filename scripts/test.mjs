@@ -190,10 +190,12 @@ if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
 }
 
 // One PostgreSQL template for every end-to-end installation of the run,
-// copied into each (test/harness/shared-template.ts): a hundred initdbs less.
+// copied into each (test/harness/shared-template.ts): a hundred initdbs less;
+// and into the data directories of the driver tests that ask for it.
 // (Imported here, not above: this file first runs without tsx, to restart itself with it.)
 const shared = await import('../test/harness/shared-template.ts');
-const template = files.some((f) => f.startsWith(join('test', 'e2e')))
+const usesTemplate = ['e2e', 'local', 'contract'].map((dir) => join('test', dir) + sep);
+const template = files.some((f) => usesTemplate.some((dir) => f.startsWith(dir)))
   ? await shared.buildSharedTemplate()
   : undefined;
 if (template) {

@@ -120,7 +120,7 @@ describe('local driver: forks', { skip: notRoot }, () => {
   }
 
   before(async () => {
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
     await driver.start();
     layout = new Layout(dataDir);

@@ -63,7 +63,7 @@ describe('local driver: a local repository moves', { skip: notRoot }, () => {
 
   before(async () => {
     block = await claimPortBlock();
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = await start(false);
     layout = new Layout(dataDir);
     spec = await makeSpec('POSTGRES', password);

@@ -63,7 +63,7 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
 
   before(async () => {
     block = await claimPortBlock();
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = await start();
     layout = new Layout(dataDir);
     spec = await makeSpec('POSTGRES', password);
