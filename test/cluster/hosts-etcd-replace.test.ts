@@ -5,28 +5,20 @@
 // data; the cluster has three healthy members again.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { etcdMembersCa, etcdRootIdentity } from '../../src/hosts/etcd-ca.js';
 import { openPostgresStore } from '../../src/store/postgres/pg-store.js';
-import { installation, type Installation } from '../e2e/basin-process.js';
-import { freePort } from '../harness/postmaster.js';
-import { ROOT } from '../harness/installation.js';
-import { startStorePostgres } from '../store-postgres.js';
+import { cluster, until } from './cluster.js';
 
 const execFileP = promisify(execFile);
-const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
-const CLI = join(ROOT, 'dist/cli/basin.js');
 const PREFIX = 'betr';
 /** The topology's subnet, 10.231.6.0/24: its own, as the tests run in parallel. */
 const NET = 6;
-const address = (i: number) => `10.231.${NET}.${10 + i}`;
-const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
 const ZONES = ['a', 'a', 'b', 'b'];
 
 interface EtcdView {
@@ -38,50 +30,20 @@ test(
   'the etcd member of a host that is lost is replaced on another host',
   { timeout: 600_000 },
   async (t) => {
-    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '4', String(NET)]);
-    t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
+    const c = await cluster(t, {
+      prefix: PREFIX,
+      net: NET,
+      hosts: 4,
+      driver: 'sim',
+      args: ['--host-lost-after', '3s'],
+    });
+    const { b, cli, address } = c;
     const scratch = mkdtempSync(join(tmpdir(), 'basin-etcd-'));
     t.after(() => rmSync(scratch, { recursive: true, force: true }));
-
-    const pgc = await startStorePostgres(t);
-    const url = await pgc.createDatabase('basin');
-    const inst = await installation(t, { driver: 'sim', args: ['--store-url', url] });
-    const hostPort = await freePort();
-    const b = await inst.start({
-      args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`, '--host-lost-after', '3s'],
-    });
-    const cli = async (...args: string[]) => {
-      const r = await inst.cli('--store-url', url, ...args);
-      assert.equal(r.code, 0, r.stderr);
-      return r.stdout;
-    };
     const etcd = async () => JSON.parse(await cli('host', 'etcd', '--json')) as EtcdView;
-    const store = await openPostgresStore(url);
+    const store = await openPostgresStore(c.url);
     t.after(() => store.close());
-
-    const agents: ChildProcess[] = [];
-    t.after(() => agents.forEach((a) => a.kill('SIGKILL')));
-    const hostDirs: Installation[] = [];
-    for (let i = 0; i < 4; i++) hostDirs.push(await installation(t));
-    for (const i of [1, 2, 3, 4]) {
-      const h = hostDirs[i - 1] as Installation;
-      const tk = JSON.parse(await cli('host', 'token', '--json')) as {
-        token: string;
-        ca_sha256: string;
-      };
-      agents.push(
-        spawn(
-          'ip',
-          ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', h.dataDir,
-        'host', 'run', '--address', address(i), '--name', `h${i}`, '--zone', ZONES[i - 1] as string,
-        '--heartbeat-ms', '300', '--control-plane', `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`,
-        '--token', tk.token, '--ca-sha256', tk.ca_sha256,
-        '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
-        '--service-network', h.serviceNetwork], // prettier-ignore
-          { stdio: 'ignore' },
-        ),
-      );
-    }
+    for (const i of [1, 2, 3, 4]) await c.joinAgent(i, { zone: ZONES[i - 1] as string });
 
     await until(async () => {
       const e = await etcd();
@@ -139,11 +101,3 @@ test(
     assert.equal((await b.stop()).code, 0);
   },
 );
-
-async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await sleep(300);
-  }
-}

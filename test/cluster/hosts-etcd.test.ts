@@ -8,7 +8,7 @@
 // next agent adopts it; a whole host killed leaves a cluster that writes.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,20 +19,13 @@ import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-servic
 import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
 import { makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
 import { openPostgresStore } from '../../src/store/postgres/pg-store.js';
-import { installation, type Installation } from '../e2e/basin-process.js';
-import { freePort } from '../harness/postmaster.js';
-import { ROOT } from '../harness/installation.js';
-import { startStorePostgres } from '../store-postgres.js';
+import { type Agent, cluster, until } from './cluster.js';
 
 const execFileP = promisify(execFile);
-const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
-const CLI = join(ROOT, 'dist/cli/basin.js');
 const PREFIX = 'betc';
 /** The topology's subnet, 10.231.5.0/24: its own, as the tests run in parallel. */
 const NET = 5;
-const address = (i: number) => `10.231.${NET}.${10 + i}`;
-const endpoint = (i: number) => `https://${address(i)}:2379`;
-const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
+const endpoint = (i: number) => `https://10.231.${NET}.${10 + i}:2379`;
 
 interface EtcdView {
   formed: boolean;
@@ -44,57 +37,15 @@ test(
   'etcd members on three hosts form one cluster over TLS with RBAC, survive a member, an agent and a host killed',
   { timeout: 600_000 },
   async (t) => {
-    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3', String(NET)]);
-    t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
+    const c = await cluster(t, { prefix: PREFIX, net: NET, hosts: 3, driver: 'sim' });
+    const { b, cli, address } = c;
     const scratch = mkdtempSync(join(tmpdir(), 'basin-etcd-'));
     t.after(() => rmSync(scratch, { recursive: true, force: true }));
-
-    const pgc = await startStorePostgres(t);
-    const url = await pgc.createDatabase('basin');
-    const inst = await installation(t, { driver: 'sim', args: ['--store-url', url] });
-    const hostPort = await freePort();
-    const b = await inst.start({ args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`] });
-    const controlPlane = `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`;
-    const cli = async (...args: string[]) => {
-      const r = await inst.cli('--store-url', url, ...args);
-      assert.equal(r.code, 0, r.stderr);
-      return r.stdout;
-    };
     const etcd = async () => JSON.parse(await cli('host', 'etcd', '--json')) as EtcdView;
-    const store = await openPostgresStore(url);
+    const store = await openPostgresStore(c.url);
     t.after(() => store.close());
-
-    const agents: ChildProcess[] = [];
-    t.after(() => agents.forEach((a) => a.kill('SIGKILL')));
-    const hostDirs: Installation[] = [];
-    for (let i = 0; i < 3; i++) hostDirs.push(await installation(t));
-    const outputs: string[] = ['', '', ''];
-    const runAgent = (i: number, extra: string[]): ChildProcess => {
-      const h = hostDirs[i - 1] as Installation;
-      const child = spawn(
-        'ip',
-        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', h.dataDir,
-        'host', 'run', '--address', address(i), '--name', `h${i}`,
-        '--zone', i === 3 ? 'b' : 'a', '--heartbeat-ms', '300', ...extra,
-        '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
-        '--service-network', h.serviceNetwork], // prettier-ignore
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      const append = (d: Buffer) => {
-        outputs[i - 1] = `${outputs[i - 1] ?? ''}${String(d)}`;
-      };
-      child.stdout?.on('data', append);
-      child.stderr?.on('data', append);
-      agents.push(child);
-      return child;
-    };
-    for (const i of [1, 2, 3]) {
-      const tk = JSON.parse(await cli('host', 'token', '--json')) as {
-        token: string;
-        ca_sha256: string;
-      };
-      runAgent(i, ['--control-plane', controlPlane, '--token', tk.token, '--ca-sha256', tk.ca_sha256]); // prettier-ignore
-    }
+    const zone = (i: number) => (i === 3 ? 'b' : 'a');
+    for (const i of [1, 2, 3]) await c.joinAgent(i, { zone: zone(i) });
 
     // The three members come up and form one cluster, with one leader.
     await until(async () => {
@@ -115,11 +66,9 @@ test(
 
     // Each runs as a uid of its host's range (not root, not a tenant's), its data private.
     const pidOf = (i: number) =>
-      Number(
-        readFileSync(join((hostDirs[i - 1] as Installation).dataDir, 'etcd', 'etcd.pid'), 'utf8'),
-      );
+      Number(readFileSync(join(c.host(i).dataDir, 'etcd', 'etcd.pid'), 'utf8'));
     for (const i of [1, 2, 3]) {
-      const h = hostDirs[i - 1] as Installation;
+      const h = c.host(i);
       const uid = statSync(`/proc/${pidOf(i)}`).uid;
       assert.ok(uid >= h.serviceUids.min && uid <= h.serviceUids.max, `uid ${uid}`);
       const data = statSync(join(h.dataDir, 'etcd', 'data'));
@@ -213,7 +162,7 @@ test(
     assert.doesNotMatch(refused.out, /b-1|node-1/);
     // The peer port takes a member's certificate from its host (its /members
     // answers), not a client's: both asked from host 2, as a member would.
-    const memberTls = join((hostDirs[1] as Installation).dataDir, 'etcd', 'tls');
+    const memberTls = join(c.host(2).dataDir, 'etcd', 'tls');
     const fromHost2 = (cert: string, key: string) =>
       execFileP('ip', ['netns', 'exec', `${PREFIX}-h2`, 'curl', '-sS', '--http1.1', '--max-time', '10',
         '--cacert', join(memberTls, 'members-ca.crt'), '--cert', cert, '--key', key,
@@ -233,17 +182,15 @@ test(
     }, 180_000);
 
     // An agent killed with kill -9 leaves its member running; the next one adopts it.
-    const agent2 = agents[1] as ChildProcess;
     const member2 = pidOf(2);
-    agent2.kill('SIGKILL');
+    (c.agents[1] as Agent).child.kill('SIGKILL');
     await sleep(1000);
     assert.doesNotThrow(() => process.kill(member2, 0));
-    outputs[1] = '';
-    runAgent(2, []);
-    await until(async () => /host agent at/.test(outputs[1] as string), 120_000);
+    const again = c.runAgent(2, { zone: zone(2) });
+    await until(async () => /host agent at/.test(again.output()), 120_000);
     await sleep(3000); // ten heartbeats: each would start etcd if it thought none ran
     assert.equal(pidOf(2), member2);
-    assert.doesNotMatch(outputs[1] as string, /not running; starting it/);
+    assert.doesNotMatch(again.output(), /not running; starting it/);
     assert.ok((await etcd()).members.every((m) => m.healthy));
 
     // A whole host killed (every process in its namespace): the others keep a quorum and accept writes.
@@ -265,11 +212,3 @@ test(
     assert.equal((await b.stop()).code, 0);
   },
 );
-
-async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await sleep(300);
-  }
-}

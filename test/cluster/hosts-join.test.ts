@@ -6,54 +6,26 @@
 // reused token, a wrong CA and a removed host get is refused.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { httpsJson } from '../../src/lib/https-json.js';
-import { installation, type Installation } from '../e2e/basin-process.js';
-import { freePort } from '../harness/postmaster.js';
-import { ROOT } from '../harness/installation.js';
-import { startStorePostgres } from '../store-postgres.js';
+import { type Agent, cluster, until } from './cluster.js';
 
-const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
-const CLI = join(ROOT, 'dist/cli/basin.js');
 const PREFIX = 'bhj';
 /** The topology's subnet, 10.231.1.0/24: its own, as the tests run in parallel. */
 const NET = 1;
-const address = (i: number) => `10.231.${NET}.${10 + i}`;
-const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
-
-interface Agent {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
 
 test(
   'hosts join with one-time tokens over mutual TLS, report, and answer only the control plane',
   { timeout: 300_000 },
   async (t) => {
-    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3', String(NET)]);
-    t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
+    const c = await cluster(t, { prefix: PREFIX, net: NET, hosts: 3, driver: 'sim' });
+    const { b, cli, address, controlPlane, token, joinArgs } = c;
     const dirs = mkdtempSync(join(tmpdir(), 'basin-hosts-'));
     t.after(() => rmSync(dirs, { recursive: true, force: true }));
-
-    const pgc = await startStorePostgres(t);
-    const url = await pgc.createDatabase('basin');
-    const inst = await installation(t, { driver: 'sim', args: ['--store-url', url] });
-    const hostPort = await freePort();
-    const b = await inst.start({ args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`] });
-    const controlPlane = `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`;
-    const cli = async (...args: string[]) => {
-      const r = await inst.cli('--store-url', url, ...args);
-      assert.equal(r.code, 0, r.stderr);
-      return r.stdout;
-    };
-    const token = async () =>
-      JSON.parse(await cli('host', 'token', '--json')) as { token: string; ca_sha256: string };
     const hosts = async (lostAfter = 15) =>
       JSON.parse(await cli('host', 'list', '--json', '--lost-after', String(lostAfter))) as {
         id: string;
@@ -64,38 +36,14 @@ test(
         cpus: number;
         heartbeat_at: string;
       }[];
-
-    const agents: Agent[] = [];
-    t.after(() => agents.forEach((a) => a.child.kill('SIGKILL')));
-    // Each host's data directory is an installation of the harness: uids and
-    // service addresses of its own for its local driver, all removed after.
-    const hostDirs: Installation[] = [];
-    for (let i = 0; i < 3; i++) hostDirs.push(await installation(t));
-    const driverFlags = (h: Installation) => [
-      '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
-      '--service-network', h.serviceNetwork,
-    ]; // prettier-ignore
-    const runAgent = (i: number, dir: string, extra: string[], port = 9444): Agent => {
-      const h = hostDirs[i - 1] as Installation;
-      const dataDir = dir === 'host' ? h.dataDir : join(dirs, dir);
-      const child = spawn(
-        'ip',
-        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', dataDir,
-        'host', 'run', '--address', address(i), '--port', String(port), '--name', `h${i}`,
-        '--zone', i === 3 ? 'b' : 'a', '--heartbeat-ms', '300', ...extra, ...driverFlags(h)], // prettier-ignore
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => (out += d));
-      child.stderr.on('data', (d: Buffer) => (out += d));
-      const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
-      const agent = { child, output: () => out, exited };
-      agents.push(agent);
-      return agent;
-    };
-    const joinArgs = (tk: { token: string; ca_sha256: string }) => [
-    '--control-plane', controlPlane, '--token', tk.token, '--ca-sha256', tk.ca_sha256,
-  ]; // prettier-ignore
+    // `dir` 'host' is the host's own data directory; another name, a fresh one.
+    const runAgent = (i: number, dir: string, args: string[], port = 9444): Agent =>
+      c.runAgent(i, {
+        dataDir: dir === 'host' ? undefined : join(dirs, dir),
+        args,
+        port,
+        zone: i === 3 ? 'b' : 'a',
+      });
 
     // Three hosts join, each with a token of its own.
     const tokens = [await token(), await token(), await token()];
@@ -104,7 +52,7 @@ test(
     // An agent serves once its local driver has started (its template built).
     for (const name of ['h1', 'h2', 'h3']) {
       await until(
-        async () => (await inst.cli('--store-url', url, 'host', 'check', name)).code === 0,
+        async () => (await c.inst.cli('--store-url', c.url, 'host', 'check', name)).code === 0,
         120_000,
       );
     }
@@ -119,10 +67,7 @@ test(
     );
     assert.ok(listed.every((h) => h.cpus >= 1));
     // Its key never leaves the host, and only root reads it.
-    assert.equal(
-      statSync(join((hostDirs[0] as Installation).dataDir, 'tls', 'host.key')).mode & 0o777,
-      0o600,
-    );
+    assert.equal(statSync(join(c.host(1).dataDir, 'tls', 'host.key')).mode & 0o777, 0o600);
 
     // The control plane calls an agent with its certificate (mutual TLS).
     const h2 = listed[1] as (typeof listed)[0];
@@ -134,8 +79,7 @@ test(
     await assert.rejects(
       httpsJson(`https://${address(2)}:9444/v1/agent/health`, { timeoutMs: 5000 }),
     );
-    const read = (f: string) =>
-      readFileSync(join((hostDirs[0] as Installation).dataDir, 'tls', f), 'utf8');
+    const read = (f: string) => readFileSync(join(c.host(1).dataDir, 'tls', f), 'utf8');
     const asHost1 = await httpsJson(`https://${address(2)}:9444/v1/agent/health`, {
       ca: read('ca.crt'),
       cert: read('host.crt'),
@@ -169,7 +113,7 @@ test(
 
     // A host killed with kill -9 stops reporting and is LOST; run again without
     // a token, it is the same host (its identity is kept) and reports again.
-    const first = agents[0] as Agent;
+    const first = c.agents[0] as Agent;
     first.child.kill('SIGKILL');
     execFileSync('bash', ['-c', `kill -9 $(ip netns pids ${PREFIX}-h1) 2>/dev/null || true`]);
     await until(async () => (await hosts(1)).find((h) => h.name === 'h1')?.state === 'LOST');
@@ -183,7 +127,7 @@ test(
 
     // A removed host's certificate is refused from then on.
     await cli('host', 'remove', 'h3');
-    const third = agents[2] as Agent;
+    const third = c.agents[2] as Agent;
     await until(async () => /refused the heartbeat/.test(third.output()));
     assert.deepEqual(
       (await hosts()).map((h) => h.name),
@@ -193,11 +137,3 @@ test(
     assert.equal((await b.stop()).code, 0);
   },
 );
-
-async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await sleep(200);
-  }
-}

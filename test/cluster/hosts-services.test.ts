@@ -7,88 +7,37 @@
 // and starts on its host, and deletes leave nothing behind.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { readPasswd } from '../../src/drivers/local/host/os-user.js';
-import { installation, type Installation } from '../e2e/basin-process.js';
 import { psql } from '../e2e/clients.js';
-import { ROOT } from '../harness/installation.js';
-import { freePort } from '../harness/postmaster.js';
-import { startStorePostgres } from '../store-postgres.js';
+import { cluster, until } from './cluster.js';
 
-const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
-const CLI = join(ROOT, 'dist/cli/basin.js');
 const PREFIX = 'bhs';
 /** The topology's subnet, 10.231.2.0/24: its own, as the tests run in parallel. */
 const NET = 2;
-const address = (i: number) => `10.231.${NET}.${10 + i}`;
-const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
 
 test(
   'the hosts driver places services across hosts; each runs there, reached at its host with verify-full',
   { timeout: 600_000 },
   async (t) => {
-    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '3', String(NET)]);
-    t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
-
-    const pgc = await startStorePostgres(t);
-    const url = await pgc.createDatabase('basin');
-    const inst = await installation(t, { driver: 'hosts', args: ['--store-url', url] });
-    const hostPort = await freePort();
-    const b = await inst.start({
-      args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`, '--host-lost-after', '3s'],
+    const c = await cluster(t, {
+      prefix: PREFIX,
+      net: NET,
+      hosts: 3,
+      driver: 'hosts',
+      args: ['--host-lost-after', '3s'],
     });
-    const cli = async (...args: string[]) => {
-      const r = await inst.cli('--store-url', url, ...args);
-      assert.equal(r.code, 0, r.stderr);
-      return r.stdout;
-    };
-
-    // Each host is an installation of the harness: a data directory, uids
-    // and service addresses of its own, everything removed after the test.
-    const hosts: Installation[] = [];
+    const { b, cli, address } = c;
+    const agentOf = (i: number) => ({ zone: `z${i}`, heartbeatMs: 500 });
     const agents: ChildProcess[] = [];
-    const runAgent = (i: number, join: string[]): ChildProcess => {
-      const h = hosts[i - 1] as Installation;
-      const child = spawn(
-        'ip',
-        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', h.dataDir,
-          'host', 'run', '--address', address(i), '--name', `h${i}`, '--zone', `z${i}`,
-          '--heartbeat-ms', '500', ...join,
-          '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
-          '--service-network', h.serviceNetwork], // prettier-ignore
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let out = '';
-      child.stdout?.on('data', (d: Buffer) => (out += d));
-      child.stderr?.on('data', (d: Buffer) => (out += d));
-      t.after(() => {
-        child.kill('SIGKILL');
-        if (!(t as { passed?: boolean }).passed) console.error(`host h${i}:\n${out.slice(-4000)}`);
-      });
-      return child;
-    };
-    for (const i of [1, 2, 3]) {
-      hosts.push(await installation(t));
-      const tk = JSON.parse(await cli('host', 'token', '--json')) as {
-        token: string;
-        ca_sha256: string;
-      };
-      const join = [
-        '--control-plane',
-        `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`,
-        '--token',
-        tk.token,
-      ];
-      agents.push(runAgent(i, [...join, '--ca-sha256', tk.ca_sha256]));
-    }
+    for (const i of [1, 2, 3]) agents.push((await c.joinAgent(i, agentOf(i))).child);
     await until(async () => {
       const listed = JSON.parse(await cli('host', 'list', '--json')) as { state: string }[];
       return listed.length === 3 && listed.every((h) => h.state === 'ONLINE');
-    });
+    }, 60_000);
 
     // Three services: one on each host (spread: the most memory left first).
     const made: { id: string; password: string }[] = [];
@@ -104,7 +53,7 @@ test(
 
     // Each is a real PostgreSQL on its host, reached at the host's address
     // with verify-full against the installation's one services CA.
-    const ca = join(inst.dataDir, 'services-ca.crt');
+    const ca = join(c.inst.dataDir, 'services-ca.crt');
     writeFileSync(ca, await cli('host', 'ca'));
     for (const [k, s] of ready.entries()) {
       const i = [address(1), address(2), address(3)].indexOf(s.endpoint.host) + 1;
@@ -117,10 +66,7 @@ test(
       );
       assert.equal(await psql(conn, password, 'select v from t'), s.service_id);
       // Its cluster lives on that host, not on the control plane.
-      assert.ok(
-        existsSync(join((hosts[i - 1] as Installation).dataDir, 'local')),
-        'the host has the service',
-      );
+      assert.ok(existsSync(join(c.host(i).dataDir, 'local')), 'the host has the service');
     }
 
     // Stop and start on its host; the data is still there.
@@ -173,7 +119,7 @@ test(
       logs.text.includes(`host h${i2 + 1} (${second.endpoint.host}) has not reported`),
       logs.text,
     );
-    agents[i2] = runAgent(i2 + 1, []);
+    agents[i2] = c.runAgent(i2 + 1, agentOf(i2 + 1)).child;
     await b.waitForStatus(second.service_id, 'READY', 120_000);
 
     // What the hosts driver does not run across hosts yet is refused up front.
@@ -188,16 +134,8 @@ test(
     for (const m of made) await b.waitGone(m.id, 120_000);
     const users = readPasswd().filter((u) => made.some((m) => u.name === `basin-${m.id}`));
     assert.deepEqual(users, []);
-    const placed = await pgc.sql('SELECT count(*)::int AS n FROM placements', [], 'basin');
+    const placed = await c.store.sql('SELECT count(*)::int AS n FROM placements', [], 'basin');
     assert.deepEqual(placed.rows, [{ n: 0 }]);
     assert.equal((await b.stop()).code, 0);
   },
 );
-
-async function until(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await sleep(250);
-  }
-}

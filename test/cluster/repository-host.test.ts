@@ -6,53 +6,24 @@
 // one is refused, and a host cannot change its role without joining again.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { httpsJson } from '../../src/lib/https-json.js';
 import { makeKeyAndRequest } from '../../src/lib/x509.js';
-import { installation, type Installation } from '../e2e/basin-process.js';
-import { freePort } from '../harness/postmaster.js';
-import { ROOT } from '../harness/installation.js';
-import { startStorePostgres } from '../store-postgres.js';
+import { type Agent, cluster, until } from './cluster.js';
 
-const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
-const CLI = join(ROOT, 'dist/cli/basin.js');
 const PREFIX = 'rph';
 /** The topology's subnet, 10.231.3.0/24: its own, as the tests run in parallel. */
 const NET = 3;
-const address = (i: number) => `10.231.${NET}.${10 + i}`;
-const CONTROL_PLANE_ADDRESS = `10.231.${NET}.1`;
-
-interface Agent {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
 
 test(
   'a repository host joins with its role, and only it gets a certificate of the repositories CA',
   { timeout: 300_000 },
   async (t) => {
-    execFileSync('bash', [TOPOLOGY, 'up', PREFIX, '2', String(NET)]);
-    t.after(() => execFileSync('bash', [TOPOLOGY, 'down', PREFIX]));
-
-    const pgc = await startStorePostgres(t);
-    const url = await pgc.createDatabase('basin');
-    const inst = await installation(t, { driver: 'sim', args: ['--store-url', url] });
-    const hostPort = await freePort();
-    const b = await inst.start({ args: ['--host-listen', `${CONTROL_PLANE_ADDRESS}:${hostPort}`] });
-    const controlPlane = `https://${CONTROL_PLANE_ADDRESS}:${hostPort}`;
-    const cli = async (...args: string[]) => {
-      const r = await inst.cli('--store-url', url, ...args);
-      assert.equal(r.code, 0, r.stderr);
-      return r.stdout;
-    };
-    const token = async () =>
-      JSON.parse(await cli('host', 'token', '--json')) as { token: string; ca_sha256: string };
+    const c = await cluster(t, { prefix: PREFIX, net: NET, hosts: 2, driver: 'sim' });
+    const { b, cli, address, controlPlane, token, joinArgs } = c;
     const hosts = async () =>
       JSON.parse(await cli('host', 'list', '--json')) as {
         id: string;
@@ -60,32 +31,8 @@ test(
         role: string;
         state: string;
       }[];
-
-    const agents: Agent[] = [];
-    t.after(() => agents.forEach((a) => a.child.kill('SIGKILL')));
-    const hostDirs: Installation[] = [await installation(t), await installation(t)];
-    const dataDir = (i: number) => (hostDirs[i - 1] as Installation).dataDir;
-    const runAgent = (i: number, extra: string[]): Agent => {
-      const h = hostDirs[i - 1] as Installation;
-      const child = spawn(
-        'ip',
-        ['netns', 'exec', `${PREFIX}-h${i}`, process.execPath, CLI, '--data-dir', h.dataDir,
-        'host', 'run', '--address', address(i), '--name', `h${i}`, '--heartbeat-ms', '300',
-        ...extra, '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
-        '--service-network', h.serviceNetwork], // prettier-ignore
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => (out += d));
-      child.stderr.on('data', (d: Buffer) => (out += d));
-      const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
-      const agent = { child, output: () => out, exited };
-      agents.push(agent);
-      return agent;
-    };
-    const joinArgs = (tk: { token: string; ca_sha256: string }) => [
-      '--control-plane', controlPlane, '--token', tk.token, '--ca-sha256', tk.ca_sha256,
-    ]; // prettier-ignore
+    const dataDir = (i: number) => c.host(i).dataDir;
+    const runAgent = (i: number, args: string[]): Agent => c.runAgent(i, { args });
 
     // h1 joins as the repository host, h2 as a database host (the default).
     const repository = runAgent(1, ['--role', 'repository', ...joinArgs(await token())]);
@@ -148,16 +95,10 @@ test(
     assert.match(switched.output(), /joined the installation as a repository host/);
     // Run again without --role, it is the repository host it was.
     runAgent(1, []);
-    await until(async () => (await inst.cli('--store-url', url, 'host', 'check', 'h1')).code === 0);
+    await until(
+      async () => (await c.inst.cli('--store-url', c.url, 'host', 'check', 'h1')).code === 0,
+    );
 
     assert.equal((await b.stop()).code, 0);
   },
 );
-
-async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await sleep(200);
-  }
-}

@@ -1,0 +1,184 @@
+// An installation of several hosts on this one machine, for the cluster
+// tests: the namespace topology (topology.sh: a switch, a namespace per
+// host), a PostgreSQL store, a control plane (`dist/main.js --host-listen`
+// in the root namespace, at the subnet's first address) and `basin host
+// run` agents started in the hosts' namespaces as a user would start them.
+// Everything is torn down when the test ends, whatever its outcome; a failed
+// test prints each agent's last lines.
+//
+// Topologies that exist at once need a prefix and a subnet of their own
+// (`net`, 10.231.<net>.0/24): the files run in parallel.
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { installation, type Installation } from '../e2e/basin-process.js';
+import type { BasinProcess } from '../harness/basin-api.js';
+import { ROOT } from '../harness/installation.js';
+import { freePort } from '../harness/postmaster.js';
+import { startStorePostgres, type StorePostgres } from '../store-postgres.js';
+
+const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
+const CLI = join(ROOT, 'dist/cli/basin.js');
+
+export interface ClusterOptions {
+  /** The topology's namespace prefix: 2-6 lowercase letters and digits. */
+  prefix: string;
+  /** The topology's subnet, 10.231.<net>.0/24. */
+  net: number;
+  /** How many host namespaces (each gets an installation of the harness for its agent). */
+  hosts: number;
+  /** The control plane's driver: `hosts` to place services, `sim` where only the hosts matter. */
+  driver: 'hosts' | 'sim';
+  /** More flags for the control plane's start. */
+  args?: string[];
+}
+
+export interface Token {
+  token: string;
+  ca_sha256: string;
+}
+
+export interface Agent {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+export interface AgentOptions {
+  /** Flags after `host run` (the join, `--role`, …). */
+  args?: string[];
+  zone?: string;
+  /** Another data directory than the host's own (a second agent, a stranger). */
+  dataDir?: string;
+  port?: number;
+  heartbeatMs?: number;
+}
+
+export interface Cluster {
+  inst: Installation;
+  /** The control plane as started. */
+  b: BasinProcess;
+  store: StorePostgres;
+  /** The store's URL. */
+  url: string;
+  /** https://<control plane address>:<port>, what agents join. */
+  controlPlane: string;
+  controlPlaneAddress: string;
+  /** Host i's address (1-based), 10.231.<net>.(10+i). */
+  address(i: number): string;
+  /** Host i's namespace. */
+  namespace(i: number): string;
+  /** Host i's installation (1-based): its data directory, uids and service network. */
+  host(i: number): Installation;
+  /** `basin --store-url <url> <args>`, asserted to succeed; its stdout. */
+  cli(...args: string[]): Promise<string>;
+  token(): Promise<Token>;
+  /** The flags that join with `tk`. */
+  joinArgs(tk: Token): string[];
+  /** `basin host run` for host i, in its namespace; killed when the test ends. */
+  runAgent(i: number, o?: AgentOptions): Agent;
+  /** Host i's agent with a fresh token, joining. */
+  joinAgent(i: number, o?: AgentOptions): Promise<Agent>;
+  agents: Agent[];
+}
+
+export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluster> {
+  const namespace = (i: number) => `${o.prefix}-h${i}`;
+  const address = (i: number) => `10.231.${o.net}.${10 + i}`;
+  const controlPlaneAddress = `10.231.${o.net}.1`;
+  execFileSync('bash', [TOPOLOGY, 'up', o.prefix, String(o.hosts), String(o.net)]);
+  t.after(() => execFileSync('bash', [TOPOLOGY, 'down', o.prefix]));
+
+  const store = await startStorePostgres(t);
+  const url = await store.createDatabase('basin');
+  const inst = await installation(t, { driver: o.driver, args: ['--store-url', url] });
+  const hostPort = await freePort();
+  const b = await inst.start({
+    args: ['--host-listen', `${controlPlaneAddress}:${hostPort}`, ...(o.args ?? [])],
+  });
+  const controlPlane = `https://${controlPlaneAddress}:${hostPort}`;
+  const cli = async (...args: string[]) => {
+    const r = await inst.cli('--store-url', url, ...args);
+    assert.equal(r.code, 0, r.stderr);
+    return r.stdout;
+  };
+  const token = async () => JSON.parse(await cli('host', 'token', '--json')) as Token;
+  const joinArgs = (tk: Token) => [
+    '--control-plane', controlPlane, '--token', tk.token, '--ca-sha256', tk.ca_sha256,
+  ]; // prettier-ignore
+
+  // Each host's data directory is an installation of the harness: uids and
+  // service addresses of its own for its local driver, all removed after.
+  const hosts: Installation[] = [];
+  for (let i = 0; i < o.hosts; i++) hosts.push(await installation(t));
+  const host = (i: number) => {
+    const h = hosts[i - 1];
+    if (!h) throw new Error(`no host ${i} in a topology of ${o.hosts}`);
+    return h;
+  };
+
+  const agents: Agent[] = [];
+  let failed = false;
+  t.afterEach((sub: TestContext) => {
+    if ((sub as { passed?: boolean }).passed === false) failed = true;
+  });
+  t.after(() => {
+    for (const a of agents) a.child.kill('SIGKILL');
+    if (failed || (t as { passed?: boolean }).passed === false) {
+      agents.forEach((a, k) => console.error(`agent ${k + 1}:\n${a.output().slice(-4000)}`));
+    }
+  });
+  const runAgent = (i: number, a: AgentOptions = {}): Agent => {
+    const h = host(i);
+    const child = spawn(
+      'ip',
+      ['netns', 'exec', namespace(i), process.execPath, CLI, '--data-dir', a.dataDir ?? h.dataDir,
+      'host', 'run', '--address', address(i), '--name', `h${i}`,
+      ...(a.port === undefined ? [] : ['--port', String(a.port)]),
+      ...(a.zone === undefined ? [] : ['--zone', a.zone]),
+      '--heartbeat-ms', String(a.heartbeatMs ?? 300), ...(a.args ?? []),
+      '--', '--service-uid-range', `${h.serviceUids.min}-${h.serviceUids.max}`,
+      '--service-network', h.serviceNetwork], // prettier-ignore
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d));
+    child.stderr.on('data', (d: Buffer) => (out += d));
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    const agent = { child, output: () => out, exited };
+    agents.push(agent);
+    return agent;
+  };
+  const joinAgent = async (i: number, a: AgentOptions = {}) =>
+    runAgent(i, { ...a, args: [...(a.args ?? []), ...joinArgs(await token())] });
+
+  return {
+    inst,
+    b,
+    store,
+    url,
+    controlPlane,
+    controlPlaneAddress,
+    address,
+    namespace,
+    host,
+    cli,
+    token,
+    joinArgs,
+    runAgent,
+    joinAgent,
+    agents,
+  };
+}
+
+/** Polls `check` until it holds; throws after `timeoutMs`. */
+export async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await sleep(200);
+  }
+}
