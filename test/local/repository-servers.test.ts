@@ -71,8 +71,9 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
   });
 
   after(async () => {
-    for (const f of forks) await deleteUntilDone(driver, f.serviceId).catch(() => {});
-    if (spec) await deleteUntilDone(driver, spec.serviceId).catch(() => {});
+    await Promise.all(
+      [...forks, spec].map((f) => f && deleteUntilDone(driver, f.serviceId).catch(() => {})),
+    );
     await driver.close();
     await cleanUpDataDir(dataDir);
     await block.release();
