@@ -228,6 +228,8 @@ stream.on('test:dequeue', (event) => {
     );
     void kill(event.file);
   }, ms);
+  // The file's process keeps the runner alive while it runs; the timer need not.
+  timer.unref();
   deadlines.set(event.file, timer);
 });
 stream.on('test:complete', (event) => {
