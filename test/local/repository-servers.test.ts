@@ -151,9 +151,9 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
       await applyUntilDone(driver, f, 120_000);
       return f;
     };
-    const snapshot = await forkOf('LAST_SNAPSHOT');
+    // Both made side by side: two guests of the parent's server at once.
+    const [snapshot, pitr] = await Promise.all([forkOf('LAST_SNAPSHOT'), forkOf('PITR')]);
     assert.deepEqual(await rows(snapshot), ['1 in the backup']);
-    const pitr = await forkOf('PITR');
     assert.deepEqual(await rows(pitr), ['1 in the backup', '2 before the target']);
     for (const f of [snapshot, pitr]) {
       assert.ok(
