@@ -13,8 +13,8 @@
 //   at once again (a new count).
 // The flags shorten the policy (1 s doubling to 5 min, stable after 10 min:
 // here 250 ms doubling to 1 s, stable after 8 s) so that the test takes a
-// minute; what is asserted is what Basin wrote and
-// reported, never how long anything took.
+// minute; what is asserted is what Basin wrote and reported, never how
+// long anything took.
 
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
