@@ -18,10 +18,18 @@
 // as long as the median of its folder's files (a file in a folder nobody
 // has timed, as the longest), so a new end-to-end file starts among the
 // end-to-end ones, in parallel with the rest, with nothing to declare.
+//
+// A file has a deadline (DEADLINE_FLOOR_MS, or 3× its expected time when
+// that is longer): Node 20's runner waits for a file's process to exit, and a
+// file that hangs (a wait that never ends, a handle left open) would hold its
+// slot for ever and the run with it. Past its deadline the file's process
+// gets SIGTERM, then it and every process it started SIGKILL; the file is
+// reported as failed, by name, and what its installations left is removed.
 
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 
@@ -33,6 +41,14 @@ import { spec } from 'node:test/reporters';
  * is understood.
  */
 const CONCURRENCY = 2;
+/**
+ * A file's deadline is at least this (TEST_FILE_DEADLINE_MS sets another):
+ * ten minutes, five times the longest file's time, so that a loaded machine
+ * (other suites beside this one) does not kill a file that is only slow.
+ */
+const DEADLINE_FLOOR_MS = 10 * 60_000;
+/** How long a file past its deadline gets after SIGTERM, before everything it started is killed. */
+const TERM_GRACE_MS = 5_000;
 const RECORD = '.test-durations.json';
 const BASELINE = 'test/durations.json';
 
@@ -63,18 +79,87 @@ function readDurations(path) {
   }
 }
 
-/** Longest first, by the record, the baseline, or the median of the file's folder (else first). */
-function longestFirst(files, known) {
+/**
+ * How long a file is expected to take, by the record, the baseline, or the
+ * median of the file's folder; undefined for a file in a folder nobody has
+ * timed.
+ */
+function expectation(known) {
   const byFolder = new Map();
   for (const [file, ms] of Object.entries(known)) {
     byFolder.set(dirname(file), [...(byFolder.get(dirname(file)) ?? []), ms]);
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  return (file) => known[file] ?? median(byFolder.get(dirname(file)) ?? []);
+}
+
+/** Longest first; a file nobody can tell the time of first. */
+function longestFirst(files, expected) {
   // A folder nobody has timed yet (a new kind of test) starts first: a short
   // file started early costs nothing, a long one started last the whole tail.
-  const expected = (file) =>
-    known[file] ?? median(byFolder.get(dirname(file)) ?? []) ?? Number.MAX_SAFE_INTEGER;
-  return [...files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
+  const ms = (file) => expected(file) ?? Number.MAX_SAFE_INTEGER;
+  return [...files].sort((a, b) => ms(b) - ms(a) || a.localeCompare(b));
+}
+
+/** pid → [parent pid, start time] of every process, from /proc. */
+function processTable() {
+  const table = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // After the command's name (in parentheses, which may hold anything).
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      table.set(Number(name), [Number(fields[1]), fields[19]]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return table;
+}
+
+/** The runner's child that runs `file`, and everything below it, with their start times. */
+function fileProcesses(file) {
+  const table = processTable();
+  const runs = (pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(file);
+    } catch {
+      return false;
+    }
+  };
+  const top = [...table].find(([pid, [ppid]]) => ppid === process.pid && runs(pid))?.[0];
+  if (top === undefined) return [];
+  const found = [[top, table.get(top)[1]]];
+  for (let i = 0; i < found.length; i++) {
+    for (const [pid, [ppid, start]] of table) if (ppid === found[i][0]) found.push([pid, start]);
+  }
+  return found;
+}
+
+/**
+ * Ends a file past its deadline: SIGTERM to its process (Node's runner in
+ * it exits at once), then SIGKILL to it and to
+ * every process it had started that still runs (the same pid and start
+ * time); then removes what its Basin installations left on the host
+ * (databases detach from Basin, so they were not among its processes).
+ */
+async function kill(file) {
+  const processes = fileProcesses(file);
+  const signal = (pid, name) => {
+    try {
+      process.kill(pid, name);
+    } catch {
+      // Already gone.
+    }
+  };
+  if (processes.length > 0) signal(processes[0][0], 'SIGTERM');
+  await sleep(TERM_GRACE_MS);
+  const now = processTable();
+  for (const [pid, start] of processes) if (now.get(pid)?.[1] === start) signal(pid, 'SIGKILL');
+  if (file.includes(`${sep}e2e${sep}`)) {
+    await (await import('../test/harness/installation.ts')).removeAbandoned();
+  }
 }
 
 function usage(message) {
@@ -99,12 +184,18 @@ const concurrency = Number(process.env.TEST_CONCURRENCY ?? CONCURRENCY);
 if (!Number.isInteger(concurrency) || concurrency < 1) {
   usage(`TEST_CONCURRENCY must be a whole number of files, at least 1 (not ${concurrency})`);
 }
+const deadlineFloor = Number(process.env.TEST_FILE_DEADLINE_MS ?? DEADLINE_FLOOR_MS);
+if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
+  usage(`TEST_FILE_DEADLINE_MS must be a whole number of milliseconds (not ${deadlineFloor})`);
+}
 
 // One PostgreSQL template for every end-to-end installation of the run,
-// copied into each (test/harness/shared-template.ts): a hundred initdbs less.
+// copied into each (test/harness/shared-template.ts): a hundred initdbs less;
+// and into the data directories of the driver tests that ask for it.
 // (Imported here, not above: this file first runs without tsx, to restart itself with it.)
 const shared = await import('../test/harness/shared-template.ts');
-const template = files.some((f) => f.startsWith(join('test', 'e2e')))
+const usesTemplate = ['e2e', 'local', 'contract'].map((dir) => join('test', dir) + sep);
+const template = files.some((f) => usesTemplate.some((dir) => f.startsWith(dir)))
   ? await shared.buildSharedTemplate()
   : undefined;
 if (template) {
@@ -112,26 +203,48 @@ if (template) {
   process.once('exit', () => template.remove());
 }
 
-const known = { ...readDurations(BASELINE), ...readDurations(RECORD) };
+const expected = expectation({ ...readDurations(BASELINE), ...readDurations(RECORD) });
 const stream = run({
-  files: longestFirst(files, known).map((f) => resolve(f)),
+  files: longestFirst(files, expected).map((f) => resolve(f)),
   concurrency,
   only,
   ...(testNamePatterns.length > 0 ? { testNamePatterns } : {}),
 });
 // A file is a test of its own at the top, named after its path: its
-// duration runs from its process's start to its end.
+// duration runs from its process's start (its dequeue) to its end.
+const isFile = ({ name, file, nesting }) => nesting === 0 && file !== undefined && name === file;
 const measured = {};
-stream.on('test:complete', ({ name, file, nesting, details }) => {
-  if (nesting === 0 && file !== undefined && name === file) {
-    measured[relative('.', file)] = Math.round(details?.duration_ms ?? 0);
-  }
+const deadlines = new Map();
+const killed = [];
+stream.on('test:dequeue', (event) => {
+  if (!isFile(event)) return;
+  const path = relative('.', event.file);
+  const ms = Math.max(deadlineFloor, 3 * (expected(path) ?? 0));
+  const timer = setTimeout(() => {
+    killed.push(path);
+    process.exitCode = 1;
+    console.error(
+      `\n${path}: still running after ${Math.round(ms / 1000)} s, its deadline; killing it and every process it started\n`,
+    );
+    void kill(event.file);
+  }, ms);
+  // The file's process keeps the runner alive while it runs; the timer need not.
+  timer.unref();
+  deadlines.set(event.file, timer);
+});
+stream.on('test:complete', (event) => {
+  if (!isFile(event)) return;
+  clearTimeout(deadlines.get(event.file));
+  measured[relative('.', event.file)] = Math.round(event.details?.duration_ms ?? 0);
 });
 stream.on('test:fail', ({ todo }) => {
   if (!todo) process.exitCode = 1;
 });
 stream.once('end', () => {
-  // This run's durations over the last record's (a run of some files updates theirs).
+  for (const path of killed) console.error(`killed past its deadline: ${path}`);
+  // This run's durations over the last record's (a run of some files updates
+  // theirs); a killed file's time is its deadline's, not its own.
+  for (const path of killed) delete measured[path];
   const merged = { ...readDurations(RECORD), ...measured };
   const sorted = Object.entries(merged).sort((a, b) => b[1] - a[1]);
   writeFileSync(`${RECORD}.tmp`, JSON.stringify(Object.fromEntries(sorted), null, 2) + '\n');

@@ -331,12 +331,16 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
       });
     const backup = await backupUntilDone(driver, running);
     while (Date.now() <= Date.parse(backup.stoppedAt)) await sleep(50);
+    // The forks of one parent are made side by side, as the engine would
+    // make them when they are asked for together.
     const made = async (forks: ServiceSpec[]) => {
-      for (const fork of forks) {
-        await converge(() => driver.applyService(fork), 120_000);
-        const { strategy } = fork.source as ForkSource;
-        assert.equal(await driver.inspectService(fork), 'running', strategy);
-      }
+      await Promise.all(
+        forks.map(async (fork) => {
+          await converge(() => driver.applyService(fork), 120_000);
+          const { strategy } = fork.source as ForkSource;
+          assert.equal(await driver.inspectService(fork), 'running', strategy);
+        }),
+      );
       return forks;
     };
     const beforeStop = new Date().toISOString();
@@ -372,7 +376,7 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
     );
     assert.equal(await driver.inspectService(stopped), 'stopped', 'the parent is untouched');
     await converge(() => driver.applyService(running));
-    for (const fork of forks) await converge(() => driver.deleteService(fork.serviceId));
+    await Promise.all(forks.map((f) => converge(() => driver.deleteService(f.serviceId))));
     assert.equal(await driver.inspectService(running), 'running', 'the parent is untouched');
     // What cannot be forked fails for good: a parent that does not exist, a backup it does not have.
     const orphan = await makeSpec('POSTGRES', PASSWORD, {
@@ -384,31 +388,33 @@ const CLAIMED: Record<keyof Capabilities, Case> = {
         backupLabel: null,
       },
     });
-    await assert.rejects(
-      converge(() => driver.applyService(orphan)),
-      permanent,
-    );
     const gone = await forkOf(running, {
       strategy: 'LAST_SNAPSHOT',
       backupLabel: '20000101-000000F',
     });
-    await assert.rejects(
-      converge(() => driver.applyService(gone)),
-      permanent,
-    );
     // Nor a moment before the chosen backup ended: no restore of it reaches that.
     const early = await forkOf(running, {
       strategy: 'PITR',
       backupLabel: backup.label,
       targetTime: new Date(Date.parse(backup.startedAt) - 60_000).toISOString(),
     });
-    await assert.rejects(
-      converge(() => driver.applyService(early), 120_000),
-      permanent,
+    await Promise.all([
+      assert.rejects(
+        converge(() => driver.applyService(orphan)),
+        permanent,
+      ),
+      assert.rejects(
+        converge(() => driver.applyService(gone)),
+        permanent,
+      ),
+      assert.rejects(
+        converge(() => driver.applyService(early), 120_000),
+        permanent,
+      ),
+    ]);
+    await Promise.all(
+      [orphan, gone, early].map((f) => converge(() => driver.deleteService(f.serviceId))),
     );
-    for (const spec of [orphan, gone, early]) {
-      await converge(() => driver.deleteService(spec.serviceId));
-    }
   },
   async haReplicas(driver, running) {
     const ha: ServiceSpec = {

@@ -10,7 +10,7 @@ import { cleanUpDataDir, makeDataDir, testUids } from '../local/helpers.js';
 import { driverContract } from './driver-contract.js';
 
 test('the local driver keeps the driver contract', async (t) => {
-  const dataDir = makeDataDir();
+  const dataDir = makeDataDir({ sharedTemplate: true });
   const driver = createLocalDriver({
     ...testUids(),
     dataDir,

@@ -37,13 +37,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { parseBackupInfo } from '../../src/drivers/local/config/pgbackrest.js';
 import { installation } from './basin-process.js';
 import { pgQuery } from './clients.js';
-import {
-  newTenant,
-  TenantApi,
-  tenantShell,
-  type CreatedService,
-  type TenantShell,
-} from './tenants.js';
+import { newTenant, TenantApi, tenantShell, type TenantShell } from './tenants.js';
 
 /**
  * A's watcher, as A's OS user: puts links to B's directories in a directory
@@ -201,8 +195,8 @@ test(
     const victim = new TenantApi(b, await newTenant(inst, 'victim'));
     const attacker = new TenantApi(b, await newTenant(inst, 'attacker'));
 
-    // B: a table of its own, in a backup.
-    const bSvc = await victim.create('victim');
+    // B and A, created together; B: a table of its own, in a backup.
+    const [bSvc, aSvc] = await Promise.all([victim.create('victim'), attacker.create('attacker')]);
     const bId = bSvc.service_id;
     await victim.waitForStatus(bId, 'READY');
     const marker = `B-SECRET-${Date.now()}`;
@@ -222,8 +216,7 @@ test(
       120_000,
     );
 
-    // A: a service with a table of its own; its tenant inside it.
-    const aSvc: CreatedService = await attacker.create('attacker');
+    // A: a table of its own; its tenant inside it.
     const aId = aSvc.service_id;
     await attacker.waitForStatus(aId, 'READY');
     await pgQuery(

@@ -42,8 +42,8 @@ test(
     const victim = new TenantApi(b, await newTenant(inst, 'victim'));
     const attacker = new TenantApi(b, await newTenant(inst, 'attacker'));
 
-    // B: a table of its own, in a backup.
-    const bSvc = await victim.create('victim');
+    // B and A, created together; B: a table of its own, in a backup.
+    const [bSvc, aSvc] = await Promise.all([victim.create('victim'), attacker.create('attacker')]);
     const bId = bSvc.service_id;
     await victim.waitForStatus(bId, 'READY');
     const marker = `B-SECRET-${Date.now()}`;
@@ -69,7 +69,6 @@ test(
     const bFiles = () => readdirSync(join(layout.repository(bId).repo, 'backup', bId)).sort();
 
     // A: its tenant inside its own service.
-    const aSvc = await attacker.create('attacker');
     const aId = aSvc.service_id;
     await attacker.waitForStatus(aId, 'READY');
     const a = await tenantShell(aSvc, aSvc.initial_password);
@@ -154,7 +153,7 @@ test(
         /^tls-server-address=(.+)$/m,
       )?.[1];
       assert.ok(bHost);
-      const ping = await said(client(`--repo1-host=${bHost} --io-timeout=5 repo-ls`));
+      const ping = await said(client(`--repo1-host=${bHost} --io-timeout=1 repo-ls`));
       assert.doesNotMatch(ping, /exit=0$/, ping);
       assert.match(ping, /refused|reset|unable to connect|timeout/i, ping);
       const tcp = await said(`exec 3<>/dev/tcp/${bHost}/8432`);

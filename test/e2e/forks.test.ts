@@ -180,9 +180,12 @@ test(
       await insert(parent, 'f: just before the stop');
       assert.equal((await b.call('POST', `${b.servicePath(parent.id)}/stop`)).status, 202);
       await b.waitForStatus(parent.id, 'PAUSED', 60_000);
-      const copy = await fork(b, parent, { fork_strategy: 'NOW' });
+      // Both asked for at once, made side by side.
+      const [copy, pitr] = await Promise.all([
+        fork(b, parent, { fork_strategy: 'NOW' }),
+        fork(b, parent, { fork_strategy: 'PITR', target_time: target }),
+      ]);
       assert.equal((await values(copy)).at(-1), 'f: just before the stop');
-      const pitr = await fork(b, parent, { fork_strategy: 'PITR', target_time: target });
       assert.equal((await values(pitr)).at(-1), 'e: before the stop');
       assert.equal((await b.call('GET', b.servicePath(parent.id))).body.status, 'PAUSED');
       assert.equal((await b.call('POST', `${b.servicePath(parent.id)}/start`)).status, 202);

@@ -48,7 +48,7 @@ test(
           last = err;
         }
         if (Date.now() > deadline) throw new Error(`not seen in time: ${what} (${String(last)})`);
-        await new Promise((r) => setTimeout(r, 1000));
+        await new Promise((r) => setTimeout(r, 200));
       }
     };
     /** LAST of each series over the last 20 s, from the series API (null: no sample). */

@@ -67,7 +67,7 @@ test(
         const v = await f();
         if (v !== undefined) return v;
         if (Date.now() > deadline) throw new Error(`not seen in time: ${what}`);
-        await new Promise((r) => setTimeout(r, 1000));
+        await new Promise((r) => setTimeout(r, 200));
       }
     };
 

@@ -222,9 +222,10 @@ export async function claimInstallation(
  * Removes the installations of processes that died without cleaning up
  * (killed, or a crash): databases they left would hold ports and OS users.
  * A directory is named after its port block, and a block that can be
- * claimed has no living owner.
+ * claimed has no living owner. (Also scripts/test.mjs, after it killed a
+ * file past its deadline.)
  */
-async function removeAbandoned(): Promise<void> {
+export async function removeAbandoned(): Promise<void> {
   for (const name of readdirSync(tmpdir())) {
     const m = new RegExp(`^${PREFIX}(\\d+)-`).exec(name);
     const block = m ? await claimBlock(Number(m[1])) : undefined;

@@ -8,7 +8,10 @@
 // before Basin's first start, which Basin then finds current and keeps, as
 // it keeps its own after a restart. What a test asserts about building
 // the template (crash-leftovers: a kill mid-build) it gets by asking for
-// its own (`ownTemplate`); the driver tests (test/local/) build theirs.
+// its own (`ownTemplate`). The driver tests (test/local/, the driver
+// contract) build theirs, except those that ask for a copy of the run's
+// (`makeDataDir({ sharedTemplate: true })`): the ones whose subject is not
+// the template, its build, its modes or its files.
 
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -66,13 +69,17 @@ function removeAbandonedTemplates(): void {
   }
 }
 
-/** Copies the run's template (if the runner made one) into the data directory `dataDir` Basin will make. */
+/**
+ * Copies the run's template (if the runner made one) into the data directory
+ * `dataDir` Basin (or a local driver test's driver) will use, made here if
+ * it is not there yet.
+ */
 export function seedTemplate(dataDir: string): void {
   const from = process.env[SHARED_TEMPLATE_ENV];
   if (!from || !existsSync(from)) return;
   const layout = new Layout(dataDir);
   // The modes Basin gives them itself (lib/data-dir.ts, LocalDriver.prepareDataDir).
-  mkdirSync(dataDir, { mode: 0o700 });
+  if (!existsSync(dataDir)) mkdirSync(dataDir, { mode: 0o700 });
   mkdirSync(layout.root, { mode: 0o711 });
   chmodSync(layout.root, 0o711);
   // -a keeps the template user's ownership and the modes initdb gave.

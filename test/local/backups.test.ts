@@ -49,7 +49,7 @@ describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
   };
 
   before(async () => {
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
     await driver.start();
     layout = new Layout(dataDir);

@@ -11,6 +11,7 @@ import pg from 'pg';
 import type { Driver, ServiceSpec } from '../../src/drivers/driver.js';
 import type { ServiceType, Size } from '../../src/domain/types.js';
 import { removeInstallationLeftovers } from '../harness/clean-up.js';
+import { seedTemplate } from '../harness/shared-template.js';
 import type { UidRange } from '../../src/drivers/local/host/uids.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 
@@ -18,8 +19,16 @@ export const SHARED: Size = { shared: true, cpuMillis: 0, memoryGbs: 0 };
 export const SMALL: Size = { shared: false, cpuMillis: 500, memoryGbs: 2 };
 
 /** A data directory for one test file; removed by the caller (after deleting its services). */
-export function makeDataDir(): string {
-  return mkdtempSync(join(tmpdir(), 'basin-local-'));
+/**
+ * A fresh data directory for a driver. `sharedTemplate`: with a copy of the
+ * run's PostgreSQL template in it (test/harness/shared-template.ts), which
+ * the driver finds current and keeps, instead of building its own (a few
+ * seconds of initdb) — for tests whose subject is not the template.
+ */
+export function makeDataDir(options: { sharedTemplate?: boolean } = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'basin-local-'));
+  if (options.sharedTemplate) seedTemplate(dir);
+  return dir;
 }
 
 export function removeDir(dir: string): void {

@@ -94,7 +94,7 @@ describe('a tenant whose socket never answers cannot hang the driver', () => {
   }
 
   before(async () => {
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = createLocalDriver({
       ...testUids(),
       dataDir,

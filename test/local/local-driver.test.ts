@@ -39,7 +39,7 @@ describe('local driver: a TIMESERIESDB service through its lifecycle', () => {
   const pgdata = () => layout.pgdata({ id: spec.serviceId, node: 0 });
 
   before(async () => {
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
     await driver.start();
     layout = new Layout(dataDir);

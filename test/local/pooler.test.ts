@@ -65,7 +65,7 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
   let poolerPort: number;
 
   before(async () => {
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
     await driver.start();
     poolerPort = await freePort();

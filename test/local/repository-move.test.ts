@@ -63,19 +63,19 @@ describe('local driver: a local repository moves', { skip: notRoot }, () => {
 
   before(async () => {
     block = await claimPortBlock();
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = await start(false);
     layout = new Layout(dataDir);
     spec = await makeSpec('POSTGRES', password);
-    await applyUntilDone(driver, spec);
     other = await makeSpec('POSTGRES', password);
-    await applyUntilDone(driver, other);
+    // Made side by side.
+    await Promise.all([applyUntilDone(driver, spec), applyUntilDone(driver, other)]);
   });
 
   after(async () => {
-    for (const f of forks) await deleteUntilDone(driver, f.serviceId).catch(() => {});
-    if (spec) await deleteUntilDone(driver, spec.serviceId).catch(() => {});
-    if (other) await deleteUntilDone(driver, other.serviceId).catch(() => {});
+    await Promise.all(
+      [...forks, spec, other].map((f) => f && deleteUntilDone(driver, f.serviceId).catch(() => {})),
+    );
     await driver.close();
     await cleanUpDataDir(dataDir);
     await block.release();

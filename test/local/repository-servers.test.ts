@@ -63,7 +63,7 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
 
   before(async () => {
     block = await claimPortBlock();
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = await start();
     layout = new Layout(dataDir);
     spec = await makeSpec('POSTGRES', password);
@@ -71,8 +71,9 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
   });
 
   after(async () => {
-    for (const f of forks) await deleteUntilDone(driver, f.serviceId).catch(() => {});
-    if (spec) await deleteUntilDone(driver, spec.serviceId).catch(() => {});
+    await Promise.all(
+      [...forks, spec].map((f) => f && deleteUntilDone(driver, f.serviceId).catch(() => {})),
+    );
     await driver.close();
     await cleanUpDataDir(dataDir);
     await block.release();
@@ -150,9 +151,9 @@ describe('local driver: a repository server per service', { skip: notRoot }, () 
       await applyUntilDone(driver, f, 120_000);
       return f;
     };
-    const snapshot = await forkOf('LAST_SNAPSHOT');
+    // Both made side by side: two guests of the parent's server at once.
+    const [snapshot, pitr] = await Promise.all([forkOf('LAST_SNAPSHOT'), forkOf('PITR')]);
     assert.deepEqual(await rows(snapshot), ['1 in the backup']);
-    const pitr = await forkOf('PITR');
     assert.deepEqual(await rows(pitr), ['1 in the backup', '2 before the target']);
     for (const f of [snapshot, pitr]) {
       assert.ok(

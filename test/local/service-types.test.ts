@@ -33,7 +33,7 @@ describe('local driver: service types, TLS verification, unsupported features', 
   const password = 'types-password-0123';
 
   before(async () => {
-    dataDir = makeDataDir();
+    dataDir = makeDataDir({ sharedTemplate: true });
     driver = createLocalDriver({
       ...testUids(),
       dataDir,

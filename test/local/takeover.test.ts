@@ -74,7 +74,7 @@ for (const privateTmp of ['off', 'on'] as const) {
     async (t) => {
       const RANGE =
         privateTmp === 'on' ? { min: BASE + 50, max: BASE + 99 } : { min: BASE, max: BASE + 49 };
-      const dataDir = makeDataDir();
+      const dataDir = makeDataDir({ sharedTemplate: true });
       const storeFile = join(dataDir, 'basin.db');
       let store = openSqliteStore(storeFile);
       const start = (s: Store) =>
