@@ -11,7 +11,6 @@ import type { SeriesSample } from '../../domain/series/catalogue.js';
 import { sampleServiceSeries } from './metrics/series-sample.js';
 import { type PoolerCounts, samplePoolers } from './metrics/pooler-sample.js';
 import { readStatsSecret } from './endpoints/pooler-stats.js';
-import { readSmallFile } from './host/files/safe-fs.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
