@@ -103,7 +103,13 @@ function variantIni(
   i = 0,
   n = 1,
 ) {
+  // Basin's own processes' peering and sockets are not the variant's; it
+  // runs in the host's network, on loopback.
   let text = ini
+    .replace(/\n\[peers\]\n[\s\S]*$/, '\n')
+    .replace(/^(so_reuseport|peer_id) = .*\n/gm, '')
+    .replace(/^listen_addr = .*$/m, 'listen_addr = 127.0.0.1')
+    .replace(/^unix_socket_dir = .*$/m, `unix_socket_dir = ${join(dir, `s${i}`)}`)
     .replace(/^listen_port = .*$/m, `listen_port = ${port}`)
     .replace(/^auth_file = .*$/m, `auth_file = ${join(dir, 'users.txt')}`)
     .replace(/^auth_hba_file = .*$/m, `auth_hba_file = ${join(dir, 'hba.conf')}`);
@@ -221,11 +227,16 @@ async function main(): Promise<void> {
         const nice = settings['@autogroup_nice'];
         if (nice !== undefined)
           for (const q of procs) writeFileSync(`/proc/${q.pid}/autogroup`, nice);
-        while (!(await accepts(vport))) await sleep(20);
-        // Every process listening, not just the first.
-        if (n > 1)
-          while (!procs.every((_, i) => existsSync(join(dir, `s${i}`, `.s.PGSQL.${vport}`))))
-            await sleep(20);
+        // Every process listening, not just the first; one that cannot
+        // start ends the run (its finally cleans up).
+        const since = Date.now();
+        while (
+          !(await accepts(vport)) ||
+          !procs.every((_, i) => existsSync(join(dir, `s${i}`, `.s.PGSQL.${vport}`)))
+        ) {
+          if (Date.now() - since > 30_000) throw new Error(`variant ${name} did not start`);
+          await sleep(20);
+        }
         const pm0 = cpuSeconds(postmaster, true);
         const bouncers = () => procs.reduce((sum, q) => sum + cpuSeconds(q.pid!), 0);
         const bouncer0 = bouncers();
