@@ -44,14 +44,12 @@ function pgbouncersWith(match: (argv: string[]) => boolean): number[] {
   return pids;
 }
 
-/** How many processes Basin runs a `shared` service's pooler with on this host. */
-export async function expectedPoolerProcesses(): Promise<number> {
+/** How many processes Basin runs the pooler of a service (or set) of `size` with on this host. */
+export async function expectedPoolerProcesses(
+  size = { shared: true, cpuMillis: 0 },
+): Promise<number> {
   const install = await pgbouncerInstall(() => {});
-  return poolerProcessCount(
-    { shared: true, cpuMillis: 0 },
-    os.availableParallelism(),
-    install.peering,
-  );
+  return poolerProcessCount(size, os.availableParallelism(), install.peering);
 }
 
 type PoolRow = Record<string, string | null> & { database: string };
