@@ -265,7 +265,10 @@ export class Pooler {
     }
     const missing = Array.from({ length: count }, (_, i) => i).filter((i) => pids[i] === undefined);
     if (missing.length > 0) {
-      return this.start(user, install, missing, pids, { restartHash, loadedHash }, cgroups);
+      // Those that run, by index, as many as there are to be now (a pooler
+      // that had more processes before was stopped whole: none of them runs).
+      const kept = Array.from({ length: count }, (_, i) => pids[i]);
+      return this.start(user, install, missing, kept, { restartHash, loadedHash }, cgroups);
     }
     for (const [i, pid] of (pids as number[]).entries()) {
       const spawned = ctx.spawned.get(spawnKey(files, i));
@@ -334,7 +337,8 @@ export class Pooler {
   }
 
   /**
-   * Starts the PgBouncers of `indices` (the others run: `pids`). One this
+   * Starts the PgBouncers of `indices` (the others run: `pids`, one entry
+   * a process the pooler is to have). One this
    * process started that exited before it ever accepted connections failed:
    * its output says why, as a retryable error.
    */
