@@ -10,7 +10,10 @@
 // pooler enabled (so that pg_hba.conf admits a pooler on the socket) but
 // unused. Each variant is that pooler's pgbouncer.ini with some settings
 // replaced (`[databases]`: appended to tsdb_transaction's line; `@autogroup_nice`:
-// written to the variant's /proc/<pid>/autogroup), run detached as the
+// written to the variant's /proc/<pid>/autogroup; `@binary`: the pgbouncer
+// run, /usr/sbin/pgbouncer by default; `@processes`: that many processes on
+// the port, with so_reuseport, a socket directory each and peering, as
+// Basin runs them, each pool's size divided among them), run detached as the
 // service's user on a port of its own for its round only (its server
 // connections would take the direct clients' slots). Each round: pgbench -S
 // with 46 clients direct, then AB_CLIENTS (200) through each variant's
@@ -23,6 +26,7 @@ import { execFile, spawn } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -90,9 +94,22 @@ const accepts = (port: number) =>
     s.once('error', () => resolve(false));
   });
 
-/** `ini` with a variant's settings. */
-function variantIni(ini: string, dir: string, port: number, settings: Record<string, string>) {
+/** `ini` with a variant's settings, for its process `i` of `n`. */
+function variantIni(
+  ini: string,
+  dir: string,
+  port: number,
+  settings: Record<string, string>,
+  i = 0,
+  n = 1,
+) {
+  // Basin's own processes' peering and sockets are not the variant's; it
+  // runs in the host's network, on loopback.
   let text = ini
+    .replace(/\n\[peers\]\n[\s\S]*$/, '\n')
+    .replace(/^(so_reuseport|peer_id) = .*\n/gm, '')
+    .replace(/^listen_addr = .*$/m, 'listen_addr = 127.0.0.1')
+    .replace(/^unix_socket_dir = .*$/m, `unix_socket_dir = ${join(dir, `s${i}`)}`)
     .replace(/^listen_port = .*$/m, `listen_port = ${port}`)
     .replace(/^auth_file = .*$/m, `auth_file = ${join(dir, 'users.txt')}`)
     .replace(/^auth_hba_file = .*$/m, `auth_hba_file = ${join(dir, 'hba.conf')}`);
@@ -102,12 +119,30 @@ function variantIni(ini: string, dir: string, port: number, settings: Record<str
       text = text.replace(/^(tsdb_transaction = .*)$/m, `$1 ${v}`);
       continue;
     }
-    const line = new RegExp(`^${k} = .*$`, 'm');
-    text = line.test(text)
-      ? text.replace(line, `${k} = ${v}`)
-      : text.replace('[pgbouncer]\n', `[pgbouncer]\n${k} = ${v}\n`);
+    text = setting(text, k, v);
+  }
+  if (n > 1) {
+    text = text.replace(
+      /pool_size=(\d+)/g,
+      (_, size: string) => `pool_size=${Math.max(1, Math.floor(Number(size) / n))}`,
+    );
+    text = setting(text, 'so_reuseport', '1');
+    text = setting(text, 'unix_socket_dir', join(dir, `s${i}`));
+    text = setting(text, 'peer_id', String(i + 1));
+    const peers = Array.from(
+      { length: n },
+      (_, j) => `${j + 1} = host=${join(dir, `s${j}`)} port=${port}`,
+    );
+    text += `\n[peers]\n${peers.join('\n')}\n`;
   }
   return text;
+}
+
+function setting(text: string, k: string, v: string): string {
+  const line = new RegExp(`^${k} = .*$`, 'm');
+  return line.test(text)
+    ? text.replace(line, `${k} = ${v}`)
+    : text.replace('[pgbouncer]\n', `[pgbouncer]\n${k} = ${v}\n`);
 }
 
 async function main(): Promise<void> {
@@ -164,34 +199,54 @@ async function main(): Promise<void> {
         const dir = join(tmp, `v-${names.indexOf(name)}`);
         mkdirSync(dir, { recursive: true, mode: 0o755 });
         const settings = VARIANTS[name]!;
+        const n = Number(settings['@processes'] ?? 1);
+        const binary = settings['@binary'] ?? '/usr/sbin/pgbouncer';
         for (const [f, text] of [
-          ['pgbouncer.ini', variantIni(ini, dir, vport, settings)],
           ['users.txt', users],
           ['hba.conf', hba],
+          ...Array.from(
+            { length: n },
+            (_, i) => [`pgbouncer-${i}.ini`, variantIni(ini, dir, vport, settings, i, n)] as const,
+          ),
         ] as const) {
           writeFileSync(join(dir, f), text, { mode: 0o600 });
           chownSync(join(dir, f), uid, gid);
         }
-        // setpriv execs PgBouncer (p.pid is its own); detached, as Basin runs it.
-        const p = spawn(
-          'setpriv',
-          [`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '/usr/sbin/pgbouncer'].concat(
-            join(dir, 'pgbouncer.ini'),
-          ),
-          { stdio: 'ignore', detached: true },
-        );
+        const procs = Array.from({ length: n }, (_, i) => {
+          mkdirSync(join(dir, `s${i}`), { recursive: true, mode: 0o700 });
+          chownSync(join(dir, `s${i}`), uid, gid);
+          // setpriv execs PgBouncer (its pid is PgBouncer's); detached, as Basin runs it.
+          return spawn(
+            'setpriv',
+            [`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', binary].concat(
+              join(dir, `pgbouncer-${i}.ini`),
+            ),
+            { stdio: 'ignore', detached: true },
+          );
+        });
         const nice = settings['@autogroup_nice'];
-        if (nice !== undefined) writeFileSync(`/proc/${p.pid}/autogroup`, nice);
-        while (!(await accepts(vport))) await sleep(20);
+        if (nice !== undefined)
+          for (const q of procs) writeFileSync(`/proc/${q.pid}/autogroup`, nice);
+        // Every process listening, not just the first; one that cannot
+        // start ends the run (its finally cleans up).
+        const since = Date.now();
+        while (
+          !(await accepts(vport)) ||
+          !procs.every((_, i) => existsSync(join(dir, `s${i}`, `.s.PGSQL.${vport}`)))
+        ) {
+          if (Date.now() - since > 30_000) throw new Error(`variant ${name} did not start`);
+          await sleep(20);
+        }
         const pm0 = cpuSeconds(postmaster, true);
-        const bouncer0 = cpuSeconds(p.pid!);
+        const bouncers = () => procs.reduce((sum, q) => sum + cpuSeconds(q.pid!), 0);
+        const bouncer0 = bouncers();
         const v = await pgbench(
           `host=127.0.0.1 port=${vport} user=tsdbadmin dbname=tsdb_transaction`,
           CLIENTS,
           env,
         );
-        const bouncer = cpuSeconds(p.pid!) - bouncer0;
-        p.kill('SIGINT');
+        const bouncer = bouncers() - bouncer0;
+        for (const q of procs) q.kill('SIGINT');
         while (await accepts(vport)) await sleep(20);
         await sleep(300);
         tps[name]!.push(v.tps);

@@ -6,7 +6,10 @@
 #     binary can be downloaded, which is always the case without internet);
 #   - the pgvector and timescaledb extensions for PostgreSQL 15;
 #   - basin_readonly, Basin's own library that every node preloads
-#     (extensions/basin_readonly), built here with PGXS.
+#     (extensions/basin_readonly), built here with PGXS;
+#   - a newer PgBouncer (trixie's source, 1.24), beside bookworm's 1.18 in
+#     /usr/local/lib/basin/pgbouncer: several processes of it serve one
+#     pooler's port (so_reuseport, with peering for cancel requests: 1.19+).
 #
 # Run as root. Only the Debian mirrors (and the npm registry) need to be
 # reachable. Idempotent: when everything is present it does no network access
@@ -77,6 +80,14 @@ BUILD_PKGS=(
 )
 # extension name (.control file) : trixie source package
 EXTENSIONS=(vector:pgvector timescaledb:timescaledb)
+# Trixie's PgBouncer, built from its source package with configure and make
+# (not as a .deb: that would replace bookworm's pgbouncer package system-wide)
+# and installed in a directory of its own, which Basin knows
+# (src/drivers/local/endpoints/pgbouncer-install.ts). Bookworm's package stays:
+# its dependencies (libevent, c-ares) are what this build links, and Basin
+# falls back to its /usr/sbin/pgbouncer, one process a pooler, without this.
+PGBOUNCER_PREFIX=/usr/local/lib/basin/pgbouncer
+PGBOUNCER_BUILD_PKGS=(build-essential pkg-config libevent-dev libc-ares-dev libssl-dev dpkg-dev)
 
 export DEBIAN_FRONTEND=noninteractive
 # Keep apt/dpkg messages stable (we grep nothing, but logs are easier to read).
@@ -349,6 +360,42 @@ ensure_readonly_library() {
   rm -rf "$dir"
 }
 
+# PgBouncer from trixie's source package (PGBOUNCER_PREFIX above). A stamp
+# holds the source package's version it was built from: a run that finds
+# that binary does nothing; a newer trixie version (a security update) is
+# built when the script is run after the stamp is removed. The binary is
+# replaced by a rename: running poolers keep the old one.
+ensure_pgbouncer() {
+  local bin=$PGBOUNCER_PREFIX/bin/pgbouncer stamp=$PGBOUNCER_PREFIX/source-version dir srcdir
+  if [ -x "$bin" ] && [ -s "$stamp" ]; then
+    return 0
+  fi
+  ensure_pkgs build "${PGBOUNCER_BUILD_PKGS[@]}"
+  private_apt_update
+  dir=$BUILD_ROOT/pgbouncer
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  if id _apt >/dev/null 2>&1; then chown _apt:root "$dir"; fi
+  step "fetching $SOURCE_SUITE source package pgbouncer"
+  (cd "$dir" && run_logged source-pgbouncer apt-get "${APT_PRIVATE_OPTS[@]}" source pgbouncer) ||
+    die "apt-get source pgbouncer failed"
+  srcdir=$(find "$dir" -mindepth 1 -maxdepth 1 -type d -name 'pgbouncer-*' | head -n 1)
+  [ -n "$srcdir" ] || die "apt-get source pgbouncer produced no source tree in $dir"
+  # The release tarball carries its configure script: no autotools needed.
+  # c-ares as Debian's own build; no PAM, LDAP or systemd (Basin uses none).
+  step "building pgbouncer (log: $LOG_DIR/build-pgbouncer.log)"
+  (cd "$srcdir" && run_logged build-pgbouncer sh -c \
+    "./configure --prefix='$PGBOUNCER_PREFIX' --with-cares=yes && make -j$(nproc)") ||
+    die "building pgbouncer failed"
+  "$srcdir/pgbouncer" --version >/dev/null || die "the pgbouncer built does not run"
+  mkdir -p "$PGBOUNCER_PREFIX/bin"
+  install -m 0755 "$srcdir/pgbouncer" "$PGBOUNCER_PREFIX/bin/.pgbouncer.new"
+  mv -f "$PGBOUNCER_PREFIX/bin/.pgbouncer.new" "$bin"
+  basename "$(find "$dir" -maxdepth 1 -name 'pgbouncer_*.dsc' | head -n 1)" .dsc |
+    sed 's/^pgbouncer_//' >"$stamp"
+  rm -rf "$dir"
+}
+
 # Basin runs its own clusters and poolers on its own ports. Debian's package
 # scripts create and start a default 15/main cluster on 5432 and a pgbouncer
 # on 6432; stop them and keep the cluster from auto-starting. The cluster's
@@ -409,6 +456,8 @@ main() {
   ensure_extensions
   CURRENT_STEP="checking $READONLY_LIB"
   ensure_readonly_library
+  CURRENT_STEP="checking Basin's pgbouncer"
+  ensure_pgbouncer
 
   CURRENT_STEP="reporting versions"
   local pgb
@@ -417,6 +466,9 @@ main() {
   pgb=${pgb%%$'\n'*}
   printf 'postgres:    %s\n' "$("$PG_BIN/postgres" --version)"
   printf 'pgbouncer:   %s\n' "$pgb"
+  pgb=$("$PGBOUNCER_PREFIX/bin/pgbouncer" --version 2>&1)
+  pgb=${pgb%%$'\n'*}
+  printf 'pgbouncer (Basin, %s): %s\n' "$(cat "$PGBOUNCER_PREFIX/source-version")" "$pgb"
   printf 'pgbackrest:  %s\n' "$(pgbackrest version)"
   printf 'haproxy:     %s\n' "$(haproxy -v 2>&1 | sed -n 1p)"
   printf 'etcd:        %s\n' "$(etcd --version 2>&1 | sed -n 1p)"

@@ -14,6 +14,8 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { createLocalDriver, type LocalDriver } from '../../src/drivers/local/local-driver.js';
 import { POOLER_NICE, ServicePooler } from '../../src/drivers/local/endpoints/pooler.js';
 import { processesOfUser } from '../../src/drivers/local/host/processes.js';
+import { pgbouncerInstall } from '../../src/drivers/local/endpoints/pgbouncer-install.js';
+import { poolerProcessCount } from '../../src/drivers/local/config/pooler-conf.js';
 import { scramVerifier } from '../../src/lib/secrets.js';
 import {
   applyUntilDone,
@@ -63,6 +65,12 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
   let spec: ServiceSpec;
   let password = 'pooler-password-0123';
   let poolerPort: number;
+  /** What the driver runs here: a process a core where Basin's PgBouncer can peer. */
+  let expectedProcesses = 1;
+  const poolerPids = async () =>
+    (await new ServicePooler(driverContext(driver), spec).pids()).filter(
+      (p): p is number => p !== undefined,
+    );
 
   before(async () => {
     dataDir = makeDataDir({ sharedTemplate: true });
@@ -72,6 +80,8 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
     spec = await makeSpec('POSTGRES', password, {
       pooler: { enabled: true, port: poolerPort },
     });
+    const install = await pgbouncerInstall(() => {});
+    expectedProcesses = poolerProcessCount(spec.size, os.availableParallelism(), install.peering);
   });
 
   after(async () => {
@@ -91,34 +101,36 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
     }
   });
 
-  test("PgBouncer runs as the service's OS user, confined like its server", async () => {
-    const pid = await new ServicePooler(driverContext(driver), spec).pid();
-    assert.ok(pid);
+  test("every PgBouncer runs as the service's OS user, confined like its server", async () => {
+    const pids = await poolerPids();
+    assert.equal(pids.length, expectedProcesses);
     const pgdata = new Layout(dataDir).pgdata({ id: spec.serviceId, node: 0 });
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const uids = /^Uid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/).map(Number);
-    assert.deepEqual(uids, Array(4).fill(statSync(pgdata).uid));
-    assert.match(status, /^NoNewPrivs:\s+1$/m);
-    assert.match(status, /^CapBnd:\s+0+$/m);
-    assert.equal(await isConfined(pid, true), true, 'in a mount namespace of its own');
+    for (const pid of pids) {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      const uids = /^Uid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/).map(Number);
+      assert.deepEqual(uids, Array(4).fill(statSync(pgdata).uid));
+      assert.match(status, /^NoNewPrivs:\s+1$/m);
+      assert.match(status, /^CapBnd:\s+0+$/m);
+      assert.equal(await isConfined(pid, true), true, 'in a mount namespace of its own');
+    }
   });
 
   test('PgBouncer runs above the default priority, in its session and as a process', async () => {
-    const pid = await new ServicePooler(driverContext(driver), spec).pid();
-    assert.ok(pid);
-    assert.equal(os.getPriority(pid), POOLER_NICE);
-    assert.ok(POOLER_NICE < 0);
-    // Where the kernel groups by session (it does here), the group's nice.
-    if (existsSync(`/proc/${pid}/autogroup`)) {
-      assert.match(
-        readFileSync(`/proc/${pid}/autogroup`, 'utf8'),
-        new RegExp(`nice ${POOLER_NICE}$`, 'm'),
-      );
-      assert.notEqual(
-        readFileSync(`/proc/${pid}/autogroup`, 'utf8'),
-        readFileSync('/proc/self/autogroup', 'utf8'),
-        "a session of its own, not Basin's",
-      );
+    for (const pid of await poolerPids()) {
+      assert.equal(os.getPriority(pid), POOLER_NICE);
+      assert.ok(POOLER_NICE < 0);
+      // Where the kernel groups by session (it does here), the group's nice.
+      if (existsSync(`/proc/${pid}/autogroup`)) {
+        assert.match(
+          readFileSync(`/proc/${pid}/autogroup`, 'utf8'),
+          new RegExp(`nice ${POOLER_NICE}$`, 'm'),
+        );
+        assert.notEqual(
+          readFileSync(`/proc/${pid}/autogroup`, 'utf8'),
+          readFileSync('/proc/self/autogroup', 'utf8'),
+          "a session of its own, not Basin's",
+        );
+      }
     }
   });
 
@@ -160,27 +172,30 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
   });
 
   test('a second driver adopts the running pooler', async () => {
-    const pid = await new ServicePooler(driverContext(driver), spec).pid();
-    assert.ok(pid);
+    const pids = await poolerPids();
+    assert.equal(pids.length, expectedProcesses);
     const second = createLocalDriver({ ...testUids(), dataDir, publicHost: 'db.example.test' });
     await second.start();
     try {
       assert.equal(await second.inspectService(spec), 'running');
       await applyUntilDone(second, spec);
-      assert.equal(await new ServicePooler(driverContext(second), spec).pid(), pid);
+      assert.deepEqual(await new ServicePooler(driverContext(second), spec).pids(), pids);
     } finally {
       await second.close();
     }
   });
 
-  test('a killed pooler makes the service failed, and an apply starts it again', async () => {
-    const pid = await new ServicePooler(driverContext(driver), spec).pid();
-    assert.ok(pid);
+  test('a killed PgBouncer makes the service failed, and an apply starts it again', async () => {
+    const pids = await poolerPids();
+    const pid = pids.at(-1) as number;
     process.kill(pid, 'SIGKILL');
     await waitUntil(async () => (await driver.inspectService(spec)) === 'failed');
     await applyUntilDone(driver, spec);
-    const again = await new ServicePooler(driverContext(driver), spec).pid();
-    assert.ok(again && again !== pid);
+    const again = await poolerPids();
+    assert.equal(again.length, pids.length);
+    assert.ok(!again.includes(pid));
+    // The others were left serving.
+    assert.deepEqual(again.slice(0, -1), pids.slice(0, -1));
     const c = await viaPooler(poolerPort, password);
     await c.end();
   });
@@ -189,7 +204,7 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
     const files = new Layout(dataDir).pooler(spec.serviceId);
     spec = { ...spec, pooler: { enabled: false, port: poolerPort } };
     await applyUntilDone(driver, spec);
-    assert.equal(await new ServicePooler(driverContext(driver), spec).pid(), undefined);
+    assert.deepEqual(await poolerPids(), []);
     assert.match(await refused(poolerPort, password), /ECONNREFUSED/);
     assert.equal(existsSync(files.dir), false);
     assert.equal(await driver.inspectService(spec), 'running');
@@ -198,8 +213,7 @@ describe('local driver: the connection pooler (PgBouncer)', () => {
   test('delete stops the pooler with the server', async () => {
     spec = { ...spec, pooler: { enabled: true, port: poolerPort } };
     await applyUntilDone(driver, spec);
-    const pid = await new ServicePooler(driverContext(driver), spec).pid();
-    assert.ok(pid);
+    assert.equal((await poolerPids()).length, expectedProcesses);
     const uid = statSync(new Layout(dataDir).pgdata({ id: spec.serviceId, node: 0 })).uid;
     await deleteUntilDone(driver, spec.serviceId);
     assert.deepEqual(await processesOfUser(uid), []);

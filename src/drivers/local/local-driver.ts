@@ -9,9 +9,8 @@
 
 import type { SeriesSample } from '../../domain/series/catalogue.js';
 import { sampleServiceSeries } from './metrics/series-sample.js';
-import { type PoolerCounts, samplePooler } from './metrics/pooler-sample.js';
+import { type PoolerCounts, samplePoolers } from './metrics/pooler-sample.js';
 import { readStatsSecret } from './endpoints/pooler-stats.js';
-import { readSmallFile } from './host/files/safe-fs.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
@@ -59,7 +58,7 @@ import { MetricsSampler } from './metrics/metrics-sampler.js';
 import { KeyedLock } from './keyed-lock.js';
 import { forkTask, Tasks } from './tasks.js';
 import { Layout, type NodeRef } from './layout.js';
-import { poolerHost, ServicePooler } from './endpoints/pooler.js';
+import { forgetSpawned, poolerSockets, ServicePooler } from './endpoints/pooler.js';
 import { PoolerWatch } from './endpoints/pooler-watch.js';
 import { adminOf, convergeNodes, namespacePorts, observeNodes } from './converge/converge-nodes.js';
 import { Haproxy } from './endpoints/haproxy.js';
@@ -743,7 +742,7 @@ export class LocalDriver implements Driver {
         stopper.forget(layout.pgdata(ref));
         ctx.spawned.delete(layout.pgdata(ref));
       }
-      ctx.spawned.delete(layout.pooler(serviceId).dir); // killed with its user's processes
+      forgetSpawned(ctx, layout.pooler(serviceId)); // killed with its user's processes
       // The instance directory last: it is what says which nodes there were.
       // Its stanza is its repository: removing it deletes every backup.
       await removeTrees([
@@ -1029,11 +1028,11 @@ export class LocalDriver implements Driver {
 
   /** The pools' counts of a service's or replica set's pooler (metrics/pooler-sample.ts); undefined before its first converge. */
   private async readPooler(id: string, port: number): Promise<PoolerCounts | undefined> {
-    const ctx = this.context();
-    const stats = await readStatsSecret(ctx.layout.pooler(id).stats);
+    const files = this.context().layout.pooler(id);
+    const stats = await readStatsSecret(files.stats);
     if (stats === undefined) return undefined;
-    const ca = await readSmallFile(ctx.layout.caCert, { maxBytes: 64 * 1024 });
-    return samplePooler({ host: poolerHost(ctx, id), port, secret: stats.secret, ca });
+    const sockets = await poolerSockets(files);
+    return samplePoolers(sockets.map((socketDir) => ({ socketDir, port, secret: stats.secret })));
   }
 
   /** Samples the service's primary with its current postmaster, if it has a node. */

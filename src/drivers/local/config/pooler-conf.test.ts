@@ -7,6 +7,8 @@ import {
   listenAddr,
   pgbouncerIni,
   poolerHba,
+  perProcess,
+  poolerProcessCount,
   poolSizes,
   replicaSetPoolSizes,
   restartPart,
@@ -111,6 +113,8 @@ test("Basin's stats user: a stats user, not an admin, admitted to the console on
   assert.doesNotMatch(ini, /admin_users/);
   const hba = poolerHba({ allowedCidrs: ['10.1.0.0/16'] }, [], ['10.9.9.9'], true);
   assert.deepEqual(hba.split('\n').slice(1, -1), [
+    // On each process's own socket (how Basin reads each one's pools).
+    'local pgbouncer basin_stats scram-sha-256',
     'hostssl pgbouncer basin_stats 0.0.0.0/0 scram-sha-256',
     'hostssl pgbouncer basin_stats ::/0 scram-sha-256',
     'host all all 10.9.9.9/32 reject',
@@ -167,4 +171,58 @@ test('pg_hba admits the pooler on the socket only while it is enabled, never for
   assert.match(on, line);
   assert.ok(on.indexOf('tsdbadmin') < on.indexOf('reject'), 'before the socket is refused to all');
   assert.doesNotMatch(pgHba({ allowedCidrs: [], pooler: { enabled: true } }, [], true), line);
+});
+
+test('processes: one a core the service may use, at most 4, one without peering', () => {
+  assert.equal(poolerProcessCount(SHARED, 2, true), 2);
+  assert.equal(poolerProcessCount(SHARED, 16, true), 4);
+  assert.equal(poolerProcessCount(SHARED, 16, false), 1);
+  assert.equal(poolerProcessCount({ shared: false, cpuMillis: 500 }, 8, true), 1);
+  assert.equal(poolerProcessCount({ shared: false, cpuMillis: 2500 }, 8, true), 3);
+  assert.equal(poolerProcessCount({ shared: false, cpuMillis: 8000 }, 2, true), 2);
+  assert.equal(poolerProcessCount(SHARED, 0, true), 1);
+  assert.equal(perProcess(12, 2), 6);
+  assert.equal(perProcess(12, 5), 2);
+  assert.equal(perProcess(2, 4), 1);
+});
+
+test('several processes: one port (so_reuseport), a socket and a peer id each, every peer listed, pools divided', () => {
+  const socketDirs = ['/d/p/s0', '/d/p/s1'];
+  const inis = socketDirs.map((_, index) =>
+    pgbouncerIni({ port: 6600, sizes: sharedPools, server: socket }, paths, '*', {
+      index,
+      socketDirs,
+    }),
+  );
+  for (const [i, ini] of inis.entries()) {
+    assert.match(ini, /^listen_port = 6600$/m);
+    assert.match(ini, /^so_reuseport = 1$/m);
+    assert.match(ini, new RegExp(`^unix_socket_dir = /d/p/s${i}$`, 'm'));
+    assert.match(ini, new RegExp(`^peer_id = ${i + 1}$`, 'm'));
+    assert.match(
+      ini,
+      /\n\[peers\]\n1 = host=\/d\/p\/s0 port=6600\n2 = host=\/d\/p\/s1 port=6600\n$/,
+    );
+    // Both together take the server connections one process took.
+    assert.match(ini, /pool_mode=session pool_size=6$/m);
+    assert.match(ini, /pool_mode=transaction pool_size=6$/m);
+    assert.match(ini, /^max_client_conn = 250$/m);
+    // Each's socket and peers are part of what a restart applies.
+    assert.match(restartPart(ini), /^peer_id = /m);
+    assert.match(restartPart(ini), /^2 = host=/m);
+  }
+  // One process: no reuse, no peers; its socket for Basin's stats user.
+  const one = pgbouncerIni({ port: 6600, sizes: sharedPools, server: socket }, paths, '*', {
+    index: 0,
+    socketDirs: ['/d/p/s0'],
+  });
+  assert.match(one, /^unix_socket_dir = \/d\/p\/s0$/m);
+  assert.doesNotMatch(one, /so_reuseport|peer_id|\[peers\]/);
+  assert.match(one, /pool_mode=transaction pool_size=12$/m);
+  assert.throws(() =>
+    pgbouncerIni({ port: 6600, sizes: sharedPools, server: socket }, paths, '*', {
+      index: 0,
+      socketDirs: ['/d/p s0'],
+    }),
+  );
 });

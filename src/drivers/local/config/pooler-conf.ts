@@ -3,7 +3,15 @@
 // No I/O here, so the rules are unit-tested (pooler-conf.test.ts) and the
 // driver compares text.
 //
-// PgBouncer 1.18 (Debian bookworm), https://www.pgbouncer.org/config.html:
+// PgBouncer 1.24 (Basin's build of trixie's, endpoints/pgbouncer-install.ts),
+// or 1.18 (Debian bookworm's) where that build is missing,
+// https://www.pgbouncer.org/config.html:
+// - A pooler is `count` processes on one port (so_reuseport: the kernel
+//   spreads the clients over them), each with a socket directory of its
+//   own, which is how its peers forward it the cancel requests meant for
+//   its clients (`peer_id`, `[peers]`: 1.19+) and how Basin reads its pools;
+//   the pools' server connections are divided among them, so that all of
+//   them together take what one took.
 // - `tsdb` pools per session and `tsdb_transaction` per transaction; both
 //   reach the same `tsdb`. A service's pooler reaches its primary over its
 //   Unix socket (no TLS to pay for, and no TCP rule of pg_hba.conf
@@ -31,6 +39,7 @@
 
 import { isIP } from 'node:net';
 import type { ServiceSpec } from '../../driver.js';
+import type { Size } from '../../../domain/types.js';
 import { admittedCidrs, sizeProfile } from './conf.js';
 
 /** Where the pooler's files are. */
@@ -66,6 +75,41 @@ export interface PoolerIni {
   port: number | null;
   sizes: PoolSizes;
   server: PoolerServer;
+}
+
+/** Which of the pooler's processes an ini is for. */
+export interface PoolerProcess {
+  /** 0 to count - 1. */
+  index: number;
+  /** The socket directory of each process, by index (their number is the count). */
+  socketDirs: readonly string[];
+}
+
+/** The most processes a pooler runs, however many cores the host has. */
+export const MAX_POOLER_PROCESSES = 4;
+
+/**
+ * How many PgBouncer processes serve a pooler: one a core the service may
+ * use (the host's for `shared` sizes, else its CPU budget rounded up, at
+ * most the host's), at most MAX_POOLER_PROCESSES, and one where the
+ * PgBouncer cannot peer. PgBouncer is single-threaded: one process is one
+ * core at most, whatever the clients' load (docs/decisions.md has the
+ * figures: 2 processes on this 2-core host).
+ */
+export function poolerProcessCount(
+  size: Pick<Size, 'shared' | 'cpuMillis'>,
+  hostCores: number,
+  peering: boolean,
+): number {
+  if (!peering) return 1;
+  const cores = Math.max(1, Math.floor(hostCores));
+  const budget = size.shared ? cores : Math.max(1, Math.ceil(size.cpuMillis / 1000));
+  return Math.max(1, Math.min(cores, budget, MAX_POOLER_PROCESSES));
+}
+
+/** One process's share of a pool of `size` server connections, among `count` (at least one each). */
+export function perProcess(size: number, count: number): number {
+  return Math.max(1, Math.floor(size / Math.max(1, count)));
 }
 
 /**
@@ -121,9 +165,18 @@ export function pgbouncerIni(
   pooler: PoolerIni,
   paths: PoolerPaths,
   listenAddresses: string,
+  proc: PoolerProcess = { index: 0, socketDirs: [] },
 ): string {
   if (pooler.port === null) throw new Error('the pooler has no port');
-  const { sizes } = pooler;
+  const count = Math.max(1, proc.socketDirs.length);
+  const socketDir = proc.socketDirs[proc.index] ?? '';
+  for (const dir of proc.socketDirs)
+    if (!/^\/[A-Za-z0-9_./-]+$/.test(dir)) throw new Error(`unusable socket directory ${dir}`);
+  const sizes = {
+    session: perProcess(pooler.sizes.session, count),
+    transaction: perProcess(pooler.sizes.transaction, count),
+    maxClients: pooler.sizes.maxClients,
+  };
   const tcp = 'host' in pooler.server ? pooler.server : undefined;
   const host = 'host' in pooler.server ? pooler.server.host : pooler.server.socketDir;
   if (!/^[A-Za-z0-9_.:/-]+$/.test(host)) throw new Error(`unusable server host ${host}`);
@@ -131,8 +184,16 @@ export function pgbouncerIni(
   const settings: [string, string | number][] = [
     ['listen_addr', listenAddr(listenAddresses)],
     ['listen_port', pooler.port],
-    // No Unix socket: the pooler is for clients over the network only.
-    ['unix_socket_dir', ''],
+    // Its Unix socket, where there is one, is for its peers' cancel requests
+    // and Basin's stats user (the hba file admits nobody else on it), in a
+    // directory of the service's user (mode 0700, in the pooler's, root's).
+    ['unix_socket_dir', socketDir],
+    ...(count > 1
+      ? ([
+          ['so_reuseport', 1],
+          ['peer_id', proc.index + 1],
+        ] as [string, number][])
+      : []),
     ['auth_type', 'hba'],
     ['auth_hba_file', paths.hbaFile],
     ['auth_file', paths.authFile],
@@ -160,7 +221,7 @@ export function pgbouncerIni(
     ['stats_users', `tsdbadmin, ${STATS_USER}`],
     // Drivers (JDBC, node-postgres…) send these at connect; PgBouncer would
     // refuse the connection over a parameter it does not track. Not
-    // `options`: PgBouncer 1.18 cannot pass it on, and dropped it would turn
+    // `options`: PgBouncer 1.18 cannot pass it on (1.24 passes only some), and dropped it would turn
     // a read-only connection (-c tsdb_admin.read_only_connection=true)
     // into a writable one without a word; refused, the client is told
     // (docs/security.md, Read-only sessions).
@@ -177,6 +238,16 @@ export function pgbouncerIni(
     ['log_pooler_errors', 0],
     ['log_stats', 0],
   ];
+  // Every process, itself included (PgBouncer ignores its own), by its
+  // socket: a cancel request whose key another process issued goes there.
+  const peers =
+    count > 1
+      ? [
+          '',
+          '[peers]',
+          ...proc.socketDirs.map((dir, i) => `${i + 1} = host=${dir} port=${pooler.port}`),
+        ]
+      : [];
   return [
     '; Written by Basin from the spec; edits are overwritten.',
     '[databases]',
@@ -185,6 +256,7 @@ export function pgbouncerIni(
     '',
     '[pgbouncer]',
     ...settings.map(([k, v]) => `${k} = ${v}`),
+    ...peers,
     '',
   ].join('\n');
 }
@@ -194,7 +266,9 @@ export function restartPart(ini: string): string {
   return ini
     .split('\n')
     .filter((l) =>
-      /^(listen_addr|listen_port|unix_socket_dir|(client|server)_tls_[a-z_]+) =/.test(l),
+      /^(listen_addr|listen_port|unix_socket_dir|so_reuseport|peer_id|\d+|(client|server)_tls_[a-z_]+) =/.test(
+        l,
+      ),
     )
     .join('\n');
 }
@@ -227,7 +301,10 @@ export function authFile(passwordVerifier: string, statsVerifier?: string): stri
  * failed logins from Basin's own address never blind Basin's sampler.
  */
 function statsLines(): string[] {
-  return ['0.0.0.0/0', '::/0'].map((c) => `hostssl pgbouncer ${STATS_USER} ${c} scram-sha-256`);
+  return [
+    `local pgbouncer ${STATS_USER} scram-sha-256`,
+    ...['0.0.0.0/0', '::/0'].map((c) => `hostssl pgbouncer ${STATS_USER} ${c} scram-sha-256`),
+  ];
 }
 
 /**
@@ -273,7 +350,11 @@ export function withBlocks(hba: string, blocked: readonly string[]): string {
   const lines = hba.split('\n').filter((l) => !/^host all all \S+ reject$/.test(l));
   const head: string[] = [];
   // The comment, and the stats user's lines, which stay before the blocks.
-  while (lines[0]?.startsWith('#') || lines[0]?.startsWith(`hostssl pgbouncer ${STATS_USER} `))
+  while (
+    lines[0]?.startsWith('#') ||
+    lines[0]?.startsWith(`hostssl pgbouncer ${STATS_USER} `) ||
+    lines[0]?.startsWith(`local pgbouncer ${STATS_USER} `)
+  )
     head.push(lines.shift() as string);
   return [...head, ...blockLines(blocked), ...lines].join('\n');
 }

@@ -1,21 +1,26 @@
-// A connection pooler: one PgBouncer (Debian's, 1.18) per service, and per
-// read replica set whose pooler is enabled (replica-set-pooler.ts),
-// supervised as the service's postmaster is (postmaster.ts, docs/architecture.md §9):
+// A connection pooler: PgBouncer per service, and per read replica set whose
+// pooler is enabled (replica-set-pooler.ts), as several processes on one
+// port where Basin's PgBouncer can peer them (pgbouncer-install.ts,
+// poolerProcessCount), else one, each process supervised as the service's
+// postmaster is (postmaster.ts, docs/architecture.md §9):
 // - it runs as the service's (or set's) own OS user, confined like the postmaster
 //   (no_new_privs, an empty bounding set, private /tmp & co.: confine.ts),
 //   detached, so it outlives Basin; in memory and pids cgroups of its own
 //   (node-cgroups.ts: the tenant can trace it, being its uid, so it is
 //   bounded like the tenant's other processes), protected from the OOM
 //   killer as the postmaster is (oom-scores.ts);
-// - Basin keeps its pid in pooler.json (root's): a restarted Basin adopts the
-//   PgBouncer it finds there, checked against /proc (a live pgbouncer run
-//   with this service's pgbouncer.ini), instead of starting another;
-// - it starts once the server accepts connections, is restarted by the
-//   engine when it dies (inspectService reports the service failed), reloaded
-//   (SIGHUP) when its pools, passwords or access rules change, restarted
-//   when its port or certificate does, and stopped (SIGTERM, then SIGKILL)
-//   when the service stops or the pooler is disabled. Its files go when it is
-//   disabled, and with the service's instance directory when it is deleted.
+// - Basin keeps their pids in pooler.json (root's): a restarted Basin adopts
+//   the PgBouncers it finds there, each checked against /proc (a live
+//   pgbouncer run with its own ini of this pooler: pgbouncer.ini for the
+//   first, pgbouncer-<i>.ini for the others), instead of starting others;
+// - they start once the server accepts connections, one that died is
+//   started again by the engine (inspectService reports the service
+//   failed; the others go on serving), all are reloaded
+//   (SIGHUP) when its pools, passwords or access rules change, all
+//   restarted together when its port, certificate, PgBouncer or number of
+//   processes does, and all stopped (SIGTERM, then SIGKILL) when the service
+//   stops or the pooler is disabled. Its files go when it is disabled, and
+//   with the service's instance directory when it is deleted.
 //
 // The server's own start kills every process of the service's user (what
 // its tsdbadmin left running), PgBouncer with them: it is started again
@@ -23,19 +28,21 @@
 
 import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
 import { connect, isIP } from 'node:net';
-import { setPriority } from 'node:os';
+import { availableParallelism, setPriority } from 'node:os';
 import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../../domain/progress.js';
 import { DriverError, type ServiceSpec } from '../../driver.js';
 import { postmasterCommand } from '../host/confine.js';
 import { lastLines, withPrelude } from '../host/exec.js';
 import { hash } from '../node/node-state.js';
-import { exists, mkdirIn, removeTrees, writeRootFile } from '../node/node-files.js';
+import { ensureOwnedDir, exists, mkdirIn, removeTrees, writeRootFile } from '../node/node-files.js';
 import type { OsUser } from '../host/os-user.js';
 import {
   authFile,
+  MAX_POOLER_PROCESSES,
   pgbouncerIni,
   poolerHba,
+  poolerProcessCount,
   poolSizes,
   restartPart,
   type PoolerServer,
@@ -53,6 +60,7 @@ import type { Unit } from '../host/cgroups/cgroup-hierarchy.js';
 import { poolerBounds } from '../host/cgroups/node-bounds.js';
 import { protectedPrelude } from '../host/cgroups/oom-scores.js';
 import { primaryNode } from '../primary-node.js';
+import { type PgbouncerInstall, pgbouncerInstall } from './pgbouncer-install.js';
 import type { DriverContext } from '../context.js';
 
 /** What this part needs of the driver (context.ts). */
@@ -70,9 +78,6 @@ type Ctx = Pick<
   | 'users'
 >;
 
-/** Debian's pgbouncer. */
-export const PGBOUNCER = '/usr/sbin/pgbouncer';
-
 /** How long PgBouncer gets to exit on SIGTERM before it is killed. */
 const STOP_TIMEOUT_MS = 5_000;
 
@@ -88,9 +93,10 @@ export const POOLER_NICE = -5;
 /** pooler.log is emptied beyond this (trimLog), so it never grows without bound. */
 const LOG_MAX = 1024 * 1024;
 
-/** Basin's record of the PgBouncer it started (root 0600). */
+/** Basin's record of the PgBouncers it started (root 0600). */
 interface PoolerState {
-  pid?: number;
+  /** By process index (0: pgbouncer.ini); before several processes, `pid` alone. */
+  pids?: number[];
   /** Hash of what PgBouncer reads only at start (restartPart, the certificate). */
   startedWith?: string;
   /** Hash of its files as last loaded (at start or by a reload). */
@@ -109,6 +115,8 @@ export interface PoolerTarget {
   /** The pooler's own port (null: none allocated). */
   port: number | null;
   sizes: PoolSizes;
+  /** Its compute size: how many PgBouncer processes it gets (poolerProcessCount). */
+  size: PoolerSize;
   server: PoolerServer;
   /** The data directory whose server.crt and server.key clients are shown. */
   certPgdata: string;
@@ -117,6 +125,8 @@ export interface PoolerTarget {
   /** The VPC's blocks ([]: the public CIDRs), as the server admits them. */
   allowedCidrs: string[];
 }
+
+type PoolerSize = Parameters<typeof poolerProcessCount>[0];
 
 export class Pooler {
   private readonly files;
@@ -128,26 +138,29 @@ export class Pooler {
     this.files = ctx.layout.pooler(target.id);
   }
 
-  /** The pid of the running PgBouncer, if one runs. */
-  pid(): Promise<number | undefined> {
-    return runningPid(this.files);
+  /** The pids of the running PgBouncers, by process index (undefined: that one runs not). */
+  pids(): Promise<(number | undefined)[]> {
+    return runningPids(this.files);
   }
 
   /**
-   * The pid of the running PgBouncer, if one runs, kept in its cgroups: one
-   * an older Basin started outside them is moved in. A failure is logged:
-   * a bound is not its health.
+   * Whether every PgBouncer of the pooler runs, each kept in the pooler's
+   * cgroups: one an older Basin started outside them is moved in. A failure
+   * to is logged: a bound is not its health.
    */
-  async keepBounds(): Promise<number | undefined> {
-    const pid = await this.pid();
-    if (pid === undefined || !this.ctx.cgroups.enabled) return pid;
+  async keepBounds(): Promise<boolean> {
+    const pids = await this.pids();
+    const all = pids.length > 0 && pids.every((p) => p !== undefined);
+    if (!all || !this.ctx.cgroups.enabled) return all;
     try {
-      await this.ensureCgroups();
-      if (await this.ctx.cgroups.place(this.unit, pid)) {
-        this.ctx.log.info(
-          { [this.target.kind]: this.target.id, pid },
-          'moved the pooler into its cgroups',
-        );
+      await this.ensureCgroups(pids.length);
+      for (const pid of pids as number[]) {
+        if (await this.ctx.cgroups.place(this.unit, pid)) {
+          this.ctx.log.info(
+            { [this.target.kind]: this.target.id, pid },
+            'moved the pooler into its cgroups',
+          );
+        }
       }
     } catch (err) {
       this.ctx.log.warn(
@@ -155,19 +168,26 @@ export class Pooler {
         'could not keep the connection pooler in its cgroups',
       );
     }
-    return pid;
+    return true;
   }
 
   private get unit(): Unit {
     return { id: this.target.id, part: 'pooler' };
   }
 
-  /** Its cgroups, with the bounds its clients need; their directories. */
-  private ensureCgroups(): Promise<string[]> {
+  /** Its cgroups, with the bounds its clients and processes need; their directories. */
+  private ensureCgroups(processes: number): Promise<string[]> {
     return this.ctx.cgroups.ensure(
       this.unit,
-      poolerBounds(this.target.sizes.maxClients, POOLER_NICE),
+      poolerBounds(this.target.sizes.maxClients, POOLER_NICE, processes),
     );
+  }
+
+  /** The PgBouncer to run and how many processes of it. */
+  private async how(): Promise<{ install: PgbouncerInstall; count: number }> {
+    const install = await pgbouncerInstall((msg) => this.ctx.log.warn({}, msg));
+    const count = poolerProcessCount(this.target.size, availableParallelism(), install.peering);
+    return { install, count };
   }
 
   /**
@@ -200,14 +220,19 @@ export class Pooler {
         false,
       );
     }
+    const { install, count } = await this.how();
     await mkdirIn(files.dir, 0o711);
     await this.trimLog();
     const stats = await statsSecret(files.stats);
-    const { ini, auth, hba } = this.configFiles(
+    const socketDirs = Array.from({ length: count }, (_, i) => processFiles(files, i).socketDir);
+    const { inis, auth, hba } = this.configFiles(
       Object.keys(await readBlocks(files)),
       stats.verifier,
+      socketDirs,
     );
-    await writeRootFile(files.ini, ini, user);
+    for (const dir of socketDirs) await ensureOwnedDir(dir, user);
+    for (const [i, ini] of inis.entries())
+      await writeRootFile(processFiles(files, i).ini, ini, user);
     await writeRootFile(files.authFile, auth, user);
     await writeRootFile(files.hbaFile, hba, user);
     // The CA that signed the server's certificate, where PgBouncer's user
@@ -220,29 +245,43 @@ export class Pooler {
     const cert = await readSmallFile(join(target.certPgdata, 'server.crt'), {
       maxBytes: 64 * 1024,
     });
-    const restartHash = hash(restartPart(ini), cert, ca);
-    const loadedHash = hash(ini, auth, hba);
+    const restartHash = hash(install.path, String(count), ...inis.map(restartPart), cert, ca);
+    const loadedHash = hash(...inis, auth, hba);
     const state = await this.readState();
-    // Made (or resized) before it starts, so that it starts in them.
-    const cgroups = await this.ensureCgroups();
-    const pid = await this.pid();
-    if (pid === undefined) return this.start(user, restartHash, loadedHash, cgroups);
-    if (state.startedWith !== restartHash || stopping.has(pid)) {
+    // Made (or resized) before they start, so that they start in them.
+    const cgroups = await this.ensureCgroups(count);
+    const pids = await this.pids();
+    const live = pids.filter((p): p is number => p !== undefined);
+    if (
+      live.length > 0 &&
+      (state.startedWith !== restartHash || live.some((p) => stopping.has(p)))
+    ) {
+      // All of them: a process of another port, PgBouncer or count must
+      // not serve beside the new ones.
       return this.stopStep(
-        pid,
-        'restarting the connection pooler to apply its new port or certificate',
+        live,
+        'restarting the connection pooler to apply its new port, certificate or processes',
       );
     }
-    const spawned = ctx.spawned.get(files.dir);
-    if (spawned?.proc.pid === pid && !spawned.sawReady) {
-      if (!(await this.accepts(target.port))) {
-        return wait(20, 'waiting for the connection pooler to accept connections');
+    const missing = Array.from({ length: count }, (_, i) => i).filter((i) => pids[i] === undefined);
+    if (missing.length > 0) {
+      // Those that run, by index, as many as there are to be now (a pooler
+      // that had more processes before was stopped whole: none of them runs).
+      const kept = Array.from({ length: count }, (_, i) => pids[i]);
+      return this.start(user, install, missing, kept, { restartHash, loadedHash }, cgroups);
+    }
+    for (const [i, pid] of (pids as number[]).entries()) {
+      const spawned = ctx.spawned.get(spawnKey(files, i));
+      if (spawned?.proc.pid === pid && !spawned.sawReady) {
+        if (!(await this.accepts(target.port, socketDirs[i] as string))) {
+          return wait(20, 'waiting for the connection pooler to accept connections');
+        }
+        spawned.sawReady = true;
       }
-      spawned.sawReady = true;
     }
     if (state.loaded !== loadedHash) {
       // PgBouncer re-reads its ini, auth_file and hba file on SIGHUP.
-      signalAll([pid], 'SIGHUP');
+      signalAll(pids as number[], 'SIGHUP');
       await this.writeState({ ...state, loaded: loadedHash });
     }
     return DONE;
@@ -251,14 +290,16 @@ export class Pooler {
   /** One step of stopping the pooler; its files go too when `removeFiles` (the pooler is disabled). */
   async stop(removeFiles: boolean): Promise<Progress> {
     const { ctx, files } = this;
-    const pid = await this.pid();
-    if (pid !== undefined) return this.stopStep(pid, 'stopping the connection pooler');
-    const spawned = ctx.spawned.get(files.dir);
-    if (spawned && !spawned.proc.exit) {
-      signalAll([spawned.proc.pid], 'SIGKILL');
-      return wait(50, 'stopping the connection pooler');
+    const live = (await this.pids()).filter((p): p is number => p !== undefined);
+    if (live.length > 0) return this.stopStep(live, 'stopping the connection pooler');
+    for (let i = 0; i < MAX_POOLER_PROCESSES; i++) {
+      const spawned = ctx.spawned.get(spawnKey(files, i));
+      if (spawned && !spawned.proc.exit) {
+        signalAll([spawned.proc.pid], 'SIGKILL');
+        return wait(50, 'stopping the connection pooler');
+      }
     }
-    ctx.spawned.delete(files.dir);
+    forgetSpawned(ctx, files);
     if (removeFiles) {
       if (!(await ctx.cgroups.remove(this.unit))) return wait(50, 'stopping the connection pooler');
       if (await exists(files.dir)) await removeTrees([files.dir]);
@@ -269,19 +310,23 @@ export class Pooler {
   private configFiles(
     blocked: readonly string[],
     statsVerifier: string,
-  ): { ini: string; auth: string; hba: string } {
+    socketDirs: readonly string[],
+  ): { inis: string[]; auth: string; hba: string } {
     const { ctx, target } = this;
     try {
       return {
-        ini: pgbouncerIni(
-          { port: target.port, sizes: target.sizes, server: target.server },
-          {
-            authFile: this.files.authFile,
-            hbaFile: this.files.hbaFile,
-            certFile: join(target.certPgdata, 'server.crt'),
-            keyFile: join(target.certPgdata, 'server.key'),
-          },
-          ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
+        inis: socketDirs.map((_, index) =>
+          pgbouncerIni(
+            { port: target.port, sizes: target.sizes, server: target.server },
+            {
+              authFile: this.files.authFile,
+              hbaFile: this.files.hbaFile,
+              certFile: join(target.certPgdata, 'server.crt'),
+              keyFile: join(target.certPgdata, 'server.key'),
+            },
+            ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
+            { index, socketDirs },
+          ),
         ),
         auth: authFile(target.passwordVerifier, statsVerifier),
         hba: poolerHba(target, ctx.publicCidrs, blocked, true),
@@ -292,86 +337,113 @@ export class Pooler {
   }
 
   /**
-   * Starts PgBouncer. One this process started that exited before it ever
-   * accepted connections failed: its output says why, as a retryable error.
+   * Starts the PgBouncers of `indices` (the others run: `pids`, one entry
+   * a process the pooler is to have). One this
+   * process started that exited before it ever accepted connections failed:
+   * its output says why, as a retryable error.
    */
   private async start(
     user: OsUser,
-    restartHash: string,
-    loadedHash: string,
+    install: PgbouncerInstall,
+    indices: number[],
+    pids: (number | undefined)[],
+    hashes: { restartHash: string; loadedHash: string },
     cgroups: string[],
   ): Promise<Progress> {
     const { ctx, target, files } = this;
-    const last = ctx.spawned.get(files.dir);
-    if (last && !last.proc.exit) return wait(20, 'starting the connection pooler');
-    ctx.spawned.delete(files.dir);
-    if (last?.proc.exit && !last.sawReady) {
-      const { code, signal } = last.proc.exit;
-      const out = await readFile(files.log, 'utf8').catch(() => '');
-      const why = lastLines(
-        out
-          .split('\n')
-          .filter((l) => /(FATAL|ERROR)/.test(l))
-          .join('\n'),
-        3,
-      );
-      throw new DriverError(
-        `The connection pooler did not start (exit ${code ?? signal}): ${why || 'no output'}`,
-        true,
-      );
+    for (const i of indices) {
+      const last = ctx.spawned.get(spawnKey(files, i));
+      if (last && !last.proc.exit) return wait(20, 'starting the connection pooler');
+      ctx.spawned.delete(spawnKey(files, i));
+      if (last?.proc.exit && !last.sawReady) {
+        const { code, signal } = last.proc.exit;
+        const out = await readFile(files.log, 'utf8').catch(() => '');
+        const why = lastLines(
+          out
+            .split('\n')
+            .filter((l) => /(FATAL|ERROR)/.test(l))
+            .join('\n'),
+          3,
+        );
+        throw new DriverError(
+          `The connection pooler did not start (exit ${code ?? signal}): ${why || 'no output'}`,
+          true,
+        );
+      }
     }
     const port = target.port as number;
-    if (!(await portFree(ctx.networks, target.id, port))) {
+    // Its own processes may hold the port already (so_reuseport); another's may not.
+    if (pids.every((p) => p === undefined) && !(await portFree(ctx.networks, target.id, port))) {
       throw new DriverError(
         `Port ${port} of the connection pooler is in use by another process.`,
         true,
       );
     }
     await this.trimLog();
-    const spawned = spawnTenantDaemon(
-      withPrelude(
-        protectedPrelude(ctx.oom, cgroups),
-        postmasterCommand(user, PGBOUNCER, [files.ini], ctx.privateTmp),
-      ),
-      files.dir,
-      files.log,
-    );
-    ctx.spawned.set(files.dir, { proc: spawned, sawReady: false });
-    const pid = spawned.pid;
-    await this.writeState({ pid, startedWith: restartHash, loaded: loadedHash });
-    await favour(pid);
+    const next = [...pids];
+    for (const i of indices) {
+      const { ini } = processFiles(files, i);
+      const spawned = spawnTenantDaemon(
+        withPrelude(
+          protectedPrelude(ctx.oom, cgroups),
+          postmasterCommand(user, install.path, [ini], ctx.privateTmp),
+        ),
+        files.dir,
+        files.log,
+      );
+      ctx.spawned.set(spawnKey(files, i), { proc: spawned, sawReady: false });
+      next[i] = spawned.pid;
+    }
+    const started = indices.map((i) => next[i] as number);
+    // Recorded as soon as spawned: a Basin killed now adopts (or stops) them.
+    await this.writeState({
+      pids: next.map((p) => p ?? 0),
+      startedWith: hashes.restartHash,
+      loaded: hashes.loadedHash,
+    });
+    for (const pid of started) await favour(pid);
     ctx.log.info(
-      { [target.kind]: target.id, pid, osUser: user.name, port },
+      {
+        [target.kind]: target.id,
+        pids: started,
+        processes: next.length,
+        pgbouncer: install.version,
+        osUser: user.name,
+        port,
+      },
       'starting the connection pooler',
     );
     return wait(20, 'starting the connection pooler');
   }
 
-  private async stopStep(pid: number, why: string): Promise<Progress> {
-    const since = stopping.get(pid);
+  private async stopStep(pids: number[], why: string): Promise<Progress> {
     const now = Date.now();
-    if (since === undefined) {
-      signalAll([pid], 'SIGTERM');
-      stopping.set(pid, now);
-      this.ctx.log.info({ [this.target.kind]: this.target.id, pid }, why);
-    } else if (now - since > STOP_TIMEOUT_MS) {
-      signalAll([pid], 'SIGKILL');
+    let logged = false;
+    for (const pid of pids) {
+      const since = stopping.get(pid);
+      if (since === undefined) {
+        signalAll([pid], 'SIGTERM');
+        stopping.set(pid, now);
+        if (!logged) this.ctx.log.info({ [this.target.kind]: this.target.id, pids }, why);
+        logged = true;
+      } else if (now - since > STOP_TIMEOUT_MS) {
+        signalAll([pid], 'SIGKILL');
+      }
+      if (!(await isLive(pid))) stopping.delete(pid);
     }
-    if (!(await isLive(pid))) stopping.delete(pid);
     return wait(50, why);
   }
 
-  /** Whether PgBouncer accepts TCP connections on its port (in its namespace, where it has one). */
-  private accepts(port: number): Promise<boolean> {
+  /**
+   * Whether PgBouncer process accepts connections: on the pooler's port (in
+   * its namespace, where it has one), and on its socket, which is its
+   * own (the port may be answered by another of the pooler's processes).
+   */
+  private async accepts(port: number, socketDir: string): Promise<boolean> {
     const host = poolerHost(this.ctx, this.target.id);
-    return new Promise((resolve) => {
-      const socket = connect({ host, port });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
+    return (
+      (await reaches({ host, port })) && reaches({ path: join(socketDir, `.s.PGSQL.${port}`) })
+    );
   }
 
   private readState(): Promise<PoolerState> {
@@ -386,6 +458,40 @@ export class Pooler {
 type PoolerFiles = ReturnType<Layout['pooler']>;
 
 /**
+ * Process `i`'s own files: its ini (the first keeps pgbouncer.ini, the
+ * name a pooler of one process always had, so that one an older Basin
+ * started is adopted) and its socket directory (the service's user's).
+ */
+export function processFiles(files: PoolerFiles, i: number): { ini: string; socketDir: string } {
+  return {
+    ini: i === 0 ? files.ini : join(files.dir, `pgbouncer-${i}.ini`),
+    socketDir: join(files.dir, `s${i}`),
+  };
+}
+
+/** The key of process `i` in ctx.spawned. */
+function spawnKey(files: PoolerFiles, i: number): string {
+  return i === 0 ? files.dir : `${files.dir}#${i}`;
+}
+
+/** Forgets what this Basin spawned of a pooler (its processes were killed with their user's). */
+export function forgetSpawned(ctx: Pick<Ctx, 'spawned'>, files: PoolerFiles): void {
+  for (let i = 0; i < MAX_POOLER_PROCESSES; i++) ctx.spawned.delete(spawnKey(files, i));
+}
+
+/** Whether a connection to `to` (TCP or a Unix socket) is accepted. */
+function reaches(to: { host: string; port: number } | { path: string }): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(to);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/**
  * Where Basin reaches pooler `id` from the host: its namespace's address,
  * where it has one, else the first listen address (loopback for a wildcard).
  */
@@ -397,27 +503,45 @@ export function poolerHost(ctx: Pick<Ctx, 'listenAddresses' | 'networks'>, id: s
   );
 }
 
-/** The pid of the PgBouncer running with these files, if one runs. */
-async function runningPid(files: PoolerFiles): Promise<number | undefined> {
-  const { pid } = await readState(files);
-  return pid !== undefined && (await isOurs(files, pid)) ? pid : undefined;
+/** The pids of the PgBouncers running with these files, by process index. */
+async function runningPids(files: PoolerFiles): Promise<(number | undefined)[]> {
+  const { pids = [] } = await readState(files);
+  return Promise.all(
+    pids.map(async (pid, i) =>
+      pid > 0 && (await isOurs(processFiles(files, i).ini, pid)) ? pid : undefined,
+    ),
+  );
 }
 
-/** Whether `pid` is a live PgBouncer run with this pooler's pgbouncer.ini. */
-async function isOurs(files: PoolerFiles, pid: number): Promise<boolean> {
+/**
+ * The Unix sockets of the pooler's processes as last started (Basin's
+ * sampler reads each one's pools there, and sums them).
+ */
+export async function poolerSockets(files: PoolerFiles): Promise<string[]> {
+  const { pids = [] } = await readState(files);
+  return pids.map((_, i) => processFiles(files, i).socketDir);
+}
+
+/** Whether `pid` is a live PgBouncer run with `ini`. */
+async function isOurs(ini: string, pid: number): Promise<boolean> {
   if (!(await isLive(pid))) {
     stopping.delete(pid);
     return false;
   }
   const argv = await procCmdline(pid);
-  return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === files.ini;
+  return /(^|\/)pgbouncer$/.test(argv[0] ?? '') && argv.at(-1) === ini;
 }
 
 async function readState(files: PoolerFiles): Promise<PoolerState> {
   try {
-    const raw = JSON.parse(await readFile(files.state, 'utf8')) as PoolerState;
+    const raw = JSON.parse(await readFile(files.state, 'utf8')) as PoolerState & { pid?: number };
+    const pids = Array.isArray(raw.pids)
+      ? raw.pids.slice(0, MAX_POOLER_PROCESSES).map((p) => (Number.isInteger(p) ? p : 0))
+      : Number.isInteger(raw.pid)
+        ? [raw.pid as number]
+        : undefined;
     return {
-      ...(Number.isInteger(raw.pid) ? { pid: raw.pid } : {}),
+      ...(pids ? { pids } : {}),
       ...(typeof raw.startedWith === 'string' ? { startedWith: raw.startedWith } : {}),
       ...(typeof raw.loaded === 'string' ? { loaded: raw.loaded } : {}),
     };
@@ -470,16 +594,16 @@ export async function applyBlocks(ctx: Ctx, id: string, blocks: Blocks): Promise
   const next = withBlocks(hba, Object.keys(blocks));
   if (next === hba) return;
   await writeRootFile(files.hbaFile, next, await ctx.users.ensure(id));
-  const pid = await runningPid(files);
-  if (pid === undefined) return;
-  signalAll([pid], 'SIGHUP');
+  const pids = (await runningPids(files)).filter((p): p is number => p !== undefined);
+  if (pids.length === 0) return;
+  signalAll(pids, 'SIGHUP');
   // What it loaded now: the files on disk, as a converge hashes them.
   const state = await readState(files);
-  const [ini, auth] = await Promise.all([
-    readFile(files.ini, 'utf8').catch(() => ''),
-    readFile(files.authFile, 'utf8').catch(() => ''),
-  ]);
-  await writeState(files, { ...state, loaded: hash(ini, auth, next) });
+  const inis = await Promise.all(
+    (state.pids ?? []).map((_, i) => readFile(processFiles(files, i).ini, 'utf8').catch(() => '')),
+  );
+  const auth = await readFile(files.authFile, 'utf8').catch(() => '');
+  await writeState(files, { ...state, loaded: hash(...inis, auth, next) });
 }
 
 /**
@@ -514,6 +638,7 @@ export class ServicePooler extends Pooler {
       kind: 'serviceId',
       port: spec.pooler.port,
       sizes: poolSizes(spec),
+      size: spec.size,
       server: { socketDir: ctx.layout.socketDir(ref), port: node.port },
       certPgdata: ctx.layout.pgdata(ref),
       passwordVerifier: spec.passwordVerifier,

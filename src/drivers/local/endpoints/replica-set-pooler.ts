@@ -45,6 +45,7 @@ export class ReplicaSetPooler extends Pooler {
       kind: 'replicaSetId',
       port: spec.pooler.port,
       sizes: replicaSetPoolSizes(spec),
+      size: spec.size,
       server: {
         host: hostSideOf(ctx, spec.replicaSetId) ?? endpointHost(ctx.listenAddresses),
         port: spec.port,

@@ -1,10 +1,12 @@
 // One reading of a service's pooler for the metric series: its client and
 // server connections, from PgBouncer's console (`SHOW POOLS` on the special
-// `pgbouncer` database), called by the driver's sampleSeries on Basin's
-// collector timer, never on a request. Basin logs in as the pooler's stats
-// user (config/pooler-conf.ts: a stats user, not an admin) with the secret
-// only root reads (endpoints/pooler-stats.ts), over TLS checked against the
-// installation's CA, at the address where the pooler's readiness is checked.
+// `pgbouncer` database) of each of its processes, summed, called by the
+// driver's sampleSeries on Basin's collector timer, never on a request.
+// Basin logs in as the pooler's stats user (config/pooler-conf.ts: a stats
+// user, not an admin) with the secret only root reads
+// (endpoints/pooler-stats.ts), on each process's own Unix socket: the
+// pooler's port is shared by its processes (so_reuseport), so a connection
+// there reaches one of them, which the kernel picks.
 //
 // The PgBouncer there runs as the service's OS user, so its tenant can put
 // a fake in its place: whatever it answers lands only in that service's
@@ -28,11 +30,10 @@ export interface PoolerCounts {
 }
 
 export interface PoolerSampleTarget {
-  host: string;
+  /** A process's socket directory. */
+  socketDir: string;
   port: number;
   secret: string;
-  /** The installation's CA certificate (PEM), which signed the service's. */
-  ca: string;
 }
 
 /** A row of SHOW POOLS (PgBouncer 1.18), the columns counted here. */
@@ -58,17 +59,13 @@ const SERVER_COLUMNS = [
  */
 export async function samplePooler(t: PoolerSampleTarget): Promise<PoolerCounts | undefined> {
   const client = new pg.Client({
-    host: t.host,
+    host: t.socketDir,
     port: t.port,
     user: STATS_USER,
     password: t.secret,
     database: 'pgbouncer',
     connectionTimeoutMillis: CONNECT_MS,
     query_timeout: QUERY_MS,
-    // The CA is checked, not the name: the pooler is reached at its
-    // namespace's address, which its certificate (issued for the public
-    // host and loopback) need not name.
-    ssl: { ca: t.ca, checkServerIdentity: () => undefined },
   });
   client.on('error', () => {});
   let timer: NodeJS.Timeout | undefined;
@@ -97,6 +94,23 @@ export async function samplePooler(t: PoolerSampleTarget): Promise<PoolerCounts 
       .catch(() => {})
       .finally(() => clearTimeout(late));
   }
+}
+
+/**
+ * The counts of every process of a pooler, read at once and summed; undefined
+ * when one could not be read (a partial sum would show a pooler emptier
+ * than it is).
+ */
+export async function samplePoolers(
+  targets: readonly PoolerSampleTarget[],
+): Promise<PoolerCounts | undefined> {
+  if (targets.length === 0) return undefined;
+  const each = await Promise.all(targets.map(samplePooler));
+  if (each.some((c) => c === undefined)) return undefined;
+  return (each as PoolerCounts[]).reduce(
+    (sum, c) => ({ clients: sum.clients + c.clients, servers: sum.servers + c.servers }),
+    { clients: 0, servers: 0 },
+  );
 }
 
 /** SHOW POOLS' rows summed; exported for its unit test. */

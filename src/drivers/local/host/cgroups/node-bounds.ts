@@ -74,12 +74,15 @@ const POOLER_MEMORY_PER_CLIENT = 64 * 1024;
 const POOLER_MEMORY_BASE = 64 * MiB;
 
 /**
- * A pooler's bounds: memory for `maxClients` clients, a few processes (it
- * is one), and on cgroup v2 the priority it has on v1 (pooler.ts, POOLER_NICE).
+ * A pooler's bounds: memory for `maxClients` clients and `processes`
+ * PgBouncers, a few processes (at most 4: pooler-conf.ts), and on cgroup v2 the priority it has on v1 (pooler.ts, POOLER_NICE).
  */
-export function poolerBounds(maxClients: number, nice: number): Bounds {
+export function poolerBounds(maxClients: number, nice: number, processes = 1): Bounds {
   return {
-    memoryBytes: POOLER_MEMORY_BASE + maxClients * POOLER_MEMORY_PER_CLIENT,
+    // Each process has its own base; a client is in one process, so the
+    // clients' part is counted once.
+    memoryBytes:
+      POOLER_MEMORY_BASE * Math.max(1, processes) + maxClients * POOLER_MEMORY_PER_CLIENT,
     pidsMax: 32,
     cpuNice: nice,
   };
