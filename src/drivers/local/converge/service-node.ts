@@ -196,7 +196,15 @@ export class ServiceNode {
         );
         if (restoring) return restoring;
       } else {
-        await this.clone(userMade);
+        // Its backups' side (the repository's OS user, server and
+        // identities, the stanza's configuration) needs none of the
+        // clone's files: made while the template is copied, so a create
+        // waits for the slower of the two, not for both (issue 25).
+        const settled = await Promise.allSettled([
+          this.clone(userMade),
+          userMade.then((user) => ctx.backups.ensureConfig(spec, user)),
+        ]);
+        for (const r of settled) if (r.status === 'rejected') throw r.reason;
       }
     }
     const user = await userMade;
