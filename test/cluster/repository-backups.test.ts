@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import {
+  chmodSync,
   existsSync,
   mkdtempSync,
   readdirSync,
@@ -114,34 +115,59 @@ test(
     assert.match(conf, new RegExp(`repo1-host=${address(1).replaceAll('.', '\\.')}`));
     assert.doesNotMatch(conf, /cipher/);
 
-    // Another service's certificate (b's, from its side on h2) is refused by
-    // a's repository server; a's own is served. Run from h2's namespace, as
-    // root, with everything on the command line.
+    // Another service's certificate (b's, from its side on h2, as b's OS
+    // user: what b's tenant holds) is refused by a's repository server; a's
+    // own, as a's user, is served. From h2's namespace, everything on the
+    // command line.
     const scratch = mkdtempSync(join(tmpdir(), 'rbk-'));
+    chmodSync(scratch, 0o1777);
     t.after(() => rmSync(scratch, { recursive: true, force: true }));
     const withCert = (id: string) =>
-      run('ip', [
-        'netns', 'exec', c.namespace(2), 'pgbackrest', '--config=/dev/null',
-        `--lock-path=${scratch}`, `--log-path=${scratch}`, '--log-level-file=off',
-        `--repo1-host=${address(1)}`, '--repo1-host-type=tls', `--repo1-host-port=${port + 10_000}`,
-        `--repo1-host-cert-file=${join(local, 'backup', id, 'client.crt')}`,
-        `--repo1-host-key-file=${join(local, 'backup', id, 'client.key')}`,
-        `--repo1-host-ca-file=${join(local, 'backup', id, 'ca.crt')}`,
-        `--repo1-host-config=${join(repos, a.id, 'server.conf')}`,
-        `--stanza=${a.id}`, '--output=json', 'info',
-      ], { cwd: '/' }).then( // prettier-ignore
+      run(
+        'ip',
+        [
+          'netns',
+          'exec',
+          c.namespace(2),
+          'setpriv',
+          `--reuid=basin-${id}`,
+          `--regid=basin-${id}`,
+          '--clear-groups',
+          '--',
+          'pgbackrest',
+          '--config=/dev/null',
+          `--lock-path=${scratch}`,
+          `--log-path=${scratch}`,
+          '--log-level-file=off',
+          `--repo1-host=${address(1)}`,
+          '--repo1-host-type=tls',
+          `--repo1-host-port=${port + 10_000}`,
+          `--repo1-host-cert-file=${join(local, 'backup', id, 'client.crt')}`,
+          `--repo1-host-key-file=${join(local, 'backup', id, 'client.key')}`,
+          `--repo1-host-ca-file=${join(local, 'backup', id, 'ca.crt')}`,
+          `--repo1-host-config=${join(repos, a.id, 'server.conf')}`,
+          `--stanza=${a.id}`,
+          '--output=json',
+          'info',
+        ],
+        { cwd: '/' },
+      ).then(
+        // prettier-ignore
         (r) => ({ ok: true, out: r.stdout }),
         (err: { stdout?: string; stderr?: string }) => ({
           ok: false,
           out: `${err.stdout ?? ''}${err.stderr ?? ''}`,
         }),
       );
+    // (`info` exits 0 with the repository's error in its status.)
     const own = await withCert(a.id);
     assert.ok(own.ok, own.out);
-    assert.equal((JSON.parse(own.out) as { name: string }[])[0]?.name, a.id);
+    const listed = JSON.parse(own.out) as { name: string; status: { code: number } }[];
+    assert.equal(listed[0]?.name, a.id);
+    assert.equal(listed[0]?.status.code, 0, own.out);
     const stranger = await withCert(other.id);
-    assert.ok(!stranger.ok, stranger.out);
-    assert.match(stranger.out, /access denied/);
+    assert.match(stranger.out, /\[105\]|access denied/, stranger.out);
+    assert.doesNotMatch(stranger.out, /"code":0/, stranger.out);
 
     // Deletes remove each service's repository, its user and its server from the repository host.
     for (const m of made) assert.equal((await b.call('DELETE', b.servicePath(m.id))).status, 202);

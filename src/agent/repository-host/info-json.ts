@@ -26,8 +26,7 @@ export function parseInfoJson(text: string, stanza: string): RepoBackup[] {
   }
   if (!Array.isArray(stanzas)) return [];
   const mine = stanzas.find((s: { name?: unknown }) => s?.name === stanza) as
-    | { backup?: unknown }
-    | undefined;
+    { backup?: unknown } | undefined;
   const out: RepoBackup[] = [];
   for (const b of Array.isArray(mine?.backup) ? (mine.backup as InfoBackup[]) : []) {
     const start = b.timestamp?.start;

@@ -45,7 +45,6 @@ import type { AgentIdentity } from '../agent-files.js';
 import { repositoryTlsDir } from '../repository-identity.js';
 import { parseInfoJson } from './info-json.js';
 
-
 /** What a backup on this host reads the service's data through (its database host's side). */
 export interface BackupSource {
   /** The database host's address (the CN of the source's certificate) and the source server's port. */
@@ -284,7 +283,12 @@ export class RepositoryHost {
     const d = this.dir(id);
     const cert = join(d.tls, 'backup.crt');
     const key = join(d.tls, 'backup.key');
-    if (!(await readFile(cert).then(() => true, () => false))) {
+    if (
+      !(await readFile(cert).then(
+        () => true,
+        () => false,
+      ))
+    ) {
       const made = await this.signBackupClient(id);
       await writeFor(key, made.key, user);
       await writeFor(cert, made.cert, user);
@@ -325,7 +329,9 @@ export class RepositoryHost {
       body: { service_id: id, csr },
     });
     if (res.status !== 200) {
-      throw new Error(`The control plane did not sign the backup client (HTTP ${res.status}): ${res.text}`);
+      throw new Error(
+        `The control plane did not sign the backup client (HTTP ${res.status}): ${res.text}`,
+      );
     }
     return { cert: (res.body as { certificate: string }).certificate, key };
   }
@@ -394,7 +400,10 @@ export class RepositoryHost {
     const cmd = asUser(user, this.program, [`--config=${d.serverConf}`, 'server']);
     const spawned = spawnTenantDaemon(cmd, d.dir, d.output);
     await writeAtomically(d.state, JSON.stringify({ pid: spawned.pid, loaded: conf }), 0o600);
-    this.o.log.info({ serviceId: id, pid: spawned.pid, port }, "starting the service's repository server");
+    this.o.log.info(
+      { serviceId: id, pid: spawned.pid, port },
+      "starting the service's repository server",
+    );
     const until = Date.now() + 15_000;
     while (!(await listens(this.o.address, port))) {
       if (spawned.exit || Date.now() > until) {

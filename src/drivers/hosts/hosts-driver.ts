@@ -6,6 +6,11 @@
 // to that host's agent over mutual TLS. What needs an answer at once
 // (metrics, a service's endpoint host) is answered from what it last read.
 //
+// With a repository host joined, each service's repository is there
+// (withRepository): its apply asks the repository host's agent for it, and
+// its backups run there, reading the service through a server its database
+// host opens for the backup (backupService).
+//
 // Not yet across hosts (docs/decisions.md, "Several hosts"): forks, HA
 // replicas and read replica sets, whose nodes and sources would span hosts;
 // the capabilities below refuse them with a 400 before anything is queued.
@@ -174,9 +179,7 @@ export class HostsDriver implements Driver {
   /** The installation's repository host, if one has joined (the first, by id). */
   private async repositoryHost(): Promise<Host | undefined> {
     const hosts = this.hostsById.size > 0 ? [...this.hostsById.values()] : await this.o.hosts();
-    return hosts
-      .filter((h) => h.role === 'repository')
-      .sort((a, b) => (a.id < b.id ? -1 : 1))[0];
+    return hosts.filter((h) => h.role === 'repository').sort((a, b) => (a.id < b.id ? -1 : 1))[0];
   }
 
   /** One call of the repository host's agent (agent/repository-host/); failures as the driver calls'. */
@@ -200,7 +203,8 @@ export class HostsDriver implements Driver {
     const repoHost = await this.repositoryHost();
     if (progress.done && repoHost) {
       const removed = await this.callRepository(repoHost, { action: 'remove', serviceId });
-      if (removed !== true) return { done: false, retryAfterMs: 200, reason: 'removing its repository' };
+      if (removed !== true)
+        return { done: false, retryAfterMs: 200, reason: 'removing its repository' };
       this.repositories.delete(serviceId);
     }
     if (progress.done) {

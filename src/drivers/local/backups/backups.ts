@@ -369,12 +369,21 @@ export class LocalBackups {
     const prelude = await helperPrelude(this.ctx, id);
     this.sources.set(
       id,
-      await startSourceServer(this.ctx, id, user, info.port, {
-        ...prelude,
-        ...(cgroup ? { tryCgroups: [cgroup] } : {}),
-      }, LOW_PRIORITY, BACKUP_TIMEOUT_MS, async () => {
-        if (cgroup) await removeBackupCgroup(cgroup);
-      }),
+      await startSourceServer(
+        this.ctx,
+        id,
+        user,
+        info.port,
+        {
+          ...prelude,
+          ...(cgroup ? { tryCgroups: [cgroup] } : {}),
+        },
+        LOW_PRIORITY,
+        BACKUP_TIMEOUT_MS,
+        async () => {
+          if (cgroup) await removeBackupCgroup(cgroup);
+        },
+      ),
     );
     this.ctx.log.info({ serviceId: id }, 'serving a backup on the repository host');
     return info;

@@ -55,8 +55,7 @@ export interface RemoteContext extends SidesContext {
 }
 
 const marker = (ctx: SidesContext, id: string) => join(ctx.layout.backupDir(id), 'remote.json');
-const stanzaMark = (ctx: SidesContext, id: string) =>
-  join(ctx.layout.backupDir(id), 'stanza-made');
+const stanzaMark = (ctx: SidesContext, id: string) => join(ctx.layout.backupDir(id), 'stanza-made');
 
 /** Whether the service's repository is on the repository host (root's record). */
 export function isRemote(ctx: SidesContext, id: string): Promise<boolean> {
