@@ -58,8 +58,9 @@ export function etcdClientUrl(address: string): string {
 
 /**
  * The contract with Patroni (`namespace: /basin/`, `scope: <serviceId>`):
- * a service's etcd user, named by its certificate's CN, may read and write
- * this prefix and nothing else.
+ * a service's etcd user (who logs in with its password: Patroni's etcd
+ * client cannot use a certificate's CN) may read and write this prefix and
+ * nothing else.
  */
 export function serviceEtcdPrefix(serviceId: string): string {
   return `/basin/${serviceId}/`;

@@ -122,3 +122,23 @@ export interface Placement {
   cpuMillis: number;
   memoryMb: number;
 }
+
+/**
+ * The placement id of node `index` of a service: the service's own id for
+ * its first node (so a service placed before HA across hosts keeps its
+ * row), `<serviceId>:node<i>` for each standby. One row per node: a
+ * standby holds its host's room as the primary does.
+ */
+export function nodeResourceId(serviceId: string, index: number): string {
+  return index === 0 ? serviceId : `${serviceId}:node${index}`;
+}
+
+/** The placements of a service's nodes, node 0 first (only those that exist). */
+export function nodePlacements(placements: readonly Placement[], serviceId: string): Placement[] {
+  const mine = placements.filter(
+    (p) => p.resourceId === serviceId || p.resourceId.startsWith(`${serviceId}:node`),
+  );
+  const index = (p: Placement) =>
+    p.resourceId === serviceId ? 0 : Number(p.resourceId.slice(`${serviceId}:node`.length));
+  return mine.sort((a, b) => index(a) - index(b));
+}

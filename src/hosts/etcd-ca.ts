@@ -2,8 +2,9 @@
 // kept in the store's secrets as the hosts' CA is. Two, not one and not the
 // hosts' CA: the members CA signs only members' certificates (peers accept
 // only it, so a service's client certificate can never speak raft), and the
-// clients CA signs the identities that call etcd (the control plane's
-// `root`, and one per service for its Patroni), whose CN is the etcd user.
+// clients CA signs the identities that call etcd: the control plane's
+// `root` (whose CN is its etcd user) and one per service for its Patroni
+// (no CN: it only opens TLS, and the service's user has a password).
 // Neither is trusted by anything of the hosts' mutual TLS, nor the other way.
 
 import { ETCD_MEMBER_CN, ETCD_ROOT_USER } from '../domain/etcd.js';
@@ -41,7 +42,17 @@ export async function signMemberCert(store: Store, csr: string, address: string)
   });
 }
 
-/** A client certificate whose CN is the etcd user `user`. */
-export async function signClientCert(store: Store, csr: string, user: string): Promise<string> {
-  return signRequest(await etcdClientsCa(store), csr, { cn: user, names: [], days: LEAF_DAYS });
+/**
+ * A service's client certificate: no CN, a client's use only. It opens TLS
+ * (`--client-cert-auth`) and names no etcd user, because Patroni 3.0 speaks
+ * to etcd 3.4's JSON gateway, which refuses a certificate with a CN once
+ * auth is on; the service's user logs in with its password.
+ */
+export async function signServiceClientCert(store: Store, csr: string): Promise<string> {
+  return signRequest(await etcdClientsCa(store), csr, {
+    cn: null,
+    names: [],
+    days: LEAF_DAYS,
+    use: 'client',
+  });
 }

@@ -17,11 +17,17 @@ export interface EtcdClient extends KeyPair {
 
 export class EtcdctlError extends Error {}
 
-/** Runs `etcdctl <args>`; its stdout, or an EtcdctlError with what it said. */
+/**
+ * Runs `etcdctl <args>`; its stdout, or an EtcdctlError with what it said.
+ * `asUser` logs in as that etcd user with its password (`ETCDCTL_USER`, in
+ * the environment: a command line is world-readable, a process's
+ * environment is not), instead of the certificate's CN.
+ */
 export async function etcdctl(
   client: EtcdClient,
   args: readonly string[],
   input?: string,
+  asUser?: { name: string; password: string },
 ): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'basin-etcdctl-'));
   try {
@@ -40,7 +46,14 @@ export async function etcdctl(
           '--command-timeout=5s',
           ...args,
         ],
-        { env: { ETCDCTL_API: '3', PATH: process.env.PATH ?? '/usr/bin:/bin' }, timeout: 15_000 },
+        {
+          env: {
+            ETCDCTL_API: '3',
+            PATH: process.env.PATH ?? '/usr/bin:/bin',
+            ...(asUser ? { ETCDCTL_USER: `${asUser.name}:${asUser.password}` } : {}),
+          },
+          timeout: 15_000,
+        },
         (err, stdout, stderr) => {
           if (err) reject(new EtcdctlError((stderr || err.message).trim()));
           else resolve(stdout);

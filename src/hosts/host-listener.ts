@@ -14,6 +14,7 @@ import type { Logger } from '../lib/logger.js';
 import { certCn, certSha256 } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 import { etcdMemberAnswer } from './etcd-member-route.js';
+import { issuePatroniNode } from './patroni-node.js';
 import {
   issueRepositoryBackupClient,
   issueRepositoryClient,
@@ -293,6 +294,42 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
         csr,
       );
       return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
+    },
+  );
+
+  // What a node's Patroni needs of the control plane (the service's etcd identity, its shared passwords), for a host that runs a node of it.
+  app.post<{ Body: { service_id: string; csr: string } }>(
+    '/v1/hosts/patroni-node',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['service_id', 'csr'],
+          properties: {
+            service_id: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
+            csr: { type: 'string', maxLength: 8192 },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const { service_id: serviceId, csr } = req.body;
+      const issued = await issuePatroniNode(o.store, peer.hostId, peer.sha256, serviceId, csr);
+      // The passwords are secrets: never in the log.
+      o.log.info({ host: peer.hostId, serviceId }, "a Patroni node's secrets issued");
+      return reply.send({
+        etcd: {
+          certificate: issued.etcd.certificate,
+          ca_certificate: issued.etcd.ca,
+          endpoints: issued.etcd.endpoints,
+          username: issued.etcd.username,
+          password: issued.etcd.password,
+        },
+        replication_password: issued.replicationPassword,
+        restapi_password: issued.restApiPassword,
+      });
     },
   );
 

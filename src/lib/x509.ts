@@ -65,8 +65,13 @@ export async function makeKeyAndRequest(cn: string): Promise<{ key: string; csr:
 }
 
 export interface SignOptions {
-  /** The subject the certificate gets, whatever the request asked for. */
-  cn: string;
+  /**
+   * The subject's CN, whatever the request asked for; null for a subject
+   * with no CN at all (`O=Basin`): a certificate that only opens TLS, for a
+   * peer that refuses a CN (etcd 3.4's JSON gateway with auth on, which
+   * Patroni speaks: docs/decisions.md, "etcd on the hosts").
+   */
+  cn: string | null;
   /** IP addresses and DNS names it is valid for. */
   names: readonly string[];
   days: number;
@@ -118,7 +123,7 @@ export async function signRequest(ca: KeyPair, csr: string, o: SignOptions): Pro
     await openssl([
       'x509', '-req', '-in', f('req.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'),
       '-set_serial', serial(), '-days', String(o.days), '-sha256',
-      '-subj', `/CN=${safeCn(o.cn)}`, '-extfile', f('ext.cnf'), '-extensions', 'v3',
+      '-subj', o.cn === null ? `/O=${NO_CN_ORGANIZATION}` : `/CN=${safeCn(o.cn)}`, '-extfile', f('ext.cnf'), '-extensions', 'v3',
       '-out', f('leaf.crt'),
     ]); // prettier-ignore
     return readFile(f('leaf.crt'), 'utf8');
@@ -135,6 +140,9 @@ export function certCn(pem: string | Buffer): string | undefined {
   const subject = new X509Certificate(pem).subject;
   return /(?:^|\n)CN=([^\n]*)/.exec(subject)?.[1];
 }
+
+/** The subject of a certificate signed without a CN. */
+const NO_CN_ORGANIZATION = 'Basin';
 
 /** A CN openssl takes as is: letters, digits, `-`, `.`, `:`, `_` and spaces; anything else is refused. */
 function safeCn(cn: string): string {

@@ -15,9 +15,15 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { type AgentIdentity, readIdentity } from '../../src/agent/agent-files.js';
+import {
+  PatroniNodeRefused,
+  type PatroniNodeSecrets,
+  patroniNodeSecrets,
+} from '../../src/agent/patroni-node.js';
 import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
 import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
-import { makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
+import { certCn, makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
 import { openPostgresStore } from '../../src/store/postgres/pg-store.js';
 import { type Agent, cluster, until } from './cluster.js';
 
@@ -104,14 +110,35 @@ test(
     };
     const membersCa = (await etcdMembersCa(store)).cert;
     const root = files('root', await etcdRootIdentity(store), membersCa);
+    // A service's identity: its user with a password, and a client
+    // certificate with no CN that only opens TLS (etcd's JSON gateway,
+    // which Patroni speaks, refuses one with a CN once auth is on).
+    const certOnly: Record<string, string[]> = {};
+    const gateway: Record<string, (path: string, body: object, token?: string) => Promise<string>> = {}; // prettier-ignore
     const service = async (id: string) => {
-      const { key, csr } = await makeKeyAndRequest('ignored');
+      const { key, csr } = await makeKeyAndRequest('root'); // the name asked for is not the one given
       const granted = await grantServiceEtcd(store, id, csr);
       assert.deepEqual([...granted.endpoints].sort(), [endpoint(1), endpoint(2), endpoint(3)]);
-      return files(id, { cert: granted.certificate, key }, granted.ca);
+      assert.equal(granted.username, `basin-service-${id}`);
+      assert.equal(certCn(granted.certificate), undefined);
+      // Granted again: the same password, still valid (a grant converges).
+      const again = await grantServiceEtcd(store, id, (await makeKeyAndRequest('x')).csr);
+      assert.equal(again.password, granted.password);
+      const tlsArgs = files(id, { cert: granted.certificate, key }, granted.ca);
+      certOnly[id] = tlsArgs;
+      gateway[id] = async (path, body, token) => {
+        const dir = join(scratch, id);
+        const r = await execFileP('curl', ['-sS', '--max-time', '10', '--cacert', join(dir, 'ca.crt'),
+          '--cert', join(dir, 'c.crt'), '--key', join(dir, 'c.key'),
+          ...(token ? ['-H', `Authorization: ${token}`] : []),
+          '-d', JSON.stringify(body), `${endpoint(1)}${path}`]); // prettier-ignore
+        return r.stdout;
+      };
+      return [...tlsArgs, `--user=${granted.username}:${granted.password}`];
     };
     const alpha = await service('alpha00001');
     const beta = await service('beta000001');
+    const b64 = (text: string) => Buffer.from(text).toString('base64');
 
     // A write through one member is read through another.
     const put = await ctl(alpha, [1], 'put', '/basin/alpha00001/leader', 'node-1');
@@ -135,10 +162,89 @@ test(
       assert.equal(r.ok, false, `alpha may not ${args.join(' ')}: ${r.out}`);
       assert.match(r.err, /permission denied|not granted|user name is empty|role/i, r.err);
     }
+    // The certificate alone is no user: it opens TLS and nothing else.
+    const anonymous = await ctl(certOnly['alpha00001'] as string[], [1], 'get', '/basin/alpha00001/leader'); // prettier-ignore
+    assert.equal(anonymous.ok, false, anonymous.out);
+    // Patroni's way in, the JSON gateway: the password gives a token that
+    // reads the service's own keys, and not another's.
+    const asPatroni = gateway['alpha00001'] as (typeof gateway)[string];
+    const auth = JSON.parse(
+      await asPatroni('/v3/auth/authenticate', {
+        name: 'basin-service-alpha00001',
+        password: alpha.at(-1)?.split(':')[1],
+      }),
+    ) as { token?: string };
+    assert.ok(auth.token, JSON.stringify(auth));
+    const own = await asPatroni(
+      '/v3/kv/range',
+      { key: b64('/basin/alpha00001/leader') },
+      auth.token,
+    );
+    assert.ok(own.includes(b64('node-1')), own);
+    const theirs = await asPatroni('/v3/kv/range', { key: b64('/basin/beta000001/leader') }, auth.token); // prettier-ignore
+    assert.match(theirs, /permission denied/, theirs);
+    assert.doesNotMatch(theirs, new RegExp(b64('b-1')));
+    const wrong = await asPatroni('/v3/auth/authenticate', { name: 'basin-service-alpha00001', password: 'guess' }); // prettier-ignore
+    assert.match(wrong, /authentication failed/, wrong);
+    // A grant repeated keeps the password, and so the token Patroni holds.
+    await grantServiceEtcd(store, 'alpha00001', (await makeKeyAndRequest('x')).csr);
+    const kept = await asPatroni('/v3/kv/range', { key: b64('/basin/alpha00001/leader') }, auth.token); // prettier-ignore
+    assert.ok(kept.includes(b64('node-1')), kept);
+    // A password changed behind Basin's back is set again by the next grant.
+    execFileSync('etcdctl', [`--endpoints=${endpoint(1)}`, ...root, 'user', 'passwd', 'basin-service-alpha00001', '--interactive=false'], { input: 'changed\n', env: { ETCDCTL_API: '3', PATH: process.env.PATH }, stdio: ['pipe', 'ignore', 'pipe'] }); // prettier-ignore
+    assert.equal((await ctl(alpha, [1], 'get', '/basin/alpha00001/leader')).ok, false);
+    await grantServiceEtcd(store, 'alpha00001', (await makeKeyAndRequest('x')).csr);
+    const regranted = await ctl(
+      alpha,
+      [1],
+      'get',
+      '/basin/alpha00001/leader',
+      '--print-value-only',
+    );
+    assert.equal(regranted.out.trim(), 'node-1', regranted.err);
+    // A host asks for what a node's Patroni needs of a service it runs a
+    // node of (over its mutual TLS; a standby's host as well as node 0's):
+    // the etcd identity works; a host with no node of the service is refused.
+    const hostIdentity = (i: number) => readIdentity(c.host(i).dataDir) as AgentIdentity;
+    await store.transaction(async (tx) => {
+      const held = { cpuMillis: 0, memoryMb: 256 };
+      await tx.placements.put({ resourceId: 'alpha00001', hostId: hostIdentity(1).hostId, ...held }); // prettier-ignore
+      await tx.placements.put({ resourceId: 'alpha00001:node1', hostId: hostIdentity(2).hostId, ...held }); // prettier-ignore
+    });
+    const given = [];
+    for (const i of [1, 2]) {
+      const node = await patroniNodeSecrets(hostIdentity(i), 'alpha00001');
+      given.push(node);
+      assert.equal(certCn(node.etcd.cert), undefined);
+      const viaHost = [
+        ...files(`alpha-h${i}`, { cert: node.etcd.cert, key: node.etcd.key }, node.etcd.ca),
+        `--user=${node.etcd.username}:${node.etcd.password}`,
+      ];
+      const r = await ctl(viaHost, [i], 'get', '/basin/alpha00001/leader', '--print-value-only');
+      assert.equal(r.out.trim(), 'node-1', r.err);
+    }
+    // Every node of a service is given the same passwords, one per purpose.
+    const [n1, n2] = given as [PatroniNodeSecrets, PatroniNodeSecrets];
+    assert.equal(n1.replicationPassword, n2.replicationPassword);
+    assert.equal(n1.restApiPassword, n2.restApiPassword);
+    assert.equal(new Set([n1.etcd.password, n1.replicationPassword, n1.restApiPassword]).size, 3);
+    assert.ok(n1.replicationPassword.length >= 40);
+    await assert.rejects(
+      patroniNodeSecrets(hostIdentity(3), 'alpha00001'),
+      (err: PatroniNodeRefused) => err.status === 403 && /placed on host h3/.test(err.message),
+    );
+    await assert.rejects(
+      patroniNodeSecrets(hostIdentity(1), 'beta000001'),
+      (err: PatroniNodeRefused) => err.status === 403,
+    );
+    await store.transaction(async (tx) => {
+      await tx.placements.remove('alpha00001');
+      await tx.placements.remove('alpha00001:node1');
+    });
     const still = await ctl(root, [2], 'get', '/basin/beta000001/leader', '--print-value-only');
     assert.equal(still.out.trim(), 'b-1');
 
-    // A service revoked: its certificate names a user that no longer exists, and its keys are gone.
+    // A service revoked: its password logs in as no one, and its keys are gone.
     await revokeServiceEtcd(store, 'beta000001');
     const revoked = await ctl(beta, [1], 'put', '/basin/beta000001/leader', 'b-2');
     assert.equal(revoked.ok, false);

@@ -213,7 +213,11 @@ test(
     // sending a request against gateway will be ignored"): the service's
     // certificate only opens TLS, without a CN, and its user logs in with
     // its password.
-    const etcdClient = noCnCertificate(ca, tls);
+    const etcdClientReq = await makeKeyAndRequest('ignored');
+    const etcdClient: KeyPair = {
+      cert: await signRequest(ca, etcdClientReq.csr, { cn: null, names: [], days: 2, use: 'client' }), // prettier-ignore
+      key: etcdClientReq.key,
+    };
     const basin = await issue('basin', []);
     const basinTls: ClientTls = { ca: ca.cert, cert: basin.cert, key: basin.key };
 
@@ -599,24 +603,6 @@ test(
     }
   },
 );
-
-/** A client certificate of `ca` whose subject has no CN (openssl; x509.ts always names one). */
-function noCnCertificate(ca: KeyPair, dir: string): KeyPair {
-  const f = (name: string) => join(dir, `nocn-${name}`);
-  writeFileSync(f('ca.crt'), ca.cert);
-  writeFileSync(f('ca.key'), ca.key, { mode: 0o600 });
-  writeFileSync(
-    f('ext.cnf'),
-    '[v3]\nbasicConstraints = critical,CA:FALSE\nkeyUsage = critical,digitalSignature\nextendedKeyUsage = clientAuth\n',
-  );
-  execFileSync('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-    '-subj', '/O=basin service', '-keyout', f('key'), '-out', f('csr')], { stdio: 'ignore' }); // prettier-ignore
-  execFileSync('openssl', ['x509', '-req', '-in', f('csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'),
-    '-set_serial', '7', '-days', '2', '-extfile', f('ext.cnf'), '-extensions', 'v3', '-out', f('crt')], { stdio: 'ignore' }); // prettier-ignore
-  const pair = { cert: readFileSync(f('crt'), 'utf8'), key: readFileSync(f('key'), 'utf8') };
-  for (const name of ['ca.crt', 'ca.key', 'ext.cnf', 'key', 'csr', 'crt']) rmSync(f(name));
-  return pair;
-}
 
 function byName(nodes: Node[], name: string): Node {
   const n = nodes.find((x) => `node${x.index}` === name);

@@ -83,6 +83,25 @@ export function installMember(dataDir: string, s: MemberState, tls: MemberTls): 
   writeAtomically(p.state, `${JSON.stringify(s)}\n`);
 }
 
+/**
+ * What the member's client port trusts: the clients CA (every identity that
+ * calls etcd) and the members CA. The second because etcd 3.4's JSON
+ * gateway, Patroni's way in, is a gRPC client of its own member's port that
+ * presents the member's certificate; trusted, that certificate names the
+ * user `basin-etcd-member`, which does not exist, so it reads and writes
+ * nothing itself (a gateway request carries its caller's password token).
+ * The peer port still trusts the members CA alone. Written at each start
+ * from the two CAs, so a member laid out before it gets it too.
+ */
+export function writeClientTrust(dataDir: string, uid: number): string {
+  const { tls } = memberPaths(dataDir);
+  const file = join(tls, 'client-trust.crt');
+  const pem = (name: string) => readFileSync(join(tls, name), 'utf8').trim();
+  writeAtomically(file, `${pem('clients-ca.crt')}\n${pem('members-ca.crt')}\n`);
+  chownSync(file, uid, uid);
+  return file;
+}
+
 /** Forgets the member: what it ran with and its data (it was removed from the cluster). */
 export function removeMember(dataDir: string): void {
   const p = memberPaths(dataDir);

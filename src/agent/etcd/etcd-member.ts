@@ -30,6 +30,7 @@ import {
   readMemberState,
   readPid,
   removeMember,
+  writeClientTrust,
   writePid,
 } from './etcd-files.js';
 
@@ -191,9 +192,11 @@ export class EtcdMemberSupervisor {
       `--initial-cluster=${plan.initialCluster}`,
       `--initial-cluster-state=${plan.state}`,
       `--initial-cluster-token=${plan.token}`,
-      // Clients: a certificate from the clients CA, whose CN is the etcd user.
+      // Clients: a certificate from the clients CA (and the member's own, for
+      // its JSON gateway: writeClientTrust); the user is the CN (root's) or
+      // a password's (a service's).
       '--client-cert-auth',
-      `--trusted-ca-file=${tls('clients-ca.crt')}`,
+      `--trusted-ca-file=${writeClientTrust(this.o.dataDir, state.uid)}`,
       `--cert-file=${tls('member.crt')}`,
       `--key-file=${tls('member.key')}`,
       // Peers: only members' certificates (their own CA, their one subject).

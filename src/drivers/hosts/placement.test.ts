@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Host, Placement } from '../../domain/hosts.js';
-import { chooseHost, reservation, roomLeft, SHARED_RESERVATION } from './placement.js';
+import { type Host, nodePlacements, nodeResourceId, type Placement } from '../../domain/hosts.js';
+import {
+  chooseHost,
+  chooseHosts,
+  haPlacementRefusal,
+  reservation,
+  roomLeft,
+  SHARED_RESERVATION,
+} from './placement.js';
 
 const GIB = 2 ** 30;
 const host = (id: string, cpus: number, memoryGib: number): Host => ({
@@ -67,4 +74,84 @@ test("a host's room left: what its placements do not hold, the one being resized
   assert.deepEqual(roomLeft(h, there), { cpuMillis: 2500, memoryMb: 16 * 1024 - 5120 });
   const resized = (there[0] as Placement).resourceId;
   assert.deepEqual(roomLeft(h, there, resized), { cpuMillis: 3500, memoryMb: 16 * 1024 - 1024 });
+});
+
+const inZone = (h: Host, zone: string): Host => ({ ...h, zone });
+
+test("an HA service's nodes each go to a host of their own, other zones first", () => {
+  const hosts = [
+    inZone(host('a1', 4, 16), 'a'),
+    inZone(host('a2', 4, 32), 'a'),
+    inZone(host('b1', 4, 8), 'b'),
+    inZone(host('c1', 4, 8), 'c'),
+  ];
+  const need = { cpuMillis: 1000, memoryMb: 1024 };
+  // One per zone before a second in any, the most memory left first within a zone.
+  assert.deepEqual(
+    chooseHosts(hosts, [], need, 3)?.map((h) => h.id),
+    ['a2', 'b1', 'c1'],
+  );
+  // A fourth node: zone a again, on its other host (never a host twice).
+  assert.deepEqual(
+    chooseHosts(hosts, [], need, 4)?.map((h) => h.id),
+    ['a2', 'b1', 'c1', 'a1'],
+  );
+  assert.equal(chooseHosts(hosts, [], need, 5), undefined);
+  // A standby added to a service whose primary is on b1: another zone first, then another host.
+  assert.deepEqual(
+    chooseHosts(hosts, [], need, 1, [hosts[2] as Host])?.map((h) => h.id),
+    ['a2'],
+  );
+  assert.deepEqual(
+    chooseHosts(hosts, [], need, 2, [hosts[2] as Host])?.map((h) => h.id),
+    ['a2', 'c1'],
+  );
+});
+
+test('an HA node passes over hosts without room and repository hosts', () => {
+  const repository: Host = { ...host('r', 64, 512), role: 'repository' };
+  const hosts = [host('a', 2, 64), host('b', 8, 8), host('c', 8, 8), repository];
+  const need = { cpuMillis: 500, memoryMb: 2048 };
+  assert.deepEqual(
+    chooseHosts(hosts, [placed('a', 2000, 1024)], need, 2)?.map((h) => h.id),
+    ['b', 'c'],
+  );
+  assert.equal(chooseHosts(hosts, [placed('a', 2000, 1024)], need, 3), undefined);
+});
+
+test('an HA placement is refused, saying why, without enough hosts or without etcd quorum', () => {
+  const hosts = [host('a', 4, 16), host('b', 4, 16)];
+  const need = { cpuMillis: 1000, memoryMb: 1024 };
+  const base = { online: hosts, placements: [], need, etcdQuorum: true };
+  assert.equal(haPlacementRefusal({ ...base, nodes: 2 }), undefined);
+  assert.match(
+    haPlacementRefusal({ ...base, nodes: 3 }) ?? '',
+    /needs 3 database hosts online, one per node.*2 are online: ask for fewer replicas/,
+  );
+  assert.match(
+    haPlacementRefusal({ ...base, nodes: 2, need: { cpuMillis: 8000, memoryMb: 1 } }) ?? '',
+    /not enough of them have room/,
+  );
+  assert.match(haPlacementRefusal({ ...base, nodes: 2, etcdQuorum: false }) ?? '', /no quorum/);
+  // Nothing more to place: nothing to refuse.
+  assert.equal(
+    haPlacementRefusal({ ...base, nodes: 2, taken: hosts, etcdQuorum: false }),
+    undefined,
+  );
+});
+
+test("a service's nodes' placement ids: the service's own for node 0, one per standby", () => {
+  assert.equal(nodeResourceId('svc1', 0), 'svc1');
+  assert.equal(nodeResourceId('svc1', 2), 'svc1:node2');
+  const rows = [
+    placed('x', 1, 1),
+    { ...placed('b', 1, 1), resourceId: 'svc1:node2' },
+    { ...placed('a', 1, 1), resourceId: 'svc1' },
+    { ...placed('c', 1, 1), resourceId: 'svc10' },
+    { ...placed('c', 1, 1), resourceId: 'svc1:node1' },
+  ];
+  assert.deepEqual(
+    nodePlacements(rows, 'svc1').map((p) => p.resourceId),
+    ['svc1', 'svc1:node1', 'svc1:node2'],
+  );
 });

@@ -52,3 +52,85 @@ export function chooseHost(
   }
   return best?.host;
 }
+
+/**
+ * Hosts for `count` more nodes of one HA service, each on a host of its
+ * own (a host lost takes at most one node with it, and Patroni's
+ * synchronous standby is never beside its primary), beside the hosts
+ * `taken` by its nodes already placed. Other zones first: each pick is
+ * among the database hosts with room, from the zone that holds the fewest
+ * of the service's nodes so far, then the most memory left (spread, as
+ * chooseHost), then the name (every control-plane process picks the
+ * same). Undefined when fewer than `count` hosts qualify: never two nodes
+ * on one host.
+ */
+export function chooseHosts(
+  online: readonly Host[],
+  placements: readonly Placement[],
+  need: { cpuMillis: number; memoryMb: number },
+  count: number,
+  taken: readonly Pick<Host, 'id' | 'zone'>[] = [],
+): Host[] | undefined {
+  const inZone = new Map<string, number>();
+  for (const h of taken) inZone.set(h.zone, (inZone.get(h.zone) ?? 0) + 1);
+  const used = new Set(taken.map((h) => h.id));
+  const left = online
+    .filter((h) => h.role === 'database' && !used.has(h.id))
+    .map((host) => ({ host, room: roomLeft(host, placements) }))
+    .filter(({ room }) => room.cpuMillis >= need.cpuMillis && room.memoryMb >= need.memoryMb);
+  const picked: Host[] = [];
+  while (picked.length < count) {
+    let best: (typeof left)[number] | undefined;
+    for (const c of left) {
+      if (!best) {
+        best = c;
+        continue;
+      }
+      const zc = inZone.get(c.host.zone) ?? 0;
+      const zb = inZone.get(best.host.zone) ?? 0;
+      if (
+        zc < zb ||
+        (zc === zb && c.room.memoryMb > best.room.memoryMb) ||
+        (zc === zb && c.room.memoryMb === best.room.memoryMb && c.host.name < best.host.name)
+      ) {
+        best = c;
+      }
+    }
+    if (!best) return undefined;
+    left.splice(left.indexOf(best), 1);
+    inZone.set(best.host.zone, (inZone.get(best.host.zone) ?? 0) + 1);
+    picked.push(best.host);
+  }
+  return picked;
+}
+
+/**
+ * Why an HA service of `nodes` nodes cannot be placed now, for a 503 a
+ * person can act on, or undefined: Patroni needs etcd's quorum to elect a
+ * leader (and a primary without it demotes itself), and each node needs a
+ * database host of its own with room for its size.
+ */
+export function haPlacementRefusal(o: {
+  online: readonly Host[];
+  placements: readonly Placement[];
+  need: { cpuMillis: number; memoryMb: number };
+  nodes: number;
+  /** Hosts already holding a node of the service (setHA on a placed service). */
+  taken?: readonly Pick<Host, 'id' | 'zone'>[];
+  /** Whether a majority of etcd's members answers. */
+  etcdQuorum: boolean;
+}): string | undefined {
+  const more = o.nodes - (o.taken?.length ?? 0);
+  if (more <= 0) return undefined;
+  if (!o.etcdQuorum) {
+    return 'etcd on the hosts has no quorum (see `basin host etcd`): an HA service across hosts needs it to elect its primary. Bring its members back, or join hosts until three run one.';
+  }
+  if (chooseHosts(o.online, o.placements, o.need, more, o.taken)) return undefined;
+  const databaseHosts = o.online.filter((h) => h.role === 'database').length;
+  return (
+    `an HA service of ${o.nodes} nodes needs ${o.nodes} database hosts online, one per node, each with ` +
+    `${o.need.cpuMillis} millis and ${o.need.memoryMb} MB free; ${databaseHosts} are online` +
+    (databaseHosts >= o.nodes ? ', and not enough of them have room' : '') +
+    ': ask for fewer replicas, choose a smaller size, or add hosts.'
+  );
+}

@@ -465,13 +465,13 @@ export function renderService(
  * a service's access rules (its VPC's blocks, or the public CIDRs) are
  * enforced at the frontend, before a byte reaches a node (conf.ts, pgHba).
  */
-function admissionLines(admitted: readonly string[]): string[] {
+export function admissionLines(admitted: readonly string[]): string[] {
   if (admitted.includes('0.0.0.0/0') && admitted.includes('::/0')) return [];
   if (admitted.length === 0) return ['    tcp-request connection reject'];
   return [`    tcp-request connection reject unless { src ${admitted.join(' ')} }`];
 }
 
-function bindLines(port: number, listenAddresses: string): string[] {
+export function bindLines(port: number, listenAddresses: string): string[] {
   const addrs = listenAddresses
     .split(',')
     .map((a) => a.trim())

@@ -8,6 +8,11 @@
 // own certificate, which the API requires (verify_client: required).
 
 import { request } from 'node:https';
+import type {
+  ClusterState,
+  MemberRole,
+  PatroniMemberState,
+} from '../../../domain/patroni-cluster.js';
 
 export interface ClientTls {
   /** The CA the node's certificate must chain to. */
@@ -17,26 +22,12 @@ export interface ClientTls {
   key: string;
 }
 
-export type MemberRole = 'leader' | 'sync_standby' | 'replica' | 'standby_leader';
-
-export interface PatroniMemberState {
-  name: string;
-  role: MemberRole;
-  /** Patroni's word for its PostgreSQL: 'running', 'streaming', 'starting', 'stopped'… */
-  state: string;
-  host?: string;
-  port?: number;
-  timeline?: number;
-  /** Bytes behind the leader's last known position; undefined for the leader, or when Patroni does not know. */
-  lagBytes?: number;
-}
-
-export interface ClusterState {
-  members: PatroniMemberState[];
-  /** The leader's name, when there is one. */
-  leader?: string;
-  paused: boolean;
-}
+// The cluster's shape is the domain's: the control plane reads it too.
+export type {
+  ClusterState,
+  MemberRole,
+  PatroniMemberState,
+} from '../../../domain/patroni-cluster.js';
 
 /** What one GET answered: the status (200, 503…) and its JSON body. */
 export interface ApiAnswer {

@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  type ClusterState,
+  type PatroniMemberState,
+  patroniChanges,
+  patroniVerdict,
+} from './patroni-cluster.js';
+
+const m = (name: string, role: PatroniMemberState['role'], state: string, timeline = 1) => ({
+  name,
+  role,
+  state,
+  timeline,
+});
+const cluster = (leader: string | undefined, ...members: PatroniMemberState[]): ClusterState => ({
+  members,
+  ...(leader ? { leader } : {}),
+  paused: false,
+});
+const ask = { standbys: 2, sync: 1 };
+
+test('READY when a leader runs and every standby asked for streams, as many synchronous as asked', () => {
+  const healthy = cluster(
+    'node0',
+    m('node0', 'leader', 'running'),
+    m('node1', 'sync_standby', 'streaming'),
+    m('node2', 'replica', 'running'), // Patroni 3.0's word for a streaming replica
+  );
+  assert.deepEqual(patroniVerdict(healthy, ask), { health: 'running' });
+});
+
+test('UNSTABLE, saying what is missing: no answer, no leader, a standby gone, no synchronous one', () => {
+  assert.match(patroniVerdict(undefined, ask).reason ?? '', /no node's Patroni answers/);
+  const leaderless = cluster(undefined, m('node1', 'replica', 'running'));
+  assert.deepEqual(patroniVerdict(leaderless, ask).health, 'failed');
+  assert.match(patroniVerdict(leaderless, ask).reason ?? '', /no leader.*etcd has no quorum/);
+  const oneLost = cluster(
+    'node1',
+    m('node1', 'leader', 'running', 2),
+    m('node2', 'sync_standby', 'streaming', 2),
+  );
+  assert.match(patroniVerdict(oneLost, ask).reason ?? '', /degraded: 1 of 2 standbys stream/);
+  assert.deepEqual(patroniVerdict(oneLost, { standbys: 1, sync: 1 }), { health: 'running' });
+  const rebuilding = cluster(
+    'node1',
+    m('node1', 'leader', 'running', 2),
+    m('node0', 'replica', 'starting', 1),
+    m('node2', 'replica', 'streaming', 2),
+  );
+  assert.match(
+    patroniVerdict(rebuilding, ask).reason ?? '',
+    /1 of 2 standbys stream \(node0 not streaming\)/,
+  );
+  assert.match(
+    patroniVerdict(rebuilding, { standbys: 1, sync: 1 }).reason ?? '',
+    /0 of 1 synchronous standbys/,
+  );
+  const stopped = cluster('node0', m('node0', 'leader', 'stopped'));
+  assert.match(patroniVerdict(stopped, { standbys: 0, sync: 0 }).reason ?? '', /node0 is stopped/);
+  assert.match(patroniVerdict({ ...stopped, paused: true }, ask).reason ?? '', /paused/);
+});
+
+test("Patroni's failover is told as Basin's own entry, once: the new leader, its timeline, the old one's fate", () => {
+  const before = cluster(
+    'node0',
+    m('node0', 'leader', 'running'),
+    m('node1', 'sync_standby', 'streaming'),
+    m('node2', 'replica', 'streaming'),
+  );
+  const after = cluster(
+    'node1',
+    m('node1', 'leader', 'running', 2),
+    m('node2', 'sync_standby', 'streaming', 2),
+  );
+  assert.deepEqual(patroniChanges(before, after), [
+    {
+      severity: 'WARNING',
+      message: 'patroni: failover: node1 was promoted (timeline 2); the primary node0 is gone',
+    },
+  ]);
+  assert.deepEqual(patroniChanges(after, after), []);
+  // The old primary back, rewound, as a replica: it joins.
+  const rejoined = cluster(
+    'node1',
+    m('node1', 'leader', 'running', 2),
+    m('node2', 'sync_standby', 'streaming', 2),
+    m('node0', 'replica', 'streaming', 2),
+  );
+  assert.deepEqual(patroniChanges(after, rejoined), [
+    { severity: 'LOG', message: 'patroni: node0 joined as a replica' },
+  ]);
+});
+
+test('a switchover, a first leader, a leader lost and a member gone are told apart', () => {
+  const a = cluster('node0', m('node0', 'leader', 'running'), m('node1', 'sync_standby', 'streaming')); // prettier-ignore
+  const b = cluster('node1', m('node1', 'leader', 'running', 2), m('node0', 'sync_standby', 'streaming', 2)); // prettier-ignore
+  assert.match(patroniChanges(a, b)[0]?.message ?? '', /switchover: node1 is the primary \(timeline 2\), node0 follows it/); // prettier-ignore
+  assert.match(patroniChanges(cluster(undefined), a)[0]?.message ?? '', /node0 leads/);
+  assert.equal(patroniChanges(cluster(undefined), a).length, 2); // and node1 joined
+  const none = cluster(undefined, m('node1', 'replica', 'running'));
+  assert.deepEqual(patroniChanges(a, none)[0]?.severity, 'ERROR');
+  const gone = cluster('node0', m('node0', 'leader', 'running'));
+  assert.deepEqual(patroniChanges(a, gone), [
+    { severity: 'WARNING', message: 'patroni: node1 left the cluster' },
+  ]);
+  assert.deepEqual(patroniChanges(undefined, a), []);
+});

@@ -1,0 +1,144 @@
+// What the control plane makes of an HA service's Patroni cluster across
+// hosts (docs/decisions.md, "HA across hosts"): it reads GET /cluster from
+// the nodes' REST APIs (the local driver's patroni/client.ts) and turns
+// what Patroni decided into the service's health and into Basin's own log
+// entries. It reads to report, never to decide: nothing here asks Patroni
+// for anything. Pure, for the unit test.
+
+import type { ProgressNote } from './progress.js';
+
+export type MemberRole = 'leader' | 'sync_standby' | 'replica' | 'standby_leader';
+
+/** One member of a cluster, as GET /cluster reports it. */
+export interface PatroniMemberState {
+  name: string;
+  role: MemberRole;
+  /** Patroni's word for its PostgreSQL: 'running', 'streaming', 'starting', 'stopped'… */
+  state: string;
+  host?: string;
+  port?: number;
+  timeline?: number;
+  /** Bytes behind the leader's last known position; undefined for the leader, or when Patroni does not know. */
+  lagBytes?: number;
+}
+
+/** A cluster as one node's Patroni sees it (GET /cluster, read by the local driver's client.ts). */
+export interface ClusterState {
+  members: PatroniMemberState[];
+  /** The leader's name, when there is one. */
+  leader?: string;
+  paused: boolean;
+}
+
+/** What the user asked of the service: its standbys, and how many of them synchronous. */
+export interface HaAsk {
+  standbys: number;
+  sync: number;
+}
+
+export interface PatroniVerdict {
+  /** The driver's health: `running` makes the service READY, `failed` UNSTABLE. */
+  health: 'running' | 'failed';
+  /** Why it is not running as asked (for the service's logs); none when it is. */
+  reason?: string;
+}
+
+/** Patroni 3.0 says `running` of a streaming replica; later versions say `streaming`. */
+const streams = (m: PatroniMemberState) =>
+  (m.role === 'replica' || m.role === 'sync_standby') &&
+  (m.state === 'streaming' || m.state === 'running');
+
+/**
+ * `running` (the service is READY) when a leader runs and every standby
+ * asked for streams, as many synchronous as asked; `failed` (UNSTABLE)
+ * otherwise, saying what is missing. A leader that serves while a standby
+ * is missing is still `failed`: the service has less than it asked for (a
+ * host lost, a standby rebuilding), and with synchronous_mode_strict its
+ * writes wait while no synchronous standby is left.
+ */
+export function patroniVerdict(state: ClusterState | undefined, ask: HaAsk): PatroniVerdict {
+  if (!state) return { health: 'failed', reason: "no node's Patroni answers" };
+  if (state.paused) return { health: 'failed', reason: 'Patroni is paused (maintenance mode)' };
+  const leader = state.members.find((m) => m.name === state.leader);
+  if (!leader) {
+    return {
+      health: 'failed',
+      reason: 'no leader: Patroni is electing one (it cannot while etcd has no quorum)',
+    };
+  }
+  if (leader.state !== 'running') {
+    return { health: 'failed', reason: `the leader ${leader.name} is ${leader.state || 'not running'}` }; // prettier-ignore
+  }
+  const streaming = state.members.filter(streams);
+  if (streaming.length < ask.standbys) {
+    const missing = state.members.filter((m) => m !== leader && !streams(m)).map((m) => m.name);
+    return {
+      health: 'failed',
+      reason:
+        `degraded: ${streaming.length} of ${ask.standbys} standbys stream` +
+        (missing.length > 0 ? ` (${missing.join(', ')} not streaming)` : ''),
+    };
+  }
+  const sync = streaming.filter((m) => m.role === 'sync_standby').length;
+  if (sync < ask.sync) {
+    return {
+      health: 'failed',
+      reason: `degraded: ${sync} of ${ask.sync} synchronous standbys (writes wait for one: synchronous_mode_strict)`,
+    };
+  }
+  return { health: 'running' };
+}
+
+/**
+ * What changed between two readings of the cluster, as Basin's own log
+ * entries of the service: a new leader (a failover when the old one is
+ * gone or not running, a switchover when it runs on as a standby), the
+ * leader lost, members joining and leaving. Nothing when nothing changed,
+ * so a reading repeated says nothing twice.
+ */
+export function patroniChanges(
+  before: ClusterState | undefined,
+  after: ClusterState | undefined,
+): ProgressNote[] {
+  if (!before || !after) return [];
+  const notes: ProgressNote[] = [];
+  const named = (s: ClusterState, name: string | undefined) =>
+    s.members.find((m) => m.name === name);
+  const was = named(before, before.leader);
+  const now = named(after, after.leader);
+  if (now && now.name !== was?.name) {
+    const old = named(after, was?.name);
+    const timeline = now.timeline === undefined ? '' : ` (timeline ${now.timeline})`;
+    if (!was) {
+      notes.push({ severity: 'LOG', message: `patroni: ${now.name} leads${timeline}` });
+    } else if (old !== undefined && ['running', 'streaming'].includes(old.state)) {
+      notes.push({
+        severity: 'LOG',
+        message: `patroni: switchover: ${now.name} is the primary${timeline}, ${was.name} follows it`,
+      });
+    } else {
+      notes.push({
+        severity: 'WARNING',
+        message: `patroni: failover: ${now.name} was promoted${timeline}; the primary ${was.name} is ${old ? old.state || 'not running' : 'gone'}`,
+      });
+    }
+  } else if (was && !now) {
+    notes.push({
+      severity: 'ERROR',
+      message: `patroni: no leader since ${was.name}'s: writes stop until Patroni elects one`,
+    });
+  }
+  const names = (s: ClusterState) => new Set(s.members.map((m) => m.name));
+  const [b, a] = [names(before), names(after)];
+  for (const m of after.members) {
+    if (!b.has(m.name) && m.name !== now?.name) {
+      notes.push({ severity: 'LOG', message: `patroni: ${m.name} joined as a ${m.role}` });
+    }
+  }
+  for (const m of before.members) {
+    if (!a.has(m.name) && m.name !== was?.name) {
+      notes.push({ severity: 'WARNING', message: `patroni: ${m.name} left the cluster` });
+    }
+  }
+  return notes;
+}
