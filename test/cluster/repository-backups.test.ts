@@ -6,7 +6,7 @@
 // service's client certificate is refused by that repository's server.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -49,6 +49,21 @@ test(
       assert.equal(created.status, 202, created.text);
       made.push({ id: created.body.service_id, password: created.body.initial_password });
     }
+    // The repository host's users are its own (no local driver's clean-up
+    // knows them): their processes killed and the users removed, whatever
+    // the outcome.
+    t.after(() => {
+      for (const m of made) {
+        const name = `basin-r-${m.id}`;
+        if (!readPasswd().some((u) => u.name === name)) continue;
+        try {
+          execFileSync('pkill', ['-KILL', '-U', name]);
+        } catch {
+          // none left
+        }
+        execFileSync('userdel', [name]);
+      }
+    });
     const [a, other] = made as [(typeof made)[0], (typeof made)[0]];
     const ready = await b.waitForStatus(a.id, 'READY', 300_000);
     await b.waitForStatus(other.id, 'READY', 300_000);
