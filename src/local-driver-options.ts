@@ -8,7 +8,7 @@ import type { Logger } from './lib/logger.js';
 
 export function localDriverOptions(
   config: Config,
-  parts: Pick<LocalDriverOptions, 'allocateUid' | 'ca' | 'mayAct'> & {
+  parts: Pick<LocalDriverOptions, 'allocateUid' | 'ca' | 'mayAct' | 'remoteIdentity'> & {
     log: Logger;
     publicHost?: string;
   },
@@ -19,6 +19,7 @@ export function localDriverOptions(
     serviceUidRange: config.serviceUidRange,
     ...(parts.allocateUid ? { allocateUid: parts.allocateUid } : {}),
     ...(parts.ca ? { ca: parts.ca } : {}),
+    ...(parts.remoteIdentity ? { remoteIdentity: parts.remoteIdentity } : {}),
     ...(parts.mayAct ? { mayAct: parts.mayAct } : {}),
     privateTmp: config.servicePrivateTmp,
     privateTmpMb: config.serviceTmpSizeMb,

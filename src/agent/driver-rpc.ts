@@ -16,6 +16,8 @@ export const DRIVER_METHODS = {
   observeService: 1,
   backupService: 2,
   expireBackups: 2,
+  openBackupSource: 1,
+  closeBackupSource: 1,
   readLogs: 2,
   metrics: 1,
   sampleSeries: 1,
@@ -64,7 +66,7 @@ export async function answerDriverCall(
 
 const LIMIT = 1 << 20;
 
-function readBody(req: IncomingMessage): Promise<string> {
+export function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     let size = 0;
     const chunks: Buffer[] = [];

@@ -21,7 +21,9 @@ import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js'
 import { answerDriverCall } from './driver-rpc.js';
 import { join, JoinError } from './join.js';
 import { EtcdMemberSupervisor } from './etcd/etcd-member.js';
-import { repositoryServerIdentity } from './repository-identity.js';
+import { repositoryClientSigner, repositoryServerIdentity } from './repository-identity.js';
+import { RepositoryHost } from './repository-host/repository-host.js';
+import { answerRepositoryCall } from './repository-host/repository-route.js';
 import { servicesCaFor } from './services-ca.js';
 import { fileUidAllocator } from './uid-counter.js';
 
@@ -103,15 +105,31 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
             publicHost: o.address,
             // Issued from a CA of this host's under the installation's: one root for clients.
             ca: () => servicesCaFor(id),
+            // A service's side of its repository on the repository host.
+            remoteIdentity: repositoryClientSigner(id),
           }),
         )
       : null;
   await driver?.start();
+  // A repository host's repositories, one per service (repository-host/).
+  const repositories =
+    repository && allocateUid
+      ? new RepositoryHost({
+          dataDir: o.dataDir,
+          address: o.address,
+          identity: id,
+          allocateUid,
+          log: o.log,
+        })
+      : null;
   const server = await serveAgent(
     id,
     { host: o.address, port: o.port },
     {
       ...(driver ? { 'POST /v1/agent/driver': (req) => answerDriverCall(driver, req) } : {}),
+      ...(repositories
+        ? { 'POST /v1/agent/repository': (req) => answerRepositoryCall(repositories, req) }
+        : {}),
       'GET /v1/agent/health': async () => ({
         status: 200,
         body: {

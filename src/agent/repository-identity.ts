@@ -50,3 +50,30 @@ export async function repositoryServerIdentity(
   writeAtomically(join(dir, 'ca.crt'), made.ca);
   return made;
 }
+
+/**
+ * A database host's signer for its services' side of their repositories
+ * on the repository host (drivers/local/backups/repository/remote.ts): the
+ * service's client certificate, or its backup source's server certificate,
+ * for a key made here; the control plane signs them only for a service
+ * placed on this host.
+ */
+export function repositoryClientSigner(id: AgentIdentity) {
+  return async (serviceId: string, kind: 'client' | 'source', csr: string) => {
+    const res = await httpsJson(`${id.controlPlane}/v1/hosts/repository-client`, {
+      ca: id.ca,
+      cert: id.cert,
+      key: id.key,
+      peerCn: CONTROL_PLANE_CN,
+      body: { service_id: serviceId, csr, kind },
+    });
+    if (res.status !== 200) {
+      const b = res.body as { message?: string };
+      throw new Error(
+        `The control plane did not sign the service's repository ${kind} certificate (HTTP ${res.status}): ${b.message ?? res.text}`,
+      );
+    }
+    const b = res.body as { certificate: string; ca_certificate: string };
+    return { certificate: b.certificate, ca: b.ca_certificate };
+  };
+}

@@ -102,6 +102,11 @@ export function serviceRepositoryClientCn(serviceId: string): string {
   return `basin-service-${serviceId}`;
 }
 
+/** The CN of a repository's client at its service's pgBackRest server, for backups (what that server authorizes). */
+export function repositoryBackupClientCn(serviceId: string): string {
+  return `basin-repository-${serviceId}`;
+}
+
 /** The subject of the control plane's certificate: the only client a host accepts. */
 export const CONTROL_PLANE_CN = 'basin-control-plane';
 

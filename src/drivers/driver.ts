@@ -73,6 +73,22 @@ export interface ServiceSpec {
   nodes: SpecNode[];
   source: ServiceSource;
   createdAt: string;
+  /**
+   * Where its repository is when not on its own host (the hosts driver, a
+   * repository host online: docs/decisions.md, "Several hosts"); absent:
+   * the local driver's own.
+   */
+  repository?: RemoteRepository;
+}
+
+/** A service's repository on the repository host, as its database host reaches it. */
+export interface RemoteRepository {
+  /** The repository host's address (the CN of its server certificate). */
+  host: string;
+  /** The service's server's port there. */
+  port: number;
+  /** The configuration that server loads for a client's command (repo1-host-config). */
+  config: string;
 }
 
 /** A node of a service, as the driver needs it. */

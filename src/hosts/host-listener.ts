@@ -16,6 +16,7 @@ import type { Store } from '../store/store.js';
 import { etcdMemberAnswer } from './etcd-member-route.js';
 import { issuePatroniNode } from './patroni-node.js';
 import {
+  issueRepositoryBackupClient,
   issueRepositoryClient,
   issueRepositoryServer,
   issueServicesCa,
@@ -228,9 +229,47 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
     },
   );
 
-  // A service's pgBackRest client certificate, for the database host it is placed on.
-  app.post<{ Body: { service_id: string; csr: string } }>(
+  // A service's pgBackRest client certificate (or, `kind: source`, the server
+  // certificate a backup reads its data through), for the database host it
+  // is placed on.
+  app.post<{ Body: { service_id: string; csr: string; kind?: 'client' | 'source' } }>(
     '/v1/hosts/repository-client',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['service_id', 'csr'],
+          properties: {
+            service_id: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
+            csr: { type: 'string', maxLength: 8192 },
+            kind: { type: 'string', enum: ['client', 'source'] },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const peer = presentedHost(req);
+      const { service_id: serviceId, csr, kind } = req.body;
+      const issued = await issueRepositoryClient(
+        o.store,
+        peer.hostId,
+        peer.sha256,
+        serviceId,
+        csr,
+        kind ?? 'client',
+      );
+      o.log.info(
+        { host: peer.hostId, serviceId, kind: kind ?? 'client' },
+        "a service's repository certificate issued",
+      );
+      return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
+    },
+  );
+
+  // The repository host's client certificate at a service's own pgBackRest server, for its backups.
+  app.post<{ Body: { service_id: string; csr: string } }>(
+    '/v1/hosts/repository-backup-client',
     {
       schema: {
         body: {
@@ -247,10 +286,12 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
     async (req, reply) => {
       const peer = presentedHost(req);
       const { service_id: serviceId, csr } = req.body;
-      const issued = await issueRepositoryClient(o.store, peer.hostId, peer.sha256, serviceId, csr);
-      o.log.info(
-        { host: peer.hostId, serviceId },
-        "a service's repository client certificate issued",
+      const issued = await issueRepositoryBackupClient(
+        o.store,
+        peer.hostId,
+        peer.sha256,
+        serviceId,
+        csr,
       );
       return reply.send({ certificate: issued.certificate, ca_certificate: issued.ca });
     },

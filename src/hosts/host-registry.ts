@@ -21,6 +21,7 @@ import {
   LEAF_DAYS,
   repositoriesCa,
   repositoryServerCert,
+  repositoryPeerCert,
   serviceRepositoryClientCert,
   servicesCa,
 } from './installation-ca.js';
@@ -165,6 +166,7 @@ export async function issueRepositoryClient(
   presentedSha256: string,
   serviceId: string,
   csr: string,
+  kind: 'client' | 'source' = 'client',
 ): Promise<{ certificate: string; ca: string }> {
   const host = await registeredHost(store, hostId, presentedSha256);
   const placed = await store.placements.get(serviceId);
@@ -176,7 +178,41 @@ export async function issueRepositoryClient(
   }
   let certificate: string;
   try {
-    certificate = await serviceRepositoryClientCert(store, serviceId, csr);
+    certificate =
+      kind === 'client'
+        ? await serviceRepositoryClientCert(store, serviceId, csr)
+        : await repositoryPeerCert(store, 'source', host.address, csr);
+  } catch {
+    throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
+  }
+  return { certificate, ca: (await repositoriesCa(store)).cert };
+}
+
+/**
+ * Signs the repository host's request for its client certificate at a
+ * service's pgBackRest server on the database host (CN
+ * basin-repository-<id>: what that server authorizes, for backups), under
+ * the repositories CA. Only a repository host gets one: a database host
+ * (or a tenant root on one) must never read another service's data
+ * directory through its server.
+ */
+export async function issueRepositoryBackupClient(
+  store: Store,
+  hostId: string,
+  presentedSha256: string,
+  serviceId: string,
+  csr: string,
+): Promise<{ certificate: string; ca: string }> {
+  const host = await registeredHost(store, hostId, presentedSha256);
+  if (host.role !== 'repository') {
+    throw new AppError(
+      'FORBIDDEN',
+      `Host ${host.name} is a database host: only the repository host takes backups.`,
+    );
+  }
+  let certificate: string;
+  try {
+    certificate = await repositoryPeerCert(store, 'backup', serviceId, csr);
   } catch {
     throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
   }

@@ -4,7 +4,11 @@
 // present the same identity and trust the same hosts. Made on first use; two
 // processes making them at once keep the first one stored.
 
-import { CONTROL_PLANE_CN, serviceRepositoryClientCn } from '../domain/hosts.js';
+import {
+  CONTROL_PLANE_CN,
+  repositoryBackupClientCn,
+  serviceRepositoryClientCn,
+} from '../domain/hosts.js';
 import { certSha256, type KeyPair, makeCa, makeKeyAndRequest, signRequest } from '../lib/x509.js';
 import type { Store } from '../store/store.js';
 
@@ -117,5 +121,28 @@ export async function serviceRepositoryClientCert(
     names: [],
     days: LEAF_DAYS,
     use: 'client',
+  });
+}
+
+/**
+ * Signs the other two identities of a backup across hosts (docs/decisions.md,
+ * "Several hosts": backups on the repository host), under the repositories
+ * CA: a database host's server that a backup on the repository host reads a
+ * service's data through (`source`: the host's address as the CN, which
+ * pgBackRest compares with pg1-host, servers only), and the repository
+ * host's client at that server (`backup`: CN basin-repository-<id>, clients
+ * only).
+ */
+export async function repositoryPeerCert(
+  store: Store,
+  kind: 'source' | 'backup',
+  name: string,
+  csr: string,
+): Promise<string> {
+  return signRequest(await repositoriesCa(store), csr, {
+    cn: kind === 'source' ? name : repositoryBackupClientCn(name),
+    names: [],
+    days: LEAF_DAYS,
+    use: kind === 'source' ? 'server' : 'client',
   });
 }

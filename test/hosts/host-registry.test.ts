@@ -14,7 +14,11 @@ import type { Host, HostRole } from '../../src/domain/hosts.js';
 import { makeKeyAndRequest } from '../../src/lib/x509.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
-import { issueRepositoryClient, issueRepositoryServer } from '../../src/hosts/host-registry.js';
+import {
+  issueRepositoryBackupClient,
+  issueRepositoryClient,
+  issueRepositoryServer,
+} from '../../src/hosts/host-registry.js';
 import { installationCa, servicesCa } from '../../src/hosts/installation-ca.js';
 
 const SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
@@ -102,4 +106,28 @@ test("the repository host's server certificate: its address, for servers, to it 
   const client = await issueRepositoryClient(store, 'h1', sha('h1'), 'svc1', csr);
   assert.equal(client.ca, issued.ca);
   await assert.rejects(issueRepositoryServer(store, 'h1', sha('h1'), csr), forbidden);
+});
+
+test("a backup's two other ends: the database host's source for its own services, the repository host's client", async (t) => {
+  const store = await installation(t);
+  const { csr } = await makeKeyAndRequest('anything');
+  // The source server a backup reads svc1 through: h1's address, servers only, for h1 alone.
+  const source = await issueRepositoryClient(store, 'h1', sha('h1'), 'svc1', csr, 'source');
+  const cert = new X509Certificate(source.certificate);
+  assert.equal(cert.subject, 'CN=10.0.0.11');
+  assert.equal(cert.subjectAltName, undefined);
+  assert.deepEqual(cert.keyUsage, [SERVER_AUTH]);
+  assert.ok(cert.verify(new X509Certificate(source.ca).publicKey));
+  await assert.rejects(
+    issueRepositoryClient(store, 'h2', sha('h2'), 'svc1', csr, 'source'),
+    forbidden,
+  );
+  // The repository host's client at that server: basin-repository-<id>, clients only, repository hosts only.
+  const client = await issueRepositoryBackupClient(store, 'r1', sha('r1'), 'svc1', csr);
+  const c2 = new X509Certificate(client.certificate);
+  assert.equal(c2.subject, 'CN=basin-repository-svc1');
+  assert.deepEqual(c2.keyUsage, [CLIENT_AUTH]);
+  assert.equal(client.ca, source.ca);
+  await assert.rejects(issueRepositoryBackupClient(store, 'h1', sha('h1'), 'svc1', csr), forbidden);
+  await assert.rejects(issueRepositoryBackupClient(store, 'r1', sha('h1'), 'svc1', csr), forbidden);
 });

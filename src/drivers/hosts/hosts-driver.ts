@@ -6,6 +6,11 @@
 // to that host's agent over mutual TLS. What needs an answer at once
 // (metrics, a service's endpoint host) is answered from what it last read.
 //
+// With a repository host joined, each service's repository is there
+// (withRepository): its apply asks the repository host's agent for it, and
+// its backups run there, reading the service through a server its database
+// host opens for the backup (backupService).
+//
 // Not yet across hosts (docs/decisions.md, "Several hosts"): forks, HA
 // replicas and read replica sets, whose nodes and sources would span hosts;
 // the capabilities below refuse them with a 400 before anything is queued.
@@ -25,6 +30,7 @@ import {
   DriverError,
   type Health,
   type ObservedNode,
+  type RemoteRepository,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
@@ -69,6 +75,8 @@ export class HostsDriver implements Driver {
   /** When the view was last read (a follower's reads refresh it: freshen). */
   private refreshedAt = 0;
   private refreshing = false;
+  /** Each service's repository on the repository host, as last made there. */
+  private repositories = new Map<string, RemoteRepository>();
 
   constructor(private readonly o: HostsDriverOptions) {}
 
@@ -134,8 +142,50 @@ export class HostsDriver implements Driver {
   async applyService(spec: ServiceSpec): Promise<Progress> {
     const host = await this.hostFor(spec);
     this.refuseLost(host);
-    const progress = (await this.call(host, 'applyService', [spec])) as Progress;
+    const progress = (await this.call(host, 'applyService', [
+      await this.withRepository(spec, true),
+    ])) as Progress;
     return progress;
+  }
+
+  /**
+   * The service's spec with its repository on the repository host, when
+   * the installation has one (docs/decisions.md, "Several hosts"): made
+   * there (its server running) when `ensure` and the host is online, else
+   * as last made. Without a repository host, the spec as it is: the
+   * database host keeps the service's repository, as on one machine.
+   */
+  private async withRepository(spec: ServiceSpec, ensure = false): Promise<ServiceSpec> {
+    const repoHost = await this.repositoryHost();
+    if (!repoHost) return spec;
+    const known = this.repositories.get(spec.serviceId);
+    if (known && !ensure) return { ...spec, repository: known };
+    if (this.lost(repoHost)) {
+      if (known) return { ...spec, repository: known };
+      throw new DriverError(
+        `The repository host ${repoHost.name} (${repoHost.address}) is lost: the service's repository cannot be made until it reports again.`,
+        true,
+      );
+    }
+    const made = (await this.callRepository(repoHost, {
+      action: 'ensure',
+      serviceId: spec.serviceId,
+      port: spec.port,
+    })) as RemoteRepository;
+    this.repositories.set(spec.serviceId, made);
+    return { ...spec, repository: made };
+  }
+
+  /** The installation's repository host, if one has joined (the first, by id). */
+  private async repositoryHost(): Promise<Host | undefined> {
+    const hosts = this.hostsById.size > 0 ? [...this.hostsById.values()] : await this.o.hosts();
+    return hosts.filter((h) => h.role === 'repository').sort((a, b) => (a.id < b.id ? -1 : 1))[0];
+  }
+
+  /** One call of the repository host's agent (agent/repository-host/); failures as the driver calls'. */
+  private async callRepository(host: Host, body: Record<string, unknown>): Promise<unknown> {
+    this.refuseLost(host);
+    return this.call(host, '', [], '/v1/agent/repository', body);
   }
 
   async deleteService(serviceId: string): Promise<Progress> {
@@ -149,6 +199,14 @@ export class HostsDriver implements Driver {
     }
     this.refuseLost(host);
     const progress = (await this.call(host, 'deleteService', [serviceId])) as Progress;
+    // Then its repository on the repository host, with its backups.
+    const repoHost = await this.repositoryHost();
+    if (progress.done && repoHost) {
+      const removed = await this.callRepository(repoHost, { action: 'remove', serviceId });
+      if (removed !== true)
+        return { done: false, retryAfterMs: 200, reason: 'removing its repository' };
+      this.repositories.delete(serviceId);
+    }
     if (progress.done) {
       await this.o.placements.remove(serviceId);
       this.placed.delete(serviceId);
@@ -172,7 +230,9 @@ export class HostsDriver implements Driver {
       }
       return 'failed';
     }
-    const health = (await this.call(host, 'inspectService', [spec])) as Health;
+    const health = (await this.call(host, 'inspectService', [
+      await this.withRepository(spec),
+    ])) as Health;
     if (this.onLostHost.delete(spec.serviceId)) {
       this.notify?.(target, {
         severity: 'LOG',
@@ -192,10 +252,42 @@ export class HostsDriver implements Driver {
     const host = await this.placedHost(spec.serviceId);
     if (!host) throw new DriverError(`Service ${spec.serviceId} is not placed on a host.`, true);
     this.refuseLost(host);
-    return (await this.call(host, 'backupService', [spec, since])) as BackupProgress;
+    const withRepo = await this.withRepository(spec);
+    const repoHost = await this.repositoryHost();
+    if (!withRepo.repository || !repoHost) {
+      return (await this.call(host, 'backupService', [spec, since])) as BackupProgress;
+    }
+    // pgBackRest backs up only where the repository is: on the repository
+    // host, reading the service through its own server on its host, which
+    // runs for the backup.
+    const source = (await this.call(host, 'openBackupSource', [withRepo])) as {
+      port: number;
+      config: string;
+      pgPath: string;
+      socketDir: string;
+      pgPort: number;
+      processMax: number;
+    };
+    const progress = (await this.callRepository(repoHost, {
+      action: 'backup',
+      serviceId: spec.serviceId,
+      port: spec.port,
+      since,
+      processMax: source.processMax,
+      source: { ...source, host: host.address },
+    })) as BackupProgress;
+    if (progress.done) await this.call(host, 'closeBackupSource', [spec.serviceId]);
+    return progress;
   }
 
   async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
+    const repoHost = await this.repositoryHost();
+    if (repoHost) {
+      if (!this.lost(repoHost)) {
+        await this.callRepository(repoHost, { action: 'expire', serviceId, oldestKept });
+      }
+      return;
+    }
     const host = await this.placedHost(serviceId);
     if (host && !this.lost(host)) await this.call(host, 'expireBackups', [serviceId, oldestKept]);
   }
@@ -332,12 +424,18 @@ export class HostsDriver implements Driver {
   }
 
   /** One driver call on a host's agent; a host that does not answer is a retryable failure. */
-  private async call(host: Host, method: string, args: unknown[]): Promise<unknown> {
+  private async call(
+    host: Host,
+    method: string,
+    args: unknown[],
+    path = '/v1/agent/driver',
+    request: unknown = { method, args },
+  ): Promise<unknown> {
     const me = await this.o.identity();
     let res;
     try {
-      res = await httpsJson(agentUrl(host, '/v1/agent/driver'), {
-        body: { method, args },
+      res = await httpsJson(agentUrl(host, path), {
+        body: request,
         ca: me.ca,
         cert: me.cert,
         key: me.key,

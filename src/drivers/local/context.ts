@@ -10,6 +10,7 @@ import type { Size } from '../../domain/types.js';
 import type { Logger } from '../../lib/logger.js';
 import type { LocalBackups } from './backups/backups.js';
 import type { Repositories } from './backups/repository/repositories.js';
+import type { RemoteIdentity } from './backups/repository/remote.js';
 import type { Haproxy } from './endpoints/haproxy.js';
 import type { PgInstall } from './host-check.js';
 import type { NodeCgroups } from './host/cgroups/node-cgroups.js';
@@ -50,6 +51,8 @@ export interface DriverContext {
   backups: LocalBackups;
   /** Each service's repository with a server of its own, when repositories have them (repository/). */
   repositories: Repositories | undefined;
+  /** On a host of several: signs a service's credentials at the repository host (repository/remote.ts). */
+  remoteIdentity: RemoteIdentity | undefined;
   /** One service's work at a time (a fork holds its parent's while it copies from it). */
   locks: KeyedLock;
   /** Work in the background, such as a fork's restore (tasks.ts). */

@@ -44,7 +44,8 @@ import type { ProgressNote } from '../../domain/progress.js';
 import { removeLeftBackupCgroups } from './host/cgroups/backup-cgroup.js';
 import { readNodeState } from './node/node-state.js';
 import { ADMIN_BOUNDS, type AdminBounds } from './node/admin.js';
-import { LocalBackups } from './backups/backups.js';
+import { LocalBackups, type SourceInfo } from './backups/backups.js';
+import type { RemoteIdentity } from './backups/repository/remote.js';
 import {
   checkConfineTools,
   detectPrivateTmp,
@@ -110,6 +111,11 @@ export interface LocalDriverOptions {
    * root, in PEM); made here otherwise.
    */
   ca?: () => Promise<{ cert: string; key: string }>;
+  /**
+   * On a host of several: signs the keys of a service's side of its
+   * repository on the repository host (backups/repository/remote.ts).
+   */
+  remoteIdentity?: RemoteIdentity;
   /** PostgreSQL 15 server binaries (default /usr/lib/postgresql/15/bin). */
   pgBin?: string;
   /** PostgreSQL 15 shared data (default /usr/share/postgresql/15). */
@@ -461,6 +467,7 @@ export class LocalDriver implements Driver {
       adminBounds: { ...ADMIN_BOUNDS, ...this.options.adminBounds },
       restarts: { ...DEFAULT_RESTARTS, ...this.options.restarts },
       repositories,
+      remoteIdentity: this.options.remoteIdentity,
       log: this.log,
     };
     return { ...parts, backups: new LocalBackups(parts) };
@@ -731,6 +738,7 @@ export class LocalDriver implements Driver {
       if (ctx.repositories && !(await ctx.repositories.remove(serviceId))) {
         return wait(100, "stopping the processes of the service's repository");
       }
+      ctx.backups.closeSource(serviceId);
       await ctx.backups.settle(serviceId);
       // Its cgroups, by name (also of nodes whose files a crash already took).
       if (!(await ctx.cgroups.removeAll(serviceId))) {
@@ -869,6 +877,29 @@ export class LocalDriver implements Driver {
     });
     if (progress.done) this.idle.unhold(spec.serviceId);
     return progress;
+  }
+
+  /**
+   * A backup on the repository host reads the service through its own
+   * pgBackRest server: started here for it (backups.ts openSource), and
+   * stopped by closeBackupSource once the backup is taken.
+   */
+  async openBackupSource(spec: ServiceSpec): Promise<SourceInfo> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    this.idle.hold(spec.serviceId);
+    if (this.idle.isAsleep(spec.serviceId)) {
+      throw new DriverError('waking the suspended service for its backup', true);
+    }
+    return this.locks.run(spec.serviceId, async () =>
+      ctx.backups.openSource(spec, await ctx.users.ensure(spec.serviceId)),
+    );
+  }
+
+  async closeBackupSource(serviceId: string): Promise<void> {
+    checkId(serviceId);
+    this.context().backups.closeSource(serviceId);
+    this.idle.unhold(serviceId);
   }
 
   async expireBackups(serviceId: string, oldestKept: string): Promise<void> {

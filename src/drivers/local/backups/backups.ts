@@ -41,6 +41,16 @@ import type { Logger } from '../../../lib/logger.js';
 import type { StorageWatch } from '../storage/storage-watch.js';
 import { primaryNode } from '../primary-node.js';
 import {
+  ensureRemoteSide,
+  isRemote,
+  markStanza,
+  recordedRemote,
+  type RemoteIdentity,
+  sourcePort,
+  stanzaMade,
+} from './repository/remote.js';
+import { type SourceServer, startSourceServer } from './repository/source-server.js';
+import {
   copyLocalRepository,
   dropMovedRepository,
   movePaths,
@@ -53,6 +63,8 @@ import {
  */
 export interface BackupsContext extends SidesContext {
   repositories: Repositories | undefined;
+  /** On a host of several: signs the credentials of a repository on the repository host (remote.ts). */
+  remoteIdentity?: RemoteIdentity | undefined;
   storage: StorageWatch;
   log: Logger;
 }
@@ -88,8 +100,19 @@ interface Running {
   finished: boolean;
 }
 
+/** What a backup on the repository host reads the service through (its host's address is the hosts driver's to add). */
+export interface SourceInfo {
+  port: number;
+  config: string;
+  pgPath: string;
+  socketDir: string;
+  pgPort: number;
+  processMax: number;
+}
+
 export class LocalBackups {
   private readonly running = new Map<string, Running>();
+  private readonly sources = new Map<string, SourceServer>();
 
   constructor(private readonly ctx: BackupsContext) {}
 
@@ -101,6 +124,11 @@ export class LocalBackups {
   async ensureConfig(spec: ServiceSpec, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
     const id = spec.serviceId;
+    const remote = spec.repository ?? (await recordedRemote(this.ctx, id));
+    if (remote) {
+      await ensureRemoteSide(this.ctx, { ...spec, repository: remote }, user);
+      return;
+    }
     if (await this.moveRepository(spec, user)) return;
     const repositories = await this.serverOf(id);
     if (repositories) {
@@ -130,6 +158,16 @@ export class LocalBackups {
    */
   async ensureStanza(id: string, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
+    if (await isRemote(this.ctx, id)) {
+      // Its backup.info is on the repository host: made once, then marked here.
+      if (await stanzaMade(this.ctx, id)) return;
+      const up = (await postmasterStatus(layout.pgdata({ id, node: 0 }))).up;
+      await this.pgbackrest(user, id, [...(up ? [] : ['--no-online']), 'stanza-create'], {
+        timeoutMs: SHORT_MS,
+      });
+      await markStanza(this.ctx, id);
+      return;
+    }
     const info = ['backup', id, 'backup.info'];
     const { dir, owner } = await this.repositoryOf(id, user);
     if (await existsBeneath(dir, info, owner).catch(() => false)) {
@@ -249,7 +287,7 @@ export class LocalBackups {
    */
   async serverOf(id: string): Promise<Repositories | undefined> {
     const { repositories, layout } = this.ctx;
-    if (!repositories) return undefined;
+    if (!repositories || (await isRemote(this.ctx, id))) return undefined;
     if ((await moveStage(layout, id, repositories.enabled)) === 'copy') return undefined;
     if (await exists(layout.repository(id).dir)) return repositories;
     if (!repositories.enabled) return undefined;
@@ -295,6 +333,66 @@ export class LocalBackups {
     await dropMovedRepository(layout, id);
     log.info({ serviceId: id }, "moved the service's backups into a repository of their own");
     return true;
+  }
+
+  /**
+   * The service's backup source, for a backup on the repository host: its
+   * side made, its stanza there, and its own pgBackRest server running (as
+   * its user, in its namespace, at a backup's priority and in its CPU cap)
+   * until closeSource, or for at most a backup's time. Returns what the
+   * repository host's backup configuration names.
+   */
+  async openSource(spec: ServiceSpec, user: OsUser): Promise<SourceInfo> {
+    const { layout } = this.ctx;
+    const id = spec.serviceId;
+    if (!spec.repository) {
+      throw new DriverError(`Service ${id} has no repository on a repository host.`, false);
+    }
+    const primary = primaryNode(spec);
+    const pm = await postmasterStatus(layout.pgdata({ id, node: primary.index }));
+    if (!pm.up || pm.state !== 'ready') {
+      throw new DriverError(`Service ${id} is not running: it cannot be backed up now.`, true);
+    }
+    await this.ensureConfig(spec, user);
+    await this.ensureStanza(id, user);
+    const info: SourceInfo = {
+      port: sourcePort(spec),
+      config: layout.backupConf(id),
+      pgPath: layout.pgdata({ id, node: primary.index }),
+      socketDir: layout.socketDir({ id, node: primary.index }),
+      pgPort: primary.port,
+      processMax: backupProcesses(spec.size),
+    };
+    const open = this.sources.get(id);
+    if (open && !open.exited()) return info;
+    const cgroup = await this.cgroup(id, info.processMax);
+    const prelude = await helperPrelude(this.ctx, id);
+    this.sources.set(
+      id,
+      await startSourceServer(
+        this.ctx,
+        id,
+        user,
+        info.port,
+        {
+          ...prelude,
+          ...(cgroup ? { tryCgroups: [cgroup] } : {}),
+        },
+        LOW_PRIORITY,
+        BACKUP_TIMEOUT_MS,
+        async () => {
+          if (cgroup) await removeBackupCgroup(cgroup);
+        },
+      ),
+    );
+    this.ctx.log.info({ serviceId: id }, 'serving a backup on the repository host');
+    return info;
+  }
+
+  /** Stops the service's backup source, if it runs. */
+  closeSource(id: string): void {
+    this.sources.get(id)?.stop();
+    this.sources.delete(id);
   }
 
   /** Whether a backup started by this Basin still runs. */

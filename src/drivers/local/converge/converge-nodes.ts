@@ -14,6 +14,7 @@
 //   stopping: the standbys first, the primary last (its stop sweeps every
 //     process of the service's OS user).
 
+import { sourcePort } from '../backups/repository/remote.js';
 import { readdir } from 'node:fs/promises';
 import { nodeName, type NodeRole } from '../../../domain/service-nodes.js';
 import { DONE, type Progress, sooner, wait } from '../../../domain/progress.js';
@@ -52,6 +53,8 @@ export function namespacePorts(spec: ServiceSpec): number[] {
     ...spec.nodes.map((n) => n.port),
     ...(proxied ? [] : [spec.port]),
     ...(spec.pooler.port === null ? [] : [spec.pooler.port]),
+    // A backup on the repository host reads it through its own pgBackRest server (repository/remote.ts).
+    ...(spec.repository ? [sourcePort(spec)] : []),
   ];
 }
 

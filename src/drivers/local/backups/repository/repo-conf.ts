@@ -26,6 +26,14 @@ import { checkConfLine } from '../../config/pgbackrest.js';
 /** Where every pgBackRest server of Basin's listens: on its own address (the service's gateway, or its namespace's address). */
 export const REPO_PORT = 8432;
 
+/**
+ * On a host of several, a service's repository server on the repository
+ * host, and its own backup source on its database host, listen on its port
+ * + this: the control plane hands out service ports installation-wide, so
+ * each is unique on either host (the port range must be narrower).
+ */
+export const SOURCE_PORT_OFFSET = 10_000;
+
 /** The CN of a service's client certificate: what its repository's server authorizes (and its parent's, while it is forked). */
 export const serviceClientName = serviceRepositoryClientCn;
 /** The CN of a repository's client certificate: what the service's own server authorizes, for its backups. */
@@ -39,6 +47,8 @@ export interface TlsPeer {
   ca: string;
   /** The path of the configuration the server's side of the command loads. */
   config: string;
+  /** Its port: REPO_PORT unless said (a repository host serves each service on a port of its own). */
+  port?: number;
 }
 
 /** The directories pgBackRest writes on one side: its locks and logs (and the queue of asynchronous archiving). */
@@ -64,10 +74,15 @@ function dirs(d: Dirs): string[] {
   ];
 }
 
-function server(listen: string, id: Omit<TlsPeer, 'host' | 'config'>, auth: Authorized[]) {
+function server(
+  listen: string,
+  id: Omit<TlsPeer, 'host' | 'config'>,
+  auth: Authorized[],
+  port = REPO_PORT,
+) {
   return [
     `tls-server-address=${listen}`,
-    `tls-server-port=${REPO_PORT}`,
+    `tls-server-port=${port}`,
     `tls-server-cert-file=${id.cert}`,
     `tls-server-key-file=${id.key}`,
     `tls-server-ca-file=${id.ca}`,
@@ -79,12 +94,22 @@ function peer(prefix: 'repo1-host' | 'pg1-host', p: TlsPeer): string[] {
   return [
     `${prefix}=${p.host}`,
     `${prefix}-type=tls`,
-    `${prefix}-port=${REPO_PORT}`,
+    `${prefix}-port=${p.port ?? REPO_PORT}`,
     `${prefix}-cert-file=${p.cert}`,
     `${prefix}-key-file=${p.key}`,
     `${prefix}-ca-file=${p.ca}`,
     `${prefix}-config=${p.config}`,
   ];
+}
+
+/**
+ * A repository encrypted with `pass` (aes-256-cbc: the repository host's,
+ * docs/decisions.md "Several hosts"); nothing without one.
+ */
+function cipher(pass: string | undefined): string[] {
+  if (pass === undefined) return [];
+  if (!/^[A-Za-z0-9+/=_-]{32,128}$/.test(pass)) throw new Error('unusable cipher pass');
+  return ['repo1-cipher-type=aes-256-cbc', `repo1-cipher-pass=${pass}`];
 }
 
 /** A CN or a stanza: letters, digits and dashes only (`=` would split tls-server-auth). */
@@ -109,14 +134,18 @@ export function renderServerConf(c: {
   listen: string;
   identity: Omit<TlsPeer, 'host' | 'config'>;
   authorized: Authorized[];
+  /** A port of its own (the repository host's servers); REPO_PORT otherwise. */
+  port?: number;
+  cipherPass?: string;
 }): string {
   return render([
     '[global]',
     `repo1-path=${c.repo}`,
+    ...cipher(c.cipherPass),
     ...dirs(c.dirs),
     ...LOGS,
     'compress-type=lz4',
-    ...server(c.listen, c.identity, c.authorized),
+    ...server(c.listen, c.identity, c.authorized, c.port),
   ]);
 }
 
@@ -131,11 +160,13 @@ export function renderBackupConf(c: {
   repo: string;
   dirs: Dirs;
   processMax: number;
-  pg: TlsPeer & { path: string; socketDir: string; port: number };
+  pg: TlsPeer & { path: string; socketDir: string; pgPort: number };
+  cipherPass?: string;
 }): string {
   return render([
     '[global]',
     `repo1-path=${c.repo}`,
+    ...cipher(c.cipherPass),
     'repo1-retention-full-type=count',
     'repo1-retention-full=9999999',
     ...dirs(c.dirs),
@@ -150,7 +181,7 @@ export function renderBackupConf(c: {
     ...peer('pg1-host', c.pg),
     `pg1-path=${c.pg.path}`,
     `pg1-socket-path=${c.pg.socketDir}`,
-    `pg1-port=${c.pg.port}`,
+    `pg1-port=${c.pg.pgPort}`,
     // The superuser, by peer authentication over the socket (pg_ident maps the service's user).
     'pg1-user=postgres',
   ]);
@@ -196,12 +227,14 @@ export function renderServiceServerConf(c: {
   identity: Omit<TlsPeer, 'host' | 'config'>;
   client: string;
   dirs: Dirs;
+  /** A port of its own (a service on a database host, backed up from the repository host). */
+  port?: number;
 }): string {
   return render([
     '[global]',
     ...dirs(c.dirs),
     ...LOGS,
-    ...server(c.listen, c.identity, [{ client: c.client, stanza: c.stanza }]),
+    ...server(c.listen, c.identity, [{ client: c.client, stanza: c.stanza }], c.port),
   ]);
 }
 

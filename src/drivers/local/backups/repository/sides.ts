@@ -152,7 +152,7 @@ export async function ensureSides(
         config: layout.backupConf(id),
         path: pg.pgdata,
         socketDir: pg.socketDir,
-        port: pg.port,
+        pgPort: pg.port,
       },
     }),
     repoUser,
