@@ -25,6 +25,7 @@ import { type NetworkProvisioner, recordingProvisioner } from './engine/network-
 import { type Clock, systemClock } from './lib/clock.js';
 import { secureDataDir } from './lib/data-dir.js';
 import { lockDataDir } from './lib/data-dir-lock.js';
+import { fenceHolder } from './lib/leader-process.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { BasinMetrics } from './metrics/basin-metrics.js';
@@ -279,7 +280,9 @@ function followTheLeader(
       lost: (_term, reason) => role.lost(reason),
     },
     log,
-    role.options ?? {},
+    // A former leader on this host is killed before this one acts (its
+    // step under way cannot carry on beside ours); tests may replace it.
+    { fence: fenceHolder, ...role.options },
   );
   return leadership;
 }
