@@ -105,7 +105,10 @@ async function assemble(
   // (engine/leadership.ts), and what it runs writes through a store fenced
   // by its term. Alone (SQLite), this Basin simply leads, unfenced.
   const shared = config.storeUrl !== null;
-  const lead: { store: Store; mayAct: () => boolean } = { store, mayAct: () => !shared };
+  const lead: { store: Store; mayAct: () => boolean; term?: number } = {
+    store,
+    mayAct: () => !shared,
+  };
   const driver = options.driver ?? createDriver(config, clock, log, store, lead);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
@@ -202,6 +205,7 @@ async function assemble(
   const leadership = shared
     ? followTheLeader(store, log, {
         async lead(term, mayAct, fenced) {
+          lead.term = term;
           lead.mayAct = mayAct;
           lead.store = fenced;
           engine = makeEngine(fenced, leaderDriver(driver, mayAct));
@@ -315,7 +319,7 @@ function createDriver(
   clock: Clock,
   log: Logger,
   store: Store,
-  lead: { store: Store; mayAct: () => boolean },
+  lead: { store: Store; mayAct: () => boolean; term?: number },
 ): Driver {
   switch (config.driver) {
     case 'sim':
@@ -351,6 +355,7 @@ function createDriver(
         lostAfterMs: config.hostLostAfterMs,
         clock,
         log,
+        term: () => lead.term,
       });
   }
 }

@@ -15,7 +15,14 @@
 // replicas and read replica sets, whose nodes and sources would span hosts;
 // the capabilities below refuse them with a 400 before anything is queued.
 
-import { agentUrl, type Host, hostCertCn, hostState, type Placement } from '../../domain/hosts.js';
+import {
+  agentUrl,
+  type Host,
+  hostCertCn,
+  hostState,
+  LEADER_TERM_HEADER as TERM_HEADER,
+  type Placement,
+} from '../../domain/hosts.js';
 import { DONE, type Progress, type ProgressNote } from '../../domain/progress.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { SeriesSample } from '../../domain/series/catalogue.js';
@@ -52,6 +59,12 @@ export interface HostsDriverOptions {
   log: Logger;
   /** How often hosts, placements and metrics are read again (default 2 s). */
   refreshMs?: number;
+  /**
+   * The term this process leads as, sent with every call so that a host
+   * refuses a deposed leader's (agent/term-fence.ts); undefined while it
+   * does not lead (a follower's reads).
+   */
+  term?: () => number | undefined;
 }
 
 export class HostsDriver implements Driver {
@@ -82,6 +95,7 @@ export class HostsDriver implements Driver {
 
   async start(): Promise<void> {
     await this.refresh();
+    await this.announce();
     const loop = () => {
       this.timer = setTimeout(() => {
         void this.refresh()
@@ -423,6 +437,29 @@ export class HostsDriver implements Driver {
     );
   }
 
+  /**
+   * Tells every host the term this process leads as before it acts, so a
+   * host refuses the former leader's calls from now on, placed services or
+   * not (a host that does not answer hears it with the next call).
+   */
+  private async announce(): Promise<void> {
+    const term = this.o.term?.();
+    if (term === undefined) return;
+    const me = await this.o.identity();
+    await Promise.all(
+      [...this.hostsById.values()].map((host) =>
+        httpsJson(agentUrl(host, '/v1/agent/health'), {
+          ca: me.ca,
+          cert: me.cert,
+          key: me.key,
+          peerCn: hostCertCn(host.id),
+          headers: { [TERM_HEADER]: String(term) },
+          timeoutMs: 5_000,
+        }).catch(() => undefined),
+      ),
+    );
+  }
+
   /** One driver call on a host's agent; a host that does not answer is a retryable failure. */
   private async call(
     host: Host,
@@ -441,6 +478,7 @@ export class HostsDriver implements Driver {
         key: me.key,
         peerCn: hostCertCn(host.id),
         timeoutMs: 120_000,
+        headers: termHeader(this.o.term?.()),
       });
     } catch (err) {
       throw new DriverError(`Host ${host.name} does not answer: ${(err as Error).message}`, true);
@@ -452,6 +490,10 @@ export class HostsDriver implements Driver {
     if (body.error) throw new DriverError(body.error.message, body.error.retryable);
     return body.result;
   }
+}
+
+function termHeader(term: number | undefined): Record<string, string> {
+  return term === undefined ? {} : { [TERM_HEADER]: String(term) };
 }
 
 function acrossHosts(what: string): DriverError {
