@@ -98,17 +98,30 @@ export async function restoreFork(
   const staging = join(layout.instanceDir(spec.serviceId), `.restore-0-${tag()}`);
   await mkdirIn(staging, 0o711);
   const pgdata = join(staging, 'pgdata');
-  await ctx.backups.ensureConfig(spec, user);
+  // The fork's own backups' side (its directories; with repository servers
+  // also its server's user, certificates and process, about half a second)
+  // is made while the parent's data is copied, which needs none of it; a
+  // restore needs it (those directories, its client certificate).
+  const config = ctx.backups.ensureConfig(spec, user);
   // The parent's lock: no start, stop, restart, backup expiry or delete of
   // the parent while its data or its repository is read.
-  const copied = await ctx.locks.run(parent, async () => {
+  const copying = ctx.locks.run(parent, async () => {
     signal.throwIfAborted();
     const c = await copyFromParent(ctx, spec, user, source, pgdata, signal);
     // Through the parent's server, the restore reads its repository: still
     // under its lock (no expiry meanwhile), as a copy would be.
-    if (c.throughServer) await restoreAsFork(ctx, spec, user, c, pgdata, signal);
+    if (c.throughServer) {
+      await config;
+      await restoreAsFork(ctx, spec, user, c, pgdata, signal);
+    }
     return c;
   });
+  // Both settle before either's failure is reported: no step of this
+  // attempt still runs when the next one starts over.
+  const [made, copiedOut] = await Promise.allSettled([config, copying]);
+  if (copiedOut.status === 'rejected') throw copiedOut.reason;
+  if (made.status === 'rejected') throw made.reason;
+  const copied = copiedOut.value;
   signal.throwIfAborted();
   const restored = copied.recovery.kind === 'repo';
   if (restored && !copied.throughServer) {

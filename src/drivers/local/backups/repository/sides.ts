@@ -80,25 +80,33 @@ export async function ensureSides(
   const { layout } = ctx;
   const id = spec.serviceId;
   const net = await ctx.networks.ensure(id);
-  const endpoint = await repositories.ensure(id);
-  const repoUser = endpoint.user;
-  await mkdirIn(layout.backupDir(id), 0o711);
   const { spool, lock, log } = layout.backupDirs(id);
-  for (const dir of [spool, lock, log]) await ensureOwnedDir(dir, user);
   const mine = layout.backupIdentity(id);
   const r = layout.repository(id);
-  const ca = await readFile(layout.caCert, 'utf8');
-  await writeRootFile(mine.ca, ca, user);
-  await ensureIdentity(
-    ctx,
-    { cn: serviceClientName(id), use: 'client', cert: mine.clientCert, key: mine.clientKey },
-    user,
-  );
-  await ensureIdentity(
-    ctx,
-    { cn: net.address, use: 'server', cert: mine.serverCert, key: mine.serverKey },
-    user,
-  );
+  // The repository's side (its user, certificate and server, started and
+  // listening: the slow part) is made while the service's own side is.
+  const [repository, own] = await Promise.allSettled([
+    repositories.ensure(id),
+    (async () => {
+      await mkdirIn(layout.backupDir(id), 0o711);
+      for (const dir of [spool, lock, log]) await ensureOwnedDir(dir, user);
+      await writeRootFile(mine.ca, await readFile(layout.caCert, 'utf8'), user);
+      await ensureIdentity(
+        ctx,
+        { cn: serviceClientName(id), use: 'client', cert: mine.clientCert, key: mine.clientKey },
+        user,
+      );
+      await ensureIdentity(
+        ctx,
+        { cn: net.address, use: 'server', cert: mine.serverCert, key: mine.serverKey },
+        user,
+      );
+    })(),
+  ]);
+  if (repository.status === 'rejected') throw repository.reason;
+  if (own.status === 'rejected') throw own.reason;
+  const endpoint = repository.value;
+  const repoUser = endpoint.user;
   await ensureIdentity(
     ctx,
     { cn: repositoryClientName(id), use: 'client', cert: r.clientCert, key: r.clientKey },
