@@ -17,6 +17,7 @@ import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
 import { leaderDriver } from './engine/leader-driver.js';
+import { serviceSpec } from './engine/specs.js';
 import { Leadership, type LeadershipOptions } from './engine/leadership.js';
 import { SeriesCollector } from './engine/series-collector.js';
 import { SharedUsage, usageFromRounds } from './engine/shared-usage.js';
@@ -344,6 +345,12 @@ function createDriver(
         identity: async () => {
           const ca = await installationCa(store);
           return { ...(await controlPlaneIdentity(store, ca)), ca: ca.cert };
+        },
+        serviceSpec: async (id) => {
+          const svc = await store.services.get(id);
+          if (!svc) return undefined;
+          const vpc = svc.vpcId === null ? undefined : await store.vpcs.get(svc.vpcId);
+          return serviceSpec(svc, vpc);
         },
         lostAfterMs: config.hostLostAfterMs,
         clock,

@@ -18,6 +18,8 @@ export const DRIVER_METHODS = {
   expireBackups: 2,
   openBackupSource: 1,
   closeBackupSource: 1,
+  readyForkParent: 2,
+  forkMade: 1,
   readLogs: 2,
   metrics: 1,
   sampleSeries: 1,

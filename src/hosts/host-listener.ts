@@ -230,9 +230,10 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
   );
 
   // A service's pgBackRest client certificate (or, `kind: source`, the server
-  // certificate a backup reads its data through), for the database host it
-  // is placed on.
-  app.post<{ Body: { service_id: string; csr: string; kind?: 'client' | 'source' } }>(
+  // certificate a backup reads its data through; `kind: fork`, a fork's
+  // short-lived one for its parent's stanza while it is made), for the
+  // database host it is placed on.
+  app.post<{ Body: { service_id: string; csr: string; kind?: 'client' | 'source' | 'fork' } }>(
     '/v1/hosts/repository-client',
     {
       schema: {
@@ -243,7 +244,7 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
           properties: {
             service_id: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
             csr: { type: 'string', maxLength: 8192 },
-            kind: { type: 'string', enum: ['client', 'source'] },
+            kind: { type: 'string', enum: ['client', 'source', 'fork'] },
           },
         },
       },
