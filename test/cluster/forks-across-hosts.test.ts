@@ -8,7 +8,8 @@
 // its parent had at that moment, with its own system identifier and its
 // own stanza, and none of the parent's credentials left on its host; and
 // a certificate for the parent's stanza is refused to the fork's host once
-// the fork is READY.
+// the fork is READY. A PAUSED parent forks the same way, from its backups
+// and the WAL archived up to its stop.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -178,9 +179,33 @@ test(
     assert.match(await askFork(hostIndex(parent), parent.id), /HTTP 403.*not a fork being made/);
     assert.match(await askFork(hostIndex(parent), now.id), /HTTP 403.*is not placed on host/);
 
+    // A PAUSED parent (everything up to its stop archived): NOW is its last
+    // state, PITR before the stop exactly the rows before the target, PITR
+    // after it its last state.
+    await insert(parent, 'e: before the second target');
+    await sleep(1_100);
+    const second = new Date().toISOString();
+    await sleep(1_100);
+    await insert(parent, 'f: just before the stop');
+    assert.equal((await b.call('POST', `${b.servicePath(parent.id)}/stop`)).status, 202);
+    await b.waitForStatus(parent.id, 'PAUSED', 180_000);
+    const afterStop = new Date().toISOString();
+    const all = await Promise.all([
+      fork(parent, { fork_strategy: 'NOW' }),
+      fork(parent, { fork_strategy: 'PITR', target_time: second }),
+      fork(parent, { fork_strategy: 'PITR', target_time: afterStop }),
+    ]);
+    const [stoppedNow, stoppedPitr, stoppedEnd] = all.map(async (f) => (await rows(f)).at(-1));
+    assert.equal(await stoppedNow, 'f: just before the stop');
+    assert.equal(await stoppedPitr, 'e: before the second target');
+    assert.equal(await stoppedEnd, 'f: just before the stop');
+    assert.equal((await rows(all[1] as Svc)).length, 5);
+    assert.equal((await b.call('POST', `${b.servicePath(parent.id)}/start`)).status, 202);
+    await b.waitForStatus(parent.id, 'READY', 180_000);
+
     // The parent, its forks gone or not, keeps its rows and takes writes.
-    await insert(parent, 'e: after the forks');
-    assert.equal((await rows(parent)).length, 5);
+    await insert(parent, 'g: after the forks');
+    assert.equal((await rows(parent)).length, 7);
 
     for (const id of made.slice().reverse()) {
       assert.equal((await b.call('DELETE', b.servicePath(id))).status, 202);
