@@ -8,7 +8,8 @@
 // its parent had at that moment, with its own system identifier and its
 // own stanza, and none of the parent's credentials left on its host; and
 // a certificate for the parent's stanza is refused to the fork's host once
-// the fork is READY. A PAUSED parent forks the same way, from its backups
+// the fork is READY. A control plane killed with -9 while a fork is made
+// makes it once it is back. A PAUSED parent forks the same way, from its backups
 // and the WAL archived up to its stop.
 
 import assert from 'node:assert/strict';
@@ -48,7 +49,8 @@ test(
       // One backup per service (the one at first READY) and nothing expired.
       args: ['--backup-schedule', '1d', '--pitr-window', '1d'],
     });
-    const { b, cli, address } = c;
+    const { cli, address } = c;
+    let b = c.b;
     await c.joinAgent(1, { args: ['--role', 'repository'] });
     await c.joinAgent(2);
     await c.joinAgent(3);
@@ -178,6 +180,41 @@ test(
     assert.match(await askFork(hostIndex(now), now.id), /HTTP 403.*not a fork being made/);
     assert.match(await askFork(hostIndex(parent), parent.id), /HTTP 403.*not a fork being made/);
     assert.match(await askFork(hostIndex(parent), now.id), /HTTP 403.*is not placed on host/);
+
+    // The control plane killed with -9 while a NOW fork is made (its
+    // parent being backed up for it, or the fork restoring): once it is
+    // back, the fork is made, from a backup started after the request.
+    await insert(parent, 'd2: before the interrupted fork');
+    const asked = await b.call('POST', `${b.servicePath(parent.id)}/forkService`, {
+      fork_strategy: 'NOW',
+    });
+    assert.equal(asked.status, 202, asked.text);
+    made.push(asked.body.service_id);
+    await b.waitFor(
+      async () =>
+        (await b.call('GET', b.servicePath(asked.body.service_id))).body.status === 'CONFIGURING',
+      'the fork CONFIGURING',
+    );
+    await b.kill();
+    b = await c.inst.start({
+      args: [
+        '--host-listen',
+        new URL(c.controlPlane).host,
+        '--backup-schedule',
+        '1d',
+        '--pitr-window',
+        '1d',
+      ],
+    });
+    const back = await b.waitForStatus(asked.body.service_id, 'READY', 300_000);
+    const interrupted: Svc = {
+      id: back.service_id,
+      host: back.endpoint.host,
+      port: back.endpoint.port,
+      password: asked.body.initial_password,
+    };
+    assert.equal((await rows(interrupted)).at(-1), 'd2: before the interrupted fork');
+    await sql(parent, "DELETE FROM t WHERE v = 'd2: before the interrupted fork'");
 
     // A PAUSED parent (everything up to its stop archived): NOW is its last
     // state, PITR before the stop exactly the rows before the target, PITR
