@@ -357,7 +357,11 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
           load1: u.load1,
         },
       });
-      return reply.send({ host_id: host.id, name: host.name });
+      // What it runs that is placed here: anything else it has is stale (agent/stale-services.ts).
+      const placed = (await o.store.placements.list())
+        .filter((p) => p.hostId === host.id)
+        .map((p) => p.resourceId.split(':')[0] as string);
+      return reply.send({ host_id: host.id, name: host.name, placed: [...new Set(placed)] });
     },
   );
 }
