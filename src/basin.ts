@@ -352,6 +352,14 @@ function createDriver(
           const vpc = svc.vpcId === null ? undefined : await store.vpcs.get(svc.vpcId);
           return serviceSpec(svc, vpc);
         },
+        forksBeingMade: async (id) =>
+          (await store.services.listAll())
+            .filter(
+              (s) =>
+                s.forkedFrom?.serviceId === id &&
+                (s.status === 'QUEUED' || s.status === 'CONFIGURING'),
+            )
+            .map((s) => s.id),
         lostAfterMs: config.hostLostAfterMs,
         clock,
         log,

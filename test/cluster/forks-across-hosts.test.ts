@@ -9,8 +9,9 @@
 // own stanza, and none of the parent's credentials left on its host; and
 // a certificate for the parent's stanza is refused to the fork's host once
 // the fork is READY. A control plane killed with -9 while a fork is made
-// makes it once it is back. A PAUSED parent forks the same way, from its backups
-// and the WAL archived up to its stop.
+// makes it once it is back; a parent deleted right after a fork was asked
+// for is deleted once the fork is made. A PAUSED parent forks the same
+// way, from its backups and the WAL archived up to its stop.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -237,6 +238,12 @@ test(
     assert.equal(await stoppedPitr, 'e: before the second target');
     assert.equal(await stoppedEnd, 'f: just before the stop');
     assert.equal((await rows(all[1] as Svc)).length, 5);
+    // Room on the hosts for the forks below (each holds its size there).
+    for (const f of all) {
+      assert.equal((await b.call('DELETE', b.servicePath(f.id))).status, 202);
+      made.splice(made.indexOf(f.id), 1);
+    }
+    for (const f of all) await b.waitGone(f.id, 180_000);
     assert.equal((await b.call('POST', `${b.servicePath(parent.id)}/start`)).status, 202);
     await b.waitForStatus(parent.id, 'READY', 180_000);
 
@@ -244,10 +251,39 @@ test(
     await insert(parent, 'g: after the forks');
     assert.equal((await rows(parent)).length, 7);
 
-    for (const id of made.slice().reverse()) {
+    // The parent deleted right after a fork of it was asked for: its delete
+    // waits until the fork is made from its backups, and the fork lives on.
+    const last = await b.call('POST', `${b.servicePath(parent.id)}/forkService`, {
+      fork_strategy: 'NOW',
+    });
+    assert.equal(last.status, 202, last.text);
+    made.push(last.body.service_id);
+    assert.equal((await b.call('DELETE', b.servicePath(parent.id))).status, 202);
+    const orphan = await b.waitForStatus(last.body.service_id, 'READY', 300_000);
+    await b.waitGone(parent.id, 180_000);
+    assert.deepEqual(
+      await rows({
+        id: orphan.service_id,
+        host: orphan.endpoint.host,
+        port: orphan.endpoint.port,
+        password: last.body.initial_password,
+      }),
+      [
+        'a: before the NOW fork',
+        'b: before the NOW fork too',
+        'c: before the target',
+        'd: after the target',
+        'e: before the second target',
+        'f: just before the stop',
+        'g: after the forks',
+      ],
+    );
+    assert.ok(!existsSync(join(repos, parent.id)), "the parent's repository went with it");
+
+    for (const id of made.filter((m) => m !== parent.id).reverse()) {
       assert.equal((await b.call('DELETE', b.servicePath(id))).status, 202);
     }
-    for (const id of made) await b.waitGone(id, 180_000);
+    for (const id of made) if (id !== parent.id) await b.waitGone(id, 180_000);
     for (const id of made) assert.ok(!existsSync(join(repos, id)));
     assert.equal((await b.stop()).code, 0);
   },

@@ -55,6 +55,8 @@ export interface HostsDriverOptions {
   identity(): Promise<KeyPair & { ca: string }>;
   /** A service's spec as the engine builds it (a fork's parent, backed up or readied for it). */
   serviceSpec(serviceId: string): Promise<ServiceSpec | undefined>;
+  /** The forks of a service still being made (QUEUED, CONFIGURING): they restore from its stanza. */
+  forksBeingMade(serviceId: string): Promise<string[]>;
   lostAfterMs: number;
   clock: Clock;
   log: Logger;
@@ -202,9 +204,11 @@ export class HostsDriver implements Driver {
     this.refuseLost(parentHost);
     const { repository } = await this.withRepository(parent);
     if (!repository) throw new DriverError(`Its parent ${parentId} has no repository.`, true);
+    // A NOW or PITR fork needs the parent's latest moments: an idle parent
+    // asleep is woken for it (and a PITR's are archived first).
     const ready = (await this.call(parentHost, 'readyForkParent', [
       parentId,
-      source.strategy === 'PITR',
+      source.strategy !== 'LAST_SNAPSHOT',
     ])) as ForkParent;
     let backupLabel = source.backupLabel;
     let target: ForkFromRepository['target'] = 'immediate';
@@ -283,6 +287,16 @@ export class HostsDriver implements Driver {
   async deleteService(serviceId: string): Promise<Progress> {
     const placement = await this.o.placements.get(serviceId);
     if (!placement) return DONE;
+    // Its forks being made restore (and recover) from its stanza, which its
+    // delete removes: it waits for them, as its lock makes it on one machine.
+    const forks = (await this.repositoryHost()) ? await this.o.forksBeingMade(serviceId) : [];
+    if (forks.length > 0) {
+      return {
+        done: false,
+        retryAfterMs: 2000,
+        reason: `waiting for its forks being made from its backups (${forks.join(', ')})`,
+      };
+    }
     const host = this.hostsById.get(placement.hostId) ?? (await this.lookupHost(placement.hostId));
     if (!host) {
       // The host was removed: nothing of it is reachable to delete.

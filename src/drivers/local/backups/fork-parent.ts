@@ -4,10 +4,11 @@
 // of the parent: the system identifier recorded when it was made (root's
 // file: the fork's data is checked against it, fork-check.ts), whether its
 // server runs, and when it last stopped with everything archived. For a
-// point-in-time fork of a running parent, everything up to now is first
-// pushed into the archive (a commit, a segment switch, the archiver),
+// point-in-time (or NOW) fork of a running parent, everything up to now is
+// first pushed into the archive (a commit, a segment switch, the archiver),
 // as on one machine (fork-restore.ts): a target is always before a commit
-// there, which recovery needs to stop at.
+// there, which recovery needs to stop at. An idle parent asleep is woken
+// for it (LocalDriver.readyForkParent).
 
 import { DriverError, type ForkParent } from '../../driver.js';
 import { postmasterPort, postmasterStatus } from '../node/postmaster.js';
@@ -34,6 +35,8 @@ export async function readyForkParent(
     return { systemId, running: false, stoppedAt: marked ?? null };
   }
   if (archive) {
+    // A PITR target needs a commit after it in the archive; for NOW it costs
+    // a segment switch before the backup, which switches one anyway.
     const target = {
       socketDir: layout.socketDir(ref),
       port: (await postmasterPort(pgdata)) ?? 0,
