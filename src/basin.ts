@@ -17,6 +17,7 @@ import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
 import { leaderDriver } from './engine/leader-driver.js';
+import { serviceSpec } from './engine/specs.js';
 import { Leadership, type LeadershipOptions } from './engine/leadership.js';
 import { SeriesCollector } from './engine/series-collector.js';
 import { SharedUsage, usageFromRounds } from './engine/shared-usage.js';
@@ -352,6 +353,20 @@ function createDriver(
           const ca = await installationCa(store);
           return { ...(await controlPlaneIdentity(store, ca)), ca: ca.cert };
         },
+        serviceSpec: async (id) => {
+          const svc = await store.services.get(id);
+          if (!svc) return undefined;
+          const vpc = svc.vpcId === null ? undefined : await store.vpcs.get(svc.vpcId);
+          return serviceSpec(svc, vpc);
+        },
+        forksBeingMade: async (id) =>
+          (await store.services.listAll())
+            .filter(
+              (s) =>
+                s.forkedFrom?.serviceId === id &&
+                (s.status === 'QUEUED' || s.status === 'CONFIGURING'),
+            )
+            .map((s) => s.id),
         lostAfterMs: config.hostLostAfterMs,
         clock,
         log,

@@ -18,6 +18,8 @@ export const DRIVER_METHODS = {
   expireBackups: 2,
   openBackupSource: 1,
   closeBackupSource: 1,
+  readyForkParent: 2,
+  forkMade: 1,
   readLogs: 2,
   metrics: 1,
   sampleSeries: 1,
@@ -35,6 +37,7 @@ export type DriverAnswer = { result: unknown } | { error: { message: string; ret
 export async function answerDriverCall(
   driver: Driver,
   req: IncomingMessage,
+  onService?: (serviceId: string) => void,
 ): Promise<{ status: number; body: DriverAnswer | { code: string; message: string } }> {
   let call: DriverCall;
   try {
@@ -55,6 +58,8 @@ export async function answerDriverCall(
       body: { code: 'INVALID_REQUEST', message: `Not a driver call: ${String(call?.method)}.` },
     };
   }
+  const about = serviceOf(call.args[0]);
+  if (about !== undefined) onService?.(about);
   try {
     const result = await (fn as (...a: unknown[]) => unknown).apply(driver, call.args);
     return { status: 200, body: { result: result ?? null } };
@@ -62,6 +67,14 @@ export async function answerDriverCall(
     const retryable = err instanceof DriverError ? err.retryable : true;
     return { status: 200, body: { error: { message: (err as Error).message, retryable } } };
   }
+}
+
+/** The service a call is about: its id, a spec's, or a target's. */
+function serviceOf(arg: unknown): string | undefined {
+  if (typeof arg === 'string') return arg;
+  const o = arg as { serviceId?: unknown; id?: unknown } | null;
+  const id = typeof o?.serviceId === 'string' ? o.serviceId : o?.id;
+  return typeof id === 'string' ? id : undefined;
 }
 
 const LIMIT = 1 << 20;

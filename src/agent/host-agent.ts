@@ -26,6 +26,7 @@ import { repositoryClientSigner, repositoryServerIdentity } from './repository-i
 import { RepositoryHost } from './repository-host/repository-host.js';
 import { answerRepositoryCall } from './repository-host/repository-route.js';
 import { servicesCaFor } from './services-ca.js';
+import { StaleServices } from './stale-services.js';
 import { fileUidAllocator } from './uid-counter.js';
 
 export interface AgentOptions {
@@ -111,7 +112,22 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
           }),
         )
       : null;
+  // What the control plane no longer places here never serves again: its
+  // processes killed before the driver starts, then removed
+  // (stale-services.ts). Only on the control plane's word: a host that
+  // cannot reach it keeps what it has.
+  const stale =
+    driver && o.driverConfig
+      ? new StaleServices({
+          dataDir: o.dataDir,
+          uidRange: o.driverConfig.serviceUidRange,
+          log: o.log,
+        })
+      : null;
+  const first = stale ? await heartbeat(id, o).catch(() => undefined) : undefined;
+  if (stale && first?.placed) await stale.placed(first.placed, first.sentAt);
   await driver?.start();
+  if (driver) stale?.useDriver(driver);
   // A repository host's repositories, one per service (repository-host/).
   const repositories =
     repository && allocateUid
@@ -127,7 +143,12 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     id,
     { host: o.address, port: o.port },
     {
-      ...(driver ? { 'POST /v1/agent/driver': (req) => answerDriverCall(driver, req) } : {}),
+      ...(driver
+        ? {
+            'POST /v1/agent/driver': (req) =>
+              answerDriverCall(driver, req, (serviceId) => stale?.called(serviceId)),
+          }
+        : {}),
       ...(repositories
         ? { 'POST /v1/agent/repository': (req) => answerRepositoryCall(repositories, req) }
         : {}),
@@ -165,17 +186,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
   let refusedBefore = false;
   const beat = async () => {
     try {
-      const res = await httpsJson(`${id.controlPlane}/v1/hosts/heartbeat`, {
-        ca: id.ca,
-        cert: id.cert,
-        key: id.key,
-        peerCn: CONTROL_PLANE_CN,
-        body: {
-          capacity: wireCapacity(hostCapacity(o.dataDir)),
-          usage: wireUsage(hostUsage(o.dataDir)),
-        },
-        timeoutMs: Math.max(1000, o.heartbeatMs * 2),
-      });
+      const { res, sentAt, placed } = await heartbeat(id, o);
+      if (stale && placed) await stale.placed(placed, sentAt);
       if (res.status !== 200) {
         // Said once, not at every beat: a removed host keeps trying, quietly.
         if (!refusedBefore)
@@ -199,9 +211,37 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     async stop() {
       stopped = true;
       clearTimeout(timer);
+      stale?.close();
       await server.close();
       await driver?.close();
       lock.release();
     },
   };
+}
+
+/**
+ * One heartbeat: this host's capacity and usage to the control plane, and
+ * what it answers: the services it places here (undefined when it did not
+ * answer with them).
+ */
+async function heartbeat(
+  id: AgentIdentity,
+  o: Pick<AgentOptions, 'dataDir' | 'heartbeatMs'>,
+): Promise<{ res: { status: number; body: unknown }; sentAt: number; placed?: string[] }> {
+  const sentAt = Date.now();
+  const res = await httpsJson(`${id.controlPlane}/v1/hosts/heartbeat`, {
+    ca: id.ca,
+    cert: id.cert,
+    key: id.key,
+    peerCn: CONTROL_PLANE_CN,
+    body: {
+      capacity: wireCapacity(hostCapacity(o.dataDir)),
+      usage: wireUsage(hostUsage(o.dataDir)),
+    },
+    timeoutMs: Math.max(1000, o.heartbeatMs * 2),
+  });
+  const placed = (res.body as { placed?: unknown } | undefined)?.placed;
+  return res.status === 200 && Array.isArray(placed) && placed.every((p) => typeof p === 'string')
+    ? { res, sentAt, placed: placed as string[] }
+    : { res, sentAt };
 }

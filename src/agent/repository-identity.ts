@@ -59,7 +59,7 @@ export async function repositoryServerIdentity(
  * placed on this host.
  */
 export function repositoryClientSigner(id: AgentIdentity) {
-  return async (serviceId: string, kind: 'client' | 'source', csr: string) => {
+  return async (serviceId: string, kind: 'client' | 'source' | 'fork', csr: string) => {
     const res = await httpsJson(`${id.controlPlane}/v1/hosts/repository-client`, {
       ca: id.ca,
       cert: id.cert,

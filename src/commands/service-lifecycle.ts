@@ -114,6 +114,8 @@ export async function forkService(
   const size =
     pickSize(ctx.settings.sizes, { cpu: body.cpu_millis, memory: body.memory_gbs }, true) ??
     parent.size;
+  // A fork is a new service: placed as one (the hosts driver), refused as one.
+  await requireHostRoom(ctx, size, 'place new forks');
   const password = generatePassword();
   const service = await insertNewService(
     ctx,

@@ -44,7 +44,35 @@ export type ServiceSource =
       targetTime: string | null;
       /** The parent's backup to restore (LAST_SNAPSHOT, PITR); null for NOW. */
       backupLabel: string | null;
+      /**
+       * Given by the hosts driver while the fork is made: restore it from
+       * the parent's stanza on the repository host (the parent may run on
+       * another host), not from the parent's files on this one.
+       */
+      fromRepository?: ForkFromRepository;
     };
+
+/** What a fork restored from the repository host needs of its parent's own host (local/backups/fork-parent.ts). */
+export interface ForkParent {
+  /** Its recorded system identifier (null: made before identifiers were recorded). */
+  systemId: string | null;
+  /** Whether its server runs (and, when asked to archive, has archived everything up to now). */
+  running: boolean;
+  /** When Basin last stopped it with everything before archived (epoch ms); null: not stopped so. */
+  stoppedAt: number | null;
+}
+
+/** A fork restored from its parent's stanza on the repository host (docs/decisions.md, "Several hosts"). */
+export interface ForkFromRepository {
+  /** The parent's repository there, as the fork's host reaches it. */
+  repository: RemoteRepository;
+  /** The parent's system identifier, as the parent's host recorded it (null: none recorded). */
+  parentSystemId: string | null;
+  /** The backup to restore (the chosen one, or a NOW fork's fresh one); null: the newest. */
+  backupLabel: string | null;
+  /** How far it recovers: to consistency, to a time, or to the end of the archive. */
+  target: 'immediate' | 'end' | { time: string };
+}
 
 /** Everything a driver needs to run a service; derived, never stored. */
 export interface ServiceSpec {

@@ -230,9 +230,10 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
   );
 
   // A service's pgBackRest client certificate (or, `kind: source`, the server
-  // certificate a backup reads its data through), for the database host it
-  // is placed on.
-  app.post<{ Body: { service_id: string; csr: string; kind?: 'client' | 'source' } }>(
+  // certificate a backup reads its data through; `kind: fork`, a fork's
+  // short-lived one for its parent's stanza while it is made), for the
+  // database host it is placed on.
+  app.post<{ Body: { service_id: string; csr: string; kind?: 'client' | 'source' | 'fork' } }>(
     '/v1/hosts/repository-client',
     {
       schema: {
@@ -243,7 +244,7 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
           properties: {
             service_id: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
             csr: { type: 'string', maxLength: 8192 },
-            kind: { type: 'string', enum: ['client', 'source'] },
+            kind: { type: 'string', enum: ['client', 'source', 'fork'] },
           },
         },
       },
@@ -356,7 +357,11 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
           load1: u.load1,
         },
       });
-      return reply.send({ host_id: host.id, name: host.name });
+      // What it runs that is placed here: anything else it has is stale (agent/stale-services.ts).
+      const placed = (await o.store.placements.list())
+        .filter((p) => p.hostId === host.id)
+        .map((p) => p.resourceId.split(':')[0] as string);
+      return reply.send({ host_id: host.id, name: host.name, placed: [...new Set(placed)] });
     },
   );
 }

@@ -166,7 +166,7 @@ export async function issueRepositoryClient(
   presentedSha256: string,
   serviceId: string,
   csr: string,
-  kind: 'client' | 'source' = 'client',
+  kind: 'client' | 'source' | 'fork' = 'client',
 ): Promise<{ certificate: string; ca: string }> {
   const host = await registeredHost(store, hostId, presentedSha256);
   const placed = await store.placements.get(serviceId);
@@ -176,16 +176,41 @@ export async function issueRepositoryClient(
       `Service ${serviceId} is not placed on host ${host.name}: a host is given the backup credentials of its own services only.`,
     );
   }
+  const parent = kind === 'fork' ? await forkBeingMade(store, serviceId) : undefined;
   let certificate: string;
   try {
     certificate =
       kind === 'client'
         ? await serviceRepositoryClientCert(store, serviceId, csr)
-        : await repositoryPeerCert(store, 'source', host.address, csr);
+        : parent !== undefined
+          ? await serviceRepositoryClientCert(store, parent, csr, FORK_DAYS)
+          : await repositoryPeerCert(store, 'source', host.address, csr);
   } catch {
     throw new AppError('INVALID_REQUEST', 'csr is not a valid PEM certificate signing request.');
   }
   return { certificate, ca: (await repositoriesCa(store)).cert };
+}
+
+/** How long a fork's certificate for its parent's stanza lasts: a day, the shortest openssl gives. */
+const FORK_DAYS = 1;
+/** A fork in these states is still being made (its data restored, or recovering). */
+const BEING_MADE = new Set(['QUEUED', 'CONFIGURING']);
+
+/**
+ * The parent of `forkId` while that fork is being made (docs/security.md,
+ * Backups on the repository host: a fork's host reads its parent's stanza
+ * with the parent's client name, for that fork only and only then);
+ * refused otherwise.
+ */
+async function forkBeingMade(store: Store, forkId: string): Promise<string> {
+  const fork = await store.services.get(forkId);
+  if (!fork?.forkedFrom || !BEING_MADE.has(fork.status)) {
+    throw new AppError(
+      'FORBIDDEN',
+      `Service ${forkId} is not a fork being made: its host is given no parent's backup credentials.`,
+    );
+  }
+  return fork.forkedFrom.serviceId;
 }
 
 /**

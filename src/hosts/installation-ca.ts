@@ -115,11 +115,12 @@ export async function serviceRepositoryClientCert(
   store: Store,
   serviceId: string,
   csr: string,
+  days = LEAF_DAYS,
 ): Promise<string> {
   return signRequest(await repositoriesCa(store), csr, {
     cn: serviceRepositoryClientCn(serviceId),
     names: [],
-    days: LEAF_DAYS,
+    days,
     use: 'client',
   });
 }

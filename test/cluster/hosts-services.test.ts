@@ -122,7 +122,8 @@ test(
     agents[i2] = c.runAgent(i2 + 1, agentOf(i2 + 1)).child;
     await b.waitForStatus(second.service_id, 'READY', 120_000);
 
-    // What the hosts driver does not run across hosts yet is refused up front.
+    // A fork without a repository host (nothing to restore it from on
+    // another host) is refused up front.
     const fork = await b.call('POST', `${b.servicePath(first.service_id)}/forkService`, {
       name: 'f',
       fork_strategy: 'NOW',

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { AppError } from '../../src/domain/errors.js';
 import type { Host, HostRole } from '../../src/domain/hosts.js';
+import type { Service } from '../../src/domain/types.js';
 import { makeKeyAndRequest } from '../../src/lib/x509.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -130,4 +131,56 @@ test("a backup's two other ends: the database host's source for its own services
   assert.equal(client.ca, source.ca);
   await assert.rejects(issueRepositoryBackupClient(store, 'h1', sha('h1'), 'svc1', csr), forbidden);
   await assert.rejects(issueRepositoryBackupClient(store, 'r1', sha('h1'), 'svc1', csr), forbidden);
+});
+
+test("a fork's host is given a certificate for its parent's stanza only while the fork is made", async (t) => {
+  const store = await installation(t);
+  const service = (id: string, status: string, parent: string | null) =>
+    ({
+      id,
+      projectId: 'p1',
+      name: id,
+      status,
+      forkedFrom:
+        parent === null
+          ? null
+          : { serviceId: parent, projectId: 'p1', strategy: 'NOW', targetTime: null },
+      createdAt: new Date(0).toISOString(),
+      version: 1,
+    }) as unknown as Service;
+  await store.transaction(async (tx) => {
+    await tx.projects.insert({ id: 'p1', name: 'one', createdAt: new Date(0).toISOString() });
+    await tx.services.insert(service('svc1', 'READY', null));
+    await tx.services.insert(service('fork1', 'CONFIGURING', 'svc1'));
+    await tx.placements.put({ resourceId: 'fork1', hostId: 'h2', cpuMillis: 0, memoryMb: 256 });
+  });
+  const { csr } = await makeKeyAndRequest('anything');
+  // The parent's client name, clients only, under the repositories CA, for a day.
+  const issued = await issueRepositoryClient(store, 'h2', sha('h2'), 'fork1', csr, 'fork');
+  const cert = new X509Certificate(issued.certificate);
+  assert.equal(cert.subject, 'CN=basin-service-svc1');
+  assert.deepEqual(cert.keyUsage, [CLIENT_AUTH]);
+  assert.ok(cert.verify(new X509Certificate(issued.ca).publicKey));
+  const days = (Date.parse(cert.validTo) - Date.parse(cert.validFrom)) / 86_400_000;
+  assert.ok(days <= 1.01, `valid for ${days} days`);
+  // Not for another host (the parent's included), not for a service that is no fork.
+  await assert.rejects(
+    issueRepositoryClient(store, 'h1', sha('h1'), 'fork1', csr, 'fork'),
+    forbidden,
+  );
+  await assert.rejects(
+    issueRepositoryClient(store, 'h1', sha('h1'), 'svc1', csr, 'fork'),
+    forbidden,
+  );
+  // Not once the fork is made, nor when it failed.
+  for (const status of ['READY', 'UNSTABLE']) {
+    await store.transaction(async (tx) => {
+      const f = (await tx.services.get('fork1')) as Service;
+      await tx.services.update({ ...f, status } as Service);
+    });
+    await assert.rejects(
+      issueRepositoryClient(store, 'h2', sha('h2'), 'fork1', csr, 'fork'),
+      forbidden,
+    );
+  }
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseInfoJson } from './info-json.js';
+import { parseInfoJson, stanzaSystemIdOfInfo } from './info-json.js';
 
 const backup = (label: string, o: Record<string, unknown> = {}) => ({
   label,
@@ -40,4 +40,14 @@ test('no stanza, no backups, or no JSON: nothing', () => {
   assert.deepEqual(parseInfoJson('[]', 'abc'), []);
   assert.deepEqual(parseInfoJson(JSON.stringify([{ name: 'abc', backup: [] }]), 'abc'), []);
   assert.deepEqual(parseInfoJson('not json', 'abc'), []);
+});
+
+test("the stanza's current system identifier, exactly (past a JSON number's precision)", () => {
+  const text =
+    '[{"name":"other","db":[{"id":1,"repo-key":1,"system-id":7000000000000000001,"version":"15"}]},' +
+    '{"name":"abc","db":[{"id":2,"repo-key":1,"system-id":7312345678901234567,"version":"15"},' +
+    '{"id":1,"repo-key":1,"system-id":7000000000000000003,"version":"15"}],"backup":[]}]';
+  assert.equal(stanzaSystemIdOfInfo(text, 'abc'), '7312345678901234567');
+  assert.equal(stanzaSystemIdOfInfo(text, 'none'), undefined);
+  assert.equal(stanzaSystemIdOfInfo('not json', 'abc'), undefined);
 });

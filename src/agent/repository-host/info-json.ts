@@ -58,3 +58,29 @@ export function parseInfoJson(text: string, stanza: string): RepoBackup[] {
   }
   return out.sort((a, b) => (a.label < b.label ? -1 : 1));
 }
+
+/**
+ * The system identifier the stanza's current database has in the same
+ * output (as backup.info's `[db]` gives it, config/pgbackrest.ts
+ * backupInfoSystemId): the db entry with the highest id. Read as text: an
+ * identifier is a 64-bit number, past what a JSON number holds exactly.
+ */
+export function stanzaSystemIdOfInfo(text: string, stanza: string): string | undefined {
+  let stanzas: unknown;
+  try {
+    stanzas = JSON.parse(text.replace(/"system-id":(\d{1,20})/g, '"system-id":"$1"'));
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(stanzas)) return undefined;
+  const mine = stanzas.find((s: { name?: unknown }) => s?.name === stanza) as
+    { db?: unknown } | undefined;
+  let best: { id: number; systemId: string } | undefined;
+  for (const db of Array.isArray(mine?.db) ? (mine.db as Record<string, unknown>[]) : []) {
+    const id = db['id'];
+    const systemId = db['system-id'];
+    if (!Number.isSafeInteger(id) || typeof systemId !== 'string') continue;
+    if (!best || (id as number) > best.id) best = { id: id as number, systemId };
+  }
+  return best?.systemId;
+}

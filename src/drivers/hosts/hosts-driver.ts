@@ -11,9 +11,13 @@
 // its backups run there, reading the service through a server its database
 // host opens for the backup (backupService).
 //
-// Not yet across hosts (docs/decisions.md, "Several hosts"): forks, HA
-// replicas and read replica sets, whose nodes and sources would span hosts;
-// the capabilities below refuse them with a 400 before anything is queued.
+// Forks, with a repository host joined, are restored from their parent's
+// stanza there onto the fork's host, wherever the parent runs (forkSource:
+// the parent's host readies it, a NOW fork's parent is backed up first).
+//
+// Not yet across hosts (docs/decisions.md, "Several hosts"): HA replicas
+// and read replica sets, whose nodes and sources would span hosts; the
+// capabilities below refuse them with a 400 before anything is queued.
 
 import {
   agentUrl,
@@ -35,6 +39,8 @@ import {
   type BackupProgress,
   type Driver,
   DriverError,
+  type ForkFromRepository,
+  type ForkParent,
   type Health,
   type ObservedNode,
   type RemoteRepository,
@@ -54,6 +60,10 @@ export interface HostsDriverOptions {
   };
   /** The control plane's certificate and the installation's CA (hosts/installation-ca.ts). */
   identity(): Promise<KeyPair & { ca: string }>;
+  /** A service's spec as the engine builds it (a fork's parent, backed up or readied for it). */
+  serviceSpec(serviceId: string): Promise<ServiceSpec | undefined>;
+  /** The forks of a service still being made (QUEUED, CONFIGURING): they restore from its stanza. */
+  forksBeingMade(serviceId: string): Promise<string[]>;
   lostAfterMs: number;
   clock: Clock;
   log: Logger;
@@ -69,13 +79,17 @@ export interface HostsDriverOptions {
 
 export class HostsDriver implements Driver {
   readonly name = 'hosts';
-  readonly capabilities: Capabilities = {
-    forks: false,
-    haReplicas: false,
-    replicaSets: false,
-    pooler: true,
-    replicaSetPooler: false,
-  };
+  /** Forks once a repository host has joined: they are restored from it. */
+  get capabilities(): Capabilities {
+    this.freshen();
+    return {
+      forks: [...this.hostsById.values()].some((h) => h.role === 'repository'),
+      haReplicas: false,
+      replicaSets: false,
+      pooler: true,
+      replicaSetPooler: false,
+    };
+  }
 
   private hostsById = new Map<string, Host>();
   private placed = new Map<string, Placement>();
@@ -90,6 +104,10 @@ export class HostsDriver implements Driver {
   private refreshing = false;
   /** Each service's repository on the repository host, as last made there. */
   private repositories = new Map<string, RemoteRepository>();
+  /** What each fork being made restores (forkSource), decided once: an attempt again restores the same. */
+  private forkSources = new Map<string, ForkFromRepository>();
+  /** Forks whose data is in place on their host: they need their parent no more. */
+  private madeForks = new Set<string>();
 
   constructor(private readonly o: HostsDriverOptions) {}
 
@@ -156,10 +174,88 @@ export class HostsDriver implements Driver {
   async applyService(spec: ServiceSpec): Promise<Progress> {
     const host = await this.hostFor(spec);
     this.refuseLost(host);
-    const progress = (await this.call(host, 'applyService', [
-      await this.withRepository(spec, true),
-    ])) as Progress;
-    return progress;
+    let applied = await this.withRepository(spec, true);
+    if (applied.source.kind === 'fork' && !this.madeForks.has(spec.serviceId)) {
+      if ((await this.call(host, 'forkMade', [spec.serviceId])) === true) {
+        this.madeForks.add(spec.serviceId);
+        this.forkSources.delete(spec.serviceId);
+      } else {
+        const from = await this.forkSource(applied);
+        if (!('repository' in from)) return from;
+        applied = { ...applied, source: { ...applied.source, fromRepository: from } };
+      }
+    }
+    return (await this.call(host, 'applyService', [applied])) as Progress;
+  }
+
+  /**
+   * What a fork being made restores from its parent's stanza on the
+   * repository host (docs/decisions.md, "Several hosts": forks across
+   * hosts), decided once per fork: the parent's host says its recorded
+   * identifier and whether it runs, and first archives everything up to
+   * now for a point-in-time fork of a running parent; a `NOW` fork of a
+   * running parent is a fresh backup of it (started after the fork was
+   * asked for), restored to where it ends; of a stopped one, its newest
+   * backup and all its WAL (archived up to the stop). Progress while the
+   * parent is backed up.
+   */
+  private async forkSource(spec: ServiceSpec): Promise<ForkFromRepository | Progress> {
+    const known = this.forkSources.get(spec.serviceId);
+    if (known) return known;
+    const source = spec.source as Extract<ServiceSpec['source'], { kind: 'fork' }>;
+    const parentId = source.parentServiceId;
+    if (!(await this.repositoryHost())) {
+      throw new DriverError(
+        'A fork is restored from the repository host, and this installation has none: join one with `basin host run --role repository`.',
+        false,
+      );
+    }
+    const parent = await this.o.serviceSpec(parentId);
+    const parentHost = await this.placedHost(parentId);
+    if (!parent || !parentHost) {
+      throw new DriverError(`Its parent ${parentId} does not exist (any more).`, false);
+    }
+    this.refuseLost(parentHost);
+    const { repository } = await this.withRepository(parent);
+    if (!repository) throw new DriverError(`Its parent ${parentId} has no repository.`, true);
+    // A NOW or PITR fork needs the parent's latest moments: an idle parent
+    // asleep is woken for it (and a PITR's are archived first).
+    const ready = (await this.call(parentHost, 'readyForkParent', [
+      parentId,
+      source.strategy !== 'LAST_SNAPSHOT',
+    ])) as ForkParent;
+    let backupLabel = source.backupLabel;
+    let target: ForkFromRepository['target'] = 'immediate';
+    if (source.strategy === 'NOW') {
+      if (ready.running) {
+        const taken = await this.backupService(parent, Date.parse(spec.createdAt));
+        if (!taken.done) {
+          return { ...taken, reason: `backing up its parent ${parentId} to fork it` };
+        }
+        backupLabel = taken.backup.label;
+      } else {
+        backupLabel = null;
+        target = 'end';
+      }
+    } else if (source.strategy === 'PITR') {
+      const time = source.targetTime as string;
+      // Stopped since before the target: its state at the stop is the target's.
+      const stopped =
+        !ready.running && ready.stoppedAt !== null && Date.parse(time) >= ready.stoppedAt;
+      target = stopped ? 'end' : { time };
+    }
+    const from: ForkFromRepository = {
+      repository,
+      parentSystemId: ready.systemId,
+      backupLabel,
+      target,
+    };
+    this.forkSources.set(spec.serviceId, from);
+    this.o.log.info(
+      { service: spec.serviceId, parent: parentId, strategy: source.strategy, backupLabel, target },
+      'the fork is to be restored from the repository host',
+    );
+    return from;
   }
 
   /**
@@ -205,6 +301,16 @@ export class HostsDriver implements Driver {
   async deleteService(serviceId: string): Promise<Progress> {
     const placement = await this.o.placements.get(serviceId);
     if (!placement) return DONE;
+    // Its forks being made restore (and recover) from its stanza, which its
+    // delete removes: it waits for them, as its lock makes it on one machine.
+    const forks = (await this.repositoryHost()) ? await this.o.forksBeingMade(serviceId) : [];
+    if (forks.length > 0) {
+      return {
+        done: false,
+        retryAfterMs: 2000,
+        reason: `waiting for its forks being made from its backups (${forks.join(', ')})`,
+      };
+    }
     const host = this.hostsById.get(placement.hostId) ?? (await this.lookupHost(placement.hostId));
     if (!host) {
       // The host was removed: nothing of it is reachable to delete.
@@ -225,6 +331,8 @@ export class HostsDriver implements Driver {
       await this.o.placements.remove(serviceId);
       this.placed.delete(serviceId);
       this.metricsOf.delete(serviceId);
+      this.forkSources.delete(serviceId);
+      this.madeForks.delete(serviceId);
     }
     return progress;
   }

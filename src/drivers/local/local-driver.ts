@@ -30,6 +30,7 @@ import {
   DriverError,
   type Driver,
   type FailoverView,
+  type ForkParent,
   type Health,
   type ObservedNode,
   type PrimaryEvent,
@@ -75,6 +76,7 @@ import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from '.
 import { postmasterStatus, Stopper } from './node/postmaster.js';
 import { clusterProcesses, signalAll } from './host/processes.js';
 import { isStandbyData, mkdirIn, nodeExists, removeTrees } from './node/node-files.js';
+import { readyForkParent } from './backups/fork-parent.js';
 import { checkUserTools, ensureInstallation, ServiceUsers } from './host/service-users.js';
 import { type Repositories, startRepositories } from './backups/repository/repositories.js';
 import { Template } from './node/template.js';
@@ -894,6 +896,27 @@ export class LocalDriver implements Driver {
     return this.locks.run(spec.serviceId, async () =>
       ctx.backups.openSource(spec, await ctx.users.ensure(spec.serviceId)),
     );
+  }
+
+  /**
+   * A fork restored from the repository host, for the hosts driver: the
+   * parent's side, on the parent's host (fork-parent.ts), under its lock.
+   */
+  async readyForkParent(serviceId: string, archive: boolean): Promise<ForkParent> {
+    checkId(serviceId);
+    const ctx = this.context();
+    if (archive && this.idle.isAsleep(serviceId)) {
+      // Woken (and kept awake a while) for it: the next attempt archives.
+      this.idle.hold(serviceId);
+      throw new DriverError('waking the suspended parent for its fork', true);
+    }
+    return this.locks.run(serviceId, () => readyForkParent(ctx, serviceId, archive === true));
+  }
+
+  /** Whether a fork's data is in place here (restored, recovering or open): it needs its parent no more. */
+  async forkMade(serviceId: string): Promise<boolean> {
+    checkId(serviceId);
+    return nodeExists(this.context().layout, { id: serviceId, node: 0 });
   }
 
   async closeBackupSource(serviceId: string): Promise<void> {

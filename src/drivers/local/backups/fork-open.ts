@@ -28,6 +28,7 @@ type Ctx = Pick<
   | 'oom'
   | 'pg'
   | 'privateTmp'
+  | 'remoteIdentity'
   | 'repositories'
   | 'tasks'
   | 'users'

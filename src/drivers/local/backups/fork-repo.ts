@@ -19,7 +19,7 @@ import { DriverError, type ServiceSpec } from '../../driver.js';
 import { helperCommand } from '../host/confine.js';
 import { CommandError, lastLines, run, withPrelude } from '../host/exec.js';
 import { helperPrelude } from '../host/cgroups/node-cgroups.js';
-import { chownTree, ensureOwnedDir, mkdirIn, writeRootFile } from '../node/node-files.js';
+import { chownTree, ensureOwnedDir, exists, mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { Recovery } from '../node/node-state.js';
 import type { OsUser } from '../host/os-user.js';
 import {
@@ -69,6 +69,8 @@ export type Copied = {
   repo?: RepoSubset;
   /** Restored through the parent's repository server, nothing copied (repository/). */
   throughServer?: boolean;
+  /** Its source configuration already written (a parent on the repository host: fork-remote.ts). */
+  sourceConfWritten?: boolean;
 };
 
 /**
@@ -243,6 +245,10 @@ export async function leaveParentRepository(
   parent: string,
 ): Promise<void> {
   if (!ctx.repositories?.lookup(parent)) return;
+  // A parent whose repository is not a server of this host's (on the
+  // repository host: fork-remote.ts) admitted nothing here; its user may
+  // still be in a passwd this host shares with the repository host.
+  if (!(await exists(ctx.layout.repository(parent).dir))) return;
   // The port first: the kernel's refusal is at once, the server's reload a moment later.
   await ctx.networks.admitToHostPorts(parent, forkId, false);
   await ctx.repositories.authorize(parent, forkId, false);
@@ -283,7 +289,9 @@ export async function restoreAsFork(
   const src = layout.forkSource(spec.serviceId);
   const dirs = layout.backupDirs(spec.serviceId);
   const stanza = (copied.recovery as Extract<Recovery, { kind: 'repo' }>).stanza;
-  if (copied.throughServer) {
+  if (copied.sourceConfWritten) {
+    // fork-remote.ts wrote it: the parent's server on the repository host.
+  } else if (copied.throughServer) {
     // Through the parent's server: nothing of its repository was copied.
     const mine = layout.backupIdentity(spec.serviceId);
     await writeRootFile(

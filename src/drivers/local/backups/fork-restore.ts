@@ -35,6 +35,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DriverError, type ServiceSpec } from '../../driver.js';
 import { checkAndIdentify } from './fork-check.js';
+import { fromRepositoryHost } from './fork-remote.js';
 import {
   admitToParentRepository,
   type Copied,
@@ -76,6 +77,7 @@ type Ctx = Pick<
   | 'oom'
   | 'pg'
   | 'privateTmp'
+  | 'remoteIdentity'
   | 'repositories'
   | 'users'
 >;
@@ -103,19 +105,29 @@ export async function restoreFork(
   // is made while the parent's data is copied, which needs none of it; a
   // restore needs it (those directories, its client certificate).
   const config = ctx.backups.ensureConfig(spec, user);
-  // The parent's lock: no start, stop, restart, backup expiry or delete of
+  const from = source.fromRepository;
+  // From the repository host (fork-remote.ts): nothing of the parent is
+  // here to lock; the hosts driver made ready what is restored. Otherwise
+  // the parent's lock: no start, stop, restart, backup expiry or delete of
   // the parent while its data or its repository is read.
-  const copying = ctx.locks.run(parent, async () => {
-    signal.throwIfAborted();
-    const c = await copyFromParent(ctx, spec, user, source, pgdata, signal);
-    // Through the parent's server, the restore reads its repository: still
-    // under its lock (no expiry meanwhile), as a copy would be.
-    if (c.throughServer) {
-      await config;
-      await restoreAsFork(ctx, spec, user, c, pgdata, signal);
-    }
-    return c;
-  });
+  const copying = from
+    ? config
+        .then(() => fromRepositoryHost(ctx, spec, user, parent, from, signal))
+        .then(async (c) => {
+          await restoreAsFork(ctx, spec, user, c, pgdata, signal);
+          return c;
+        })
+    : ctx.locks.run(parent, async () => {
+        signal.throwIfAborted();
+        const c = await copyFromParent(ctx, spec, user, source, pgdata, signal);
+        // Through the parent's server, the restore reads its repository: still
+        // under its lock (no expiry meanwhile), as a copy would be.
+        if (c.throughServer) {
+          await config;
+          await restoreAsFork(ctx, spec, user, c, pgdata, signal);
+        }
+        return c;
+      });
   // Both settle before either's failure is reported: no step of this
   // attempt still runs when the next one starts over.
   const [made, copiedOut] = await Promise.allSettled([config, copying]);
@@ -137,7 +149,9 @@ export async function restoreFork(
       pgdata,
       owner: !isRoot() ? undefined : restored ? user.uid : 0,
       parent,
-      parentSystemId: await recordedSystemId(layout.systemIdFile(parent)),
+      parentSystemId: from
+        ? (from.parentSystemId ?? undefined)
+        : await recordedSystemId(layout.systemIdFile(parent)),
       forkId: spec.serviceId,
       forkSystemId: systemId,
     },
@@ -310,7 +324,7 @@ async function copying<T>(copy: () => Promise<T>): Promise<T> {
 }
 
 /** Commits and switches the parent's WAL, then waits until that segment is archived (a minute at most). */
-async function archiveUpToNow(
+export async function archiveUpToNow(
   target: Parameters<typeof markWal>[0],
   signal: AbortSignal,
 ): Promise<void> {
@@ -371,7 +385,7 @@ const tag = () => randomBytes(4).toString('hex');
  * The node of service `id` whose data is a primary's (no standby.signal),
  * the lowest such; node 0 when none is (no data, or only standbys).
  */
-async function primaryDataOf(layout: Layout, id: string): Promise<NodeRef> {
+export async function primaryDataOf(layout: Layout, id: string): Promise<NodeRef> {
   let names: string[] = [];
   try {
     names = await readdir(layout.instanceDir(id));

@@ -42,10 +42,14 @@ import {
   SOURCE_PORT_OFFSET,
 } from './repo-conf.js';
 
-/** Signs a key made here: the service's client certificate, or its backup source's server certificate. */
+/**
+ * Signs a key made here: the service's client certificate, its backup
+ * source's server certificate, or (`fork`, for a fork being made here) a
+ * short-lived client certificate for its parent's stanza (fork-remote.ts).
+ */
 export type RemoteIdentity = (
   serviceId: string,
-  kind: 'client' | 'source',
+  kind: 'client' | 'source' | 'fork',
   csr: string,
 ) => Promise<{ certificate: string; ca: string }>;
 
