@@ -1,0 +1,155 @@
+// HA across hosts under Patroni (docs/decisions.md, "HA across hosts"), on
+// the namespace topology (topology.sh): a control plane with `--driver
+// hosts` and three `basin host run` agents, whose etcd members form one
+// cluster. A service created with two HA replicas gets a node on each host,
+// each under its own Patroni in the service's namespace there, its ports
+// forwarded from its host's address; one synchronous replica asked for
+// afterwards becomes Patroni's synchronous mode (strict). The service is
+// READY once Patroni's cluster is as asked; psql reaches the primary through
+// its host's address with verify-full, a write committed there is read on
+// the standbys' hosts, and the logs say which node leads. Deleted, it leaves
+// no OS user, no placement and no etcd user behind.
+
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { parse } from 'yaml';
+import { readPasswd } from '../../src/drivers/local/host/os-user.js';
+import { psql } from '../e2e/clients.js';
+import { cluster, until } from './cluster.js';
+
+const PREFIX = 'hwa';
+/** The topology's subnet, 10.231.9.0/24: its own, as the tests run in parallel. */
+const NET = 9;
+
+interface EtcdView {
+  quorum: boolean;
+  members: { healthy: boolean }[];
+}
+
+test(
+  'an HA service across three hosts: a node under Patroni on each, READY as Patroni reports, the primary reached at its host with verify-full',
+  { timeout: 900_000 },
+  async (t) => {
+    const c = await cluster(t, {
+      prefix: PREFIX,
+      net: NET,
+      hosts: 3,
+      driver: 'hosts',
+      args: ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'],
+    });
+    const { b, cli, address } = c;
+    // A failed run prints each host's Patroni log (the agents' own lines are printed by cluster.ts).
+    t.after(() => {
+      if ((t as { passed?: boolean }).passed !== false) return;
+      for (const i of [1, 2, 3]) {
+        const instances = join(c.host(i).dataDir, 'local', 'instances');
+        for (const d of existsSync(instances) ? readdirSync(instances) : []) {
+          const log = join(instances, d, 'patroni', 'patroni.log');
+          if (existsSync(log))
+            console.error(`--- host ${i} ${d}:\n${readFileSync(log, 'utf8').slice(-6000)}`);
+        }
+      }
+    });
+    for (const i of [1, 2, 3]) await c.joinAgent(i, { zone: `z${i}`, heartbeatMs: 500 });
+    await until(async () => {
+      const e = JSON.parse(await cli('host', 'etcd', '--json')) as EtcdView;
+      return e.quorum && e.members.length === 3 && e.members.every((m) => m.healthy);
+    }, 300_000);
+
+    // Created with two HA replicas: one node on each host.
+    const created = await b.call('POST', b.servicePath(), { name: 'ha', replica_count: 2 });
+    assert.equal(created.status, 202, created.text);
+    const id = created.body.service_id as string;
+    const password = created.body.initial_password as string;
+    await b.waitForStatus(id, 'READY', 600_000);
+    const placed = await c.store.sql(
+      'SELECT resource_id, host_id FROM placements ORDER BY resource_id',
+      [],
+      'basin',
+    );
+    assert.deepEqual(
+      placed.rows.map((r: { resource_id: string }) => r.resource_id),
+      [id, `${id}:node1`, `${id}:node2`],
+    );
+    assert.equal(new Set(placed.rows.map((r: { host_id: string }) => r.host_id)).size, 3);
+
+    // One synchronous replica: Patroni's synchronous mode, strict.
+    const setHa = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
+    assert.equal(setHa.status, 202, setHa.text);
+    await b.waitForStatus(id, 'READY', 300_000);
+
+    // Each host runs one node, a resource of its own there (`<id>n<index>`):
+    // its Patroni's configuration names its host's address and its
+    // PostgreSQL port there.
+    const nodes = [1, 2, 3].map((i) => {
+      const instances = join(c.host(i).dataDir, 'local', 'instances');
+      const mine = readdirSync(instances).filter((d) => d.startsWith(`${id}n`));
+      assert.equal(mine.length, 1, `host ${i}: ${mine.join(', ')}`);
+      const yml = readFileSync(
+        join(instances, mine[0] as string, 'patroni', 'patroni.yml'),
+        'utf8',
+      );
+      const conf = parse(yml) as {
+        name: string;
+        postgresql: { connect_address: string };
+        bootstrap: { dcs: { synchronous_mode_strict: boolean } };
+      };
+      const [host, port] = conf.postgresql.connect_address.split(':') as [string, string];
+      assert.equal(host, address(i));
+      return { name: conf.name, host, port: Number(port) };
+    });
+    assert.deepEqual(nodes.map((n) => n.name).sort(), ['node0', 'node1', 'node2']);
+
+    // psql with verify-full against the installation's services CA, at each
+    // host's address: the primary is the one node not in recovery.
+    const ca = join(c.inst.dataDir, 'services-ca.crt');
+    writeFileSync(ca, await cli('host', 'ca'));
+    const conn = (n: { host: string; port: number }) =>
+      `host=${n.host} port=${n.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
+    const recovery = await Promise.all(
+      nodes.map((n) => psql(conn(n), password, 'select pg_is_in_recovery()')),
+    );
+    assert.deepEqual([...recovery].sort(), ['f', 't', 't']);
+    const primary = nodes[recovery.indexOf('f')] as (typeof nodes)[number];
+    const standbys = nodes.filter((n) => n !== primary);
+    // Patroni names the synchronous standby: one of the two others.
+    const syncName = await psql(conn(primary), password, 'show synchronous_standby_names');
+    assert.match(syncName, /node[012]/);
+    assert.doesNotMatch(syncName, new RegExp(primary.name));
+    await psql(conn(primary), password, "create table t (v text); insert into t values ('one')");
+    // The synchronous standby has it at once; the other soon after.
+    for (const s of standbys) {
+      await until(
+        async () =>
+          (await psql(conn(s), password, 'select count(*) from t').catch(() => '')) === '1',
+        60_000,
+      );
+    }
+    await assert.rejects(psql(conn(standbys[0] as (typeof nodes)[number]), password, "insert into t values ('x')"), /read-only/); // prettier-ignore
+
+    // The logs say which node leads, as Basin's own entry, once the
+    // reconciler has read the cluster.
+    let logs = await b.call('GET', `${b.servicePath(id)}/logs`);
+    await until(async () => {
+      logs = await b.call('GET', `${b.servicePath(id)}/logs`);
+      assert.equal(logs.status, 200, logs.text);
+      return logs.text.includes(`patroni: ${primary.name} leads`);
+    }, 60_000).catch(() => assert.fail(logs.text));
+    await b
+      .waitForStatus(id, 'READY', 60_000)
+      .catch(async () => assert.fail((await b.call('GET', `${b.servicePath(id)}/logs`)).text));
+
+    // Deleted: no OS user of it on any host, no placement, no etcd user.
+    assert.equal((await b.call('DELETE', b.servicePath(id))).status, 202);
+    await b.waitGone(id, 300_000);
+    assert.deepEqual(
+      readPasswd().filter((u) => u.name.startsWith(`basin-${id}`)),
+      [],
+    );
+    const left = await c.store.sql('SELECT count(*)::int AS n FROM placements', [], 'basin');
+    assert.deepEqual(left.rows, [{ n: 0 }]);
+    assert.equal((await b.stop()).code, 0);
+  },
+);
