@@ -262,6 +262,12 @@ export interface Driver {
    * runs. Which node leads is Patroni's to decide, never the spec's.
    */
   applyPatroniNode?(spec: ServiceSpec, node: PatroniNodeSpec): Promise<Progress>;
+  /**
+   * This host's endpoint of an HA service across hosts (every database
+   * host runs one): `spec.port` routed to whichever of `members` Patroni
+   * says is the primary.
+   */
+  applyPatroniEndpoint?(spec: ServiceSpec, members: PatroniNodeMember[]): Promise<Progress>;
   /** Whether this host's node of the service runs its Patroni, and the cluster as it tells. */
   inspectPatroniNode?(
     serviceId: string,

@@ -7,7 +7,9 @@
 // afterwards becomes Patroni's synchronous mode (strict). The service is
 // READY once Patroni's cluster is as asked; psql reaches the primary through
 // its host's address with verify-full, a write committed there is read on
-// the standbys' hosts, and the logs say which node leads. Deleted, it leaves
+// the standbys' hosts, every host's HAProxy routes the service's endpoint
+// to the primary (verify-full through any host's address), and the logs say
+// which node leads. Deleted, it leaves
 // no OS user, no placement and no etcd user behind.
 
 import assert from 'node:assert/strict';
@@ -128,6 +130,23 @@ test(
       );
     }
     await assert.rejects(psql(conn(standbys[0] as (typeof nodes)[number]), password, "insert into t values ('x')"), /read-only/); // prettier-ignore
+
+    // The service's endpoint: its port on every host's address (HAProxy on
+    // each, by Patroni's checks), the primary behind each, verify-full.
+    const svc = (await b.call('GET', b.servicePath(id))).body;
+    assert.equal(svc.endpoint.host, primary.host);
+    for (const i of [1, 2, 3]) {
+      const at = { host: address(i), port: svc.endpoint.port as number };
+      let answer = '';
+      await until(async () => {
+        answer = await psql(
+          conn(at),
+          password,
+          'select pg_is_in_recovery(), count(*) from t',
+        ).catch((err: Error) => err.message);
+        return answer === 'f|1';
+      }, 60_000).catch(() => assert.fail(`host ${i}'s endpoint: ${answer}`));
+    }
 
     // The logs say which node leads, as Basin's own entry, once the
     // reconciler has read the cluster.

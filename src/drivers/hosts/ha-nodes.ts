@@ -177,6 +177,13 @@ export class HaNodes {
     );
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
+    // Every database host's endpoint, a node there or not: a client may use
+    // any host's address (a lost host's waits for it).
+    const endpoints = await Promise.allSettled(
+      this.online(hosts).map((h) => this.o.call(h, 'applyPatroniEndpoint', [spec, members])),
+    );
+    const refused = endpoints.find((r) => r.status === 'rejected');
+    if (refused) throw refused.reason;
     const waiting = results
       .map((r) => (r as PromiseFulfilledResult<Progress>).value)
       .filter((p): p is Extract<Progress, { done: false }> => !p.done);
@@ -299,6 +306,12 @@ export class HaNodes {
     );
     const waiting = results.filter((r) => !r.done);
     if (waiting.length > 0) return waiting[0] as Progress;
+    // Its endpoint on every database host that answers (deleteService of
+    // the service's own id there holds nothing else).
+    for (const h of this.online(hosts)) {
+      const p = (await this.o.call(h, 'deleteService', [serviceId])) as Progress;
+      if (!p.done) return p;
+    }
     try {
       await this.o.forgetService?.(serviceId);
     } catch (err) {

@@ -32,6 +32,7 @@ import {
   type FailoverView,
   type Health,
   patroniNodeId,
+  type PatroniNodeMember,
   type PatroniNodeSpec,
   type PatroniNodeView,
   type ObservedNode,
@@ -100,6 +101,7 @@ import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './node/res
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
 import type { DriverContext } from './context.js';
 import { primaryNode } from './primary-node.js';
+import { ensurePatroniEndpoint } from './endpoints/patroni-endpoint.js';
 import {
   applyPatroniNode,
   type FetchPatroniSecrets,
@@ -797,6 +799,13 @@ export class LocalDriver implements Driver {
     return this.locks.run(patroniNodeId(spec.serviceId, node.index), () =>
       applyPatroniNode(ctx, spec, node, this.options.patroniSecrets),
     );
+  }
+
+  async applyPatroniEndpoint(spec: ServiceSpec, members: PatroniNodeMember[]): Promise<Progress> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    await this.locks.run(spec.serviceId, () => ensurePatroniEndpoint(ctx, spec, members));
+    return DONE;
   }
 
   async inspectPatroniNode(

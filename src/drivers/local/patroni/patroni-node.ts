@@ -351,7 +351,7 @@ async function readerTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
 }
 
 /** A key and a certificate from this host's CA, with the CA after it when it is not the root. */
-async function issueLeaf(
+export async function issueLeaf(
   ctx: Pick<Ctx, 'layout'>,
   cn: string,
   names: readonly string[],
@@ -373,7 +373,7 @@ async function issueLeaf(
 }
 
 /** Whether `certFile` was issued by the host's CA (ca.crt's first), names every one of `names`, and is not near expiry. */
-async function certCovers(certFile: string, caFile: string, names: readonly string[]) {
+export async function certCovers(certFile: string, caFile: string, names: readonly string[]) {
   try {
     const issuer = pemsOf(await readFile(caFile, 'utf8'))[0];
     const pem = pemsOf(await readFile(certFile, 'utf8'))[0];
