@@ -79,7 +79,10 @@ export function apiPortOf(spec: Pick<ServiceSpec, 'nodes'>, index: number): numb
 
 export class HaNodes {
   /** Each service's last reading of its cluster, and the reason it was last not as asked. */
-  private last = new Map<string, { cluster?: ClusterState; reason?: string }>();
+  private last = new Map<
+    string,
+    { cluster?: ClusterState; reason?: string; leaderless?: boolean }
+  >();
 
   constructor(private readonly o: HaNodesOptions) {}
 
@@ -166,9 +169,9 @@ export class HaNodes {
     const results = await Promise.allSettled(
       members.map(async (m) => {
         const host = placed.get(m.index) as Host;
-        if (this.lost(host)) {
-          throw new DriverError(`Host ${host.name} (${host.address}) is lost: it has not reported.`, true); // prettier-ignore
-        }
+        // A lost host's node waits for it; the others are applied meanwhile,
+        // and Patroni keeps the service writing without it.
+        if (this.lost(host)) return wait(2000, `node${m.index}'s host ${host.name} is lost`);
         return (await this.o.call(host, 'applyPatroniNode', [
           spec,
           { index: m.index, members, names, allowlist: [], timing: PATRONI_TIMING },
@@ -188,6 +191,9 @@ export class HaNodes {
       .map((r) => (r as PromiseFulfilledResult<Progress>).value)
       .filter((p): p is Extract<Progress, { done: false }> => !p.done);
     if (waiting.length === 0) return DONE;
+    // While it waits (a host lost, a node rejoining), what Patroni does
+    // meanwhile (a failover) is told in the service's logs.
+    await this.read(spec).catch(() => undefined);
     return wait(
       Math.min(...waiting.map((p) => p.retryAfterMs)),
       waiting.map((p) => p.reason).join('; '),
@@ -226,8 +232,13 @@ export class HaNodes {
   async inspect(spec: ServiceSpec): Promise<Health> {
     const placements = nodePlacements(await this.o.placements.list(), spec.serviceId);
     if (placements.length === 0) return 'missing';
+    return this.read(spec);
+  }
+
+  /** One reading of the cluster: its changes told, its verdict said once; the health it makes. */
+  private async read(spec: ServiceSpec): Promise<Health> {
     const views = await this.views(spec);
-    const cluster = views.find((v) => v.view?.cluster)?.view?.cluster ?? undefined;
+    const cluster = clusterOf(views);
     const target: Target = { kind: 'service', id: spec.serviceId };
     const last = this.last.get(spec.serviceId) ?? {};
     // The first reading in this process names the leader, and only it (a
@@ -236,7 +247,11 @@ export class HaNodes {
       members: cluster?.members.filter((m) => m.name !== cluster.leader) ?? [],
       paused: false,
     };
-    const notes = patroniChanges(before, cluster);
+    // A leaderless reading (between a leader's loss and a promotion) is
+    // said once, and the last reading with a leader is kept, so that the
+    // promotion after it is told as the failover it is.
+    const leaderless = cluster !== undefined && cluster.leader === undefined;
+    const notes = leaderless && last.leaderless ? [] : patroniChanges(before, cluster);
     for (const note of notes) this.o.notify(target, note);
     const verdict = patroniVerdict(cluster, {
       standbys: spec.ha.replicaCount,
@@ -249,17 +264,18 @@ export class HaNodes {
     if (reason !== undefined && reason !== last.reason) {
       this.o.notify(target, { severity: 'WARNING', message: `basin: ${reason}` });
     }
+    const kept = cluster && !leaderless ? cluster : last.cluster;
     this.last.set(spec.serviceId, {
-      ...(cluster ? { cluster } : last.cluster ? { cluster: last.cluster } : {}),
+      ...(kept ? { cluster: kept } : {}),
       ...(reason === undefined ? {} : { reason }),
+      ...(leaderless ? { leaderless } : {}),
     });
     return reason === undefined ? 'running' : 'failed';
   }
 
   /** Each node as Patroni reports it (its role, timeline, lag). */
   async observe(spec: ServiceSpec): Promise<ObservedNode[]> {
-    const views = await this.views(spec);
-    const cluster = views.find((v) => v.view?.cluster)?.view?.cluster;
+    const cluster = clusterOf(await this.views(spec));
     return spec.nodes.map((n) => {
       const m = cluster?.members.find((x) => x.name === `node${n.index}`);
       const ready = m !== undefined && ['running', 'streaming'].includes(m.state);
@@ -359,4 +375,16 @@ export class HaNodes {
   private lost(host: Host): boolean {
     return hostState(host, this.o.clock(), this.o.lostAfterMs) === 'LOST';
   }
+}
+
+/**
+ * The cluster as the nodes tell it: the leader's own word first (it holds
+ * the leader key, or demotes itself), then any node's. A node cut from
+ * etcd may answer from what it last knew, and take a lost leader for the
+ * current one.
+ */
+function clusterOf(views: readonly { index: number; view?: PatroniNodeView }[]) {
+  const told = views.filter((v) => v.view?.cluster);
+  const leader = told.find((v) => v.view?.cluster?.leader === `node${v.index}`);
+  return (leader ?? told[0])?.view?.cluster ?? undefined;
 }

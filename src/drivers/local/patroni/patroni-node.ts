@@ -125,8 +125,12 @@ export async function applyPatroniNode(
   await writeRootFile(ca, await readFile(ctx.layout.caCert, 'utf8'), user);
   const cert = join(tls, 'node.crt');
   const key = join(tls, 'node.key');
-  if (!(await certCovers(cert, ctx.layout.caCert, node.names))) {
-    const pair = await issueLeaf(ctx, node.names[0] ?? self.address, node.names, undefined);
+  // Every address the service is reached by, and the namespace's own:
+  // Patroni's replication connection to its own server (before a rewind)
+  // goes to the address it listens on, with verify-full.
+  const names = [...new Set([...node.names, net.address])];
+  if (!(await certCovers(cert, ctx.layout.caCert, names))) {
+    const pair = await issueLeaf(ctx, node.names[0] ?? self.address, names, undefined);
     // The key first: a certificate is never there without its key.
     await writeOwned(key, pair.key, user);
     await writeRootFile(cert, pair.cert, user);
