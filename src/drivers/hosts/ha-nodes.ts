@@ -190,10 +190,11 @@ export class HaNodes {
     const waiting = results
       .map((r) => (r as PromiseFulfilledResult<Progress>).value)
       .filter((p): p is Extract<Progress, { done: false }> => !p.done);
-    if (waiting.length === 0) return DONE;
-    // While it waits (a host lost, a node rejoining), what Patroni does
-    // meanwhile (a failover) is told in the service's logs.
+    // What Patroni did meanwhile (a failover, while it waits on a lost
+    // host) is told in the service's logs, and its leader known (the
+    // service's endpoint host) by the time the apply is done.
     await this.read(spec).catch(() => undefined);
+    if (waiting.length === 0) return DONE;
     return wait(
       Math.min(...waiting.map((p) => p.retryAfterMs)),
       waiting.map((p) => p.reason).join('; '),

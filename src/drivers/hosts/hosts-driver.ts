@@ -180,7 +180,12 @@ export class HostsDriver implements Driver {
   }
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
-    if (isHa(spec)) return this.ha.apply(spec);
+    if (isHa(spec)) {
+      const progress = await this.ha.apply(spec);
+      const leader = await this.ha.leaderHost(spec.serviceId);
+      if (leader) this.leaders.set(spec.serviceId, leader);
+      return progress;
+    }
     const host = await this.hostFor(spec);
     this.refuseLost(host);
     const progress = (await this.call(host, 'applyService', [

@@ -210,7 +210,7 @@ export async function applyPatroniNode(
       port: self.port,
       pgdata: f.pgdata,
     });
-    return DONE;
+    return synchronousNamed(ctx, api, spec, node.members.length);
   }
   await startPatroni({ files: f, user, privateTmp: ctx.privateTmp, prelude: { cgroups } });
   return wait(500, 'starting Patroni');
@@ -304,6 +304,32 @@ async function applySql(spec: ServiceSpec, f: PatroniFiles, target: AdminTarget)
   const next = JSON.stringify({ password, extensions, grants: ADMIN_GRANTS.version });
   await writeFile(`${record}.tmp`, `${next}\n`, { mode: 0o600 });
   await rename(`${record}.tmp`, record);
+}
+
+/**
+ * On the leader: DONE once Patroni has named as many synchronous standbys
+ * as asked, or as many as stream (a lost standby is not waited for: the
+ * service's status says it is degraded); a wait meanwhile, so that a
+ * setHA's READY means what it asked for.
+ */
+async function synchronousNamed(
+  ctx: Pick<Ctx, 'layout'>,
+  api: string,
+  spec: ServiceSpec,
+  nodes: number,
+): Promise<Progress> {
+  const wanted = Math.max(0, Math.min(spec.ha.syncReplicaCount, nodes - 1));
+  if (wanted === 0) return DONE;
+  try {
+    const cluster = await clusterState(api, await readerTls(ctx));
+    const standbys = cluster.members.filter((m) => m.name !== cluster.leader);
+    const streaming = standbys.filter((m) => ['running', 'streaming'].includes(m.state));
+    const named = streaming.filter((m) => m.role === 'sync_standby').length;
+    if (named >= Math.min(wanted, streaming.length)) return DONE;
+    return wait(500, `waiting for Patroni to name ${wanted} synchronous standby(s)`);
+  } catch (err) {
+    return wait(500, `Patroni's REST API does not answer yet (${(err as Error).message})`);
+  }
 }
 
 const hostPort = (address: string, port: number) =>
