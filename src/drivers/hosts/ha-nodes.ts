@@ -193,7 +193,7 @@ export class HaNodes {
     // What Patroni did meanwhile (a failover, while it waits on a lost
     // host) is told in the service's logs, and its leader known (the
     // service's endpoint host) by the time the apply is done.
-    await this.read(spec).catch(() => undefined);
+    await this.read(spec, true).catch(() => undefined);
     if (waiting.length === 0) return DONE;
     return wait(
       Math.min(...waiting.map((p) => p.retryAfterMs)),
@@ -236,8 +236,12 @@ export class HaNodes {
     return this.read(spec);
   }
 
-  /** One reading of the cluster: its changes told, its verdict said once; the health it makes. */
-  private async read(spec: ServiceSpec): Promise<Health> {
+  /**
+   * One reading of the cluster: its changes told, its verdict said once
+   * (not by an apply's reading, `quiet`: a cluster being formed or
+   * changed is not yet what was asked); the health it makes.
+   */
+  private async read(spec: ServiceSpec, quiet = false): Promise<Health> {
     const views = await this.views(spec);
     const cluster = clusterOf(views);
     const target: Target = { kind: 'service', id: spec.serviceId };
@@ -262,13 +266,14 @@ export class HaNodes {
     const reason =
       verdict.reason ??
       (stopped.length > 0 ? `Patroni does not run on ${stopped.join(', ')}` : undefined);
-    if (reason !== undefined && reason !== last.reason) {
+    if (!quiet && reason !== undefined && reason !== last.reason) {
       this.o.notify(target, { severity: 'WARNING', message: `basin: ${reason}` });
     }
+    const said = quiet ? last.reason : reason;
     const kept = cluster && !leaderless ? cluster : last.cluster;
     this.last.set(spec.serviceId, {
       ...(kept ? { cluster: kept } : {}),
-      ...(reason === undefined ? {} : { reason }),
+      ...(said === undefined ? {} : { reason: said }),
       ...(leaderless ? { leaderless } : {}),
     });
     return reason === undefined ? 'running' : 'failed';
