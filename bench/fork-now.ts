@@ -38,10 +38,15 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
   const dataDir = await claimDataDir(ctx);
   let basin: LocalBasin | undefined;
   try {
+    // A `shared` service may hold 25x its memory share (--storage-allowance):
+    // a parent past a few GB would be stopped as over its allowance, so the
+    // allowance is raised to three times the fill (data, WAL, its fork).
+    const allowanceGb = Math.ceil((sizeMb * 3) / 1024);
     basin = await startForkBasin(
       dataDir,
       join(ctx.tmpDir, 'fork-now.log'),
       ctx.settings.basinNodeArgs,
+      ['--backup-schedule', '1d', '--pitr-window', '1d', '--storage-allowance', `${allowanceGb}GB`],
     );
     const parent = await readyService(basin, {
       name: 'bench-parent',
@@ -57,6 +62,10 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
         `CREATE TABLE big AS SELECT g, repeat(md5(g::text), 30) AS pad
            FROM generate_series(1, ${Math.round((sizeMb * 1024 * 1024) / 1050)}) g`,
       );
+      // Untimed: autovacuum would otherwise visit the new table during the
+      // rounds, setting hint bits and the visibility map on every page and
+      // so dirtying the whole table for each fork's checkpoint.
+      await c.query('VACUUM (ANALYZE) big');
     } finally {
       await c.end();
     }

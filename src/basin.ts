@@ -27,6 +27,7 @@ import { type NetworkProvisioner, recordingProvisioner } from './engine/network-
 import { type Clock, systemClock } from './lib/clock.js';
 import { secureDataDir } from './lib/data-dir.js';
 import { lockDataDir } from './lib/data-dir-lock.js';
+import { fenceHolder } from './lib/leader-process.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { BasinMetrics } from './metrics/basin-metrics.js';
@@ -106,7 +107,10 @@ async function assemble(
   // (engine/leadership.ts), and what it runs writes through a store fenced
   // by its term. Alone (SQLite), this Basin simply leads, unfenced.
   const shared = config.storeUrl !== null;
-  const lead: { store: Store; mayAct: () => boolean } = { store, mayAct: () => !shared };
+  const lead: { store: Store; mayAct: () => boolean; term?: number } = {
+    store,
+    mayAct: () => !shared,
+  };
   const driver = options.driver ?? createDriver(config, clock, log, store, lead);
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
@@ -203,6 +207,7 @@ async function assemble(
   const leadership = shared
     ? followTheLeader(store, log, {
         async lead(term, mayAct, fenced) {
+          lead.term = term;
           lead.mayAct = mayAct;
           lead.store = fenced;
           engine = makeEngine(fenced, leaderDriver(driver, mayAct));
@@ -281,7 +286,9 @@ function followTheLeader(
       lost: (_term, reason) => role.lost(reason),
     },
     log,
-    role.options ?? {},
+    // A former leader on this host is killed before this one acts (its
+    // step under way cannot carry on beside ours); tests may replace it.
+    { fence: fenceHolder, ...role.options },
   );
   return leadership;
 }
@@ -314,7 +321,7 @@ function createDriver(
   clock: Clock,
   log: Logger,
   store: Store,
-  lead: { store: Store; mayAct: () => boolean },
+  lead: { store: Store; mayAct: () => boolean; term?: number },
 ): Driver {
   switch (config.driver) {
     case 'sim':
@@ -354,6 +361,7 @@ function createDriver(
         etcdQuorum: async () => (await etcdHealth(store).catch(() => null))?.quorum ?? false,
         // A deleted HA service's etcd user and keys.
         forgetService: (serviceId) => revokeServiceEtcd(store, serviceId),
+        term: () => lead.term,
       });
   }
 }

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { CONTROL_PLANE_CN } from '../domain/hosts.js';
 import type { AgentIdentity } from './agent-files.js';
+import type { TermFence } from './term-fence.js';
 
 export type Route = (req: IncomingMessage) => Promise<{ status: number; body: unknown }>;
 
@@ -21,10 +22,11 @@ export async function serveAgent(
   id: AgentIdentity,
   listen: { host: string; port: number },
   routes: Record<string, Route>,
+  fence: TermFence,
 ): Promise<AgentServer> {
   const server: Server = createServer(
     { cert: id.cert, key: id.key, ca: id.ca, requestCert: true, rejectUnauthorized: true },
-    (req, res) => void handle(req, res, routes),
+    (req, res) => void handle(req, res, routes, fence),
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -44,6 +46,7 @@ async function handle(
   req: IncomingMessage,
   res: ServerResponse,
   routes: Record<string, Route>,
+  fence: TermFence,
 ): Promise<void> {
   const send = (status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' });
@@ -60,6 +63,9 @@ async function handle(
   if (!route)
     return send(404, { code: 'NOT_FOUND', message: `No route ${req.method} ${req.url}.` });
   try {
+    // A deposed leader's call is refused before it runs (term-fence.ts).
+    const admitted = await fence.admit(req);
+    if (!admitted.ok) return send(409, { code: 'FENCED', message: admitted.message });
     const { status, body } = await route(req);
     send(status, body);
   } catch (err) {

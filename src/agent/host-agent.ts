@@ -17,6 +17,7 @@ import { CONTROL_PLANE_CN, type HostRole } from '../domain/hosts.js';
 import { httpsJson } from '../lib/https-json.js';
 import { type AgentIdentity, readIdentity, writeIdentity } from './agent-files.js';
 import { serveAgent } from './agent-server.js';
+import { TermFence } from './term-fence.js';
 import { hostCapacity, hostUsage, wireCapacity, wireUsage } from './capacity.js';
 import { answerDriverCall } from './driver-rpc.js';
 import { join, JoinError } from './join.js';
@@ -144,6 +145,7 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
         },
       }),
     },
+    new TermFence(o.dataDir),
   );
   o.log.info(
     { host: id.hostId, port: server.port },

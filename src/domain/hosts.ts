@@ -108,6 +108,12 @@ export function repositoryBackupClientCn(serviceId: string): string {
 }
 
 /** The subject of the control plane's certificate: the only client a host accepts. */
+/**
+ * The header with which the leading control plane names its term on every
+ * call to a host, which refuses a lower one (agent/term-fence.ts).
+ */
+export const LEADER_TERM_HEADER = 'basin-term';
+
 export const CONTROL_PLANE_CN = 'basin-control-plane';
 
 /** A host's name: a DNS label or dotted name, as an operator would give. */

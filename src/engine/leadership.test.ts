@@ -16,8 +16,9 @@ function fakeRepo(clock: { now: number }) {
     async acquire(holder, leaseMs) {
       check();
       if (row.expiresAt >= clock.now && row.term > 0) return undefined;
+      const previous = row.holder;
       Object.assign(row, { term: row.term + 1, holder, expiresAt: clock.now + leaseMs });
-      return row.term;
+      return { term: row.term, previous };
     },
     async renew(term, leaseMs) {
       check();
@@ -26,7 +27,7 @@ function fakeRepo(clock: { now: number }) {
       return true;
     },
     async release(term) {
-      if (row.term === term) row.expiresAt = clock.now - 1;
+      if (row.term === term) Object.assign(row, { expiresAt: clock.now - 1, holder: null });
     },
     async current() {
       return { term: row.term, holder: row.holder, remainingMs: row.expiresAt - clock.now };
@@ -124,4 +125,43 @@ test('leadership: a renewal refused (another took the lease: a paused leader res
   assert.equal(lost.length, 1);
   await a.close();
   assert.equal(row.term, 2, 'a deposed leader releases nothing');
+});
+
+test('leadership: a new leader fences the holder whose lease expired before it leads, and nobody after a release', async () => {
+  const clock = { now: 1000 };
+  const { repo } = fakeRepo(clock);
+  const events: string[] = [];
+  const make = (name: string) =>
+    new Leadership(
+      repo,
+      {
+        lead: async (term) => void events.push(`${name} leads ${term}`),
+        lost: () => undefined,
+      },
+      silentLogger,
+      {
+        ...options(clock),
+        holder: name,
+        fence: async (holder) => {
+          events.push(`${name} fences ${holder}`);
+          return 'killed';
+        },
+      },
+    );
+  const a = make('a');
+  a.start();
+  await sleep(30);
+  // a stalls (its next renewal is a second away): its lease expires by
+  // the store's clock, and b takes it.
+  clock.now += 5_000;
+  const b = make('b');
+  b.start();
+  await sleep(30);
+  // b hands over cleanly: c fences nobody.
+  await b.close();
+  const c = make('c');
+  c.start();
+  await sleep(30);
+  assert.deepEqual(events, ['a leads 1', 'b fences a', 'b leads 2', 'c leads 3']);
+  await Promise.all([a.close(), c.close()]);
 });

@@ -21,11 +21,14 @@
 //   lease; a write fenced) calls `lost` at once, synchronously: basin.ts
 //   stops acting (main.ts exits, and a supervisor starts it again, as a
 //   candidate).
+// - A new leader first fences the one whose lease expired (`fence`: on its
+//   own host, lib/leader-process.ts kills it), so that a step the old one
+//   had under way when it stalled cannot carry on beside the new one.
 
-import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { leaderHolder } from '../lib/leader-process.js';
 import type { Logger } from '../lib/logger.js';
-import type { LeadershipRepo } from '../store/store.js';
+import type { Acquired, LeadershipRepo } from '../store/store.js';
 
 export interface LeadershipOptions {
   /** How long a lease holds without renewal (default 3 s: a killed leader is replaced within 5 s). */
@@ -38,6 +41,11 @@ export interface LeadershipOptions {
   holder?: string;
   /** A monotonic clock in ms (tests). */
   now?: () => number;
+  /**
+   * Stops the former holder of an expired lease before this process leads
+   * (lib/leader-process.ts, fenceHolder); says what it did, for the log.
+   */
+  fence?: (holder: string) => Promise<string>;
 }
 
 export const LEADERSHIP_DEFAULTS = { leaseMs: 3_000, pollMs: 500 };
@@ -73,6 +81,7 @@ export class Leadership {
   private readonly marginMs: number;
   private readonly holder: string;
   private readonly now: () => number;
+  private readonly fence: ((holder: string) => Promise<string>) | undefined;
 
   constructor(
     private readonly repo: LeadershipRepo,
@@ -83,8 +92,9 @@ export class Leadership {
     this.leaseMs = options.leaseMs ?? LEADERSHIP_DEFAULTS.leaseMs;
     this.pollMs = options.pollMs ?? LEADERSHIP_DEFAULTS.pollMs;
     this.marginMs = options.marginMs ?? Math.round(this.leaseMs / 6);
-    this.holder = options.holder ?? `${hostname()}/${process.pid}`;
+    this.holder = options.holder ?? leaderHolder();
     this.now = options.now ?? (() => performance.now());
+    this.fence = options.fence;
   }
 
   /** Starts trying to lead (at once, then every pollMs until it does). */
@@ -157,14 +167,15 @@ export class Leadership {
 
   private async tryToLead(): Promise<void> {
     const sent = this.now();
-    let term: number | undefined;
+    let acquired: Acquired | undefined;
     try {
-      term = await this.repo.acquire(this.holder, this.leaseMs);
+      acquired = await this.repo.acquire(this.holder, this.leaseMs);
     } catch (err) {
       this.log.warn({ err }, 'could not ask the store for leadership; trying again');
       return;
     }
-    if (term === undefined || this.stopped) return;
+    if (acquired === undefined || this.stopped) return;
+    const { term, previous } = acquired;
     this.term = term;
     this.validUntil = sent + this.leaseMs - this.marginMs;
     this.log.info({ term, holder: this.holder }, `leading as term ${term}`);
@@ -172,6 +183,13 @@ export class Leadership {
     this.schedule(Math.round(this.leaseMs / 3));
     this.watchdog = setInterval(() => this.mayAct(), Math.max(50, Math.round(this.marginMs / 2)));
     try {
+      if (previous !== null && previous !== this.holder && this.fence) {
+        const fenced = await this.fence(previous);
+        this.log.info(
+          { term, previous, fenced },
+          `fenced the former leader ${previous}: ${fenced}`,
+        );
+      }
       await this.role.lead(term);
     } catch (err) {
       if (this.lostReason === undefined) {

@@ -17,6 +17,8 @@ export interface HttpsJsonOptions {
   /** The CN the peer's certificate must carry (with `ca`). */
   peerCn?: string | ((cn: string) => boolean);
   timeoutMs?: number;
+  /** Headers of the request's own (content-type is set for a body). */
+  headers?: Record<string, string>;
 }
 
 export interface HttpsJsonResponse {
@@ -32,7 +34,10 @@ export function httpsJson(url: string, o: HttpsJsonOptions = {}): Promise<HttpsJ
       url,
       {
         method: o.method ?? (payload === undefined ? 'GET' : 'POST'),
-        headers: payload === undefined ? {} : { 'content-type': 'application/json' },
+        headers: {
+          ...o.headers,
+          ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(o.ca === undefined ? { rejectUnauthorized: false } : { ca: o.ca }),
         ...(o.cert === undefined ? {} : { cert: o.cert, key: o.key }),
         checkServerIdentity: (_host: string, peer: PeerCertificate) =>

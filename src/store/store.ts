@@ -436,6 +436,13 @@ export interface Lease {
   remainingMs: number;
 }
 
+/** A lease just taken (LeadershipRepo.acquire). */
+export interface Acquired {
+  term: number;
+  /** Who held it last, when its lease expired rather than was released: a leader to fence. */
+  previous: string | null;
+}
+
 /**
  * The one row that says which of the Basin processes sharing a store leads
  * (runs the engine). Every time is the store's clock, never a process's:
@@ -445,12 +452,17 @@ export interface Lease {
 export interface LeadershipRepo {
   /**
    * Takes the lease for `holder` when nobody holds it or it expired: the
-   * next term (one more than the last), or undefined when another holds it.
+   * next term (one more than the last) and the holder whose lease expired
+   * (null when it was released or never held), or undefined when another
+   * holds it.
    */
-  acquire(holder: string, leaseMs: number): Promise<number | undefined>;
+  acquire(holder: string, leaseMs: number): Promise<Acquired | undefined>;
   /** Extends the lease of `term` to `leaseMs` from now; false when `term` no longer holds it. */
   renew(term: number, leaseMs: number): Promise<boolean>;
-  /** Ends the lease of `term` now (a clean shutdown): the next candidate takes it at once. */
+  /**
+   * Ends the lease of `term` now (a clean shutdown): the next candidate takes
+   * it at once, and finds no holder to fence.
+   */
   release(term: number): Promise<void>;
   /** The lease; undefined before anyone took it. */
   current(): Promise<Lease | undefined>;

@@ -616,7 +616,7 @@ export function storeContract(name: string, subject: StoreSubject): void {
   test(`${name}: leadership: one holder at a time, a new term once the lease expired or was released`, async (t) => {
     const store = await open(t);
     assert.equal(await store.leadership.current(), undefined);
-    assert.equal(await store.leadership.acquire('a', 60_000), 1);
+    assert.deepEqual(await store.leadership.acquire('a', 60_000), { term: 1, previous: null });
     // Held: nobody else takes it, not even its holder again.
     assert.equal(await store.leadership.acquire('b', 60_000), undefined);
     assert.equal(await store.leadership.acquire('a', 60_000), undefined);
@@ -627,13 +627,21 @@ export function storeContract(name: string, subject: StoreSubject): void {
     assert.equal(await store.leadership.renew(1, 60_000), true);
     // Released at a clean shutdown: the next candidate takes it at once.
     await store.leadership.release(1);
-    assert.equal(await store.leadership.acquire('b', 100), 2);
+    assert.deepEqual(
+      await store.leadership.acquire('b', 100),
+      { term: 2, previous: null },
+      'a released lease names nobody to fence',
+    );
     assert.equal(await store.leadership.renew(1, 60_000), false, 'an old term renews nothing');
     await store.leadership.release(1); // an old term releases nothing either
     assert.equal(await store.leadership.acquire('c', 60_000), undefined);
     // Expired (by the store's clock): taken, with the next term.
     await new Promise((r) => setTimeout(r, 250));
-    assert.equal(await store.leadership.acquire('c', 60_000), 3);
+    assert.deepEqual(
+      await store.leadership.acquire('c', 60_000),
+      { term: 3, previous: 'b' },
+      'an expired lease names its holder, to be fenced',
+    );
     assert.equal((await store.leadership.current())?.holder, 'c');
   });
 
@@ -643,11 +651,11 @@ export function storeContract(name: string, subject: StoreSubject): void {
       store.fenced(1).transaction((tx) => tx.vpcs.insert(vpc('f0'))),
       (err: unknown) => err instanceof FencedError && err.current === undefined,
     );
-    assert.equal(await store.leadership.acquire('a', 100), 1);
+    assert.equal((await store.leadership.acquire('a', 100))?.term, 1);
     await store.fenced(1).transaction((tx) => tx.vpcs.insert(vpc('f1')));
     assert.equal((await store.vpcs.get('f1'))?.id, 'f1');
     await new Promise((r) => setTimeout(r, 250));
-    assert.equal(await store.leadership.acquire('b', 60_000), 2);
+    assert.equal((await store.leadership.acquire('b', 60_000))?.term, 2);
     let ran = false;
     await assert.rejects(
       store.fenced(1).transaction(async (tx) => {

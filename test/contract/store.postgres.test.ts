@@ -243,7 +243,7 @@ test('postgres: usage rounds the leader publishes reach every store object in or
     series: { s1: [{ name: 'timescale_cloud_database_num_connections', labels: {}, value: at }] },
   });
   const day = 24 * 3600 * 1000;
-  const term = await leader.leadership.acquire('test/1', 60_000);
+  const term = (await leader.leadership.acquire('test/1', 60_000))?.term;
   assert.equal(term, 1);
   const fenced = leader.fenced(1);
   await fenced.usage!.publish(round(1_000));
@@ -266,7 +266,7 @@ test('postgres: usage rounds the leader publishes reach every store object in or
   assert.deepEqual(later[0], round(3_000));
   // Another term leads: the old one's rounds are refused, nothing is kept.
   await leader.leadership.release(1);
-  assert.equal(await follower.leadership.acquire('test/2', 60_000), 2);
+  assert.equal((await follower.leadership.acquire('test/2', 60_000))?.term, 2);
   await assert.rejects(fenced.usage!.publish(round(5_000 + day)), FencedError);
   await sleep(300);
   assert.deepEqual(seen.at(-1), 2_500 + day);

@@ -61,7 +61,7 @@ test(
     await sleep(4000);
     await start(await freePort());
     const holder = (await pgc.sql('SELECT holder FROM leadership', [], 'basin')).rows[0];
-    const leaderPid = Number((holder as { holder: string }).holder.split('/').pop());
+    const leaderPid = Number((holder as { holder: string }).holder.split('/')[1]);
     assert.ok(
       procs.some((b) => b.pid === leaderPid),
       'one of the three leads',

@@ -18,7 +18,14 @@
 // replica sets, whose nodes and sources would span hosts; the capabilities
 // below refuse them with a 400 before anything is queued.
 
-import { agentUrl, type Host, hostCertCn, hostState, type Placement } from '../../domain/hosts.js';
+import {
+  agentUrl,
+  type Host,
+  hostCertCn,
+  hostState,
+  LEADER_TERM_HEADER as TERM_HEADER,
+  type Placement,
+} from '../../domain/hosts.js';
 import { DONE, type Progress, type ProgressNote } from '../../domain/progress.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { SeriesSample } from '../../domain/series/catalogue.js';
@@ -60,6 +67,12 @@ export interface HostsDriverOptions {
   etcdQuorum?(): Promise<boolean>;
   /** After a service's last node is deleted: what the control plane holds for it elsewhere (its etcd user). */
   forgetService?(serviceId: string): Promise<void>;
+  /**
+   * The term this process leads as, sent with every call so that a host
+   * refuses a deposed leader's (agent/term-fence.ts); undefined while it
+   * does not lead (a follower's reads).
+   */
+  term?: () => number | undefined;
 }
 
 export class HostsDriver implements Driver {
@@ -109,6 +122,7 @@ export class HostsDriver implements Driver {
 
   async start(): Promise<void> {
     await this.refresh();
+    await this.announce();
     const loop = () => {
       this.timer = setTimeout(() => {
         void this.refresh()
@@ -504,6 +518,29 @@ export class HostsDriver implements Driver {
     );
   }
 
+  /**
+   * Tells every host the term this process leads as before it acts, so a
+   * host refuses the former leader's calls from now on, placed services or
+   * not (a host that does not answer hears it with the next call).
+   */
+  private async announce(): Promise<void> {
+    const term = this.o.term?.();
+    if (term === undefined) return;
+    const me = await this.o.identity();
+    await Promise.all(
+      [...this.hostsById.values()].map((host) =>
+        httpsJson(agentUrl(host, '/v1/agent/health'), {
+          ca: me.ca,
+          cert: me.cert,
+          key: me.key,
+          peerCn: hostCertCn(host.id),
+          headers: { [TERM_HEADER]: String(term) },
+          timeoutMs: 5_000,
+        }).catch(() => undefined),
+      ),
+    );
+  }
+
   /** One driver call on a host's agent; a host that does not answer is a retryable failure. */
   private async call(
     host: Host,
@@ -522,6 +559,7 @@ export class HostsDriver implements Driver {
         key: me.key,
         peerCn: hostCertCn(host.id),
         timeoutMs: 120_000,
+        headers: termHeader(this.o.term?.()),
       });
     } catch (err) {
       throw new DriverError(`Host ${host.name} does not answer: ${(err as Error).message}`, true);
@@ -537,6 +575,10 @@ export class HostsDriver implements Driver {
 
 /** A service with standbys: its nodes run under Patroni, each on a host of its own. */
 const isHa = (spec: ServiceSpec) => spec.nodes.length > 1;
+
+function termHeader(term: number | undefined): Record<string, string> {
+  return term === undefined ? {} : { [TERM_HEADER]: String(term) };
+}
 
 function acrossHosts(what: string): DriverError {
   return new DriverError(`The hosts driver does not run ${what} yet.`, false);

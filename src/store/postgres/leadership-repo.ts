@@ -7,7 +7,7 @@
 // waits for (its renewal, its transactions) while the candidate is slow.
 
 import pg from 'pg';
-import type { Lease, LeadershipRepo } from '../store.js';
+import type { Acquired, Lease, LeadershipRepo } from '../store.js';
 
 const NOW_MS = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`;
 
@@ -23,16 +23,19 @@ export function pgLeadership(pool: pg.Pool, writeLock: bigint): LeadershipRepo {
       // the locks are held for the statements alone, never while this
       // process, which may be slow (starting, loaded), sends the next one.
       const lease = Math.round(leaseMs);
+      // `old` is the row as the statement found it: who held the lease.
       const results = (await pool.query(
         `BEGIN;
          SELECT pg_advisory_xact_lock(${writeLock});
+         WITH old AS (SELECT holder FROM leadership WHERE id = 1)
          INSERT INTO leadership AS l (id, term, holder, expires_at) VALUES (1, 1, ${pg.escapeLiteral(holder)}, ${NOW_MS} + ${lease})
          ON CONFLICT (id) DO UPDATE SET term = l.term + 1, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
          WHERE l.expires_at < ${NOW_MS}
-         RETURNING term;
+         RETURNING term, (SELECT holder FROM old) AS previous;
          COMMIT;`,
-      )) as unknown as pg.QueryResult<{ term: number }>[];
-      return results[2]?.rows[0]?.term;
+      )) as unknown as pg.QueryResult<Acquired>[];
+      const row = results[2]?.rows[0];
+      return row && { term: Number(row.term), previous: row.previous };
     },
     async renew(term, leaseMs) {
       const res = await pool.query(
@@ -43,7 +46,7 @@ export function pgLeadership(pool: pg.Pool, writeLock: bigint): LeadershipRepo {
     },
     async release(term) {
       await pool.query(
-        `UPDATE leadership SET expires_at = ${NOW_MS} - 1 WHERE id = 1 AND term = $1`,
+        `UPDATE leadership SET expires_at = ${NOW_MS} - 1, holder = NULL WHERE id = 1 AND term = $1`,
         [term],
       );
     },

@@ -19,6 +19,8 @@ export function sqliteLeadership(
   return {
     acquire: (holder, leaseMs) =>
       write(() => {
+        const old = db.prepare('SELECT holder FROM leadership WHERE id = 1').get() as
+          { holder: string | null } | undefined;
         const row = db
           .prepare(
             `INSERT INTO leadership (id, term, holder, expires_at) VALUES (1, 1, ?, ${NOW_MS} + ?)
@@ -28,7 +30,7 @@ export function sqliteLeadership(
              RETURNING term`,
           )
           .get(holder, leaseMs) as { term: number } | undefined;
-        return row?.term;
+        return row && { term: row.term, previous: old?.holder ?? null };
       }),
     renew: (term, leaseMs) =>
       write(
@@ -40,7 +42,9 @@ export function sqliteLeadership(
     release: async (term) => {
       await write(() =>
         db
-          .prepare(`UPDATE leadership SET expires_at = ${NOW_MS} - 1 WHERE id = 1 AND term = ?`)
+          .prepare(
+            `UPDATE leadership SET expires_at = ${NOW_MS} - 1, holder = NULL WHERE id = 1 AND term = ?`,
+          )
           .run(term),
       );
     },
