@@ -13,6 +13,8 @@ import type { Driver } from './drivers/driver.js';
 import { Layout } from './drivers/local/layout.js';
 import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createHostsDriver } from './drivers/hosts/hosts-driver.js';
+import { etcdHealth } from './hosts/etcd-cluster.js';
+import { revokeServiceEtcd } from './hosts/etcd-service-identity.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
@@ -370,6 +372,10 @@ function createDriver(
         lostAfterMs: config.hostLostAfterMs,
         clock,
         log,
+        // Patroni elects a leader only with etcd's quorum (an HA service's 503 without it).
+        etcdQuorum: async () => (await etcdHealth(store).catch(() => null))?.quorum ?? false,
+        // A deleted HA service's etcd user and keys.
+        forgetService: (serviceId) => revokeServiceEtcd(store, serviceId),
         term: () => lead.term,
       });
   }

@@ -8,7 +8,10 @@ import type { Logger } from './lib/logger.js';
 
 export function localDriverOptions(
   config: Config,
-  parts: Pick<LocalDriverOptions, 'allocateUid' | 'ca' | 'mayAct' | 'remoteIdentity'> & {
+  parts: Pick<
+    LocalDriverOptions,
+    'allocateUid' | 'ca' | 'mayAct' | 'remoteIdentity' | 'patroniSecrets'
+  > & {
     log: Logger;
     publicHost?: string;
   },
@@ -20,6 +23,7 @@ export function localDriverOptions(
     ...(parts.allocateUid ? { allocateUid: parts.allocateUid } : {}),
     ...(parts.ca ? { ca: parts.ca } : {}),
     ...(parts.remoteIdentity ? { remoteIdentity: parts.remoteIdentity } : {}),
+    ...(parts.patroniSecrets ? { patroniSecrets: parts.patroniSecrets } : {}),
     ...(parts.mayAct ? { mayAct: parts.mayAct } : {}),
     privateTmp: config.servicePrivateTmp,
     privateTmpMb: config.serviceTmpSizeMb,

@@ -23,6 +23,9 @@ export const DRIVER_METHODS = {
   readLogs: 2,
   metrics: 1,
   sampleSeries: 1,
+  applyPatroniNode: 2,
+  applyPatroniEndpoint: 2,
+  inspectPatroniNode: 2,
 } as const;
 export type DriverMethod = keyof typeof DRIVER_METHODS;
 

@@ -25,6 +25,7 @@ import { EtcdMemberSupervisor } from './etcd/etcd-member.js';
 import { repositoryClientSigner, repositoryServerIdentity } from './repository-identity.js';
 import { RepositoryHost } from './repository-host/repository-host.js';
 import { answerRepositoryCall } from './repository-host/repository-route.js';
+import { patroniNodeSecrets } from './patroni-node.js';
 import { servicesCaFor } from './services-ca.js';
 import { StaleServices } from './stale-services.js';
 import { fileUidAllocator } from './uid-counter.js';
@@ -109,6 +110,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
             ca: () => servicesCaFor(id),
             // A service's side of its repository on the repository host.
             remoteIdentity: repositoryClientSigner(id),
+            // What a node of an HA service across hosts needs for its Patroni.
+            patroniSecrets: (serviceId) => patroniNodeSecrets(id, serviceId),
           }),
         )
       : null;

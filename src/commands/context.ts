@@ -35,7 +35,13 @@ export interface DriverReads {
    * nodes on hosts (the hosts driver); undefined when one can. With
    * `resourceId` (a resize), whether the host it is placed on can.
    */
-  noRoom?(size: Size, resourceId?: string): Promise<string | undefined>;
+  noRoom?(size: Size, resourceId?: string, nodes?: number): Promise<string | undefined>;
+  /**
+   * Why a service's HA replicas cannot go from `before` to `after` on this
+   * driver (the hosts driver: a service runs under Patroni, or not, from
+   * its creation); undefined when they can.
+   */
+  haChangeRefusal?(before: number, after: number): string | undefined;
 }
 
 export interface Ctx {
@@ -95,8 +101,9 @@ export async function requireHostRoom(
   size: Size,
   doing: string,
   resourceId?: string,
+  nodes = 1,
 ): Promise<void> {
-  const why = await ctx.driver.noRoom?.(size, resourceId);
+  const why = await ctx.driver.noRoom?.(size, resourceId, nodes);
   if (why !== undefined) throw new AppError('UNAVAILABLE', `Basin cannot ${doing} now: ${why}`);
 }
 

@@ -106,6 +106,11 @@ export function setHA(
         `Service ${svc.id} already has ${ha.replicaCount} HA replica(s), ${ha.syncReplicaCount} synchronous.`,
       );
     }
+    const refused = ctx.driver.haChangeRefusal?.(svc.ha.replicaCount, ha.replicaCount);
+    if (refused !== undefined) throw invalid(refused);
+    if (ha.replicaCount > svc.ha.replicaCount) {
+      await requireHostRoom(ctx, svc.size, `add replicas to ${svc.id}`, svc.id, 1 + ha.replicaCount); // prettier-ignore
+    }
     return { ha, nodes: await nodePlan(ctx, tx, svc, ha) };
   });
 }

@@ -56,12 +56,13 @@ export async function createService(
   const size =
     pickSize(ctx.settings.sizes, { cpu: body.cpu_millis, memory: body.memory_gbs }, true) ??
     defaultSize(ctx);
-  await requireHostRoom(ctx, size, 'place new services');
   const ha = checkHa(
     { replicaCount: body.replica_count ?? 0, syncReplicaCount: 0 },
     { replicaCount: 0, syncReplicaCount: 0 },
   );
   if (ha.replicaCount > 0) requireCapability(ctx, 'haReplicas', 'HA replicas');
+  // Each node of an HA service across hosts needs a host of its own.
+  await requireHostRoom(ctx, size, 'place new services', undefined, 1 + ha.replicaCount);
   const regionCode = checkRegion(ctx, body.region_code ?? ctx.settings.defaultRegion);
   const password = generatePassword();
   const fields = {

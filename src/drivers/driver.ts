@@ -5,6 +5,7 @@
 // this interface and pass the same contract tests (test/contract).
 
 import type { Backup } from '../domain/backups.js';
+import type { ClusterState } from '../domain/patroni-cluster.js';
 import type { StorageChange } from '../domain/storage.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Progress, ProgressNote } from '../domain/progress.js';
@@ -281,4 +282,70 @@ export interface Driver {
    * driver runs it on a host other than the public host (the hosts driver).
    */
   endpointHost?(resourceId: string): string | undefined;
+
+  /**
+   * One step of running this host's node of an HA service across hosts
+   * under Patroni (the local driver of a host agent, called by the hosts
+   * driver: docs/decisions.md, "HA across hosts"); done once its Patroni
+   * runs. Which node leads is Patroni's to decide, never the spec's.
+   */
+  applyPatroniNode?(spec: ServiceSpec, node: PatroniNodeSpec): Promise<Progress>;
+  /**
+   * This host's endpoint of an HA service across hosts (every database
+   * host runs one): `spec.port` routed to whichever of `members` Patroni
+   * says is the primary.
+   */
+  applyPatroniEndpoint?(spec: ServiceSpec, members: PatroniNodeMember[]): Promise<Progress>;
+  /** Whether this host's node of the service runs its Patroni, and the cluster as it tells. */
+  inspectPatroniNode?(
+    serviceId: string,
+    node: { index: number; apiPort: number },
+  ): Promise<PatroniNodeView>;
+}
+
+/**
+ * What a node of an HA service across hosts is on its host: a resource of
+ * its own, `<serviceId>n<index>` (its OS user, network namespace, files,
+ * cgroups; deleteService of it removes them all). Never another resource's
+ * id (those are 10 characters: lib/ids.ts), and never the same on two
+ * hosts, so that hosts sharing one machine (the cluster tests' topology,
+ * one /etc/passwd) hold each its own node. Patroni's scope, the etcd
+ * identity and the placements stay the service's.
+ */
+export function patroniNodeId(serviceId: string, index: number): string {
+  return `${serviceId}n${index}`;
+}
+
+/** One node of an HA service across hosts, as its members know it: its host's address and ports. */
+export interface PatroniNodeMember {
+  index: number;
+  address: string;
+  /** Its PostgreSQL port on its host. */
+  port: number;
+  /** Its Patroni REST API port on its host. */
+  apiPort: number;
+}
+
+/** What the control plane tells the host of one node of an HA service across hosts. */
+export interface PatroniNodeSpec {
+  /** This node's index (its member name is node<index>). */
+  index: number;
+  /** Every node of the service, this one included. */
+  members: PatroniNodeMember[];
+  /**
+   * Every address a client may reach the service by (every database
+   * host's): the node's certificate names them all, so verify-full holds
+   * through any of them.
+   */
+  names: string[];
+  /** Who may call the REST API's unsafe endpoints besides the members: the control plane's addresses. */
+  allowlist: string[];
+  /** Patroni's timing (ttl, loop_wait, retry_timeout, in seconds); Patroni's defaults when absent. */
+  timing?: { ttl: number; loopWait: number; retryTimeout: number };
+}
+
+/** What a node's host sees of it: whether its Patroni runs, and the cluster as its REST API tells. */
+export interface PatroniNodeView {
+  patroni: boolean;
+  cluster: ClusterState | null;
 }

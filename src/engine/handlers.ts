@@ -106,7 +106,10 @@ async function convergeService(
     if (seen) await moveStored(tx.services, op.resourceId, (s) => observeNodes(s, seen));
     const settled = await moveStored(tx.services, op.resourceId, (s) => converged(s, op.payload));
     if (settled && wasUnstable && settled.status === 'READY' && spec.nodes.length > 1) {
-      const primary = primaryOf(settled);
+      // The node that acts as the primary where the driver says (Patroni
+      // decides across hosts), else the one recorded.
+      const primary =
+        settled.nodes?.find((n) => n.observed?.actsAs === 'primary') ?? primaryOf(settled);
       await tx.events.add({
         resourceKind: 'service',
         resourceId: settled.id,

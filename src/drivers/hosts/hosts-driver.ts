@@ -14,10 +14,12 @@
 // Forks, with a repository host joined, are restored from their parent's
 // stanza there onto the fork's host, wherever the parent runs (forkSource:
 // the parent's host readies it, a NOW fork's parent is backed up first).
+// An HA service's nodes go each to a host of its own, each under its own
+// Patroni (ha-nodes.ts: docs/decisions.md, "HA across hosts").
 //
-// Not yet across hosts (docs/decisions.md, "Several hosts"): HA replicas
-// and read replica sets, whose nodes and sources would span hosts; the
-// capabilities below refuse them with a 400 before anything is queued.
+// Not yet across hosts (docs/decisions.md, "Several hosts"): read replica
+// sets, whose nodes and sources would span hosts; the capabilities below
+// refuse them with a 400 before anything is queued.
 
 import {
   agentUrl,
@@ -47,6 +49,7 @@ import {
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
+import { HaNodes } from './ha-nodes.js';
 import { chooseHost, reservation, roomLeft } from './placement.js';
 
 export interface HostsDriverOptions {
@@ -69,6 +72,10 @@ export interface HostsDriverOptions {
   log: Logger;
   /** How often hosts, placements and metrics are read again (default 2 s). */
   refreshMs?: number;
+  /** Whether a majority of etcd's members answers: an HA service's Patroni needs it to elect a leader. */
+  etcdQuorum?(): Promise<boolean>;
+  /** After a service's last node is deleted: what the control plane holds for it elsewhere (its etcd user). */
+  forgetService?(serviceId: string): Promise<void>;
   /**
    * The term this process leads as, sent with every call so that a host
    * refuses a deposed leader's (agent/term-fence.ts); undefined while it
@@ -84,7 +91,7 @@ export class HostsDriver implements Driver {
     this.freshen();
     return {
       forks: [...this.hostsById.values()].some((h) => h.role === 'repository'),
-      haReplicas: false,
+      haReplicas: true,
       replicaSets: false,
       pooler: true,
       replicaSetPooler: false,
@@ -102,6 +109,8 @@ export class HostsDriver implements Driver {
   /** When the view was last read (a follower's reads refresh it: freshen). */
   private refreshedAt = 0;
   private refreshing = false;
+  /** The host address of each HA service's node that Patroni last said leads. */
+  private leaders = new Map<string, string>();
   /** Each service's repository on the repository host, as last made there. */
   private repositories = new Map<string, RemoteRepository>();
   /** What each fork being made restores (forkSource), decided once: an attempt again restores the same. */
@@ -109,7 +118,24 @@ export class HostsDriver implements Driver {
   /** Forks whose data is in place on their host: they need their parent no more. */
   private madeForks = new Set<string>();
 
-  constructor(private readonly o: HostsDriverOptions) {}
+  /** The nodes of HA services, each on a host of its own under Patroni. */
+  private readonly ha: HaNodes;
+
+  constructor(private readonly o: HostsDriverOptions) {
+    this.ha = new HaNodes({
+      hosts: () => o.hosts(),
+      placements: o.placements,
+      etcdQuorum: () => o.etcdQuorum?.() ?? Promise.resolve(false),
+      ...(o.forgetService
+        ? { forgetService: (id: string) => o.forgetService?.(id) ?? Promise.resolve() }
+        : {}),
+      call: (host, method, args) => this.call(host, method, args),
+      lostAfterMs: o.lostAfterMs,
+      clock: o.clock,
+      log: o.log,
+      notify: (target, note) => this.notify?.(target, note),
+    });
+  }
 
   async start(): Promise<void> {
     await this.refresh();
@@ -134,8 +160,9 @@ export class HostsDriver implements Driver {
    * `resourceId` (a resize), why its own host has not: read from the store,
    * not the view.
    */
-  async noRoom(size: Size, resourceId?: string): Promise<string | undefined> {
+  async noRoom(size: Size, resourceId?: string, nodes = 1): Promise<string | undefined> {
     const held = reservation(size);
+    if (nodes > 1) return this.ha.refusal(held, nodes, resourceId);
     const placed = resourceId === undefined ? undefined : await this.o.placements.get(resourceId);
     if (placed) {
       const host = await this.lookupHost(placed.hostId);
@@ -160,11 +187,23 @@ export class HostsDriver implements Driver {
     return `no online host has ${held.cpuMillis} millis and ${held.memoryMb} MB free for it: choose a smaller size, or add a host.`;
   }
 
+  /**
+   * A service runs under Patroni across hosts from its creation, or never:
+   * its first node is a plain one otherwise, whose port and files a
+   * Patroni node would not take over (docs/decisions.md, "HA across hosts").
+   */
+  haChangeRefusal(before: number, after: number): string | undefined {
+    if ((before === 0) === (after === 0)) return undefined;
+    return before === 0
+      ? 'On an installation of several hosts, a service gets HA replicas at its creation only (replica_count): create a new service with them.'
+      : 'On an installation of several hosts, an HA service keeps at least one replica: its nodes run under Patroni.';
+  }
+
   /** The address a service's clients connect to: its host's; undefined until it is placed. */
   endpointHost(resourceId: string): string | undefined {
     this.freshen();
     const p = this.placed.get(resourceId);
-    return p && this.hostsById.get(p.hostId)?.address;
+    return this.leaders.get(resourceId) ?? (p && this.hostsById.get(p.hostId)?.address);
   }
 
   watchNotes(on: (target: Target, note: ProgressNote) => void): void {
@@ -172,6 +211,12 @@ export class HostsDriver implements Driver {
   }
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
+    if (isHa(spec)) {
+      const progress = await this.ha.apply(spec);
+      const leader = await this.ha.leaderHost(spec.serviceId);
+      if (leader) this.leaders.set(spec.serviceId, leader);
+      return progress;
+    }
     const host = await this.hostFor(spec);
     this.refuseLost(host);
     let applied = await this.withRepository(spec, true);
@@ -299,6 +344,14 @@ export class HostsDriver implements Driver {
   }
 
   async deleteService(serviceId: string): Promise<Progress> {
+    if (await this.hasStandbyRows(serviceId)) {
+      const progress = await this.ha.delete(serviceId);
+      if (progress.done) {
+        this.placed.delete(serviceId);
+        this.leaders.delete(serviceId);
+      }
+      return progress;
+    }
     const placement = await this.o.placements.get(serviceId);
     if (!placement) return DONE;
     // Its forks being made restore (and recover) from its stanza, which its
@@ -338,6 +391,12 @@ export class HostsDriver implements Driver {
   }
 
   async inspectService(spec: ServiceSpec): Promise<Health> {
+    if (isHa(spec)) {
+      const health = await this.ha.inspect(spec);
+      const leader = await this.ha.leaderHost(spec.serviceId);
+      if (leader) this.leaders.set(spec.serviceId, leader);
+      return health;
+    }
     const host = await this.placedHost(spec.serviceId);
     if (!host) return 'missing';
     const target: Target = { kind: 'service', id: spec.serviceId };
@@ -365,12 +424,23 @@ export class HostsDriver implements Driver {
   }
 
   async observeService(spec: ServiceSpec): Promise<ObservedNode[]> {
+    if (isHa(spec)) return this.ha.observe(spec);
     const host = await this.placedHost(spec.serviceId);
     if (!host || this.lost(host)) return [];
     return (await this.call(host, 'observeService', [spec])) as ObservedNode[];
   }
 
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    if (isHa(spec)) {
+      // Not built yet: its nodes archive no WAL. The backup waits (said in
+      // its operation) rather than fail, which would mark the service
+      // UNSTABLE after a few attempts while its databases run as asked.
+      return {
+        done: false,
+        retryAfterMs: 600_000,
+        reason: 'waiting for backups of HA services across hosts, which are not built yet',
+      };
+    }
     const host = await this.placedHost(spec.serviceId);
     if (!host) throw new DriverError(`Service ${spec.serviceId} is not placed on a host.`, true);
     this.refuseLost(host);
@@ -425,6 +495,9 @@ export class HostsDriver implements Driver {
   }
 
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
+    // An HA service's nodes' server lines are not read across hosts yet;
+    // Basin's own entries (Patroni's failovers among them) are the store's.
+    if (target.kind === 'service' && (await this.hasStandbyRows(target.id))) return { entries: [] };
     const host = await this.placedHost(target.id);
     // A lost host's server lines cannot be read; Basin's own entries still are.
     if (!host || this.lost(host)) return { entries: [] };
@@ -495,6 +568,13 @@ export class HostsDriver implements Driver {
         true,
       );
     }
+  }
+
+  /** Whether a service has rows of standby nodes (it is, or was, an HA service across hosts). */
+  private async hasStandbyRows(serviceId: string): Promise<boolean> {
+    return (await this.o.placements.list()).some((p) =>
+      p.resourceId.startsWith(`${serviceId}:node`),
+    );
   }
 
   private async placedHost(resourceId: string): Promise<Host | undefined> {
@@ -599,6 +679,9 @@ export class HostsDriver implements Driver {
     return body.result;
   }
 }
+
+/** A service with standbys: its nodes run under Patroni, each on a host of its own. */
+const isHa = (spec: ServiceSpec) => spec.nodes.length > 1;
 
 function termHeader(term: number | undefined): Record<string, string> {
   return term === undefined ? {} : { [TERM_HEADER]: String(term) };

@@ -32,6 +32,10 @@ import {
   type FailoverView,
   type ForkParent,
   type Health,
+  patroniNodeId,
+  type PatroniNodeMember,
+  type PatroniNodeSpec,
+  type PatroniNodeView,
   type ObservedNode,
   type PrimaryEvent,
   type ReplicaSetSpec,
@@ -99,6 +103,12 @@ import { DEFAULT_RESTARTS, type RestartPolicy, stoppedByBasin } from './node/res
 import { type DiskState, StorageWatch, type StorageWatchOptions } from './storage/storage-watch.js';
 import type { DriverContext } from './context.js';
 import { primaryNode } from './primary-node.js';
+import { ensurePatroniEndpoint } from './endpoints/patroni-endpoint.js';
+import {
+  applyPatroniNode,
+  type FetchPatroniSecrets,
+  inspectPatroniNode,
+} from './patroni/patroni-node.js';
 import type { IdlePolicy } from './idle/idle-policy.js';
 import { type IdleView, IdleServices } from './idle/idle-services.js';
 
@@ -196,6 +206,11 @@ export interface LocalDriverOptions {
    * default: always.
    */
   mayAct?: () => boolean;
+  /**
+   * On a host of several: asks the control plane for what a node of an HA
+   * service across hosts needs for its Patroni (agent/patroni-node.ts).
+   */
+  patroniSecrets?: FetchPatroniSecrets;
 }
 
 /** What LocalDriver.start learnt of the host (checkHost). */
@@ -776,6 +791,34 @@ export class LocalDriver implements Driver {
       if (refs.length > 0) this.log.info({ serviceId }, 'deleted service databases');
       return DONE;
     });
+  }
+
+  /** This host's node of an HA service across hosts, under Patroni (patroni/patroni-node.ts). */
+  async applyPatroniNode(spec: ServiceSpec, node: PatroniNodeSpec): Promise<Progress> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    // Under the node's own resource's lock: its deleteService takes the same.
+    return this.locks.run(patroniNodeId(spec.serviceId, node.index), () =>
+      applyPatroniNode(ctx, spec, node, this.options.patroniSecrets),
+    );
+  }
+
+  async applyPatroniEndpoint(spec: ServiceSpec, members: PatroniNodeMember[]): Promise<Progress> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    await this.locks.run(spec.serviceId, () => ensurePatroniEndpoint(ctx, spec, members));
+    return DONE;
+  }
+
+  async inspectPatroniNode(
+    serviceId: string,
+    node: { index: number; apiPort: number },
+  ): Promise<PatroniNodeView> {
+    checkId(serviceId);
+    const ctx = this.context();
+    const host = ctx.publicHost.includes(':') ? `[${ctx.publicHost}]` : ctx.publicHost;
+    const local = patroniNodeId(serviceId, node.index);
+    return inspectPatroniNode(ctx, local, `https://${host}:${node.apiPort}`);
   }
 
   /**

@@ -187,6 +187,35 @@ export class Haproxy {
     }
   }
 
+  /**
+   * Routes the service's `port` to whichever of its nodes across hosts
+   * Patroni says is the primary (haproxy-patroni.ts: HAProxy's own checks,
+   * no server enabled by Basin); starts HAProxy if it does not run.
+   * Resolves once the running worker serves this configuration.
+   */
+  ensurePatroniService(id: string, text: string): Promise<void> {
+    return this.serially(async () => {
+      await this.prepare();
+      const file = this.serviceConf(id);
+      const before = await readFile(file, 'utf8').catch(() => undefined);
+      if (before !== text) await writeAtomically(file, text, 0o644);
+      const pid = await this.running();
+      if (pid === undefined) await this.spawn();
+      else if (this.loaded.get(id) !== text) await this.reload(pid);
+      this.loaded.set(id, text);
+    });
+  }
+
+  /** The directory of HAProxy's own files (its checks' client certificate goes there). */
+  get home(): string {
+    return this.dir;
+  }
+
+  /** HAProxy's OS user: what may read its checks' client certificate. */
+  get osUser(): OsUser {
+    return this.user();
+  }
+
   /** Stops routing the service's port (the port is free once the reload is done). */
   removeService(id: string): Promise<void> {
     return this.serially(async () => {

@@ -40,18 +40,31 @@ export function apiGet(url: string, path: string, tls: ClientTls, timeoutMs = 50
   return apiRequest(url, 'GET', path, tls, timeoutMs);
 }
 
-/** A request without a body to the REST API at `url`. */
+/**
+ * A request to the REST API at `url`, with a JSON body and the REST API's
+ * password (its unsafe endpoints ask for it) when given.
+ */
 export function apiRequest(
   url: string,
-  method: 'GET' | 'POST',
+  method: 'GET' | 'POST' | 'PATCH',
   path: string,
   tls: ClientTls,
   timeoutMs = 5000,
+  o: { body?: unknown; auth?: { username: string; password: string } } = {},
 ) {
+  const body = o.body === undefined ? undefined : JSON.stringify(o.body);
+  const headers: Record<string, string> = {
+    ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    ...(o.auth
+      ? {
+          authorization: `Basic ${Buffer.from(`${o.auth.username}:${o.auth.password}`).toString('base64')}`,
+        }
+      : {}),
+  };
   return new Promise<ApiAnswer>((resolve, reject) => {
     const req = request(
       new URL(path, url),
-      { method, ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs },
+      { method, ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs, headers },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -70,7 +83,7 @@ export function apiRequest(
     );
     req.on('timeout', () => req.destroy(new Error(`no answer from Patroni at ${url} in time`)));
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 

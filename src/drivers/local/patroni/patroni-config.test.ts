@@ -182,6 +182,30 @@ test('replication and pg_rewind as the replication role over verified TLS; repli
   assert.ok(c.postgresql.pg_ident.includes('basin  svc_abc  postgres'));
 });
 
+test('across hosts: it listens in its namespace, is reached at its host, and admits replication from the hosts and itself', () => {
+  const c = patroniConfig(inputs({ listen: '198.18.0.3' })) as Conf & {
+    restapi: { listen: string; connect_address: string };
+    postgresql: { connect_address: string };
+  };
+  assert.equal(c.postgresql.listen, '198.18.0.3:40003');
+  assert.equal(c.postgresql.connect_address, '10.9.0.12:40003');
+  assert.equal(c.restapi.listen, '198.18.0.3:8008');
+  assert.equal(c.restapi.connect_address, '10.9.0.12:8008');
+  assert.equal(c.postgresql.parameters.listen_addresses, undefined);
+  const replication = c.postgresql.pg_hba
+    .filter((l) => /\sreplication\s/.test(l))
+    .map((l) => l.split(/\s+/)[3]);
+  assert.deepEqual(replication, ['10.9.0.11/32', '10.9.0.12/32', '10.9.0.13/32', '198.18.0.3/32']);
+});
+
+test('without archiving, archive_mode is off and no archive command is set', () => {
+  const on = patroniConfig(inputs()) as Conf;
+  assert.equal(on.postgresql.parameters.archive_mode, 'on');
+  const off = patroniConfig(inputs({ archiving: false })) as Conf;
+  assert.equal(off.postgresql.parameters.archive_mode, 'off');
+  assert.equal(off.postgresql.parameters.archive_command, undefined);
+});
+
 test("the first node starts from the template's clone; replicas are copied by basebackup", () => {
   const c = patroniConfig(inputs()) as Conf;
   assert.equal(c.bootstrap.method, 'basin_template');

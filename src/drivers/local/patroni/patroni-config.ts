@@ -76,6 +76,13 @@ export interface PatroniInputs {
   spec: ServiceSpec;
   /** This node. */
   self: PatroniMember;
+  /**
+   * Where its PostgreSQL and REST API listen, when not at `self.address`: a
+   * node across hosts listens in its service's network namespace and is
+   * reached at its host's address (`self.address`, where the host forwards
+   * both ports into the namespace: network/service-networks.ts).
+   */
+  listen?: string;
   /** Every node of the service, this one included. */
   members: readonly PatroniMember[];
   paths: PatroniPaths;
@@ -105,6 +112,11 @@ export interface PatroniInputs {
    * host's addresses); none until HAProxy routes by Patroni's checks.
    */
   proxies?: readonly string[];
+  /**
+   * Whether WAL is archived (Basin's pgBackRest command); false: archive_mode
+   * off, for nodes whose archiving is not wired yet (across hosts).
+   */
+  archiving?: boolean;
   /** The replication role's password (replication.ts, replicationSecret). */
   replicationSecret: string;
   /** The leader key's TTL and Patroni's loop, in seconds (defaults 30 and 10, Patroni's). */
@@ -164,7 +176,7 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
     name: nodeName(self.index),
     log: { level: 'INFO', format: '%(asctime)s %(levelname)s: %(message)s' },
     restapi: {
-      listen: hostPort(self.address, self.apiPort),
+      listen: hostPort(i.listen ?? self.address, self.apiPort),
       connect_address: hostPort(self.address, self.apiPort),
       certfile: i.restApi.tls.cert,
       keyfile: i.restApi.tls.key,
@@ -218,7 +230,7 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
       },
     },
     postgresql: {
-      listen: hostPort(self.address, self.port),
+      listen: hostPort(i.listen ?? self.address, self.port),
       connect_address: hostPort(self.address, self.port),
       data_dir: paths.pgdata,
       bin_dir: paths.pgBin,
@@ -242,8 +254,11 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
         proxy: (i.proxies ?? []).map((a) => `${a}/32`),
         // The other nodes stream and rewind from here; the node itself
         // asks its own server for its timeline over a replication
-        // connection before it decides on pg_rewind (Patroni's rewind.py).
-        replication: i.members.map((m) => `${m.address}/32`),
+        // connection before it decides on pg_rewind (Patroni's rewind.py),
+        // from the address it listens on.
+        replication: [
+          ...new Set([...i.members.map((m) => m.address), ...(i.listen ? [i.listen] : [])]),
+        ].map((a) => `${a}/32`),
       })
         .split('\n')
         .filter((l) => l !== '' && !l.startsWith('#')),
@@ -273,7 +288,7 @@ export function patroniParameters(i: PatroniInputs): Settings {
   const base = postgresqlSettings(
     i.spec,
     i.paths,
-    { ...i.conf, listenAddresses: i.self.address },
+    { ...i.conf, listenAddresses: i.listen ?? i.self.address },
     undefined,
     { index: i.self.index, port: i.self.port },
   );
@@ -289,6 +304,11 @@ export function patroniParameters(i: PatroniInputs): Settings {
   out.max_replication_slots = room;
   out.hot_standby = 'on';
   out.hot_standby_feedback = 'on';
+  if (i.archiving === false) {
+    out.archive_mode = 'off';
+    delete out.archive_command;
+    delete out.archive_timeout;
+  }
   return out;
 }
 

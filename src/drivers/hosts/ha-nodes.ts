@@ -1,0 +1,396 @@
+// The nodes of an HA service across hosts (docs/decisions.md, "HA across
+// hosts"): each on a host of its own (placement.ts chooseHosts, one
+// placement row per node), each under its own Patroni, run by its host's
+// local driver (applyPatroniNode). The control plane decides where, and
+// tells every node's host the members; it never calls Patroni and never
+// decides which node leads. It reads the cluster through the nodes' hosts
+// (inspectPatroniNode: each host's agent reads its own node's REST API)
+// and makes of it the service's health and Basin's own log entries
+// (domain/patroni-cluster.ts).
+//
+// Ports: node i's PostgreSQL listens on its own port (spec.nodes, the
+// installation's port allocation); its REST API on the port of the node
+// after it (by index, the last on the first's). Ports are the
+// installation's, one owner each, and the nodes of a service are never on
+// one host, so another node's port is free on this node's host and taken
+// by nothing else: no port of its own to allocate, nothing to remember.
+
+import {
+  type Host,
+  hostState,
+  nodePlacements,
+  nodeResourceId,
+  type Placement,
+} from '../../domain/hosts.js';
+import { type ClusterState, patroniChanges, patroniVerdict } from '../../domain/patroni-cluster.js';
+import { DONE, type Progress, type ProgressNote, wait } from '../../domain/progress.js';
+import type { Target } from '../../domain/logs.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Logger } from '../../lib/logger.js';
+import {
+  DriverError,
+  type Health,
+  type ObservedNode,
+  type PatroniNodeMember,
+  patroniNodeId,
+  type PatroniNodeView,
+  type ServiceSpec,
+} from '../driver.js';
+import { chooseHosts, haPlacementRefusal, reservation } from './placement.js';
+
+/**
+ * Patroni's timing for every service across hosts: the leader key's TTL,
+ * the loop, the retries (loop_wait + 2 × retry_timeout ≤ ttl). Faster than
+ * Patroni's defaults (30/10/10) so that a host lost is failed over within
+ * issue 22's target (≤ 15 s to the first write), with retries long enough
+ * for a loaded host not to demote a healthy primary.
+ */
+export const PATRONI_TIMING = { ttl: 15, loopWait: 2, retryTimeout: 5 };
+
+export interface HaNodesOptions {
+  hosts(): Promise<Host[]>;
+  placements: {
+    list(): Promise<Placement[]>;
+    put(p: Placement): Promise<void>;
+    remove(resourceId: string): Promise<void>;
+  };
+  /** Whether a majority of etcd's members answers (none without a cluster). */
+  etcdQuorum(): Promise<boolean>;
+  /** After its last node is deleted, before its rows go: what the control plane holds for it (its etcd user). */
+  forgetService?(serviceId: string): Promise<void>;
+  /** One driver call on a host's agent (hosts-driver.ts). */
+  call(host: Host, method: string, args: unknown[]): Promise<unknown>;
+  lostAfterMs: number;
+  clock: Clock;
+  log: Logger;
+  notify(target: Target, note: ProgressNote): void;
+}
+
+/** A node's REST API port: the next node's PostgreSQL port (see above). */
+export function apiPortOf(spec: Pick<ServiceSpec, 'nodes'>, index: number): number {
+  const nodes = [...spec.nodes].sort((a, b) => a.index - b.index);
+  const at = nodes.findIndex((n) => n.index === index);
+  const next = nodes[(at + 1) % nodes.length];
+  if (at < 0 || !next || nodes.length < 2) {
+    throw new DriverError(`Node ${index} is not a node of an HA service.`, false);
+  }
+  return next.port;
+}
+
+export class HaNodes {
+  /** Each service's last reading of its cluster, and the reason it was last not as asked. */
+  private last = new Map<
+    string,
+    { cluster?: ClusterState; reason?: string; leaderless?: boolean }
+  >();
+
+  constructor(private readonly o: HaNodesOptions) {}
+
+  /** Why an HA service of `nodes` nodes of `size` cannot be placed now, for a 503; undefined when it can. */
+  async refusal(
+    need: { cpuMillis: number; memoryMb: number },
+    nodes: number,
+    serviceId?: string,
+  ): Promise<string | undefined> {
+    const hosts = await this.o.hosts();
+    const placements = await this.o.placements.list();
+    const taken = serviceId === undefined ? [] : this.placedHosts(serviceId, hosts, placements);
+    return haPlacementRefusal({
+      online: this.online(hosts),
+      placements,
+      need,
+      nodes,
+      taken: taken.filter((h): h is Host => h !== undefined),
+      etcdQuorum: await this.o.etcdQuorum(),
+    });
+  }
+
+  /** The host of each node of `spec` (by index), placing those not yet placed. */
+  async place(spec: ServiceSpec): Promise<Map<number, Host>> {
+    const hosts = await this.o.hosts();
+    const placements = await this.o.placements.list();
+    const held = reservation(spec.size);
+    const out = new Map<number, Host>();
+    const missing: number[] = [];
+    for (const n of spec.nodes) {
+      const id = nodeResourceId(spec.serviceId, n.index);
+      const p = placements.find((x) => x.resourceId === id);
+      if (!p) {
+        missing.push(n.index);
+        continue;
+      }
+      const host = hosts.find((h) => h.id === p.hostId);
+      if (!host) {
+        throw new DriverError(
+          `Node ${n.index} of service ${spec.serviceId} was placed on host ${p.hostId}, which is no longer registered.`,
+          false,
+        );
+      }
+      if (p.cpuMillis !== held.cpuMillis || p.memoryMb !== held.memoryMb) {
+        await this.o.placements.put({ ...p, ...held });
+      }
+      out.set(n.index, host);
+    }
+    if (missing.length === 0) return out;
+    const chosen = chooseHosts(this.online(hosts), placements, held, missing.length, [
+      ...out.values(),
+    ]);
+    if (!chosen) {
+      const why =
+        (await this.refusal(held, spec.nodes.length, spec.serviceId)) ??
+        'not enough database hosts have room for its nodes';
+      throw new DriverError(`Cannot place the service's nodes: ${why}`, false);
+    }
+    for (const [k, index] of missing.entries()) {
+      const host = chosen[k] as Host;
+      await this.o.placements.put({
+        resourceId: nodeResourceId(spec.serviceId, index),
+        hostId: host.id,
+        ...held,
+      });
+      out.set(index, host);
+      this.o.log.info({ service: spec.serviceId, node: index, host: host.name }, 'node placed');
+    }
+    return out;
+  }
+
+  /** One step of every node towards the spec, each on its host; done once every node's Patroni runs. */
+  async apply(spec: ServiceSpec): Promise<Progress> {
+    const placed = await this.place(spec);
+    const members = this.members(spec, placed);
+    const hosts = await this.o.hosts();
+    // Every database host's address: HAProxy on each may route to any node.
+    const names = [
+      ...new Set([
+        ...members.map((m) => m.address),
+        ...hosts.filter((h) => h.role === 'database').map((h) => h.address),
+      ]),
+    ];
+    const results = await Promise.allSettled(
+      members.map(async (m) => {
+        const host = placed.get(m.index) as Host;
+        // A lost host's node waits for it; the others are applied meanwhile,
+        // and Patroni keeps the service writing without it.
+        if (this.lost(host)) return wait(2000, `node${m.index}'s host ${host.name} is lost`);
+        return (await this.o.call(host, 'applyPatroniNode', [
+          spec,
+          { index: m.index, members, names, allowlist: [], timing: PATRONI_TIMING },
+        ])) as Progress;
+      }),
+    );
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    // Every database host's endpoint, a node there or not: a client may use
+    // any host's address (a lost host's waits for it).
+    const endpoints = await Promise.allSettled(
+      this.online(hosts).map((h) => this.o.call(h, 'applyPatroniEndpoint', [spec, members])),
+    );
+    const refused = endpoints.find((r) => r.status === 'rejected');
+    if (refused) throw refused.reason;
+    const waiting = results
+      .map((r) => (r as PromiseFulfilledResult<Progress>).value)
+      .filter((p): p is Extract<Progress, { done: false }> => !p.done);
+    // What Patroni did meanwhile (a failover, while it waits on a lost
+    // host) is told in the service's logs, and its leader known (the
+    // service's endpoint host) by the time the apply is done.
+    await this.read(spec, true).catch(() => undefined);
+    if (waiting.length === 0) return DONE;
+    return wait(
+      Math.min(...waiting.map((p) => p.retryAfterMs)),
+      waiting.map((p) => p.reason).join('; '),
+    );
+  }
+
+  /** What each node's host sees of it (a lost host's: nothing). */
+  private async views(spec: ServiceSpec): Promise<{ index: number; view?: PatroniNodeView }[]> {
+    const hosts = await this.o.hosts();
+    const placements = await this.o.placements.list();
+    const placed = this.placedHosts(spec.serviceId, hosts, placements);
+    return Promise.all(
+      spec.nodes.map(async (n) => {
+        const host = placed[n.index];
+        if (!host || this.lost(host)) return { index: n.index };
+        try {
+          const view = (await this.o.call(host, 'inspectPatroniNode', [
+            spec.serviceId,
+            { index: n.index, apiPort: apiPortOf(spec, n.index) },
+          ])) as PatroniNodeView;
+          return { index: n.index, view };
+        } catch {
+          return { index: n.index };
+        }
+      }),
+    );
+  }
+
+  /**
+   * `running` when Patroni's cluster is as asked (a leader, every standby
+   * streaming, as many synchronous as asked) and every reachable node's
+   * Patroni runs; `failed` otherwise, the reason said once in the
+   * service's logs. What Patroni did since the last reading (failovers,
+   * switchovers, members joining or leaving) becomes Basin's own entries.
+   */
+  async inspect(spec: ServiceSpec): Promise<Health> {
+    const placements = nodePlacements(await this.o.placements.list(), spec.serviceId);
+    if (placements.length === 0) return 'missing';
+    return this.read(spec);
+  }
+
+  /**
+   * One reading of the cluster: its changes told, its verdict said once
+   * (not by an apply's reading, `quiet`: a cluster being formed or
+   * changed is not yet what was asked); the health it makes.
+   */
+  private async read(spec: ServiceSpec, quiet = false): Promise<Health> {
+    const views = await this.views(spec);
+    const cluster = clusterOf(views);
+    const target: Target = { kind: 'service', id: spec.serviceId };
+    const last = this.last.get(spec.serviceId) ?? {};
+    // The first reading in this process names the leader, and only it (a
+    // change needs two readings).
+    const before = last.cluster ?? {
+      members: cluster?.members.filter((m) => m.name !== cluster.leader) ?? [],
+      paused: false,
+    };
+    // A leaderless reading (between a leader's loss and a promotion) is
+    // said once, and the last reading with a leader is kept, so that the
+    // promotion after it is told as the failover it is.
+    const leaderless = cluster !== undefined && cluster.leader === undefined;
+    const notes = leaderless && last.leaderless ? [] : patroniChanges(before, cluster);
+    for (const note of notes) this.o.notify(target, note);
+    const verdict = patroniVerdict(cluster, {
+      standbys: spec.ha.replicaCount,
+      sync: spec.ha.syncReplicaCount,
+    });
+    const stopped = views.filter((v) => v.view && !v.view.patroni).map((v) => `node${v.index}`);
+    const reason =
+      verdict.reason ??
+      (stopped.length > 0 ? `Patroni does not run on ${stopped.join(', ')}` : undefined);
+    if (!quiet && reason !== undefined && reason !== last.reason) {
+      this.o.notify(target, { severity: 'WARNING', message: `basin: ${reason}` });
+    }
+    const said = quiet ? last.reason : reason;
+    const kept = cluster && !leaderless ? cluster : last.cluster;
+    this.last.set(spec.serviceId, {
+      ...(kept ? { cluster: kept } : {}),
+      ...(said === undefined ? {} : { reason: said }),
+      ...(leaderless ? { leaderless } : {}),
+    });
+    return reason === undefined ? 'running' : 'failed';
+  }
+
+  /** Each node as Patroni reports it (its role, timeline, lag). */
+  async observe(spec: ServiceSpec): Promise<ObservedNode[]> {
+    const cluster = clusterOf(await this.views(spec));
+    return spec.nodes.map((n) => {
+      const m = cluster?.members.find((x) => x.name === `node${n.index}`);
+      const ready = m !== undefined && ['running', 'streaming'].includes(m.state);
+      return {
+        index: n.index,
+        ready,
+        actsAs: !m ? null : m.role === 'leader' ? 'primary' : 'standby',
+        timeline: m?.timeline ?? null,
+        lsn: null,
+        lagBytes: m?.lagBytes ?? null,
+      };
+    });
+  }
+
+  /** The address of the host of the node Patroni last said leads; undefined when none is known. */
+  async leaderHost(serviceId: string): Promise<string | undefined> {
+    const leader = this.last.get(serviceId)?.cluster?.leader;
+    if (!leader) return undefined;
+    const index = Number(leader.replace(/^node/, ''));
+    const p = (await this.o.placements.list()).find(
+      (x) => x.resourceId === nodeResourceId(serviceId, index),
+    );
+    return p && (await this.o.hosts()).find((h) => h.id === p.hostId)?.address;
+  }
+
+  /** Every node deleted on its host (a removed host's: nothing to delete), then its rows. */
+  async delete(serviceId: string): Promise<Progress> {
+    const hosts = await this.o.hosts();
+    const placements = nodePlacements(await this.o.placements.list(), serviceId);
+    const results = await Promise.all(
+      placements.map(async (p) => {
+        const host = hosts.find((h) => h.id === p.hostId);
+        if (!host) return DONE;
+        if (this.lost(host)) {
+          throw new DriverError(`Host ${host.name} (${host.address}) is lost: it has not reported.`, true); // prettier-ignore
+        }
+        const index =
+          p.resourceId === serviceId ? 0 : Number(p.resourceId.slice(`${serviceId}:node`.length));
+        // The node is a resource of its own on its host (patroniNodeId).
+        return (await this.o.call(host, 'deleteService', [
+          patroniNodeId(serviceId, index),
+        ])) as Progress;
+      }),
+    );
+    const waiting = results.filter((r) => !r.done);
+    if (waiting.length > 0) return waiting[0] as Progress;
+    // Its endpoint on every database host that answers (deleteService of
+    // the service's own id there holds nothing else).
+    for (const h of this.online(hosts)) {
+      const p = (await this.o.call(h, 'deleteService', [serviceId])) as Progress;
+      if (!p.done) return p;
+    }
+    try {
+      await this.o.forgetService?.(serviceId);
+    } catch (err) {
+      throw new DriverError(
+        `The service's etcd user could not be removed yet: ${(err as Error).message}`,
+        true,
+      );
+    }
+    for (const p of placements) await this.o.placements.remove(p.resourceId);
+    this.last.delete(serviceId);
+    return DONE;
+  }
+
+  private members(spec: ServiceSpec, placed: Map<number, Host>): PatroniNodeMember[] {
+    return spec.nodes.map((n) => ({
+      index: n.index,
+      address: (placed.get(n.index) as Host).address,
+      port: n.port,
+      apiPort: apiPortOf(spec, n.index),
+    }));
+  }
+
+  /** The hosts of a service's placed nodes, by index. */
+  private placedHosts(
+    serviceId: string,
+    hosts: readonly Host[],
+    placements: readonly Placement[],
+  ): (Host | undefined)[] {
+    const out: (Host | undefined)[] = [];
+    for (const p of nodePlacements(placements, serviceId)) {
+      const index =
+        p.resourceId === serviceId ? 0 : Number(p.resourceId.slice(`${serviceId}:node`.length));
+      out[index] = hosts.find((h) => h.id === p.hostId);
+    }
+    return out;
+  }
+
+  private online(hosts: readonly Host[]): Host[] {
+    const now = this.o.clock();
+    return hosts.filter(
+      (h) => h.role === 'database' && hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
+    );
+  }
+
+  private lost(host: Host): boolean {
+    return hostState(host, this.o.clock(), this.o.lostAfterMs) === 'LOST';
+  }
+}
+
+/**
+ * The cluster as the nodes tell it: the leader's own word first (it holds
+ * the leader key, or demotes itself), then any node's. A node cut from
+ * etcd may answer from what it last knew, and take a lost leader for the
+ * current one.
+ */
+function clusterOf(views: readonly { index: number; view?: PatroniNodeView }[]) {
+  const told = views.filter((v) => v.view?.cluster);
+  const leader = told.find((v) => v.view?.cluster?.leader === `node${v.index}`);
+  return (leader ?? told[0])?.view?.cluster ?? undefined;
+}

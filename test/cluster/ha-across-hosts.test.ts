@@ -1,0 +1,238 @@
+// HA across hosts under Patroni (docs/decisions.md, "HA across hosts"), on
+// the namespace topology (topology.sh): a control plane with `--driver
+// hosts` and three `basin host run` agents, whose etcd members form one
+// cluster. A service created with two HA replicas gets a node on each host,
+// each under its own Patroni in the service's namespace there, its ports
+// forwarded from its host's address; one synchronous replica asked for
+// afterwards becomes Patroni's synchronous mode (strict). The service is
+// READY once Patroni's cluster is as asked; psql reaches the primary through
+// its host's address with verify-full, a write committed there is read on
+// the standbys' hosts, every host's HAProxy routes the service's endpoint
+// to the primary (verify-full through any host's address), and the logs say
+// which node leads. Then the primary's whole host dies (kill -9 of every
+// process, its link down) while a writer commits through another host's
+// endpoint: Patroni promotes the synchronous standby, the writes go on
+// through the same endpoint, every acknowledged commit is there, and the
+// logs name the failover. (Deleting it, and the host coming back, are not
+// tested here yet: see the end.)
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import { parse } from 'yaml';
+import { pgClient, psql } from '../e2e/clients.js';
+import { cluster, until } from './cluster.js';
+
+const PREFIX = 'hwa';
+/** The topology's subnet, 10.231.9.0/24: its own, as the tests run in parallel. */
+const NET = 9;
+
+interface EtcdView {
+  quorum: boolean;
+  members: { healthy: boolean }[];
+}
+
+test(
+  "an HA service across three hosts: a node under Patroni on each, READY as Patroni reports, reached with verify-full through any host; its primary's host killed, writes go on with every acknowledged commit",
+  { timeout: 900_000 },
+  async (t) => {
+    const c = await cluster(t, {
+      prefix: PREFIX,
+      net: NET,
+      hosts: 3,
+      driver: 'hosts',
+      args: ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'],
+    });
+    const { b, cli, address } = c;
+    // A failed run prints each host's Patroni log (the agents' own lines are printed by cluster.ts).
+    t.after(() => {
+      if ((t as { passed?: boolean }).passed !== false) return;
+      for (const i of [1, 2, 3]) {
+        const instances = join(c.host(i).dataDir, 'local', 'instances');
+        for (const d of existsSync(instances) ? readdirSync(instances) : []) {
+          const log = join(instances, d, 'patroni', 'patroni.log');
+          if (existsSync(log))
+            console.error(`--- host ${i} ${d}:\n${readFileSync(log, 'utf8').slice(-6000)}`);
+        }
+      }
+    });
+    for (const i of [1, 2, 3]) await c.joinAgent(i, { zone: `z${i}`, heartbeatMs: 500 });
+    await until(async () => {
+      const e = JSON.parse(await cli('host', 'etcd', '--json')) as EtcdView;
+      return e.quorum && e.members.length === 3 && e.members.every((m) => m.healthy);
+    }, 300_000);
+
+    // Created with two HA replicas: one node on each host.
+    const created = await b.call('POST', b.servicePath(), { name: 'ha', replica_count: 2 });
+    assert.equal(created.status, 202, created.text);
+    const id = created.body.service_id as string;
+    const password = created.body.initial_password as string;
+    await b.waitForStatus(id, 'READY', 600_000);
+    const placed = await c.store.sql(
+      'SELECT resource_id, host_id FROM placements ORDER BY resource_id',
+      [],
+      'basin',
+    );
+    assert.deepEqual(
+      placed.rows.map((r: { resource_id: string }) => r.resource_id),
+      [id, `${id}:node1`, `${id}:node2`],
+    );
+    assert.equal(new Set(placed.rows.map((r: { host_id: string }) => r.host_id)).size, 3);
+
+    // One synchronous replica: Patroni's synchronous mode, strict.
+    const setHa = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
+    assert.equal(setHa.status, 202, setHa.text);
+    await b.waitForStatus(id, 'READY', 300_000);
+
+    // Each host runs one node, a resource of its own there (`<id>n<index>`):
+    // its Patroni's configuration names its host's address and its
+    // PostgreSQL port there.
+    const nodes = [1, 2, 3].map((i) => {
+      const instances = join(c.host(i).dataDir, 'local', 'instances');
+      const mine = readdirSync(instances).filter((d) => d.startsWith(`${id}n`));
+      assert.equal(mine.length, 1, `host ${i}: ${mine.join(', ')}`);
+      const yml = readFileSync(
+        join(instances, mine[0] as string, 'patroni', 'patroni.yml'),
+        'utf8',
+      );
+      const conf = parse(yml) as {
+        name: string;
+        postgresql: { connect_address: string };
+        bootstrap: { dcs: { synchronous_mode_strict: boolean } };
+      };
+      const [host, port] = conf.postgresql.connect_address.split(':') as [string, string];
+      assert.equal(host, address(i));
+      return { name: conf.name, host, port: Number(port) };
+    });
+    assert.deepEqual(nodes.map((n) => n.name).sort(), ['node0', 'node1', 'node2']);
+
+    // psql with verify-full against the installation's services CA, at each
+    // host's address: the primary is the one node not in recovery.
+    const ca = join(c.inst.dataDir, 'services-ca.crt');
+    writeFileSync(ca, await cli('host', 'ca'));
+    const conn = (n: { host: string; port: number }) =>
+      `host=${n.host} port=${n.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
+    const recovery = await Promise.all(
+      nodes.map((n) => psql(conn(n), password, 'select pg_is_in_recovery()')),
+    );
+    assert.deepEqual([...recovery].sort(), ['f', 't', 't']);
+    const primary = nodes[recovery.indexOf('f')] as (typeof nodes)[number];
+    const standbys = nodes.filter((n) => n !== primary);
+    // Patroni names the synchronous standby: one of the two others.
+    const syncName = await psql(conn(primary), password, 'show synchronous_standby_names');
+    assert.match(syncName, /node[012]/);
+    assert.doesNotMatch(syncName, new RegExp(primary.name));
+    await psql(conn(primary), password, "create table t (v text); insert into t values ('one')");
+    // The synchronous standby has it at once; the other soon after.
+    for (const s of standbys) {
+      await until(
+        async () =>
+          (await psql(conn(s), password, 'select count(*) from t').catch(() => '')) === '1',
+        60_000,
+      );
+    }
+    await assert.rejects(psql(conn(standbys[0] as (typeof nodes)[number]), password, "insert into t values ('x')"), /read-only/); // prettier-ignore
+
+    // The service's endpoint: its port on every host's address (HAProxy on
+    // each, by Patroni's checks), the primary behind each, verify-full.
+    const svc = (await b.call('GET', b.servicePath(id))).body;
+    assert.equal(svc.endpoint.host, primary.host);
+    for (const i of [1, 2, 3]) {
+      const at = { host: address(i), port: svc.endpoint.port as number };
+      let answer = '';
+      await until(async () => {
+        answer = await psql(
+          conn(at),
+          password,
+          'select pg_is_in_recovery(), count(*) from t',
+        ).catch((err: Error) => err.message);
+        return answer === 'f|1';
+      }, 60_000).catch(() => assert.fail(`host ${i}'s endpoint: ${answer}`));
+    }
+
+    // The logs say which node leads, as Basin's own entry, once the
+    // reconciler has read the cluster.
+    let logs = await b.call('GET', `${b.servicePath(id)}/logs`);
+    await until(async () => {
+      logs = await b.call('GET', `${b.servicePath(id)}/logs`);
+      assert.equal(logs.status, 200, logs.text);
+      return logs.text.includes(`patroni: ${primary.name} leads`);
+    }, 60_000).catch(() => assert.fail(logs.text));
+    await b
+      .waitForStatus(id, 'READY', 60_000)
+      .catch(async () => assert.fail((await b.call('GET', `${b.servicePath(id)}/logs`)).text));
+
+    // The primary's whole host dies: a writer commits through another
+    // host's endpoint (verify-full) the whole time, recording each commit
+    // acknowledged; every process of the primary's host is killed with
+    // SIGKILL (its namespace's, and its node's namespace's, where Patroni
+    // and PostgreSQL run), then its link goes down. Patroni promotes the
+    // synchronous standby; the surviving host's HAProxy follows it; the
+    // writer goes on; every acknowledged commit is there.
+    const hostOf = (n: { host: string }) => [1, 2, 3].find((i) => address(i) === n.host) as number;
+    const lostHost = hostOf(primary);
+    const viaHost = [1, 2, 3].find((i) => i !== lostHost) as number;
+    await psql(conn(primary), password, 'create table w (i int primary key)');
+    const acked: number[] = [];
+    let writing = true;
+    const writer = (async () => {
+      let client: pg.Client | undefined;
+      for (let i = 1; writing; i++) {
+        try {
+          client ??= await pgClient(svc.endpoint.port, password, { ca: readFileSync(ca, 'utf8') }, { host: address(viaHost) }); // prettier-ignore
+          await client.query('insert into w values ($1)', [i]);
+          acked.push(i);
+        } catch {
+          await client?.end().catch(() => undefined);
+          client = undefined;
+          await sleep(200);
+        }
+      }
+      await client?.end().catch(() => undefined);
+    })();
+    await until(async () => acked.length >= 20, 60_000);
+    const nodeOnLost = nodes.find((n) => n.host === address(lostHost)) as (typeof nodes)[number];
+    const tag = readFileSync(
+      join(c.host(lostHost).dataDir, 'local', 'installation'),
+      'utf8',
+    ).trim();
+    const nodeNs = `basin-${tag}-${id}n${nodeOnLost.name.slice(4)}`;
+    execFileSync('bash', ['-c', `for _ in 1 2; do kill -9 $(ip netns pids ${c.namespace(lostHost)}) $(ip netns pids ${nodeNs}) 2>/dev/null; done; true`]); // prettier-ignore
+    execFileSync('ip', ['-n', c.namespace(lostHost), 'link', 'set', 'eth0', 'down']);
+    const before = acked.length;
+    await until(async () => acked.length >= before + 20, 180_000);
+    writing = false;
+    await writer;
+    const survivor = nodes.find((n) => n.host === address(viaHost)) as (typeof nodes)[number];
+    const endpointAt = { host: address(viaHost), port: svc.endpoint.port as number };
+    assert.equal(await psql(conn(endpointAt), password, 'select pg_is_in_recovery()'), 'f');
+    const stored = new Set(
+      (await psql(conn(endpointAt), password, 'select i from w')).split('\n').map(Number),
+    );
+    const lost = acked.filter((i) => !stored.has(i));
+    assert.deepEqual(
+      lost,
+      [],
+      `acknowledged commits missing after the failover (${acked.length} acknowledged)`,
+    );
+    // The logs name the failover, as Basin's own entry.
+    await until(async () => {
+      logs = await b.call('GET', `${b.servicePath(id)}/logs`);
+      return /patroni: failover: node\d was promoted/.test(logs.text);
+    }, 90_000).catch(() => assert.fail(logs.text));
+    assert.ok(logs.text.includes(`the primary ${primary.name} is`), logs.text);
+    assert.ok(survivor);
+
+    // Not here: the host coming back. In this topology each agent runs
+    // under `ip netns exec`, whose mount namespace alone holds its nodes'
+    // namespaces' mounts: killed with the host, they cannot be mended by
+    // the next agent (a machine of its own has no such wrapper).
+    // (Not asserted: Basin's exit code on SIGTERM with a host's link down,
+    // which was 1 once, the drain's forced exit: to look into.)
+    await b.stop();
+  },
+);
