@@ -139,6 +139,33 @@ export function nodeResourceId(serviceId: string, index: number): string {
   return index === 0 ? serviceId : `${serviceId}:node${index}`;
 }
 
+/**
+ * What a node of an HA service across hosts is on its host: a resource of
+ * its own, `<serviceId>n<index>` (its OS user, network namespace, files,
+ * cgroups; deleteService of it removes them all). Never another resource's
+ * id (those are 10 characters: lib/ids.ts), and never the same on two
+ * hosts, so that hosts sharing one machine (the cluster tests' topology,
+ * one /etc/passwd) hold each its own node. Patroni's scope, the etcd
+ * identity and the placements stay the service's.
+ */
+export function patroniNodeId(serviceId: string, index: number): string {
+  return `${serviceId}n${index}`;
+}
+
+/**
+ * What a host keeps for one placement row: the service itself (node 0 of
+ * a service without HA across hosts) or the Patroni node of the row's
+ * index (patroniNodeId). A host told what is placed on it keeps these and
+ * removes any other (agent/stale-services.ts).
+ */
+export function hostResourcesOf(resourceId: string): string[] {
+  const [serviceId = resourceId, node] = resourceId.split(':node');
+  const index = node === undefined ? 0 : Number(node);
+  return node === undefined
+    ? [serviceId, patroniNodeId(serviceId, 0)]
+    : [patroniNodeId(serviceId, index)];
+}
+
 /** The placements of a service's nodes, node 0 first (only those that exist). */
 export function nodePlacements(placements: readonly Placement[], serviceId: string): Placement[] {
   const mine = placements.filter(

@@ -303,18 +303,7 @@ export interface Driver {
   ): Promise<PatroniNodeView>;
 }
 
-/**
- * What a node of an HA service across hosts is on its host: a resource of
- * its own, `<serviceId>n<index>` (its OS user, network namespace, files,
- * cgroups; deleteService of it removes them all). Never another resource's
- * id (those are 10 characters: lib/ids.ts), and never the same on two
- * hosts, so that hosts sharing one machine (the cluster tests' topology,
- * one /etc/passwd) hold each its own node. Patroni's scope, the etcd
- * identity and the placements stay the service's.
- */
-export function patroniNodeId(serviceId: string, index: number): string {
-  return `${serviceId}n${index}`;
-}
+export { patroniNodeId } from '../domain/hosts.js';
 
 /** One node of an HA service across hosts, as its members know it: its host's address and ports. */
 export interface PatroniNodeMember {

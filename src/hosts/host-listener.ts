@@ -8,7 +8,13 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
-import { HOST_NAME, HOST_ROLES, type HostRole, ZONE_NAME } from '../domain/hosts.js';
+import {
+  HOST_NAME,
+  HOST_ROLES,
+  hostResourcesOf,
+  type HostRole,
+  ZONE_NAME,
+} from '../domain/hosts.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { certCn, certSha256 } from '../lib/x509.js';
@@ -360,7 +366,7 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
       // What it runs that is placed here: anything else it has is stale (agent/stale-services.ts).
       const placed = (await o.store.placements.list())
         .filter((p) => p.hostId === host.id)
-        .map((p) => p.resourceId.split(':')[0] as string);
+        .flatMap((p) => hostResourcesOf(p.resourceId));
       return reply.send({ host_id: host.id, name: host.name, placed: [...new Set(placed)] });
     },
   );
