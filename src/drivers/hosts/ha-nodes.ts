@@ -38,6 +38,9 @@ import {
 } from '../driver.js';
 import { chooseHosts, haPlacementRefusal, reservation } from './placement.js';
 
+/** How long a node's reading of the cluster may take before it is given up (views). */
+const READ_MS = 5_000;
+
 /**
  * Patroni's timing for every service across hosts: the leader key's TTL,
  * the loop, the retries (loop_wait + 2 × retry_timeout ≤ ttl). Faster than
@@ -210,14 +213,25 @@ export class HaNodes {
       spec.nodes.map(async (n) => {
         const host = placed[n.index];
         if (!host || this.lost(host)) return { index: n.index };
+        // A host that stopped answering (killed, cut off) is not yet lost:
+        // its reading is given up after READ_MS, so that the others' (the
+        // new leader's) are not held back until the call's own timeout.
+        let timer: NodeJS.Timeout | undefined;
         try {
-          const view = (await this.o.call(host, 'inspectPatroniNode', [
-            spec.serviceId,
-            { index: n.index, apiPort: apiPortOf(spec, n.index) },
+          const view = (await Promise.race([
+            this.o.call(host, 'inspectPatroniNode', [
+              spec.serviceId,
+              { index: n.index, apiPort: apiPortOf(spec, n.index) },
+            ]),
+            new Promise((_, reject) => {
+              timer = setTimeout(() => reject(new Error('no answer in time')), READ_MS);
+            }),
           ])) as PatroniNodeView;
           return { index: n.index, view };
         } catch {
           return { index: n.index };
+        } finally {
+          clearTimeout(timer);
         }
       }),
     );
