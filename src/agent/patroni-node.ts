@@ -11,22 +11,8 @@
 import { CONTROL_PLANE_CN } from '../domain/hosts.js';
 import { httpsJson } from '../lib/https-json.js';
 import { makeKeyAndRequest } from '../lib/x509.js';
+import type { PatroniSecrets } from '../drivers/local/patroni/patroni-node.js';
 import type { AgentIdentity } from './agent-files.js';
-
-export interface PatroniNodeSecrets {
-  etcd: {
-    cert: string;
-    key: string;
-    /** The etcd members CA: what Patroni verifies the members with. */
-    ca: string;
-    /** The members' client URLs: Patroni's `etcd3.hosts`. */
-    endpoints: string[];
-    username: string;
-    password: string;
-  };
-  replicationPassword: string;
-  restApiPassword: string;
-}
 
 export class PatroniNodeRefused extends Error {
   constructor(
@@ -40,7 +26,7 @@ export class PatroniNodeRefused extends Error {
 export async function patroniNodeSecrets(
   id: AgentIdentity,
   serviceId: string,
-): Promise<PatroniNodeSecrets> {
+): Promise<PatroniSecrets> {
   const { key, csr } = await makeKeyAndRequest('patroni etcd client');
   const res = await httpsJson(`${id.controlPlane}/v1/hosts/patroni-node`, {
     ca: id.ca,

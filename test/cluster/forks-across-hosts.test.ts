@@ -23,7 +23,7 @@ import { readIdentity } from '../../src/agent/agent-files.js';
 import { repositoryClientSigner } from '../../src/agent/repository-identity.js';
 import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { makeKeyAndRequest } from '../../src/lib/x509.js';
-import type { BasinProcess } from '../harness/basin-api.js';
+import { pitrWindowStart } from '../harness/basin-api.js';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -102,7 +102,7 @@ test(
     await sql(parent, 'CREATE TABLE t (n serial PRIMARY KEY, v text NOT NULL)');
     const insert = (s: Svc, v: string) => sql(s, `INSERT INTO t (v) VALUES ('${v}')`);
     // The parent's first backup ends: from then on, PITR reaches back to it.
-    await b.waitFor(() => windowStart(b, parent), 'the first backup', 180_000);
+    await b.waitFor(() => pitrWindowStart(b, parent.id), 'the first backup', 180_000);
 
     const fork = async (from: Svc, body: Record<string, unknown>): Promise<Svc> => {
       const res = await b.call('POST', `${b.servicePath(from.id)}/forkService`, body);
@@ -131,7 +131,7 @@ test(
     assert.notEqual(await sysid(now), await sysid(parent));
     // Its first backup (into a stanza of its own), before anyone writes to
     // it: what the LAST_SNAPSHOT fork below holds.
-    await b.waitFor(() => windowStart(b, now), "the NOW fork's first backup", 180_000);
+    await b.waitFor(() => pitrWindowStart(b, now.id), "the NOW fork's first backup", 180_000);
     await insert(now, 'written to the NOW fork');
     assert.ok(!(await rows(parent)).includes('written to the NOW fork'));
 
@@ -288,19 +288,3 @@ test(
     assert.equal((await b.stop()).code, 0);
   },
 );
-
-/**
- * The end of the oldest kept backup of `s`, from the 400 that a target in
- * the future gets; undefined while it has no backup yet (a 409).
- */
-async function windowStart(b: BasinProcess, s: Svc): Promise<string | undefined> {
-  const res = await b.call('POST', `${b.servicePath(s.id)}/forkService`, {
-    fork_strategy: 'PITR',
-    target_time: new Date(Date.now() + 3_600_000).toISOString(),
-  });
-  if (res.status === 409) return undefined;
-  assert.equal(res.status, 400, res.text);
-  const m = /^target_time must be between (\S+) and now \((\S+)\)/.exec(res.body.message);
-  assert.ok(m, res.body.message);
-  return m[1];
-}

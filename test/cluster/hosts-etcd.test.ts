@@ -16,11 +16,8 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { type AgentIdentity, readIdentity } from '../../src/agent/agent-files.js';
-import {
-  PatroniNodeRefused,
-  type PatroniNodeSecrets,
-  patroniNodeSecrets,
-} from '../../src/agent/patroni-node.js';
+import { PatroniNodeRefused, patroniNodeSecrets } from '../../src/agent/patroni-node.js';
+import type { PatroniSecrets } from '../../src/drivers/local/patroni/patroni-node.js';
 import { grantServiceEtcd, revokeServiceEtcd } from '../../src/hosts/etcd-service-identity.js';
 import { etcdRootIdentity, etcdMembersCa } from '../../src/hosts/etcd-ca.js';
 import { certCn, makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
@@ -224,7 +221,7 @@ test(
       assert.equal(r.out.trim(), 'node-1', r.err);
     }
     // Every node of a service is given the same passwords, one per purpose.
-    const [n1, n2] = given as [PatroniNodeSecrets, PatroniNodeSecrets];
+    const [n1, n2] = given as [PatroniSecrets, PatroniSecrets];
     assert.equal(n1.replicationPassword, n2.replicationPassword);
     assert.equal(n1.restApiPassword, n2.restApiPassword);
     assert.equal(new Set([n1.etcd.password, n1.replicationPassword, n1.restApiPassword]).size, 3);

@@ -18,7 +18,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
-import type { BasinProcess } from '../harness/basin-api.js';
+import { type BasinProcess, pitrWindowStart } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { pgClient, pgQuery, pgRefused } from './clients.js';
 
@@ -43,22 +43,6 @@ async function fork(b: BasinProcess, parent: Svc, body: Record<string, unknown>)
 
 const values = async (s: Svc) =>
   (await pgQuery(s.port, s.password, 'SELECT v FROM m ORDER BY time')).map((r) => r.v as string);
-
-/**
- * The end of the oldest kept backup of `s`, from the 400 that a target in
- * the future gets; undefined while it has no backup yet (a 409).
- */
-async function windowStart(b: BasinProcess, s: Svc): Promise<string | undefined> {
-  const res = await b.call('POST', `${b.servicePath(s.id)}/forkService`, {
-    fork_strategy: 'PITR',
-    target_time: new Date(Date.now() + 3_600_000).toISOString(),
-  });
-  if (res.status === 409) return undefined;
-  assert.equal(res.status, 400, res.text);
-  const m = /^target_time must be between (\S+) and now \((\S+)\)/.exec(res.body.message);
-  assert.ok(m, res.body.message);
-  return m[1];
-}
 
 test(
   'forks through dist/main.js: NOW, PITR, LAST_SNAPSHOT, a paused parent, kill -9',
@@ -94,7 +78,11 @@ test(
     const insert = (s: Svc, v: string) =>
       pgQuery(s.port, s.password, `INSERT INTO m (v) VALUES ('${v}')`);
     // The parent's first backup ends: from then on, PITR reaches back to it.
-    const oldest = await b.waitFor(() => windowStart(b, parent), 'the first backup', 120_000);
+    const oldest = await b.waitFor(
+      () => pitrWindowStart(b, parent.id),
+      'the first backup',
+      120_000,
+    );
 
     await t.test('a target outside the recovery window is a 400 that gives it', async () => {
       for (const target of [new Date(Date.parse(oldest) - 1000), new Date(Date.now() + 60_000)]) {
@@ -132,7 +120,7 @@ test(
         assert.equal(h.n, 1);
         // Its first backup, taken once it was READY, before anyone writes to it
         // (what the LAST_SNAPSHOT fork below holds).
-        await b.waitFor(() => windowStart(b, now), "the NOW fork's first backup", 120_000);
+        await b.waitFor(() => pitrWindowStart(b, now.id), "the NOW fork's first backup", 120_000);
         await insert(now, 'written to the NOW fork');
         assert.ok(!(await values(parent)).includes('written to the NOW fork'));
         assert.equal((await values(now)).length, 2);
@@ -160,7 +148,7 @@ test(
       'LAST_SNAPSHOT: the rows of the newest backup (of a fork: a fork of a fork)',
       async () => {
         // The NOW fork's first backup, taken when it was READY, before anyone wrote to it.
-        await b.waitFor(() => windowStart(b, now), "the NOW fork's first backup", 120_000);
+        await b.waitFor(() => pitrWindowStart(b, now.id), "the NOW fork's first backup", 120_000);
         const snap = await fork(b, now, { fork_strategy: 'LAST_SNAPSHOT' });
         assert.deepEqual(await values(snap), ['a: before the NOW fork']);
         const [h] = await pgQuery(

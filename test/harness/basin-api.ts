@@ -201,3 +201,20 @@ export async function answering(proc: Launched, url: string, key?: string): Prom
   };
   return basin;
 }
+
+/**
+ * The end of the oldest kept backup of service `id`, from the 400 that a
+ * PITR fork to a target in the future gets; undefined while it has no
+ * backup yet (a 409).
+ */
+export async function pitrWindowStart(b: BasinProcess, id: string): Promise<string | undefined> {
+  const res = await b.call('POST', `${b.servicePath(id)}/forkService`, {
+    fork_strategy: 'PITR',
+    target_time: new Date(Date.now() + 3_600_000).toISOString(),
+  });
+  if (res.status === 409) return undefined;
+  if (res.status !== 400) throw new AssertionError({ message: `expected 400 or 409: ${res.text}` });
+  const m = /^target_time must be between (\S+) and now \((\S+)\)/.exec(res.body.message);
+  if (!m) throw new AssertionError({ message: res.text });
+  return m[1];
+}

@@ -69,7 +69,9 @@ export interface PatroniSecrets {
   etcd: {
     cert: string;
     key: string;
+    /** The etcd members CA: what Patroni verifies the members with. */
     ca: string;
+    /** The members' client URLs: Patroni's `etcd3.hosts`. */
     endpoints: string[];
     username: string;
     password: string;
