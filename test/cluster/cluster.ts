@@ -8,12 +8,22 @@
 //
 // Topologies that exist at once need a prefix and a subnet of their own
 // (`net`, 10.231.<net>.0/24): the files run in parallel.
+//
+// Each host's agent sees an /etc of its own (a copy of the machine's, bound
+// over /etc in the mount namespace `ip netns exec` gives it), so that the
+// hosts' OS users are their own as on separate machines: a service moved
+// from one host to another gets its user `basin-<id>` made anew there, and
+// the first host, back, removes its own without touching the second's.
+// The uids stay apart (each host's range is its installation's).
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type PasswdEntry, readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { installation, type Installation } from '../e2e/basin-process.js';
 import type { BasinProcess } from '../harness/basin-api.js';
 import { ROOT } from '../harness/installation.js';
@@ -73,6 +83,8 @@ export interface Cluster {
   namespace(i: number): string;
   /** Host i's installation (1-based): its data directory, uids and service network. */
   host(i: number): Installation;
+  /** Host i's OS users, from its own /etc (none before its agent first ran). */
+  users(i: number): PasswdEntry[];
   /** `basin --store-url <url> <args>`, asserted to succeed; its stdout. */
   cli(...args: string[]): Promise<string>;
   token(): Promise<Token>;
@@ -114,6 +126,14 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   // service addresses of its own for its local driver, all removed after.
   const hosts: Installation[] = [];
   for (let i = 0; i < o.hosts; i++) hosts.push(await installation(t));
+  const etcs = mkdtempSync(join(tmpdir(), `basin-${o.prefix}-etc-`));
+  t.after(() => rmSync(etcs, { recursive: true, force: true }));
+  const etcOf = (i: number) => {
+    const dir = join(etcs, `h${i}`);
+    execFileSync('cp', ['-a', '/etc', dir]);
+    return dir;
+  };
+  const etc = new Map<number, string>();
   const host = (i: number) => {
     const h = hosts[i - 1];
     if (!h) throw new Error(`no host ${i} in a topology of ${o.hosts}`);
@@ -133,9 +153,11 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   });
   const runAgent = (i: number, a: AgentOptions = {}): Agent => {
     const h = host(i);
+    if (!etc.has(i)) etc.set(i, etcOf(i));
     const child = spawn(
       'ip',
-      ['netns', 'exec', namespace(i), process.execPath, CLI, '--data-dir', a.dataDir ?? h.dataDir,
+      ['netns', 'exec', namespace(i), 'sh', '-c', 'mount --bind "$0" /etc && exec "$@"', etc.get(i) as string,
+      process.execPath, CLI, '--data-dir', a.dataDir ?? h.dataDir,
       'host', 'run', '--address', address(i), '--name', `h${i}`,
       ...(a.port === undefined ? [] : ['--port', String(a.port)]),
       ...(a.zone === undefined ? [] : ['--zone', a.zone]),
@@ -165,6 +187,10 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
     address,
     namespace,
     host,
+    users: (i) => {
+      const dir = etc.get(i);
+      return dir ? readPasswd(join(dir, 'passwd')) : [];
+    },
     cli,
     token,
     joinArgs,

@@ -14,14 +14,12 @@
 // way, from its backups and the WAL archived up to its stop.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readIdentity } from '../../src/agent/agent-files.js';
 import { repositoryClientSigner } from '../../src/agent/repository-identity.js';
-import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { makeKeyAndRequest } from '../../src/lib/x509.js';
 import { pitrWindowStart } from '../harness/basin-api.js';
 import { psql } from '../e2e/clients.js';
@@ -60,22 +58,7 @@ test(
       return listed.length === 3 && listed.every((h) => h.state === 'ONLINE');
     }, 60_000);
 
-    // The repository host's users are its own (no local driver's clean-up
-    // knows them): their processes killed and the users removed, whatever
-    // the outcome.
     const made: string[] = [];
-    t.after(() => {
-      for (const id of made) {
-        const name = `basin-r-${id}`;
-        if (!readPasswd().some((u) => u.name === name)) continue;
-        try {
-          execFileSync('pkill', ['-KILL', '-U', name]);
-        } catch {
-          // none left
-        }
-        execFileSync('userdel', [name]);
-      }
-    });
 
     const ca = join(c.inst.dataDir, 'services-ca.crt');
     writeFileSync(ca, await cli('host', 'ca'));

@@ -11,7 +11,6 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -133,7 +132,9 @@ test(
     // Deletes remove every service from its host: no OS user is left.
     for (const m of made) assert.equal((await b.call('DELETE', b.servicePath(m.id))).status, 202);
     for (const m of made) await b.waitGone(m.id, 120_000);
-    const users = readPasswd().filter((u) => made.some((m) => u.name === `basin-${m.id}`));
+    const users = [1, 2, 3]
+      .flatMap((i) => c.users(i))
+      .filter((u) => made.some((m) => u.name === `basin-${m.id}`));
     assert.deepEqual(users, []);
     const placed = await c.store.sql('SELECT count(*)::int AS n FROM placements', [], 'basin');
     assert.deepEqual(placed.rows, [{ n: 0 }]);

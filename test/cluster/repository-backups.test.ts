@@ -6,7 +6,7 @@
 // service's client certificate is refused by that repository's server.
 
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -21,7 +21,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -49,21 +48,6 @@ test(
       assert.equal(created.status, 202, created.text);
       made.push({ id: created.body.service_id, password: created.body.initial_password });
     }
-    // The repository host's users are its own (no local driver's clean-up
-    // knows them): their processes killed and the users removed, whatever
-    // the outcome.
-    t.after(() => {
-      for (const m of made) {
-        const name = `basin-r-${m.id}`;
-        if (!readPasswd().some((u) => u.name === name)) continue;
-        try {
-          execFileSync('pkill', ['-KILL', '-U', name]);
-        } catch {
-          // none left
-        }
-        execFileSync('userdel', [name]);
-      }
-    });
     const [a, other] = made as [(typeof made)[0], (typeof made)[0]];
     const ready = await b.waitForStatus(a.id, 'READY', 300_000);
     await b.waitForStatus(other.id, 'READY', 300_000);
@@ -116,7 +100,7 @@ test(
     assert.ok(segment, `no ${lsn} in ${walDir}`);
     assert.equal(head(join(walDir, segment)), 'Salted__');
     // The repository is its user's, which no tenant is.
-    const owner = readPasswd().find((u) => u.name === `basin-r-${a.id}`);
+    const owner = c.users(1).find((u) => u.name === `basin-r-${a.id}`);
     assert.ok(owner);
     assert.equal(statSync(repo).uid, owner.uid);
     assert.equal(statSync(repo).mode & 0o777, 0o700);
@@ -189,7 +173,7 @@ test(
     for (const m of made) await b.waitGone(m.id, 180_000);
     for (const m of made) assert.ok(!existsSync(join(repos, m.id)));
     assert.deepEqual(
-      readPasswd().filter((u) => made.some((m) => u.name === `basin-r-${m.id}`)),
+      c.users(1).filter((u) => made.some((m) => u.name === `basin-r-${m.id}`)),
       [],
     );
     assert.equal((await b.stop()).code, 0);

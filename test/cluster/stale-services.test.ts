@@ -14,7 +14,6 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import pg from 'pg';
 import { processesOfUser } from '../../src/drivers/local/host/processes.js';
-import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
@@ -78,7 +77,7 @@ test(
     // What a restore elsewhere writes: the service placed on another host.
     const moveAway = (id: string) =>
       store.query("UPDATE placements SET host_id = 'elsewhere' WHERE resource_id = $1", [id]);
-    const uidOf = (id: string) => readPasswd().find((u) => u.name === serviceUserName(id))?.uid;
+    const uidOf = (id: string) => c.users(1).find((u) => u.name === serviceUserName(id))?.uid;
     // Its processes, its data and its OS user gone (the user goes after its last process).
     const gone = async (id: string, uid: number) =>
       (await processesOfUser(uid)).length === 0 &&

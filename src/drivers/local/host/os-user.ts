@@ -76,10 +76,10 @@ function lookupPasswd(name: string): OsUser | undefined {
  * cannot be read. Read afresh at every call: it is small, and users come
  * and go with services.
  */
-export function readPasswd(): PasswdEntry[] {
+export function readPasswd(file = '/etc/passwd'): PasswdEntry[] {
   let text: string;
   try {
-    text = readFileSync('/etc/passwd', 'utf8');
+    text = readFileSync(file, 'utf8');
   } catch {
     return [];
   }
