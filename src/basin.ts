@@ -370,6 +370,7 @@ function createDriver(
             )
             .map((s) => s.id),
         lostAfterMs: config.hostLostAfterMs,
+        restoreLost: config.restoreLostServices,
         clock,
         log,
         // Patroni elects a leader only with etcd's quorum (an HA service's 503 without it).

@@ -103,6 +103,11 @@ export interface Config {
   hostListen: { host: string; port: number } | null;
   /** A host silent this long (ms) is lost: its services become UNSTABLE. */
   hostLostAfterMs: number;
+  /**
+   * A lost host's non-HA services are restored on another host from the
+   * repository host by themselves; off: on the user's start of each.
+   */
+  restoreLostServices: boolean;
   /** How answers name the time-series service type: the spec's TIMESERIESDB or the vendor's TIMESCALEDB. */
   serviceTypeName: ServiceTypeName;
 }
@@ -424,6 +429,12 @@ export const OPTIONS = {
     default: '15s',
     help: 'a host that has not reported for this long is LOST, and its services UNSTABLE: <n>s, <n>m, <n>h or <n>d',
   },
+  restoreLostServices: {
+    env: 'BASIN_RESTORE_LOST_SERVICES',
+    flag: '--restore-lost-services',
+    default: 'off',
+    help: "on: a lost host's services without HA replicas are restored on another host from the repository host by themselves, with what was archived before the loss; off: each on its owner's start",
+  },
   serviceTypeName: {
     env: 'BASIN_SERVICE_TYPE_NAME',
     flag: '--service-type-name',
@@ -602,6 +613,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     metricsListen: parsed('metricsListen', () => parseListen(need('metricsListen'))),
     hostListen,
     hostLostAfterMs: duration('hostLostAfter', need('hostLostAfter')),
+    restoreLostServices: onOff('restoreLostServices', need('restoreLostServices')),
     serviceTypeName: serviceTypeName as ServiceTypeName,
   };
 }

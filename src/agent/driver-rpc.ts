@@ -64,12 +64,29 @@ export async function answerDriverCall(
   const about = serviceOf(call.args[0]);
   if (about !== undefined) onService?.(about);
   try {
-    const result = await (fn as (...a: unknown[]) => unknown).apply(driver, call.args);
+    const args = revive(call.method, call.args);
+    const result = await (fn as (...a: unknown[]) => unknown).apply(driver, args);
     return { status: 200, body: { result: result ?? null } };
   } catch (err) {
     const retryable = err instanceof DriverError ? err.retryable : true;
     return { status: 200, body: { error: { message: (err as Error).message, retryable } } };
   }
+}
+
+/**
+ * The arguments as the driver takes them from what JSON carried: a log
+ * query's times are Dates again (JSON made them strings); its abort signal
+ * stays with the control plane's request.
+ */
+function revive(method: DriverMethod, args: unknown[]): unknown[] {
+  if (method !== 'readLogs') return args;
+  const query = args[1] as Record<string, unknown> | null;
+  if (typeof query !== 'object' || query === null) return args;
+  const date = (v: unknown) => (typeof v === 'string' ? new Date(v) : undefined);
+  return [
+    args[0],
+    { ...query, since: date(query.since), until: date(query.until), signal: undefined },
+  ];
 }
 
 /** The service a call is about: its id, a spec's, or a target's. */

@@ -127,6 +127,13 @@ export interface Placement {
   hostId: string;
   cpuMillis: number;
   memoryMb: number;
+  /**
+   * The host the node was moved from (its host lost, or drained) while its
+   * data is restored from its stanza on the repository host onto this one
+   * (docs/decisions.md, "A lost host's service restored elsewhere"): until
+   * then the node must be restored, never made anew. Absent otherwise.
+   */
+  movedFrom?: string;
 }
 
 /**

@@ -103,6 +103,19 @@ export interface ServiceSpec {
   source: ServiceSource;
   createdAt: string;
   /**
+   * Whether this apply carries out a user's start (status RESUMING): the
+   * hosts driver then restores a service whose host is lost on another
+   * host (docs/decisions.md, "A lost host's service restored elsewhere").
+   */
+  resuming?: boolean;
+  /**
+   * Given by the hosts driver while the service's node is moved onto this
+   * host (its own host lost, or drained): its data is restored from its own
+   * stanza on the repository host, to the end of its archive, keeping its
+   * system identifier, never made anew (local/backups/fork-restore.ts).
+   */
+  relocated?: ForkFromRepository;
+  /**
    * Where its repository is when not on its own host (the hosts driver, a
    * repository host online: docs/decisions.md, "Several hosts"); absent:
    * the local driver's own.

@@ -37,6 +37,7 @@ export function serviceSpec(
         }
       : { kind: 'empty' },
     createdAt: svc.createdAt,
+    resuming: svc.status === 'RESUMING',
   };
 }
 

@@ -59,5 +59,6 @@ export function placementFromRow(row: unknown): Placement | undefined {
     hostId: r.host_id as string,
     cpuMillis: Number(r.cpu_millis),
     memoryMb: Number(r.memory_mb),
+    ...(typeof r.moved_from === 'string' ? { movedFrom: r.moved_from } : {}),
   };
 }

@@ -18,7 +18,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -94,6 +94,13 @@ export interface Cluster {
   runAgent(i: number, o?: AgentOptions): Agent;
   /** Host i's agent with a fresh token, joining. */
   joinAgent(i: number, o?: AgentOptions): Promise<Agent>;
+  /**
+   * Host i lost as a machine is: every process in its namespace and in its
+   * services' namespaces killed with -9, then its link taken down.
+   */
+  killHost(i: number): void;
+  /** Host i's link up again, after killHost (its agent is then started with runAgent). */
+  linkUp(i: number): void;
   agents: Agent[];
 }
 
@@ -176,6 +183,31 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   };
   const joinAgent = async (i: number, a: AgentOptions = {}) =>
     runAgent(i, { ...a, args: [...(a.args ?? []), ...joinArgs(await token())] });
+  const killHost = (i: number) => {
+    // Its local driver's namespaces are basin-<its installation tag>-<id>.
+    const tag = readFileSync(join(host(i).dataDir, 'local', 'installation'), 'utf8').trim();
+    const own = execFileSync('ip', ['netns', 'list'])
+      .toString()
+      .split('\n')
+      .map((l) => l.split(' ')[0] ?? '')
+      .filter((n) => n.startsWith(`basin-${tag}-`));
+    const pids = [namespace(i), ...own].map((n) => `$(ip netns pids ${n} 2>/dev/null)`).join(' ');
+    // Twice: for what a kill forks.
+    execFileSync('bash', ['-c', `for _ in 1 2; do kill -9 ${pids} 2>/dev/null; done; true`]);
+    execFileSync('ip', ['-n', namespace(i), 'link', 'set', 'eth0', 'down']);
+  };
+  const linkUp = (i: number) => {
+    execFileSync('ip', ['-n', namespace(i), 'link', 'set', 'eth0', 'up']);
+    execFileSync('ip', [
+      '-n',
+      namespace(i),
+      'route',
+      'replace',
+      'default',
+      'via',
+      controlPlaneAddress,
+    ]);
+  };
 
   return {
     inst,
@@ -196,6 +228,8 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
     joinArgs,
     runAgent,
     joinAgent,
+    killHost,
+    linkUp,
     agents,
   };
 }

@@ -746,6 +746,17 @@ export function storeContract(name: string, subject: StoreSubject): void {
     await store.transaction((tx) => tx.placements.put({ ...placed, resourceId: 's0' }));
     await store.transaction((tx) => tx.placements.put({ ...placed, memoryMb: 4096 }));
     assert.deepEqual(await store.placements.get('s1'), { ...placed, memoryMb: 4096 });
+    // A node moved while its data is restored says from where, until that is done.
+    await store.transaction((tx) =>
+      tx.placements.put({ ...placed, hostId: 'h2', movedFrom: 'h1' }),
+    );
+    assert.deepEqual(await store.placements.get('s1'), {
+      ...placed,
+      hostId: 'h2',
+      movedFrom: 'h1',
+    });
+    await store.transaction((tx) => tx.placements.put({ ...placed, memoryMb: 4096 }));
+    assert.deepEqual(await store.placements.get('s1'), { ...placed, memoryMb: 4096 });
     assert.deepEqual(
       (await store.placements.list()).map((p) => p.resourceId),
       ['s0', 's1'],

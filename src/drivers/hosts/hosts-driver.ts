@@ -68,6 +68,12 @@ export interface HostsDriverOptions {
   /** The forks of a service still being made (QUEUED, CONFIGURING): they restore from its stanza. */
   forksBeingMade(serviceId: string): Promise<string[]>;
   lostAfterMs: number;
+  /**
+   * Whether a lost host's non-HA services are restored on another host as
+   * soon as it is lost (`--restore-lost-services`); otherwise each on its
+   * owner's start (ServiceSpec.resuming).
+   */
+  restoreLost?: boolean;
   clock: Clock;
   log: Logger;
   /** How often hosts, placements and metrics are read again (default 2 s). */
@@ -217,9 +223,26 @@ export class HostsDriver implements Driver {
       if (leader) this.leaders.set(spec.serviceId, leader);
       return progress;
     }
-    const host = await this.hostFor(spec);
-    this.refuseLost(host);
+    let host = await this.hostFor(spec);
+    if (this.lost(host)) host = await this.moveOffLost(spec, host);
     let applied = await this.withRepository(spec, true);
+    const moved = (await this.o.placements.get(spec.serviceId))?.movedFrom;
+    if (moved !== undefined) {
+      // Its data comes from its own stanza, whatever it was made from.
+      if (!applied.repository) throw new DriverError('Its repository is not known.', true);
+      applied = {
+        ...applied,
+        relocated: {
+          repository: applied.repository,
+          parentSystemId: null,
+          backupLabel: null,
+          target: 'end',
+        },
+      };
+      const progress = (await this.call(host, 'applyService', [applied])) as Progress;
+      if (progress.done) await this.moveDone(spec.serviceId, host, moved);
+      return progress;
+    }
     if (applied.source.kind === 'fork' && !this.madeForks.has(spec.serviceId)) {
       if ((await this.call(host, 'forkMade', [spec.serviceId])) === true) {
         this.madeForks.add(spec.serviceId);
@@ -231,6 +254,75 @@ export class HostsDriver implements Driver {
       }
     }
     return (await this.call(host, 'applyService', [applied])) as Progress;
+  }
+
+  /**
+   * A non-HA service whose host is lost, moved to another (docs/decisions.md,
+   * "A lost host's service restored elsewhere"): on its owner's start, or at
+   * once with `restoreLost`, and only with a repository host online to
+   * restore it from; otherwise it waits for its host (retryably). The
+   * placement row moves first, marked with the host it left, so that every
+   * apply from then on, after a restart of the control plane too, restores
+   * it there from its own stanza until that is done (and never makes it
+   * anew); the lost host, when it reports again, removes its copy
+   * (agent/stale-services.ts).
+   */
+  private async moveOffLost(spec: ServiceSpec, lost: Host): Promise<Host> {
+    const repoHost = await this.repositoryHost();
+    if (!(spec.resuming || this.o.restoreLost) || !repoHost || this.lost(repoHost)) {
+      this.refuseLost(lost);
+    }
+    const held = reservation(spec.size);
+    const others = (await this.o.hosts()).filter(
+      (h) =>
+        h.role === 'database' &&
+        h.id !== lost.id &&
+        hostState(h, this.o.clock(), this.o.lostAfterMs) === 'ONLINE',
+    );
+    const placements = (await this.o.placements.list()).filter(
+      (p) => p.resourceId !== spec.serviceId,
+    );
+    const to = chooseHost(others, placements, held);
+    if (!to) {
+      throw new DriverError(
+        `Host ${lost.name} (${lost.address}) is lost, and no other online host has ${held.cpuMillis} millis and ${held.memoryMb} MB free to restore the service on: add a host, or bring ${lost.name} back.`,
+        true,
+      );
+    }
+    const placement = { resourceId: spec.serviceId, hostId: to.id, ...held, movedFrom: lost.id };
+    await this.o.placements.put(placement);
+    this.placed.set(spec.serviceId, placement);
+    this.hostsById.set(to.id, to);
+    this.onLostHost.delete(spec.serviceId);
+    this.o.log.warn(
+      { service: spec.serviceId, from: lost.name, to: to.name },
+      "a lost host's service is restored on another host",
+    );
+    this.notify?.(
+      { kind: 'service', id: spec.serviceId },
+      {
+        severity: 'WARNING',
+        message: `basin: host ${lost.name} (${lost.address}) is lost: this service is restored on host ${to.name} (${to.address}) from its backups on the repository host: it keeps every transaction archived before the loss, and misses at most the last 5 minutes' (archive_timeout) that were not`,
+      },
+    );
+    return to;
+  }
+
+  /** A moved service's data is in place and it runs: its placement is an ordinary one again. */
+  private async moveDone(serviceId: string, host: Host, from: string): Promise<void> {
+    const p = await this.o.placements.get(serviceId);
+    if (!p || p.hostId !== host.id) return;
+    const { movedFrom: _, ...settled } = p;
+    await this.o.placements.put(settled);
+    this.placed.set(serviceId, settled);
+    const left = this.hostsById.get(from)?.name ?? from;
+    this.notify?.(
+      { kind: 'service', id: serviceId },
+      {
+        severity: 'LOG',
+        message: `basin: restored on host ${host.name} (${host.address}) from its backups (moved from ${left}); its endpoint is there now`,
+      },
+    );
   }
 
   /**
@@ -501,7 +593,9 @@ export class HostsDriver implements Driver {
     const host = await this.placedHost(target.id);
     // A lost host's server lines cannot be read; Basin's own entries still are.
     if (!host || this.lost(host)) return { entries: [] };
-    return (await this.call(host, 'readLogs', [target, query])) as LogPage;
+    // The client's abort signal stays here: it does not cross to the host.
+    const { signal: _, ...asked } = query;
+    return (await this.call(host, 'readLogs', [target, asked])) as LogPage;
   }
 
   metrics(target: Target): Metrics | undefined {

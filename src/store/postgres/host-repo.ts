@@ -100,10 +100,12 @@ export class PgPlacementRepo implements PlacementRepo {
   }
   async put(p: Placement) {
     await this.ctx.db.query(
-      `INSERT INTO placements (resource_id, host_id, cpu_millis, memory_mb) VALUES ($1, $2, $3, $4)
+      `INSERT INTO placements (resource_id, host_id, cpu_millis, memory_mb, moved_from)
+       VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (resource_id) DO UPDATE SET host_id = excluded.host_id,
-         cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb`,
-      [p.resourceId, p.hostId, p.cpuMillis, p.memoryMb],
+         cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb,
+         moved_from = excluded.moved_from`,
+      [p.resourceId, p.hostId, p.cpuMillis, p.memoryMb, p.movedFrom ?? null],
     );
   }
   async remove(resourceId: string) {

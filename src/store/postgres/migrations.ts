@@ -192,6 +192,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE hosts ADD COLUMN role TEXT NOT NULL DEFAULT 'database';
   `,
+  // 10: the host a node was moved from while its data is restored onto its new one.
+  `
+  ALTER TABLE placements ADD COLUMN moved_from TEXT;
+  `,
 ];
 
 /** The tables the read view mirrors (read-mirror.ts): a commit that changes one notifies. */

@@ -99,11 +99,13 @@ export class SqlitePlacementRepo implements PlacementRepo {
   async put(p: Placement) {
     this.db
       .prepare(
-        `INSERT INTO placements (resource_id, host_id, cpu_millis, memory_mb) VALUES (?, ?, ?, ?)
+        `INSERT INTO placements (resource_id, host_id, cpu_millis, memory_mb, moved_from)
+         VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (resource_id) DO UPDATE SET host_id = excluded.host_id,
-           cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb`,
+           cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb,
+           moved_from = excluded.moved_from`,
       )
-      .run(p.resourceId, p.hostId, p.cpuMillis, p.memoryMb);
+      .run(p.resourceId, p.hostId, p.cpuMillis, p.memoryMb, p.movedFrom ?? null);
   }
   async remove(resourceId: string) {
     this.db.prepare('DELETE FROM placements WHERE resource_id = ?').run(resourceId);

@@ -194,4 +194,9 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE hosts ADD COLUMN role TEXT NOT NULL DEFAULT 'database';
   `,
+  // 10: the host a node was moved from while its data is restored onto its
+  // new one (domain/hosts.ts Placement.movedFrom); NULL otherwise.
+  `
+  ALTER TABLE placements ADD COLUMN moved_from TEXT;
+  `,
 ];

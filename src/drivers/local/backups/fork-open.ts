@@ -57,12 +57,13 @@ export async function forkData(
   exists: () => Promise<boolean>,
 ): Promise<Progress | undefined> {
   const key = forkTask(spec.serviceId);
+  const what = spec.relocated ? 'restoring it from its backups' : 'restoring the fork';
   const last = ctx.tasks.take(key);
-  if (last === 'running') return wait(restorePoll(ctx.tasks.runningFor(key)), 'restoring the fork');
+  if (last === 'running') return wait(restorePoll(ctx.tasks.runningFor(key)), what);
   if (last !== 'none' && last.error) throw last.error;
   if (await exists()) return undefined;
   ctx.tasks.start(key, (signal) => restoreFork(ctx, spec, user, signal));
-  return wait(restorePoll(0), 'restoring the fork');
+  return wait(restorePoll(0), what);
 }
 
 /**

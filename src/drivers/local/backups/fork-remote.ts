@@ -48,6 +48,7 @@ export async function fromRepositoryHost(
   user: OsUser,
   parent: string,
   from: ForkFromRepository,
+  own: boolean,
   signal: AbortSignal,
 ): Promise<Copied> {
   const { layout } = ctx;
@@ -65,10 +66,13 @@ export async function fromRepositoryHost(
   const made = await makeKeyAndRequest('fork');
   let signed;
   try {
-    signed = await ctx.remoteIdentity(id, 'fork', made.csr);
+    // A moved service reads its own stanza as its own client, signed for
+    // the host it is now placed on; a fork, its parent's, signed for it
+    // only while it is being made.
+    signed = await ctx.remoteIdentity(id, own ? 'client' : 'fork', made.csr);
   } catch (err) {
     throw new DriverError(
-      `The parent's stanza could not be opened to the fork: ${(err as Error).message}`,
+      `${own ? 'Its own' : "The parent's"} stanza could not be opened to this host: ${(err as Error).message}`,
       true,
     );
   }
@@ -96,9 +100,11 @@ export async function fromRepositoryHost(
     from.backupLabel === null ? backups.at(-1) : backups.find((b) => b.label === from.backupLabel);
   if (!backup) {
     throw new DriverError(
-      from.backupLabel === null
-        ? `Its parent ${parent} has no backup to restore.`
-        : `The backup ${from.backupLabel} of ${parent} no longer exists.`,
+      own
+        ? `${parent} has no backup on the repository host yet: it cannot be restored on another host.`
+        : from.backupLabel === null
+          ? `Its parent ${parent} has no backup to restore.`
+          : `The backup ${from.backupLabel} of ${parent} no longer exists.`,
       false,
     );
   }

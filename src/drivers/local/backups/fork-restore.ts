@@ -84,7 +84,11 @@ type Ctx = Pick<
 
 type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
 
-/** Restores a fork's data into its node's place (see the top of this file). */
+/**
+ * Restores a fork's data into its node's place (see the top of this file);
+ * or a moved service's own (ServiceSpec.relocated), from its own stanza,
+ * the same way but keeping its system identifier.
+ */
 export async function restoreFork(
   ctx: Ctx,
   spec: ServiceSpec,
@@ -93,7 +97,8 @@ export async function restoreFork(
 ): Promise<void> {
   const source = spec.source as ForkSource;
   const { layout } = ctx;
-  const parent = source.parentServiceId;
+  const relocated = spec.relocated;
+  const parent = relocated ? spec.serviceId : source.parentServiceId;
   const ref = { id: spec.serviceId, node: 0 };
   await startOver(ctx, spec.serviceId, user, signal);
   await mkdirIn(layout.instanceDir(spec.serviceId), 0o711);
@@ -105,14 +110,14 @@ export async function restoreFork(
   // is made while the parent's data is copied, which needs none of it; a
   // restore needs it (those directories, its client certificate).
   const config = ctx.backups.ensureConfig(spec, user);
-  const from = source.fromRepository;
+  const from = relocated ?? source.fromRepository;
   // From the repository host (fork-remote.ts): nothing of the parent is
   // here to lock; the hosts driver made ready what is restored. Otherwise
   // the parent's lock: no start, stop, restart, backup expiry or delete of
   // the parent while its data or its repository is read.
   const copying = from
     ? config
-        .then(() => fromRepositoryHost(ctx, spec, user, parent, from, signal))
+        .then(() => fromRepositoryHost(ctx, spec, user, parent, from, !!relocated, signal))
         .then(async (c) => {
           await restoreAsFork(ctx, spec, user, c, pgdata, signal);
           return c;
@@ -141,17 +146,20 @@ export async function restoreFork(
   }
   // Checked against the parent, and given the fork's own identifier, while
   // nothing runs on it: a copy is still root's alone, a restore's files
-  // are the fork's user's, which runs nothing yet (startOver).
-  const systemId = newSystemId();
+  // are the fork's user's, which runs nothing yet (startOver). A moved
+  // service keeps its own, its stanza's: its archive goes on there.
+  const systemId = relocated ? ownSystemId(copied, parent) : newSystemId();
   const recovery = await checkAndIdentify(
     layout,
     {
       pgdata,
       owner: !isRoot() ? undefined : restored ? user.uid : 0,
       parent,
-      parentSystemId: from
-        ? (from.parentSystemId ?? undefined)
-        : await recordedSystemId(layout.systemIdFile(parent)),
+      parentSystemId: relocated
+        ? systemId
+        : from
+          ? (from.parentSystemId ?? undefined)
+          : await recordedSystemId(layout.systemIdFile(parent)),
       forkId: spec.serviceId,
       forkSystemId: systemId,
     },
@@ -168,6 +176,13 @@ export async function restoreFork(
   signal.throwIfAborted();
   await recordSystemId(layout.systemIdFile(spec.serviceId), systemId);
   await rename(staging, layout.nodeDir(ref));
+  if (relocated) {
+    ctx.log.info(
+      { serviceId: spec.serviceId, backup: copied.backupLabel },
+      'restored the moved service from its own backups',
+    );
+    return;
+  }
   ctx.log.info(
     {
       serviceId: spec.serviceId,
@@ -177,6 +192,20 @@ export async function restoreFork(
     },
     'restored the fork',
   );
+}
+
+/**
+ * A moved service's identifier: its stanza's, as pgBackRest lists it (the
+ * control plane does not hold it, and its old host is gone). Only its own
+ * stanza is read, with its own credentials: whatever its tenant could have
+ * put there is its own data.
+ */
+function ownSystemId(copied: Copied, id: string): string {
+  const found = copied.repo?.stanzaSystemId;
+  if (!found) {
+    throw new DriverError(`The stanza of ${id} names no system identifier to restore.`, false);
+  }
+  return found;
 }
 
 /** Kills what an earlier attempt left running as the fork's user, and removes its staging. */

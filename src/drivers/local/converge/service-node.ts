@@ -13,6 +13,7 @@
 //   4. a fork, once recovered, is opened (fork-open.ts);
 //   5. tsdbadmin's password and the type's extensions are applied.
 
+import { lstat } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DriverError, type ServiceSpec, type SpecNode } from '../../driver.js';
@@ -190,7 +191,8 @@ export class ServiceNode {
       if (this.isStandby) {
         // Copied from the running primary (pg_basebackup): it is not stopped.
         await buildStandby(ctx, spec, this.node, this.replicationOf(), await userMade);
-      } else if (spec.source.kind === 'fork') {
+      } else if (spec.source.kind === 'fork' || spec.relocated) {
+        // A fork's data, or a moved service's own: restored, never made anew.
         const restoring = await forkData(ctx, spec, await userMade, () =>
           nodeExists(ctx.layout, ref),
         );
@@ -431,6 +433,12 @@ export class ServiceNode {
     }
     if (this.isStandby) return DONE; // read-only: it has the primary's roles and extensions
     if (state.fork === 'recovering') {
+      // A moved service keeps its own settings, hot standby among them: its
+      // server accepts (Basin's) connections while it still recovers. It
+      // opens once its recovery ended, which removes recovery.signal.
+      if (spec.relocated && (await lstat(join(pgdata, 'recovery.signal')).catch(() => null))) {
+        return wait(RECOVERY_POLL_MS, 'recovering its archived WAL');
+      }
       return openFork(
         ctx,
         spec,
