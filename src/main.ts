@@ -122,6 +122,7 @@ async function main(): Promise<void> {
         log,
         host: config.hostListen.host,
         port: config.hostListen.port,
+        lostAfterMs: config.hostLostAfterMs,
       })
     : null;
   // etcd's members on the hosts, once enough of them joined (docs/decisions.md, "etcd on the hosts").

@@ -27,6 +27,7 @@ import { RepositoryHost } from './repository-host/repository-host.js';
 import { answerRepositoryCall } from './repository-host/repository-route.js';
 import { patroniNodeSecrets } from './patroni-node.js';
 import { servicesCaFor } from './services-ca.js';
+import { SelfFence } from './self-fence.js';
 import { StaleServices } from './stale-services.js';
 import { fileUidAllocator } from './uid-counter.js';
 
@@ -98,6 +99,15 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
   const allocateUid = o.driverConfig
     ? fileUidAllocator(o.dataDir, o.driverConfig.serviceUidRange)
     : undefined;
+  // A host cut off from the control plane stops what may be restored elsewhere (self-fence.ts).
+  const fence =
+    o.driverConfig && allocateUid && !repository
+      ? new SelfFence({
+          dataDir: o.dataDir,
+          uidRange: o.driverConfig.serviceUidRange,
+          log: o.log,
+        })
+      : null;
   const driver: Driver | null =
     o.driverConfig && allocateUid && !repository
       ? createLocalDriver(
@@ -112,6 +122,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
             remoteIdentity: repositoryClientSigner(id),
             // What a node of an HA service across hosts needs for its Patroni.
             patroniSecrets: (serviceId) => patroniNodeSecrets(id, serviceId),
+            // Nothing of its own (a wake, a restart) while fenced.
+            mayAct: () => fence?.mayAct() ?? true,
           }),
         )
       : null;
@@ -128,6 +140,7 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
         })
       : null;
   const first = stale ? await heartbeat(id, o).catch(() => undefined) : undefined;
+  if (first?.placed) fence?.answered(first.fenceAfterMs);
   if (stale && first?.placed) await stale.placed(first.placed, first.sentAt);
   await driver?.start();
   if (driver) stale?.useDriver(driver);
@@ -189,7 +202,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
   let refusedBefore = false;
   const beat = async () => {
     try {
-      const { res, sentAt, placed } = await heartbeat(id, o);
+      const { res, sentAt, placed, fenceAfterMs } = await heartbeat(id, o);
+      if (placed) fence?.answered(fenceAfterMs);
       if (stale && placed) await stale.placed(placed, sentAt);
       if (res.status !== 200) {
         // Said once, not at every beat: a removed host keeps trying, quietly.
@@ -203,6 +217,9 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     } catch (err) {
       o.log.warn({ err: (err as Error).message }, 'heartbeat failed');
     }
+    await fence?.check().catch((err: unknown) => {
+      o.log.warn({ err: (err as Error).message }, 'fencing this host failed');
+    });
     // Not awaited: a slow step of etcd's must not delay the heartbeats.
     void etcd?.tick();
     if (!stopped) timer = setTimeout(() => void beat(), o.heartbeatMs);
@@ -230,7 +247,12 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
 async function heartbeat(
   id: AgentIdentity,
   o: Pick<AgentOptions, 'dataDir' | 'heartbeatMs'>,
-): Promise<{ res: { status: number; body: unknown }; sentAt: number; placed?: string[] }> {
+): Promise<{
+  res: { status: number; body: unknown };
+  sentAt: number;
+  placed?: string[];
+  fenceAfterMs?: number;
+}> {
   const sentAt = Date.now();
   const res = await httpsJson(`${id.controlPlane}/v1/hosts/heartbeat`, {
     ca: id.ca,
@@ -243,8 +265,15 @@ async function heartbeat(
     },
     timeoutMs: Math.max(1000, o.heartbeatMs * 2),
   });
-  const placed = (res.body as { placed?: unknown } | undefined)?.placed;
+  const body = res.body as { placed?: unknown; fence_after_ms?: unknown } | undefined;
+  const placed = body?.placed;
+  const fence = body?.fence_after_ms;
   return res.status === 200 && Array.isArray(placed) && placed.every((p) => typeof p === 'string')
-    ? { res, sentAt, placed: placed as string[] }
+    ? {
+        res,
+        sentAt,
+        placed: placed as string[],
+        ...(typeof fence === 'number' && fence > 0 ? { fenceAfterMs: fence } : {}),
+      }
     : { res, sentAt };
 }

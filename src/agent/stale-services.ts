@@ -84,32 +84,13 @@ export class StaleServices {
     return stale;
   }
 
-  /** The services with data here: the local driver's instance directories. */
+  /** The services with data here. */
   private local(): string[] {
-    try {
-      return readdirSync(this.layout.instancesDir).filter((n) => ID.test(n));
-    } catch {
-      return [];
-    }
+    return localServices(this.layout);
   }
 
-  /** Kills every process of the service's OS user (one of this host's uids); how many rounds found some. */
-  private async kill(id: string): Promise<number> {
-    const user = readPasswd().find((p) => p.name === serviceUserName(id));
-    const { min, max } = this.o.uidRange;
-    if (!user || user.uid < min || user.uid > max) return 0;
-    // Again until none is left (a process may start one meanwhile; the
-    // killed linger a moment as zombies, which pkill still finds).
-    let rounds = 0;
-    for (; rounds < 50; rounds++) {
-      try {
-        await run('pkill', ['-KILL', '-U', String(user.uid)]);
-      } catch {
-        break; // none left (pkill exits 1)
-      }
-      await sleepMs(100);
-    }
-    return rounds;
+  private kill(id: string): Promise<number> {
+    return killServiceProcesses(id, this.o.uidRange);
   }
 
   /** The local driver's delete, step by step, once it runs; tried again until done. */
@@ -144,6 +125,36 @@ export class StaleServices {
       this.removing.delete(id);
     }
   }
+}
+
+/** The services (and Patroni nodes) with data on this host: the local driver's instance directories. */
+export function localServices(layout: Layout): string[] {
+  try {
+    return readdirSync(layout.instancesDir).filter((n) => ID.test(n));
+  } catch {
+    return [];
+  }
+}
+
+/** Kills every process of a service's OS user (one of this host's uids); how many rounds found some. */
+export async function killServiceProcesses(
+  id: string,
+  uidRange: { min: number; max: number },
+): Promise<number> {
+  const user = readPasswd().find((p) => p.name === serviceUserName(id));
+  if (!user || user.uid < uidRange.min || user.uid > uidRange.max) return 0;
+  // Again until none is left (a process may start one meanwhile; the
+  // killed linger a moment as zombies, which pkill still finds).
+  let rounds = 0;
+  for (; rounds < 50; rounds++) {
+    try {
+      await run('pkill', ['-KILL', '-U', String(user.uid)]);
+    } catch {
+      break; // none left (pkill exits 1)
+    }
+    await sleepMs(100);
+  }
+  return rounds;
 }
 
 // Not unref'd: at the agent's start, before its listener, a pause here is

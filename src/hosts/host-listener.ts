@@ -69,13 +69,17 @@ export interface HostListener {
   close(): Promise<void>;
 }
 
-export async function listenForHosts(o: {
+export interface HostListenerOptions {
   store: Store;
   clock: Clock;
   log: Logger;
   host: string;
   port: number;
-}): Promise<HostListener> {
+  /** A host silent this long is LOST (--host-lost-after): a host cut off fences itself in half of it. */
+  lostAfterMs: number;
+}
+
+export async function listenForHosts(o: HostListenerOptions): Promise<HostListener> {
   const ca = await installationCa(o.store);
   const identity = await controlPlaneIdentity(o.store, ca);
   const app = Fastify({
@@ -91,7 +95,10 @@ export async function listenForHosts(o: {
   };
 }
 
-function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logger }): void {
+function routes(
+  app: FastifyInstance,
+  o: Pick<HostListenerOptions, 'store' | 'clock' | 'log' | 'lostAfterMs'>,
+): void {
   app.setErrorHandler((err: Error, _req, reply) => {
     if (err instanceof AppError) {
       return reply.status(err.status).send({ code: err.code, message: err.message });
@@ -367,7 +374,18 @@ function routes(app: FastifyInstance, o: { store: Store; clock: Clock; log: Logg
       const placed = (await o.store.placements.list())
         .filter((p) => p.hostId === host.id)
         .flatMap((p) => hostResourcesOf(p.resourceId));
-      return reply.send({ host_id: host.id, name: host.name, placed: [...new Set(placed)] });
+      // With a repository host, a lost host's services may be restored
+      // elsewhere: a database host that cannot reach the control plane
+      // stops its own before they could be (agent/self-fence.ts).
+      const restorable =
+        host.role === 'database' &&
+        (await o.store.hosts.list()).some((h) => h.role === 'repository');
+      return reply.send({
+        host_id: host.id,
+        name: host.name,
+        placed: [...new Set(placed)],
+        ...(restorable ? { fence_after_ms: Math.floor(o.lostAfterMs / 2) } : {}),
+      });
     },
   );
 }

@@ -99,7 +99,9 @@ export interface Cluster {
    * services' namespaces killed with -9, then its link taken down.
    */
   killHost(i: number): void;
-  /** Host i's link up again, after killHost (its agent is then started with runAgent). */
+  /** Host i cut off, everything on it still running: its link taken down. */
+  cutHost(i: number): void;
+  /** Host i's link up again, after killHost (its agent is then started with runAgent) or cutHost. */
   linkUp(i: number): void;
   agents: Agent[];
 }
@@ -194,6 +196,9 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
     const pids = [namespace(i), ...own].map((n) => `$(ip netns pids ${n} 2>/dev/null)`).join(' ');
     // Twice: for what a kill forks.
     execFileSync('bash', ['-c', `for _ in 1 2; do kill -9 ${pids} 2>/dev/null; done; true`]);
+    cutHost(i);
+  };
+  const cutHost = (i: number) => {
     execFileSync('ip', ['-n', namespace(i), 'link', 'set', 'eth0', 'down']);
   };
   const linkUp = (i: number) => {
@@ -229,6 +234,7 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
     runAgent,
     joinAgent,
     killHost,
+    cutHost,
     linkUp,
     agents,
   };

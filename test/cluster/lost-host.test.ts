@@ -1,18 +1,22 @@
-// A lost host's service restored on another host (docs/decisions.md, "A
+// Lost hosts' services restored on another host (docs/decisions.md, "A
 // lost host's service restored elsewhere"), on the namespace topology: h1
-// is the repository host, h2-h4 database hosts. A service without HA
-// replicas has rows archived; its whole host is killed (every process, then
-// its link). The service becomes UNSTABLE with a log entry naming the host;
-// its owner's start restores it on another host from its stanza, with every
-// archived row and its own system identifier, and its endpoint names the
-// new host. The lost host, back, serves nothing of it: its agent removes
-// its copy (data, OS user) before its local driver starts.
+// is the repository host, h2-h4 database hosts. Two services without HA
+// replicas, on two hosts, have rows archived. One host is killed whole
+// (every process, then its link); the other is only cut off (its link
+// down, everything on it still running), and stops its service by itself
+// before the control plane could restore it elsewhere (agent/self-fence.ts).
+// Both services become UNSTABLE with a log entry naming their host; their
+// owner's start restores each on the third host from its stanza, with
+// every archived row and its own system identifier, and its endpoint
+// names the new host. Both hosts, back, serve nothing of them: their
+// agents remove their copies (data, OS user).
 
 import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { pitrWindowStart } from '../harness/basin-api.js';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
@@ -22,7 +26,7 @@ const PREFIX = 'lh';
 const NET = 17;
 
 test(
-  "a lost host's service is restored on another host on its owner's start, with every archived row, and the host back serves nothing of it",
+  "lost hosts' services are restored on another host on their owner's start, with every archived row; a host cut off stops its own first; the hosts back serve nothing of them",
   { timeout: 900_000 },
   async (t) => {
     const c = await cluster(t, {
@@ -30,7 +34,7 @@ test(
       net: NET,
       hosts: 4,
       driver: 'hosts',
-      args: ['--backup-schedule', '1d', '--pitr-window', '1d', '--host-lost-after', '5s'],
+      args: ['--backup-schedule', '1d', '--pitr-window', '1d', '--host-lost-after', '6s'],
     });
     const { b, cli, address } = c;
     await c.joinAgent(1, { args: ['--role', 'repository'] });
@@ -42,100 +46,118 @@ test(
     const ca = join(c.inst.dataDir, 'services-ca.crt');
     writeFileSync(ca, await cli('host', 'ca'));
 
-    const created = await b.call('POST', b.servicePath(), { name: 'lost' });
-    assert.equal(created.status, 202, created.text);
-    const id = created.body.service_id as string;
-    const password = created.body.initial_password as string;
-    const ready = await b.waitForStatus(id, 'READY', 300_000);
-    const sql = (host: string, q: string) =>
-      psql(
-        `host=${host} port=${ready.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=5`,
-        password,
-        q,
-      );
-    const first = ready.endpoint.host as string;
-    const lost = [2, 3, 4].find((i) => address(i) === first) as number;
-    assert.ok(lost, `the endpoint ${first} is one of the database hosts`);
+    const make = async (name: string) => {
+      const created = await b.call('POST', b.servicePath(), { name });
+      assert.equal(created.status, 202, created.text);
+      return {
+        id: created.body.service_id as string,
+        password: created.body.initial_password as string,
+      };
+    };
+    const [killedSvc, cutSvc] = await Promise.all([make('killed'), make('cut')]);
+    const placed = await Promise.all(
+      [killedSvc, cutSvc].map(async (s) => {
+        const ready = await b.waitForStatus(s.id, 'READY', 300_000);
+        const host = ready.endpoint.host as string;
+        const sql = (at: string, q: string) =>
+          psql(
+            `host=${at} port=${ready.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=5`,
+            s.password,
+            q,
+          );
+        return { ...s, host, index: [2, 3, 4].find((i) => address(i) === host) as number, sql };
+      }),
+    );
+    const [killed, cut] = placed as [(typeof placed)[0], (typeof placed)[0]];
+    assert.ok(killed.index && cut.index, 'each is on a database host');
+    assert.notEqual(killed.index, cut.index, 'placement spreads them over two hosts');
+    const third = [2, 3, 4].find((i) => i !== killed.index && i !== cut.index) as number;
 
     // Rows, archived: the segment their last one is in is filled (a
-    // customer cannot switch WAL) and pushed to the repository host. The
+    // customer cannot switch WAL) and pushed to the repository host. Each
     // service's first backup is there too (taken at READY).
-    await sql(first, 'CREATE TABLE t AS SELECT g AS n FROM generate_series(1, 500) g');
-    const systemId = await sql(first, 'SELECT system_identifier FROM pg_control_system()');
-    const segment = await sql(first, 'SELECT pg_walfile_name(pg_current_wal_lsn())');
-    await sql(
-      first,
-      "CREATE TABLE filler AS SELECT repeat('x', 1000) AS x FROM generate_series(1, 20000)",
-    );
-    await until(
-      async () =>
-        (await sql(first, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")) >=
-        segment,
-      120_000,
-    );
-    await b.waitFor(() => pitrWindowStart(b, id), 'its first backup', 180_000);
-
-    // The whole host lost: UNSTABLE, and the logs name the host.
-    c.killHost(lost);
-    await b.waitForStatus(id, 'UNSTABLE', 120_000);
-    await b.waitFor(
-      async () => {
-        const r = await b.call('GET', `${b.servicePath(id)}/logs`);
-        return r.text.includes(`host h${lost} (${first}) has not reported`) || undefined;
-      },
-      'the log entry naming the lost host',
-      60_000,
+    const systemIds = await Promise.all(
+      placed.map(async (s) => {
+        await s.sql(s.host, 'CREATE TABLE t AS SELECT g AS n FROM generate_series(1, 500) g');
+        const segment = await s.sql(s.host, 'SELECT pg_walfile_name(pg_current_wal_lsn())');
+        await s.sql(s.host, "CREATE TABLE filler AS SELECT repeat('x', 1000) AS x FROM generate_series(1, 20000)"); // prettier-ignore
+        const archived = "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver";
+        await until(async () => (await s.sql(s.host, archived)) >= segment, 120_000);
+        await b.waitFor(() => pitrWindowStart(b, s.id), 'its first backup', 180_000);
+        return s.sql(s.host, 'SELECT system_identifier FROM pg_control_system()');
+      }),
     );
 
-    // Its owner's start restores it elsewhere, from the repository host.
-    const started = await b.call('POST', `${b.servicePath(id)}/start`);
-    assert.equal(started.status, 202, started.text);
-    const again = await b.waitForStatus(id, 'READY', 300_000);
-    const moved = again.endpoint.host as string;
-    assert.notEqual(moved, first, 'the endpoint names another host');
-    assert.ok(
-      [2, 3, 4].some((i) => i !== lost && address(i) === moved),
-      moved,
-    );
-    assert.equal(await sql(moved, 'SELECT count(*) FROM t'), '500');
-    assert.equal(await sql(moved, 'SELECT system_identifier FROM pg_control_system()'), systemId);
-    await sql(moved, 'INSERT INTO t VALUES (501)');
-    assert.equal(await sql(moved, 'SELECT max(n) FROM t'), '501');
-    const read = await b.call('GET', `${b.servicePath(id)}/logs`);
-    if (read.status !== 200) {
-      await sleep(1000); // Basin's log lines come a moment after its answer
-      assert.fail(`${read.text}\n${b.output().slice(-6000)}`);
+    // One host killed whole; the other cut off, still running.
+    const cutUid = c.users(cut.index).find((u) => u.name === `basin-${cut.id}`)?.uid as number;
+    assert.ok(cutUid !== undefined);
+    assert.ok((await processesOfUser(cutUid)).length > 0);
+    c.killHost(killed.index);
+    c.cutHost(cut.index);
+    // The cut host stops its service by itself, before the control plane
+    // would declare it lost (half of --host-lost-after).
+    await until(async () => (await processesOfUser(cutUid)).length === 0, 60_000);
+    for (const s of placed) {
+      await b.waitForStatus(s.id, 'UNSTABLE', 120_000);
+      await b.waitFor(
+        async () => {
+          const r = await b.call('GET', `${b.servicePath(s.id)}/logs`);
+          return r.text.includes(`host h${s.index} (${s.host}) has not reported`) || undefined;
+        },
+        'the log entry naming the lost host',
+        60_000,
+      );
     }
-    const logs = read.text;
-    // Its server's own lines, read on its new host, beside Basin's.
-    assert.match(logs, /"source":"database"/);
-    assert.match(
-      logs,
-      new RegExp(
-        `host h${lost} \\(${first.replaceAll('.', '\\.')}\\) is lost: this service is restored on host`,
-      ),
-    );
 
-    // The lost host back: its copy is removed before its driver starts,
-    // and nothing answers for the service at its address.
-    c.linkUp(lost);
-    const back = c.runAgent(lost);
-    const local = join(c.host(lost).dataDir, 'local');
-    await until(
-      async () =>
-        !existsSync(join(local, 'instances', id)) &&
-        !c.users(lost).some((u) => u.name === `basin-${id}`),
-      120_000,
-    );
+    // Their owner's start restores each elsewhere, from the repository host.
+    for (const s of placed) {
+      const started = await b.call('POST', `${b.servicePath(s.id)}/start`);
+      assert.equal(started.status, 202, started.text);
+    }
+    for (const [k, s] of placed.entries()) {
+      const again = await b.waitForStatus(s.id, 'READY', 300_000);
+      const moved = again.endpoint.host as string;
+      assert.equal(moved, address(third), 'the endpoint names the host it was restored on');
+      assert.equal(await s.sql(moved, 'SELECT count(*) FROM t'), '500');
+      const systemId = await s.sql(moved, 'SELECT system_identifier FROM pg_control_system()');
+      assert.equal(systemId, systemIds[k]);
+      await s.sql(moved, 'INSERT INTO t VALUES (501)');
+      const read = await b.call('GET', `${b.servicePath(s.id)}/logs`);
+      if (read.status !== 200) {
+        await sleep(1000); // Basin's log lines come a moment after its answer
+        assert.fail(`${read.text}\n${b.output().slice(-6000)}`);
+      }
+      const dots = s.host.replaceAll('.', '\\.');
+      assert.match(read.text, new RegExp(`host h${s.index} \\(${dots}\\) is lost: this service is restored on host h${third}`)); // prettier-ignore
+      // Its server's own lines, read on its new host, beside Basin's.
+      assert.match(read.text, /"source":"database"/);
+    }
+
+    // The hosts back: the killed one's agent started again, the cut one's
+    // link up. Each removes its copy, and nothing answers for the service
+    // at its address.
+    c.linkUp(killed.index);
+    const back = c.runAgent(killed.index);
+    c.linkUp(cut.index);
+    for (const s of placed) {
+      const local = join(c.host(s.index).dataDir, 'local');
+      await until(
+        async () =>
+          !existsSync(join(local, 'instances', s.id)) &&
+          !c.users(s.index).some((u) => u.name === `basin-${s.id}`),
+        120_000,
+      );
+    }
     assert.match(back.output(), /no longer places on this host/);
     await until(async () => {
       const listed = JSON.parse(await cli('host', 'list', '--json')) as { state: string }[];
       return listed.every((h) => h.state === 'ONLINE');
     }, 60_000);
-    await assert.rejects(sql(first, 'SELECT 1'));
-    assert.equal(await sql(moved, 'SELECT count(*) FROM t'), '501');
-
-    assert.equal((await b.call('DELETE', b.servicePath(id))).status, 202);
-    await b.waitGone(id, 180_000);
+    for (const s of placed) {
+      await assert.rejects(s.sql(s.host, 'SELECT 1'));
+      assert.equal(await s.sql(address(third), 'SELECT count(*) FROM t'), '501');
+      assert.equal((await b.call('DELETE', b.servicePath(s.id))).status, 202);
+    }
+    for (const s of placed) await b.waitGone(s.id, 180_000);
   },
 );

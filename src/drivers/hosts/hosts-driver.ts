@@ -224,7 +224,10 @@ export class HostsDriver implements Driver {
       return progress;
     }
     let host = await this.hostFor(spec);
-    if (this.lost(host)) host = await this.moveOffLost(spec, host);
+    if (this.lost(host)) {
+      const lost = host;
+      host = await this.serially(() => this.moveOffLost(spec, lost));
+    }
     let applied = await this.withRepository(spec, true);
     const moved = (await this.o.placements.get(spec.serviceId))?.movedFrom;
     if (moved !== undefined) {
@@ -609,8 +612,24 @@ export class HostsDriver implements Driver {
     return (await this.call(host, 'sampleSeries', [spec])) as SeriesSample[];
   }
 
+  /**
+   * One placement decision at a time: two services created at once would
+   * otherwise both read the same room left, go to the same host (spread
+   * would not spread) and may hold more than it has between them.
+   */
+  private placing: Promise<unknown> = Promise.resolve();
+  private serially<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.placing.then(fn, fn);
+    this.placing = next.catch(() => undefined);
+    return next;
+  }
+
   /** The host a service runs on, placing it (and recording its size there) at its first apply. */
-  private async hostFor(spec: ServiceSpec): Promise<Host> {
+  private hostFor(spec: ServiceSpec): Promise<Host> {
+    return this.serially(() => this.placeOnce(spec));
+  }
+
+  private async placeOnce(spec: ServiceSpec): Promise<Host> {
     const now = this.o.clock();
     const held = reservation(spec.size);
     const existing = await this.o.placements.get(spec.serviceId);
