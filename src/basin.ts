@@ -113,6 +113,7 @@ async function assemble(
     mayAct: () => !shared,
   };
   const driver = options.driver ?? createDriver(config, clock, log, store, lead);
+  await driver.prime?.();
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
   // The engine needs the app's logger and the commands need the engine's kick.

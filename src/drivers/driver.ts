@@ -295,6 +295,12 @@ export interface Driver {
    * driver runs it on a host other than the public host (the hosts driver).
    */
   endpointHost?(resourceId: string): string | undefined;
+  /**
+   * Reads what its synchronous answers need (the hosts driver: hosts and
+   * placements, for endpointHost) before the API serves, which may be long
+   * before the driver starts (a process that does not lead yet).
+   */
+  prime?(): Promise<void>;
 
   /**
    * One step of running this host's node of an HA service across hosts

@@ -156,6 +156,13 @@ export class HostsDriver implements Driver {
     loop();
   }
 
+  /** The view of hosts and placements, read once before the API serves (endpointHost answers from it). */
+  async prime(): Promise<void> {
+    await this.readView().catch((err: unknown) =>
+      this.o.log.warn({ err }, 'hosts driver: the first read of hosts and placements failed'),
+    );
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
@@ -717,11 +724,7 @@ export class HostsDriver implements Driver {
   }
 
   private async refresh(): Promise<void> {
-    this.refreshedAt = Date.now();
-    const hosts = await this.o.hosts();
-    this.hostsById = new Map(hosts.map((h) => [h.id, h]));
-    const placements = await this.o.placements.list();
-    this.placed = new Map(placements.map((p) => [p.resourceId, p]));
+    const placements = await this.readView();
     await Promise.all(
       placements.map(async (p) => {
         const host = this.hostsById.get(p.hostId);
@@ -736,6 +739,16 @@ export class HostsDriver implements Driver {
         }
       }),
     );
+  }
+
+  /** Hosts and placements from the store (no host is asked anything). */
+  private async readView(): Promise<Placement[]> {
+    this.refreshedAt = Date.now();
+    const hosts = await this.o.hosts();
+    this.hostsById = new Map(hosts.map((h) => [h.id, h]));
+    const placements = await this.o.placements.list();
+    this.placed = new Map(placements.map((p) => [p.resourceId, p]));
+    return placements;
   }
 
   /**
