@@ -1,7 +1,7 @@
 // `basin host …`: the machines of an installation of several hosts
 // (docs/decisions.md, "Several hosts"). `run` is the agent on each machine;
-// `token`, `list`, `check` and `remove` administer them on the control
-// plane's store.
+// `token`, `list`, `check`, `drain` and `remove` administer them on the
+// control plane's store.
 
 import { hostname } from 'node:os';
 import { runAgent } from '../agent/host-agent.js';
@@ -22,6 +22,8 @@ import { DEFAULT_TOKEN_TTL_MS, issueJoinToken } from '../hosts/join-tokens.js';
 import { OPTIONS, parseConfig } from '../config.js';
 import { createServerLog } from '../lib/logger.js';
 import type { Store } from '../store/store.js';
+import { serviceConverge } from '../domain/operations.js';
+import { applyServiceAction } from '../domain/service-status.js';
 import { CliFailure } from './cli-failure.js';
 import type { CliGroup } from './command.js';
 import { DATA_DIR } from './global-options.js';
@@ -51,7 +53,14 @@ function quorumText(health: EtcdHealth | null): string {
   return `etcd: ${healthy} of ${health.members.length} members healthy, ${health.quorum ? 'quorum' : 'NO QUORUM'}\n`;
 }
 
-const shown = (h: Host, now: number, lostAfterMs: number) => ({
+/** LOST, or else DRAINING while a drained host still holds something (DRAINED once not), or ONLINE. */
+function shownState(h: Host, now: number, lostAfterMs: number, holds: boolean): string {
+  const state = hostState(h, now, lostAfterMs);
+  if (state === 'LOST' || !h.draining) return state;
+  return holds ? 'DRAINING' : 'DRAINED';
+}
+
+const shown = (h: Host, now: number, lostAfterMs: number, holds = false) => ({
   id: h.id,
   name: h.name,
   role: h.role,
@@ -64,7 +73,7 @@ const shown = (h: Host, now: number, lostAfterMs: number) => ({
   memory_free_bytes: h.usage?.memoryFreeBytes ?? null,
   disk_free_bytes: h.usage?.diskFreeBytes ?? null,
   load1: h.usage?.load1 ?? null,
-  state: hostState(h, now, lostAfterMs),
+  state: shownState(h, now, lostAfterMs, holds),
   joined_at: h.joinedAt,
   heartbeat_at: new Date(h.heartbeatAt).toISOString(),
 });
@@ -274,8 +283,14 @@ export const hostGroup: CliGroup = {
         const lostAfter = Number(c.opt('lost-after') ?? DEFAULT_HOST_LOST_AFTER_MS / 1000);
         if (!(lostAfter > 0)) throw new CliFailure('--lost-after must be a number of seconds.');
         const health = await etcdHealth(c.store);
+        const placements = await c.store.placements.list();
         const hosts = (await c.store.hosts.list()).map((h) => ({
-          ...shown(h, now, lostAfter * 1000),
+          ...shown(
+            h,
+            now,
+            lostAfter * 1000,
+            placements.some((p) => p.hostId === h.id),
+          ),
           etcd: memberOf(health, h.id),
         }));
         if (c.json) return c.print(hosts);
@@ -358,6 +373,80 @@ export const hostGroup: CliGroup = {
         const health = await checkAgent(c.store, host);
         if (c.json) return c.print(health);
         c.out(`${host.name} (${host.id}) answers at ${host.address}:${host.agentPort}\n`);
+      },
+    },
+    {
+      name: 'drain',
+      args: ['host'],
+      options: {
+        undo: { help: 'take the host back: services are placed on it again' },
+      },
+      usage: [
+        [
+          'drain <host>',
+          'move every service off a host, each with a short stop, and place nothing new on it',
+        ],
+        ['drain <host> --undo', 'place services on it again'],
+      ],
+      details: [
+        'Nothing new is placed on the host from then on, and each running service',
+        'on it without HA replicas moves to another host: its logs announce it,',
+        'it stops where it is (everything written is archived), and it is',
+        'restored on the other host from its backups on the repository host;',
+        'its endpoint then names that host. A stopped service moves when it is',
+        'started. `basin host list` shows the host DRAINING, then DRAINED once',
+        'nothing is placed on it. Needs a repository host. Nodes of HA services',
+        'are not moved yet (docs/decisions.md, "Draining a host").',
+      ].join('\n'),
+      examples: ['basin host drain db-1', 'basin host drain db-1 --undo'],
+      async run(c) {
+        const host = await findHost(c.store, c.args[0] as string);
+        const undo = c.flag('undo');
+        if (host.role !== 'database') {
+          throw new CliFailure(
+            `${host.name} is the repository host: it runs no services to drain.`,
+          );
+        }
+        const hosts = await c.store.hosts.list();
+        if (!undo && !hosts.some((h) => h.role === 'repository')) {
+          throw new CliFailure(
+            'Services move off a drained host through the repository host, and this installation has none: join one with `basin host run --role repository`.',
+          );
+        }
+        const placed = (await c.store.placements.list()).filter((p) => p.hostId === host.id);
+        const services = (await c.store.services.listAll()).filter((svc) =>
+          placed.some((p) => p.resourceId === svc.id),
+        );
+        const moving = services.filter((svc) => svc.ha.replicaCount === 0);
+        await c.store.transaction(async (tx) => {
+          await tx.hosts.setDraining(host.id, !undo);
+          if (undo) return;
+          // Each converges, and its apply moves it (drivers/hosts:
+          // moveOffDraining); a READY one shows CONFIGURING meanwhile.
+          for (const svc of moving) {
+            const current = await tx.services.get(svc.id);
+            if (!current || current.status === 'DELETING') continue;
+            const next = await tx.services.update(applyServiceAction(current, 'reconfigure'));
+            await tx.operations.enqueue(serviceConverge(next), c.clock());
+          }
+        });
+        if (c.json) {
+          return c.print({
+            host: host.name,
+            draining: !undo,
+            moving: undo ? [] : moving.map((svc) => svc.id),
+            staying: undo
+              ? []
+              : services.filter((svc) => !moving.includes(svc)).map((svc) => svc.id),
+          });
+        }
+        if (undo) return c.out(`${host.name} takes services again.\n`);
+        const ha = services.length - moving.length;
+        c.out(
+          `Draining ${host.name}: ${moving.length} service(s) move to other hosts, each with a short stop` +
+            (ha > 0 ? `; ${ha} with HA replicas stay (moving their nodes is not built yet)` : '') +
+            '. `basin host list` shows it DRAINED once nothing is placed on it.\n',
+        );
       },
     },
     {

@@ -44,6 +44,11 @@ export interface Host {
   joinedAt: string;
   /** The control plane's clock (epoch ms) at its last heartbeat. */
   heartbeatAt: number;
+  /**
+   * Being drained (`basin host drain`): nothing new is placed on it, and
+   * what it runs moves to other hosts (docs/decisions.md, "Draining a host").
+   */
+  draining?: boolean;
 }
 
 export type HostState = 'ONLINE' | 'LOST';
@@ -57,6 +62,15 @@ export function hostState(
   lostAfterMs: number,
 ): HostState {
   return now - h.heartbeatAt > lostAfterMs ? 'LOST' : 'ONLINE';
+}
+
+/** Whether new nodes may be placed on a host: a database host, online, not being drained. */
+export function takesNodes(
+  h: Pick<Host, 'role' | 'heartbeatAt' | 'draining'>,
+  now: number,
+  lostAfterMs: number,
+): boolean {
+  return h.role === 'database' && !h.draining && hostState(h, now, lostAfterMs) === 'ONLINE';
 }
 
 /** A join token as stored: the secret only as its hash. */

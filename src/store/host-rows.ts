@@ -19,6 +19,7 @@ export function hostFromRow(row: unknown): Host | undefined {
     certSha256: r.cert_sha256 as string,
     joinedAt: r.joined_at as string,
     heartbeatAt: Number(r.heartbeat_at),
+    ...(Number(r.draining) === 1 ? { draining: true } : {}),
   };
 }
 

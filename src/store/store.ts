@@ -329,6 +329,8 @@ export interface HostRepo extends HostReads {
   heartbeat(id: string, at: number, capacity: HostCapacity, usage: HostUsage): Promise<boolean>;
   /** Forgets a host: its certificate is refused from then on. False when there was none. */
   remove(id: string): Promise<boolean>;
+  /** Marks a host as being drained, or not; false when there is no such host. */
+  setDraining(id: string, draining: boolean): Promise<boolean>;
 }
 
 export interface PlacementReads {

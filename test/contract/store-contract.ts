@@ -713,6 +713,12 @@ export function storeContract(name: string, subject: StoreSubject): void {
       usage,
       heartbeatAt: 2 ** 41,
     });
+    // A host being drained says so, until it is taken back.
+    assert.equal(await store.transaction((tx) => tx.hosts.setDraining('h1', true)), true);
+    assert.equal((await store.hosts.get('h1'))?.draining, true);
+    assert.equal(await store.transaction((tx) => tx.hosts.setDraining('h1', false)), true);
+    assert.equal((await store.hosts.get('h1'))?.draining, undefined);
+    assert.equal(await store.transaction((tx) => tx.hosts.setDraining('nobody', true)), false);
     assert.equal(await store.transaction((tx) => tx.hosts.remove('h1')), true);
     assert.equal(await store.transaction((tx) => tx.hosts.remove('h1')), false);
     assert.equal(

@@ -21,6 +21,7 @@ import {
   nodePlacements,
   nodeResourceId,
   type Placement,
+  takesNodes,
 } from '../../domain/hosts.js';
 import { type ClusterState, patroniChanges, patroniVerdict } from '../../domain/patroni-cluster.js';
 import { DONE, type Progress, type ProgressNote, wait } from '../../domain/progress.js';
@@ -388,7 +389,7 @@ export class HaNodes {
   private online(hosts: readonly Host[]): Host[] {
     const now = this.o.clock();
     return hosts.filter(
-      (h) => h.role === 'database' && hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
+      (h) => takesNodes(h, now, this.o.lostAfterMs),
     );
   }
 

@@ -28,6 +28,7 @@ import {
   hostState,
   LEADER_TERM_HEADER as TERM_HEADER,
   type Placement,
+  takesNodes,
 } from '../../domain/hosts.js';
 import { DONE, type Progress, type ProgressNote } from '../../domain/progress.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
@@ -121,6 +122,8 @@ export class HostsDriver implements Driver {
   private repositories = new Map<string, RemoteRepository>();
   /** What each fork being made restores (forkSource), decided once: an attempt again restores the same. */
   private forkSources = new Map<string, ForkFromRepository>();
+  /** Services being stopped on a host being drained, to move: announced once each. */
+  private stopping = new Set<string>();
   /** Forks whose data is in place on their host: they need their parent no more. */
   private madeForks = new Set<string>();
 
@@ -190,9 +193,7 @@ export class HostsDriver implements Driver {
     }
     const now = this.o.clock();
     // A repository host runs no nodes: it is never a candidate.
-    const online = (await this.o.hosts()).filter(
-      (h) => h.role === 'database' && hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
-    );
+    const online = (await this.o.hosts()).filter((h) => takesNodes(h, now, this.o.lostAfterMs));
     if (online.length === 0) {
       return 'no database host is online (join one with `basin host token` and `basin host run`).';
     }
@@ -234,6 +235,10 @@ export class HostsDriver implements Driver {
     if (this.lost(host)) {
       const lost = host;
       host = await this.serially(() => this.moveOffLost(spec, lost));
+    } else if (host.draining) {
+      const moving = await this.moveOffDraining(spec, host);
+      if ('done' in moving) return moving;
+      host = moving;
     }
     let applied = await this.withRepository(spec, true);
     const moved = (await this.o.placements.get(spec.serviceId))?.movedFrom;
@@ -282,39 +287,97 @@ export class HostsDriver implements Driver {
     if (!(spec.resuming || this.o.restoreLost) || !repoHost || this.lost(repoHost)) {
       this.refuseLost(lost);
     }
+    const to = await this.otherHost(
+      spec,
+      lost,
+      `Host ${lost.name} (${lost.address}) is lost, and no other online host has room to restore the service on: add a host, or bring ${lost.name} back.`,
+    );
+    this.onLostHost.delete(spec.serviceId);
+    return this.moveTo(
+      spec,
+      lost,
+      to,
+      `basin: host ${lost.name} (${lost.address}) is lost: this service is restored on host ${to.name} (${to.address}) from its backups on the repository host: it keeps every transaction archived before the loss, and misses at most the last 5 minutes' (archive_timeout) that were not`,
+    );
+  }
+
+  /**
+   * A running non-HA service on a host being drained (`basin host drain`;
+   * docs/decisions.md, "Draining a host"), moved to another with a short
+   * stop: announced in its logs, then stopped where it is (the local
+   * driver's stop archives everything written before it), then restored
+   * on the other host from its stanza to the end of its archive, as a
+   * lost host's is, so nothing written is lost. A stopped (PAUSED)
+   * service stays until it is started, which moves it.
+   */
+  private async moveOffDraining(spec: ServiceSpec, from: Host): Promise<Host | Progress> {
+    if (!spec.running) return from;
+    const repoHost = await this.repositoryHost();
+    if (!repoHost || this.lost(repoHost)) {
+      throw new DriverError(
+        `Host ${from.name} is being drained, and a service moves through the repository host, which ${repoHost ? `(${repoHost.name}) is lost` : 'this installation does not have'}: it stays until one is online.`,
+        true,
+      );
+    }
+    const none = `Host ${from.name} is being drained, and no other online host has room for the service: add a host.`;
+    // Chosen before it stops (there must be room), and again, with every
+    // other placement decision held, once it has stopped.
+    const to = await this.otherHost(spec, from, none);
+    if (!this.stopping.has(spec.serviceId)) {
+      this.stopping.add(spec.serviceId);
+      this.notify?.(
+        { kind: 'service', id: spec.serviceId },
+        {
+          severity: 'WARNING',
+          message: `basin: host ${from.name} (${from.address}) is being drained: this service moves to host ${to.name} (${to.address}); it stops for the move (its connections end) and is restored there with everything written before the stop`,
+        },
+      );
+    }
+    const stop = { ...(await this.withRepository(spec, true)), running: false };
+    const stopped = (await this.call(from, 'applyService', [stop])) as Progress;
+    if (!stopped.done) {
+      return { ...stopped, reason: `stopping it on host ${from.name} to move it` };
+    }
+    this.stopping.delete(spec.serviceId);
+    return this.serially(async () =>
+      this.moveTo(spec, from, await this.otherHost(spec, from, none)),
+    );
+  }
+
+  /** Another online host with room for the service (its own row left out), chosen as placement does. */
+  private async otherHost(spec: ServiceSpec, from: Host, none: string): Promise<Host> {
     const held = reservation(spec.size);
     const others = (await this.o.hosts()).filter(
-      (h) =>
-        h.role === 'database' &&
-        h.id !== lost.id &&
-        hostState(h, this.o.clock(), this.o.lostAfterMs) === 'ONLINE',
+      (h) => h.id !== from.id && takesNodes(h, this.o.clock(), this.o.lostAfterMs),
     );
     const placements = (await this.o.placements.list()).filter(
       (p) => p.resourceId !== spec.serviceId,
     );
     const to = chooseHost(others, placements, held);
-    if (!to) {
-      throw new DriverError(
-        `Host ${lost.name} (${lost.address}) is lost, and no other online host has ${held.cpuMillis} millis and ${held.memoryMb} MB free to restore the service on: add a host, or bring ${lost.name} back.`,
-        true,
-      );
-    }
-    const placement = { resourceId: spec.serviceId, hostId: to.id, ...held, movedFrom: lost.id };
+    if (!to) throw new DriverError(none, true);
+    return to;
+  }
+
+  /**
+   * The service's placement moved to `to`, marked with the host it left:
+   * from now on every apply restores it there from its own stanza until it
+   * runs (moveDone), and `from`, when it hears, removes its copy.
+   */
+  private async moveTo(spec: ServiceSpec, from: Host, to: Host, note?: string): Promise<Host> {
+    const held = reservation(spec.size);
+    const placement = { resourceId: spec.serviceId, hostId: to.id, ...held, movedFrom: from.id };
     await this.o.placements.put(placement);
     this.placed.set(spec.serviceId, placement);
     this.hostsById.set(to.id, to);
-    this.onLostHost.delete(spec.serviceId);
     this.o.log.warn(
-      { service: spec.serviceId, from: lost.name, to: to.name },
-      "a lost host's service is restored on another host",
+      { service: spec.serviceId, from: from.name, to: to.name },
+      'a service is moved to another host',
     );
-    this.notify?.(
-      { kind: 'service', id: spec.serviceId },
-      {
-        severity: 'WARNING',
-        message: `basin: host ${lost.name} (${lost.address}) is lost: this service is restored on host ${to.name} (${to.address}) from its backups on the repository host: it keeps every transaction archived before the loss, and misses at most the last 5 minutes' (archive_timeout) that were not`,
-      },
-    );
+    if (note)
+      this.notify?.(
+        { kind: 'service', id: spec.serviceId },
+        { severity: 'WARNING', message: note },
+      );
     return to;
   }
 
@@ -654,9 +717,7 @@ export class HostsDriver implements Driver {
       return host;
     }
     const hosts = await this.o.hosts();
-    const online = hosts.filter(
-      (h) => h.role === 'database' && hostState(h, now, this.o.lostAfterMs) === 'ONLINE',
-    );
+    const online = hosts.filter((h) => takesNodes(h, now, this.o.lostAfterMs));
     const chosen = chooseHost(online, await this.o.placements.list(), held);
     if (!chosen) {
       throw new DriverError(

@@ -44,6 +44,10 @@ export class PgHostRepo implements HostRepo {
   async remove(id: string) {
     return (await changes(this.ctx.db, 'DELETE FROM hosts WHERE id = $1', [id])) > 0;
   }
+  async setDraining(id: string, draining: boolean) {
+    const sql = 'UPDATE hosts SET draining = $1 WHERE id = $2';
+    return (await changes(this.ctx.db, sql, [draining ? 1 : 0, id])) > 0;
+  }
 }
 
 export class PgHostTokenRepo implements HostTokenRepo {

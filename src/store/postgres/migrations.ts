@@ -196,6 +196,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE placements ADD COLUMN moved_from TEXT;
   `,
+  // 11: a host being drained: 1, else 0 (an integer, as SQLite's: basin store migrate copies it).
+  `
+  ALTER TABLE hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
 
 /** The tables the read view mirrors (read-mirror.ts): a commit that changes one notifies. */

@@ -43,6 +43,12 @@ export class SqliteHostRepo implements HostRepo {
   async remove(id: string) {
     return this.db.prepare('DELETE FROM hosts WHERE id = ?').run(id).changes > 0;
   }
+  async setDraining(id: string, draining: boolean) {
+    return (
+      this.db.prepare('UPDATE hosts SET draining = ? WHERE id = ?').run(draining ? 1 : 0, id)
+        .changes > 0
+    );
+  }
 }
 
 export class SqliteHostTokenRepo implements HostTokenRepo {

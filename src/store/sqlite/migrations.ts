@@ -199,4 +199,8 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE placements ADD COLUMN moved_from TEXT;
   `,
+  // 11: a host being drained (domain/hosts.ts Host.draining): 1, else 0.
+  `
+  ALTER TABLE hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
