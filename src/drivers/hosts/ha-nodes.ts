@@ -388,9 +388,7 @@ export class HaNodes {
 
   private online(hosts: readonly Host[]): Host[] {
     const now = this.o.clock();
-    return hosts.filter(
-      (h) => takesNodes(h, now, this.o.lostAfterMs),
-    );
+    return hosts.filter((h) => takesNodes(h, now, this.o.lostAfterMs));
   }
 
   private lost(host: Host): boolean {
