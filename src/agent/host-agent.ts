@@ -198,6 +198,8 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     : null;
 
   let stopped = false;
+  /** A repository host's servers being looked after (keepServing): one round at a time. */
+  let serving = false;
   let timer: NodeJS.Timeout | undefined;
   let refusedBefore = false;
   const beat = async () => {
@@ -222,6 +224,10 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
     });
     // Not awaited: a slow step of etcd's must not delay the heartbeats.
     void etcd?.tick();
+    if (repositories && !serving) {
+      serving = true;
+      void repositories.keepServing().finally(() => (serving = false));
+    }
     if (!stopped) timer = setTimeout(() => void beat(), o.heartbeatMs);
   };
   await beat();

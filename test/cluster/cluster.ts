@@ -186,13 +186,19 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   const joinAgent = async (i: number, a: AgentOptions = {}) =>
     runAgent(i, { ...a, args: [...(a.args ?? []), ...joinArgs(await token())] });
   const killHost = (i: number) => {
-    // Its local driver's namespaces are basin-<its installation tag>-<id>.
-    const tag = readFileSync(join(host(i).dataDir, 'local', 'installation'), 'utf8').trim();
+    // Its local driver's namespaces are basin-<its installation tag>-<id>
+    // (a repository host has none).
+    let tag: string | undefined;
+    try {
+      tag = readFileSync(join(host(i).dataDir, 'local', 'installation'), 'utf8').trim();
+    } catch {
+      tag = undefined;
+    }
     const own = execFileSync('ip', ['netns', 'list'])
       .toString()
       .split('\n')
       .map((l) => l.split(' ')[0] ?? '')
-      .filter((n) => n.startsWith(`basin-${tag}-`));
+      .filter((n) => tag !== undefined && n.startsWith(`basin-${tag}-`));
     const pids = [namespace(i), ...own].map((n) => `$(ip netns pids ${n} 2>/dev/null)`).join(' ');
     // Twice: for what a kill forks.
     execFileSync('bash', ['-c', `for _ in 1 2; do kill -9 ${pids} 2>/dev/null; done; true`]);

@@ -4,7 +4,10 @@
 // archived by itself), moves off its host on `basin host drain`: its logs
 // announce the stop, it is READY on the other host with every row, its
 // endpoint names that host, the drained host holds nothing of it and shows
-// DRAINED, and no new service is placed there until `--undo`.
+// DRAINED, and no new service is placed there until `--undo`. Then the
+// repository host goes down and comes back: the services write on, and
+// their archive catches up. Last, services on a host that is lost are
+// deleted without waiting for it; back, it removes its copy.
 
 import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
@@ -24,7 +27,7 @@ interface Listed {
 }
 
 test(
-  'a drained host moves its service to another with a short announced stop, losing nothing, and takes nothing new until taken back',
+  'a drained host moves its service with a short announced stop, losing nothing; the repository host down stops no service and its archive catches up; a lost host does not hold up a delete',
   { timeout: 600_000 },
   async (t) => {
     const c = await cluster(t, {
@@ -32,7 +35,7 @@ test(
       net: NET,
       hosts: 3,
       driver: 'hosts',
-      args: ['--backup-schedule', '1d', '--pitr-window', '1d'],
+      args: ['--backup-schedule', '1d', '--pitr-window', '1d', '--host-lost-after', '5s'],
     });
     const { b, cli, address } = c;
     const hosts = async () => JSON.parse(await cli('host', 'list', '--json')) as Listed[];
@@ -111,9 +114,33 @@ test(
     assert.match(await cli('host', 'drain', `h${from}`, '--undo'), /takes services again/);
     assert.equal((await hosts()).find((h) => h.name === `h${from}`)?.state, 'ONLINE');
 
+    // The repository host down: services go on (writes succeed, WAL waits
+    // in their pg_wal), and once it is back their archive catches up.
+    const segment = await sql(address(to), 'SELECT pg_walfile_name(pg_current_wal_lsn())');
+    c.killHost(1);
+    await sql(address(to), 'INSERT INTO t SELECT g FROM generate_series(503, 1000) g');
+    await sql(address(to), "CREATE TABLE filler AS SELECT repeat('x', 1000) AS x FROM generate_series(1, 20000)"); // prettier-ignore
+    const archiver = "SELECT failed_count > 0, coalesce(last_archived_wal, '') >= '" + segment + "' FROM pg_stat_archiver"; // prettier-ignore
+    await until(async () => (await sql(address(to), archiver)) === 't|f', 60_000);
+    assert.equal((await b.call('GET', b.servicePath(id))).body.status, 'READY');
+    c.linkUp(1);
+    c.runAgent(1);
+    await until(async () => (await sql(address(to), archiver)).endsWith('|t'), 120_000);
+
+    // A service on a lost host is deleted without waiting for the host,
+    // which removes its copy when it reports again.
+    const doomedHost = address(to) === placed.endpoint.host ? to : from;
+    c.killHost(doomedHost);
+    await b.waitForStatus(id, 'UNSTABLE', 120_000);
     for (const s of [id, next.body.service_id as string]) {
       assert.equal((await b.call('DELETE', b.servicePath(s))).status, 202);
     }
     for (const s of [id, next.body.service_id as string]) await b.waitGone(s, 180_000);
+    c.linkUp(doomedHost);
+    c.runAgent(doomedHost);
+    await until(
+      async () => !existsSync(join(c.host(doomedHost).dataDir, 'local', 'instances', id)),
+      120_000,
+    );
   },
 );

@@ -21,7 +21,17 @@
 // it). Nothing of it is on a database host.
 
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  chown,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { BackupProgress } from '../../drivers/driver.js';
@@ -162,6 +172,36 @@ export class RepositoryHost {
     if (source) await this.ensureBackupConf(id, user, source, 1);
     await this.run(id, user, port, conf);
     return { host: this.o.address, port, config: d.serverConf };
+  }
+
+  /**
+   * Every repository's server running as last configured: at the agent's
+   * start (its servers died with the host, or were killed) and at each
+   * heartbeat (one that died). Without them the services' WAL waits in
+   * their pg_wal and no backup runs, with nothing on the control plane's
+   * side to call for them (it makes a repository only at a service's apply).
+   */
+  async keepServing(): Promise<void> {
+    const repos = join(this.o.dataDir, 'repository', 'repos');
+    const ids = await readdir(repos).catch(() => [] as string[]);
+    for (const id of ids.filter((n) => ID.test(n))) {
+      await this.locks
+        .run(id, async () => {
+          const d = this.dir(id);
+          if ((await this.pid(id)) !== undefined) return;
+          const conf = await readFile(d.serverConf, 'utf8').catch(() => undefined);
+          const port = Number(/^tls-server-port=(\d+)$/m.exec(conf ?? '')?.[1]);
+          const user = this.lookup(id);
+          if (conf === undefined || !(port > 0) || !user) return;
+          await this.run(id, user, port, conf);
+        })
+        .catch((err: unknown) =>
+          this.o.log.warn(
+            { serviceId: id, err: (err as Error).message },
+            "the service's repository server could not be started again",
+          ),
+        );
+    }
   }
 
   /**

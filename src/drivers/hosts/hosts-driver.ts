@@ -535,8 +535,19 @@ export class HostsDriver implements Driver {
       await this.o.placements.remove(serviceId);
       return DONE;
     }
-    this.refuseLost(host);
-    const progress = (await this.call(host, 'deleteService', [serviceId])) as Progress;
+    // A lost host is not waited for: once the placement is gone, it removes
+    // its copy when it reports again (agent/stale-services.ts), and one
+    // alive but cut off has stopped it already (agent/self-fence.ts).
+    const lost = this.lost(host);
+    if (lost) {
+      this.o.log.warn(
+        { service: serviceId, host: host.name },
+        'deleting a service on a lost host: the host removes its copy when it reports again',
+      );
+    }
+    const progress = lost
+      ? DONE
+      : ((await this.call(host, 'deleteService', [serviceId])) as Progress);
     // Then its repository on the repository host, with its backups.
     const repoHost = await this.repositoryHost();
     if (progress.done && repoHost) {
