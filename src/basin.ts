@@ -370,6 +370,7 @@ function createDriver(
                 (s.status === 'QUEUED' || s.status === 'CONFIGURING'),
             )
             .map((s) => s.id),
+        hasBackup: async (id) => (await store.backups.listByService(id)).length > 0,
         lostAfterMs: config.hostLostAfterMs,
         restoreLost: config.restoreLostServices,
         clock,

@@ -476,7 +476,9 @@ export class Engine {
   private async runReconcile(): Promise<void> {
     const run = (async () => {
       try {
-        const queued = await reconcile(this.deps);
+        const queued = await reconcile(this.deps, (err) => {
+          if (!this.stopped) this.log.warn({ err }, 'reconciling a resource failed');
+        });
         if (queued > 0) this.kick();
       } catch (err) {
         if (!this.stopped) this.log.error({ err }, 'reconcile failed');

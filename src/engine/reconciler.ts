@@ -40,8 +40,17 @@ interface Round {
 
 const key = (kind: string, id: string) => `${kind}:${id}`;
 
-/** Returns how many operations it queued. */
-export async function reconcile(deps: HandlerDeps): Promise<number> {
+/**
+ * Returns how many operations it queued. A resource that cannot be looked
+ * at (its host does not answer) is passed to `onError` and skipped: the
+ * others are still repaired this round.
+ */
+export async function reconcile(
+  deps: HandlerDeps,
+  onError: (err: unknown) => void = (err) => {
+    throw err;
+  },
+): Promise<number> {
   const { store } = deps;
   const round: Round = {
     deps,
@@ -53,8 +62,12 @@ export async function reconcile(deps: HandlerDeps): Promise<number> {
     ),
     queued: 0,
   };
-  for (const svc of await store.services.listAll()) await reconcileService(round, svc);
-  for (const rs of await store.replicaSets.listAll()) await reconcileReplicaSet(round, rs);
+  for (const svc of await store.services.listAll()) {
+    await reconcileService(round, svc).catch(onError);
+  }
+  for (const rs of await store.replicaSets.listAll()) {
+    await reconcileReplicaSet(round, rs).catch(onError);
+  }
   await recordPeeringFailures(round);
   return round.queued;
 }

@@ -327,6 +327,24 @@ test('a step that never finishes waiting ends failed after maxWaitMs, its waits 
   assert.equal(w.driver.calls('s1'), 7);
 });
 
+test('a service whose host does not answer does not hold back the repair of the others', async (t) => {
+  const w = await world(t);
+  await w.create('s1');
+  await w.create('s2');
+  await w.engine();
+  await statusOf(w, 's1', 'READY');
+  await statusOf(w, 's2', 'READY');
+  w.driver.unreachable.add('s1');
+  w.driver.lose('s2');
+  const errors: string[] = [];
+  const queued = await reconcile(w.deps, (err) => errors.push((err as Error).message));
+  assert.deepEqual(errors, ['The host of s1 does not answer.']);
+  assert.ok(queued >= 1);
+  // Its repair was queued (and runs): converged again, READY.
+  await eventually(async () => w.driver.calls('s2') >= 2, 's2 converged again');
+  await statusOf(w, 's2', 'READY');
+});
+
 test('deleting never gives up: a permanent error is retried with backoff', async (t) => {
   const w = await world(t);
   const svc = await w.create('s1');

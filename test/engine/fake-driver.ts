@@ -100,7 +100,18 @@ export class FakeDriver implements Driver {
     return DONE;
   }
 
+  /** Services whose host does not answer: inspecting them throws. */
+  readonly unreachable = new Set<string>();
+
+  /** A running service's processes gone (killed behind Basin's back). */
+  lose(serviceId: string): void {
+    this.running.delete(serviceId);
+  }
+
   async inspectService(spec: ServiceSpec): Promise<Health> {
+    if (this.unreachable.has(spec.serviceId)) {
+      throw new DriverError(`The host of ${spec.serviceId} does not answer.`, true);
+    }
     return this.running.has(spec.serviceId) ? 'running' : 'missing';
   }
 

@@ -68,6 +68,8 @@ export interface HostsDriverOptions {
   serviceSpec(serviceId: string): Promise<ServiceSpec | undefined>;
   /** The forks of a service still being made (QUEUED, CONFIGURING): they restore from its stanza. */
   forksBeingMade(serviceId: string): Promise<string[]>;
+  /** Whether a service has a completed backup (the store's record): a move restores from one. */
+  hasBackup?(serviceId: string): Promise<boolean>;
   lostAfterMs: number;
   /**
    * Whether a lost host's non-HA services are restored on another host as
@@ -287,6 +289,12 @@ export class HostsDriver implements Driver {
     if (!(spec.resuming || this.o.restoreLost) || !repoHost || this.lost(repoHost)) {
       this.refuseLost(lost);
     }
+    if (!(await this.backedUp(spec.serviceId))) {
+      throw new DriverError(
+        `Host ${lost.name} (${lost.address}) is lost, and the service has no backup to restore elsewhere yet: it waits for its host.`,
+        true,
+      );
+    }
     const to = await this.otherHost(
       spec,
       lost,
@@ -319,6 +327,15 @@ export class HostsDriver implements Driver {
         true,
       );
     }
+    // Restored from its backups: it moves once it has one (its first is
+    // taken when it is READY), never stopped before.
+    if (!(await this.backedUp(spec.serviceId))) {
+      return {
+        done: false,
+        retryAfterMs: 5_000,
+        reason: 'waiting for its first backup to move it',
+      };
+    }
     const none = `Host ${from.name} is being drained, and no other online host has room for the service: add a host.`;
     // Chosen before it stops (there must be room), and again, with every
     // other placement decision held, once it has stopped.
@@ -342,6 +359,10 @@ export class HostsDriver implements Driver {
     return this.serially(async () =>
       this.moveTo(spec, from, await this.otherHost(spec, from, none)),
     );
+  }
+
+  private async backedUp(serviceId: string): Promise<boolean> {
+    return (await this.o.hasBackup?.(serviceId)) ?? true;
   }
 
   /** Another online host with room for the service (its own row left out), chosen as placement does. */
@@ -863,7 +884,7 @@ export class HostsDriver implements Driver {
         cert: me.cert,
         key: me.key,
         peerCn: hostCertCn(host.id),
-        timeoutMs: 120_000,
+        timeoutMs: READS.has(method) ? READ_TIMEOUT_MS : 120_000,
         headers: termHeader(this.o.term?.()),
       });
     } catch (err) {
@@ -877,6 +898,15 @@ export class HostsDriver implements Driver {
     return body.result;
   }
 }
+
+/**
+ * Reads of what a host runs answer in this long, or fail (retryably): a
+ * host cut off does not answer at all until it is declared lost, and the
+ * reconciler's round, which reads every service in turn, must not wait a
+ * write's two minutes on each of its services meanwhile.
+ */
+const READ_TIMEOUT_MS = 5_000;
+const READS = new Set(['inspectService', 'observeService', 'readLogs', 'sampleSeries', 'metrics']);
 
 /** A service with standbys: its nodes run under Patroni, each on a host of its own. */
 const isHa = (spec: ServiceSpec) => spec.nodes.length > 1;
