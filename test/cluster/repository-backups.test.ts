@@ -57,9 +57,13 @@ test(
     // On the repository host, as the repository's own user: its first backup,
     // taken once it is READY.
     const repos = join(c.host(1).dataDir, 'repository', 'repos');
+    // Users by number: they are in the hosts' own /etc (cluster.ts), not this one.
+    const uidOn = (i: number, name: string) =>
+      String(c.users(i).find((u) => u.name === name)?.uid ?? name);
     const info = async (id: string) => {
+      const uid = uidOn(1, `basin-r-${id}`);
       const { stdout } = await run('setpriv', [
-        `--reuid=basin-r-${id}`, `--regid=basin-r-${id}`, '--clear-groups', '--',
+        `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--',
         'pgbackrest', `--config=${join(repos, id, 'server.conf')}`, `--stanza=${id}`,
         '--output=json', 'info',
       ], { cwd: '/' }); // prettier-ignore
@@ -129,8 +133,8 @@ test(
           'exec',
           c.namespace(2),
           'setpriv',
-          `--reuid=basin-${id}`,
-          `--regid=basin-${id}`,
+          `--reuid=${uidOn(2, `basin-${id}`)}`,
+          `--regid=${uidOn(2, `basin-${id}`)}`,
           '--clear-groups',
           '--',
           'pgbackrest',
