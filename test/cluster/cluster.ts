@@ -139,8 +139,17 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   t.after(() => rmSync(etcs, { recursive: true, force: true }));
   const etcOf = (i: number) => {
     const dir = join(etcs, `h${i}`);
-    execFileSync('cp', ['-a', '/etc', dir]);
-    return dir;
+    // Again when a file vanished under the copy (another test's useradd
+    // renames its /etc/group+ into place meanwhile).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        execFileSync('cp', ['-a', '/etc', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+        return dir;
+      } catch (err) {
+        rmSync(dir, { recursive: true, force: true });
+        if (attempt >= 10) throw err;
+      }
+    }
   };
   const etc = new Map<number, string>();
   const host = (i: number) => {
