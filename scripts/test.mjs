@@ -212,7 +212,9 @@ if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
 // and into the data directories of the driver tests that ask for it.
 // (Imported here, not above: this file first runs without tsx, to restart itself with it.)
 const shared = await import('../test/harness/shared-template.ts');
-const usesTemplate = ['e2e', 'local', 'contract'].map((dir) => join('test', dir) + sep);
+// (The cluster files' hosts too: a file run alone then starts its agents as
+// in the full run, not after an initdb each.)
+const usesTemplate = ['e2e', 'local', 'contract', 'cluster'].map((dir) => join('test', dir) + sep);
 const template = files.some((f) => usesTemplate.some((dir) => f.startsWith(dir)))
   ? await shared.buildSharedTemplate()
   : undefined;
