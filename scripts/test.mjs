@@ -5,7 +5,9 @@
 //
 // How the suite fits in its time (docs/architecture.md §6): every file runs
 // in a process of its own, and files run side by side, TEST_CONCURRENCY at
-// once (CONCURRENCY by default). Most of an end-to-end file's time is spent
+// once (CONCURRENCY by default; the files that mostly wait, test/cluster/,
+// TEST_WAITING_CONCURRENCY more at once in a pool of their own when that is
+// set, see WAITING). Most of an end-to-end file's time is spent
 // waiting on processes (initdb, PostgreSQL starting, a backup), not on a
 // CPU, so more files run at once than the machine has cores. And the
 // longest files start first, so that the many short ones fill in beside
@@ -47,6 +49,16 @@ const CONCURRENCY = 2;
  * (other suites beside this one) does not kill a file that is only slow.
  */
 const DEADLINE_FLOOR_MS = 10 * 60_000;
+/**
+ * The folders whose files mostly wait, not compute: a cluster file spends
+ * its minutes on Patroni's and etcd's TTLs, heartbeats and agents in
+ * namespaces. With TEST_WAITING_CONCURRENCY=<n> (0 by default: one pool for
+ * every file, as before), they run n at once in a pool of their own, beside
+ * the TEST_CONCURRENCY files of the other folders, so that a file waiting on
+ * a lease does not hold one of the few slots the CPU-bound files need.
+ */
+const WAITING = [join('test', 'cluster') + sep];
+const isWaiting = (file) => WAITING.some((dir) => file.startsWith(dir));
 /** How long a file past its deadline gets after SIGTERM, before everything it started is killed. */
 const TERM_GRACE_MS = 5_000;
 const RECORD = '.test-durations.json';
@@ -184,6 +196,12 @@ const concurrency = Number(process.env.TEST_CONCURRENCY ?? CONCURRENCY);
 if (!Number.isInteger(concurrency) || concurrency < 1) {
   usage(`TEST_CONCURRENCY must be a whole number of files, at least 1 (not ${concurrency})`);
 }
+const waitingConcurrency = Number(process.env.TEST_WAITING_CONCURRENCY ?? 0);
+if (!Number.isInteger(waitingConcurrency) || waitingConcurrency < 0) {
+  usage(
+    `TEST_WAITING_CONCURRENCY must be a whole number of files, 0 or more (not ${waitingConcurrency})`,
+  );
+}
 const deadlineFloor = Number(process.env.TEST_FILE_DEADLINE_MS ?? DEADLINE_FLOOR_MS);
 if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
   usage(`TEST_FILE_DEADLINE_MS must be a whole number of milliseconds (not ${deadlineFloor})`);
@@ -194,7 +212,9 @@ if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
 // and into the data directories of the driver tests that ask for it.
 // (Imported here, not above: this file first runs without tsx, to restart itself with it.)
 const shared = await import('../test/harness/shared-template.ts');
-const usesTemplate = ['e2e', 'local', 'contract'].map((dir) => join('test', dir) + sep);
+// (The cluster files' hosts too: a file run alone then starts its agents as
+// in the full run, not after an initdb each.)
+const usesTemplate = ['e2e', 'local', 'contract', 'cluster'].map((dir) => join('test', dir) + sep);
 const template = files.some((f) => usesTemplate.some((dir) => f.startsWith(dir)))
   ? await shared.buildSharedTemplate()
   : undefined;
@@ -204,19 +224,28 @@ if (template) {
 }
 
 const expected = expectation({ ...readDurations(BASELINE), ...readDurations(RECORD) });
-const stream = run({
-  files: longestFirst(files, expected).map((f) => resolve(f)),
-  concurrency,
-  only,
-  ...(testNamePatterns.length > 0 ? { testNamePatterns } : {}),
-});
+// The files that mostly wait run in a pool of their own beside the others
+// when TEST_WAITING_CONCURRENCY is set, else in the one pool with the rest.
+const waiting = waitingConcurrency > 0 ? files.filter(isWaiting) : [];
+const pools = [
+  { files: files.filter((f) => !waiting.includes(f)), concurrency },
+  { files: waiting, concurrency: waitingConcurrency },
+].filter((p) => p.files.length > 0);
+const streams = pools.map((pool) =>
+  run({
+    files: longestFirst(pool.files, expected).map((f) => resolve(f)),
+    concurrency: pool.concurrency,
+    only,
+    ...(testNamePatterns.length > 0 ? { testNamePatterns } : {}),
+  }),
+);
 // A file is a test of its own at the top, named after its path: its
 // duration runs from its process's start (its dequeue) to its end.
 const isFile = ({ name, file, nesting }) => nesting === 0 && file !== undefined && name === file;
 const measured = {};
 const deadlines = new Map();
 const killed = [];
-stream.on('test:dequeue', (event) => {
+const onDequeue = (event) => {
   if (!isFile(event)) return;
   const path = relative('.', event.file);
   const ms = Math.max(deadlineFloor, 3 * (expected(path) ?? 0));
@@ -231,16 +260,16 @@ stream.on('test:dequeue', (event) => {
   // The file's process keeps the runner alive while it runs; the timer need not.
   timer.unref();
   deadlines.set(event.file, timer);
-});
-stream.on('test:complete', (event) => {
+};
+const onComplete = (event) => {
   if (!isFile(event)) return;
   clearTimeout(deadlines.get(event.file));
   measured[relative('.', event.file)] = Math.round(event.details?.duration_ms ?? 0);
-});
-stream.on('test:fail', ({ todo }) => {
+};
+const onFail = ({ todo }) => {
   if (!todo) process.exitCode = 1;
-});
-stream.once('end', () => {
+};
+const recordDurations = () => {
   for (const path of killed) console.error(`killed past its deadline: ${path}`);
   // This run's durations over the last record's (a run of some files updates
   // theirs); a killed file's time is its deadline's, not its own.
@@ -249,5 +278,38 @@ stream.once('end', () => {
   const sorted = Object.entries(merged).sort((a, b) => b[1] - a[1]);
   writeFileSync(`${RECORD}.tmp`, JSON.stringify(Object.fromEntries(sorted), null, 2) + '\n');
   renameSync(`${RECORD}.tmp`, RECORD);
-});
-stream.compose(spec).pipe(process.stdout);
+};
+
+// One reporter for every pool, so the run ends with one summary: each
+// pool's run reports its totals (`tests 12`, `pass 12`, `duration_ms …`) as
+// diagnostics at its end; they are held and reported once, added up (the
+// duration is the longest pool's, the pools having run side by side).
+const reporter = spec();
+reporter.pipe(process.stdout);
+const totals = new Map();
+const TOTAL = /^(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) (\d+(?:\.\d+)?)$/;
+let ended = 0;
+for (const stream of streams) {
+  stream.on('test:dequeue', onDequeue);
+  stream.on('test:complete', onComplete);
+  stream.on('test:fail', onFail);
+  stream.on('data', (event) => {
+    const total =
+      event.type === 'test:diagnostic' && event.data.file === undefined
+        ? TOTAL.exec(event.data.message)
+        : null;
+    if (total) {
+      const [, name, value] = total;
+      const sum = name === 'duration_ms' ? Math.max : (a, b) => a + b;
+      totals.set(name, { event, value: sum(totals.get(name)?.value ?? 0, Number(value)) });
+    } else reporter.write(event);
+  });
+  stream.once('end', () => {
+    if (++ended < streams.length) return;
+    for (const [name, { event, value }] of totals) {
+      reporter.write({ ...event, data: { ...event.data, message: `${name} ${value}` } });
+    }
+    reporter.end();
+    recordDurations();
+  });
+}

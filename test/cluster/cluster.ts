@@ -17,12 +17,13 @@
 // The uids stay apart (each host's range is its installation's).
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { type PasswdEntry, readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { installation, type Installation } from '../e2e/basin-process.js';
 import type { BasinProcess } from '../harness/basin-api.js';
@@ -32,6 +33,7 @@ import { startStorePostgres, type StorePostgres } from '../store-postgres.js';
 
 const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
 const CLI = join(ROOT, 'dist/cli/basin.js');
+const execFileAsync = promisify(execFile);
 
 export interface ClusterOptions {
   /** The topology's namespace prefix: 2-6 lowercase letters and digits. */
@@ -110,16 +112,25 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   const namespace = (i: number) => `${o.prefix}-h${i}`;
   const address = (i: number) => `10.231.${o.net}.${10 + i}`;
   const controlPlaneAddress = `10.231.${o.net}.1`;
-  execFileSync('bash', [TOPOLOGY, 'up', o.prefix, String(o.hosts), String(o.net)]);
+  // The namespaces are made while the store's initdb runs (one waits on
+  // `ip`, the other on PostgreSQL), and the hosts' installations are claimed
+  // while the control plane starts: none needs the other.
   t.after(() => execFileSync('bash', [TOPOLOGY, 'down', o.prefix]));
-
-  const store = await startStorePostgres(t);
+  const topology = execFileAsync('bash', [
+    TOPOLOGY,
+    'up',
+    o.prefix,
+    String(o.hosts),
+    String(o.net),
+  ]);
+  const [store] = await Promise.all([startStorePostgres(t), topology]);
   const url = await store.createDatabase('basin');
   const inst = await installation(t, { driver: o.driver, args: ['--store-url', url] });
   const hostPort = await freePort();
-  const b = await inst.start({
+  const started = inst.start({
     args: ['--host-listen', `${controlPlaneAddress}:${hostPort}`, ...(o.args ?? [])],
   });
+  started.catch(() => {}); // Awaited below; a failed start is not an unhandled rejection meanwhile.
   const controlPlane = `https://${controlPlaneAddress}:${hostPort}`;
   const cli = async (...args: string[]) => {
     const r = await inst.cli('--store-url', url, ...args);
@@ -134,7 +145,9 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   // Each host's data directory is an installation of the harness: uids and
   // service addresses of its own for its local driver, all removed after.
   const hosts: Installation[] = [];
+  // One after another: a claim looks for a free block of ports and uids.
   for (let i = 0; i < o.hosts; i++) hosts.push(await installation(t));
+  const b = await started;
   const etcs = mkdtempSync(join(tmpdir(), `basin-${o.prefix}-etc-`));
   t.after(() => rmSync(etcs, { recursive: true, force: true }));
   const etcOf = (i: number) => {

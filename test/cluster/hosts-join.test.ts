@@ -46,7 +46,7 @@ test(
       });
 
     // Three hosts join, each with a token of its own.
-    const tokens = [await token(), await token(), await token()];
+    const tokens = await Promise.all([token(), token(), token()]);
     for (const i of [1, 2, 3]) runAgent(i, 'host', joinArgs(tokens[i - 1] as (typeof tokens)[0]));
     await until(async () => (await hosts()).filter((h) => h.state === 'ONLINE').length === 3);
     // An agent serves once its local driver has started (its template built).
