@@ -30,7 +30,8 @@
 // XFS volume with reflinks; the run's temporary directory by default),
 // BENCH_DENSITY_PORTS (61000-64999 when N needs more ports than the
 // installation's block), BENCH_DENSITY_NETWORK (a service network for more
-// services than the installation's /24 holds, e.g. 198.19.192.0/18).
+// services than the installation's /24 holds, e.g. 198.19.192.0/18),
+// BENCH_DENSITY_FLAGS (more flags for Basin, e.g. "--engine-slots 8").
 
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync } from 'node:fs';
@@ -70,6 +71,7 @@ export async function density(ctx: BenchContext): Promise<BenchOutcome> {
   if (n > inst.portRange.max - inst.portRange.min - 2) {
     flags.push('--port-range', process.env.BENCH_DENSITY_PORTS ?? '61000-64999');
   }
+  flags.push(...(process.env.BENCH_DENSITY_FLAGS ?? '').split(/\s+/).filter(Boolean));
   if (process.env.BENCH_DENSITY_NETWORK) {
     flags.push('--service-network', process.env.BENCH_DENSITY_NETWORK);
   }
