@@ -43,7 +43,13 @@ import pg from 'pg';
 import { InstallationPaths } from '../test/harness/installation-paths.js';
 import type { BenchContext } from './bench-context.js';
 import { envInt } from './env.js';
-import { installationOf, claimDataDir, LocalBasin, releaseDataDir } from './local-basin.js';
+import {
+  installationOf,
+  claimDataDir,
+  LocalBasin,
+  postmasterPid,
+  releaseDataDir,
+} from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, percentile, table, warn } from './report.js';
 
 const TARGET_RATE = 2;
@@ -141,6 +147,9 @@ export async function density(ctx: BenchContext): Promise<BenchOutcome> {
     const rate = (n - 1) / readyS;
     const rateBackedUp = (n - 1) / backedUpS;
 
+    // Services created early may have suspended already (idle longer than
+    // IDLE while the rest were made): count the ones whose postmaster runs.
+    const awake = made.filter((m) => postmasterPid(b.pgdata(m.id)) !== undefined).length;
     const running = await servicePss(inst.serviceUids);
     const diskRunning = diskSplit(local);
     // Until all have suspended (their postmasters gone, the API says so).
@@ -154,6 +163,10 @@ export async function density(ctx: BenchContext): Promise<BenchOutcome> {
       await sleep(2_000);
     }
     const suspended = await servicePss(inst.serviceUids);
+    // A running service's PSS: what the awake ones held beyond what each
+    // suspended one still holds (its repository server).
+    const perAwakeKb =
+      awake > 0 ? (running.pssKb - (suspended.pssKb / n) * (n - awake)) / awake : NaN;
     const disk = diskSplit(local);
     // du counts a reflinked block in every file that shares it: what the
     // file system really gave the run is its used space, before and after
@@ -180,12 +193,13 @@ export async function density(ctx: BenchContext): Promise<BenchOutcome> {
     );
     console.log(`\nmemory of the services' processes (PSS, MB per service):`);
     table(
-      ['when', 'processes', 'pss MB/service'],
+      ['when', 'services awake', 'processes', 'pss MB/service'],
       [
-        ['running', String(running.processes), mb(running.pssKb)],
-        ['suspended', String(suspended.processes), mb(suspended.pssKb)],
+        ['after the creates', String(awake), String(running.processes), mb(running.pssKb)],
+        ['all suspended', '0', String(suspended.processes), mb(suspended.pssKb)],
       ],
     );
+    console.log(`an awake service: ${fixed(perAwakeKb / 1024, 1)} MB (PSS)`);
     const diskMb = Math.min(disk.totalKb, fsKb) / 1024 / n;
     const p99 = Math.max(percentile(g, 99), percentile(l, 99));
     console.log(
@@ -199,7 +213,7 @@ export async function density(ctx: BenchContext): Promise<BenchOutcome> {
     const headline =
       `density (${n}): ${fixed(rateBackedUp, 2)} creates/s with backups (${fixed(rate, 2)}/s to READY; ` +
       `target ≥ ${TARGET_RATE}), ${fixed(diskMb, 1)} MB disk/service (du ${mb(disk.totalKb)}; ≤ ${TARGET_DISK_MB}), ` +
-      `PSS ${mb(running.pssKb)} MB running / ${mb(suspended.pssKb)} MB suspended, ` +
+      `PSS ${fixed(perAwakeKb / 1024, 1)} MB awake / ${mb(suspended.pssKb)} MB suspended, ` +
       `API p99 GET ${fixed(percentile(g, 99), 1)} / list ${fixed(percentile(l, 99), 1)} ms ` +
       `(< ${TARGET_P99_MS}), wake p50 ${fixed(percentile(w, 50))} / p99 ${fixed(percentile(w, 99))} ms ` +
       `(load ${fixed(median(loads), 2)})`;
