@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { backupWrite } from './backup-write.js';
 import type { BenchContext, BenchSettings } from './bench-context.js';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
+import { density } from './density.js';
 import { forkNow } from './fork-now.js';
 import { forkPitr } from './fork-pitr.js';
 import { idleWake } from './idle-wake.js';
@@ -55,6 +56,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'local-failover', run: localFailover },
   { name: 'metrics-scrape', run: metricsScrape },
   { name: 'metrics-series', run: metricsSeries },
+  { name: 'density', run: density },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

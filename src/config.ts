@@ -188,7 +188,10 @@ export const OPTIONS = {
   portRange: {
     env: 'BASIN_PORT_RANGE',
     flag: '--port-range',
-    default: '16000-16999',
+    // 4,000 ports: 2,000 services with a pooler each (docs/decisions.md,
+    // Density); below the harness's test blocks (20000-31999) and, on a
+    // repository host, its servers' port + 10,000.
+    default: '16000-19999',
     help: 'ports for databases and poolers, <min>-<max>',
   },
   simDelayMs: {

@@ -9,7 +9,7 @@
 // port and the range Basin gives its databases. Blocks lie below the kernel's
 // ephemeral range (32768-60999 on Linux), where outgoing connections would
 // take ports at random, and above Basin's default database range
-// (16000-16999), used by a Basin that developers run on the same machine.
+// (16000-19999), used by a Basin that developers run on the same machine.
 
 import { createServer, type Server } from 'node:net';
 

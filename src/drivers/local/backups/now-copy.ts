@@ -116,8 +116,14 @@ export async function copyRunningCluster(
     return withSafeDir(from.pgdata, from.owner, async (pgdata) => {
       const entries = (await pgdata.names()).filter((n) => !NOT_COPIED.has(n));
       await copyEntries(pgdata, entries, dest, { ...copying, vanishedOk: true });
-      const stopped = await c.query<{ wal: string; labelfile: string }>(
-        'SELECT pg_walfile_name(lsn) AS wal, labelfile FROM pg_backup_stop(false)',
+      // PostgreSQL names the segment after the end too: how many segments a
+      // log id holds depends on the cluster's segment size (initdb's
+      // --wal-segsize: 1 MB for templates since version 2, 16 MB before).
+      const stopped = await c.query<{ wal: string; next: string; labelfile: string }>(
+        `SELECT pg_walfile_name(lsn) AS wal,
+                pg_walfile_name(lsn + pg_size_bytes(current_setting('wal_segment_size'))::numeric) AS next,
+                labelfile
+           FROM pg_backup_stop(false)`,
       );
       const first = started.rows[0]?.wal ?? '';
       const last = stopped.rows[0]?.wal ?? '';
@@ -127,7 +133,7 @@ export async function copyRunningCluster(
       // the timeline history files.
       const wal = await pgdata.dir('pg_wal');
       try {
-        const next = nextSegment(last);
+        const next = stopped.rows[0]?.next ?? '';
         const needed = (await wal.names()).filter(
           (n) =>
             /^[0-9A-F]{8}\.history$/.test(n) ||
@@ -144,13 +150,3 @@ export async function copyRunningCluster(
 
 /** The label of a NOW fork's low-level backup, which its backup_label names (fork-check.ts). */
 export const backupLabelName = (forkId: string) => `basin fork ${forkId}`;
-
-/** The segment after `segment` on its timeline (16 MB segments: 256 per log id). */
-export function nextSegment(segment: string): string {
-  const tli = segment.slice(0, 8);
-  const log = parseInt(segment.slice(8, 16), 16);
-  const seg = parseInt(segment.slice(16, 24), 16);
-  const [nl, ns] = seg === 0xff ? [log + 1, 0] : [log, seg + 1];
-  const hex = (n: number) => n.toString(16).toUpperCase().padStart(8, '0');
-  return `${tli}${hex(nl)}${hex(ns)}`;
-}
