@@ -212,7 +212,8 @@ export class HostsDriver implements Driver {
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
     if (isHa(spec)) {
-      const progress = await this.ha.apply(spec);
+      // Its nodes archive into the service's stanza on the repository host.
+      const progress = await this.ha.apply(await this.withRepository(spec, true));
       const leader = await this.ha.leaderHost(spec.serviceId);
       if (leader) this.leaders.set(spec.serviceId, leader);
       return progress;
@@ -345,6 +346,17 @@ export class HostsDriver implements Driver {
 
   async deleteService(serviceId: string): Promise<Progress> {
     if (await this.hasStandbyRows(serviceId)) {
+      // Its stanza on the repository host first, with its backups, while
+      // its node rows still say it is an HA service (a delete resumed after
+      // a kill finds it so); its nodes' archiving into it ends with them.
+      const repoHost = await this.repositoryHost();
+      if (repoHost) {
+        const removed = await this.callRepository(repoHost, { action: 'remove', serviceId });
+        if (removed !== true) {
+          return { done: false, retryAfterMs: 200, reason: 'removing its repository' };
+        }
+        this.repositories.delete(serviceId);
+      }
       const progress = await this.ha.delete(serviceId);
       if (progress.done) {
         this.placed.delete(serviceId);

@@ -63,6 +63,7 @@ import {
   RESTAPI_USER,
 } from './patroni-config.js';
 import { patroniStatus, startPatroni } from './patroni.js';
+import { ensureNodeArchive, ensureNodeStanza } from './node-archive.js';
 
 /** What the control plane gives a node's host for its Patroni (agent/patroni-node.ts fetches it). */
 export interface PatroniSecrets {
@@ -84,7 +85,15 @@ export type FetchPatroniSecrets = (serviceId: string) => Promise<PatroniSecrets>
 
 type Ctx = Pick<
   DriverContext,
-  'layout' | 'users' | 'template' | 'networks' | 'cgroups' | 'privateTmp' | 'pg' | 'publicCidrs'
+  | 'layout'
+  | 'users'
+  | 'template'
+  | 'networks'
+  | 'cgroups'
+  | 'privateTmp'
+  | 'pg'
+  | 'publicCidrs'
+  | 'remoteIdentity'
 > & { adminOsUsers: DriverContext['adminOsUsers'] };
 
 /** The node's files, under its own resource's instance directory (patroniNodeId). */
@@ -148,6 +157,15 @@ export async function applyPatroniNode(
     await writeRootFile(etcdCa, secrets.etcd.ca, user);
   }
 
+  // The service's stanza on the repository host, when it has one (node-archive.ts).
+  const archive = await ensureNodeArchive(
+    ctx,
+    spec,
+    local,
+    { pgdata: f.pgdata, socketDir, port: self.port },
+    user,
+  );
+
   const inputs: PatroniInputs = {
     spec,
     self,
@@ -155,9 +173,8 @@ export async function applyPatroniNode(
     members: node.members,
     paths: {
       socketDir,
-      // WAL archiving of nodes across hosts is not wired yet (archiving: false).
-      pgbackrest: '/bin/false',
-      backupConf: '/nonexistent',
+      pgbackrest: archive?.pgbackrest ?? '/bin/false',
+      backupConf: archive?.backupConf ?? '/nonexistent',
       forkSourceConf: '/nonexistent',
       forkSourcePg: '/nonexistent',
       pgdata: f.pgdata,
@@ -182,7 +199,7 @@ export async function applyPatroniNode(
     // on this one, from the namespace's gateway).
     proxies: [...new Set([...node.names, net.hostAddress])],
     replicationSecret: secrets.replicationPassword,
-    archiving: false,
+    archiving: archive !== undefined,
     ...(node.timing ? { timing: node.timing } : {}),
   };
   const changed = await writeRootFile(f.config, renderPatroniConfig(inputs), user);
@@ -212,6 +229,7 @@ export async function applyPatroniNode(
       port: self.port,
       pgdata: f.pgdata,
     });
+    if (archive) await ensureNodeStanza(ctx, spec, local, archive, user);
     return synchronousNamed(ctx, api, spec, node.members.length);
   }
   await startPatroni({ files: f, user, privateTmp: ctx.privateTmp, prelude: { cgroups } });
