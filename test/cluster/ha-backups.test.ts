@@ -5,16 +5,20 @@
 // client identity for its stanza on the repository host, its leader made
 // the stanza, and a WAL switch on the leader (pgBackRest's `check`, run
 // as the leader node's own user with its own configuration) reaches the
-// stanza's archive through the leader's archive_command.
+// stanza's archive through the leader's archive_command. Its first backup
+// is taken at creation, from the leader's node, on the repository host,
+// and a PITR fork of it holds exactly the rows committed before the target.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { psql } from '../e2e/clients.js';
+import { pitrWindowStart } from '../harness/basin-api.js';
 import { cluster, until } from './cluster.js';
 
 const PREFIX = 'hob';
@@ -27,7 +31,7 @@ interface EtcdView {
 }
 
 test(
-  "an HA service across hosts archives its WAL into its stanza on the repository host, from whichever node leads, with the service's client identity on each node",
+  "an HA service across hosts archives its WAL into its stanza on the repository host with the service's client identity on each node, is backed up from its leader at creation, and a PITR fork of it holds exactly the rows before the target",
   { timeout: 900_000 },
   async (t) => {
     const c = await cluster(t, {
@@ -128,6 +132,35 @@ test(
       .flatMap((d) => readdirSync(join(archive, d)).filter((s) => /^[0-9A-F]{16}$/.test(s)))
       .flatMap((dir) => dir);
     assert.ok(segments.length > 0, `no archived WAL under ${archive}`);
+
+    // Its first backup, taken at creation on the repository host from the
+    // leader's node: from then on, PITR reaches back to it.
+    await b.waitFor(() => pitrWindowStart(b, id), 'the first backup', 300_000);
+    await psql(conn(leader), password, 'insert into t values (3)');
+    await sleep(1_100);
+    const target = new Date().toISOString();
+    await sleep(1_100);
+    await psql(conn(leader), password, 'insert into t values (4)');
+    // A PITR fork: a service of its own (not HA), restored on a database
+    // host from the HA service's stanza, holding exactly the rows committed
+    // before the target; read through its endpoint with verify-full.
+    const asked = await b.call('POST', `${b.servicePath(id)}/forkService`, {
+      fork_strategy: 'PITR',
+      target_time: target,
+    });
+    assert.equal(asked.status, 202, asked.text);
+    const forkId = asked.body.service_id as string;
+    made.push(forkId);
+    const fork = await b.waitForStatus(forkId, 'READY', 300_000);
+    assert.notEqual(fork.endpoint.host, address(1), 'the repository host runs no service');
+    const forkRows = await psql(
+      `host=${fork.endpoint.host} port=${fork.endpoint.port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`,
+      asked.body.initial_password as string,
+      'select v from t order by v',
+    );
+    assert.deepEqual(forkRows.split('\n'), ['1', '2', '3']);
+    assert.equal((await b.call('DELETE', b.servicePath(forkId))).status, 202);
+    await b.waitGone(forkId, 300_000);
 
     const deleted = await b.call('DELETE', b.servicePath(id));
     assert.equal(deleted.status, 202, deleted.text);

@@ -265,11 +265,26 @@ export class HostsDriver implements Driver {
     const { repository } = await this.withRepository(parent);
     if (!repository) throw new DriverError(`Its parent ${parentId} has no repository.`, true);
     // A NOW or PITR fork needs the parent's latest moments: an idle parent
-    // asleep is woken for it (and a PITR's are archived first).
-    const ready = (await this.call(parentHost, 'readyForkParent', [
-      parentId,
-      source.strategy !== 'LAST_SNAPSHOT',
-    ])) as ForkParent;
+    // asleep is woken for it (and a PITR's are archived first); an HA
+    // parent's, from its leader's node.
+    const archive = source.strategy !== 'LAST_SNAPSHOT';
+    let ready: ForkParent;
+    if (isHa(parent)) {
+      const leader = await this.ha.leaderNode(parent);
+      if (!leader)
+        return {
+          done: false,
+          retryAfterMs: 2000,
+          reason: `waiting for a leader of its parent ${parentId}`,
+        };
+      ready = (await this.call(leader.host, 'readyPatroniParent', [
+        parentId,
+        { index: leader.index, port: leader.port },
+        archive,
+      ])) as ForkParent;
+    } else {
+      ready = (await this.call(parentHost, 'readyForkParent', [parentId, archive])) as ForkParent;
+    }
     let backupLabel = source.backupLabel;
     let target: ForkFromRepository['target'] = 'immediate';
     if (source.strategy === 'NOW') {
@@ -443,16 +458,7 @@ export class HostsDriver implements Driver {
   }
 
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
-    if (isHa(spec)) {
-      // Not built yet: its nodes archive no WAL. The backup waits (said in
-      // its operation) rather than fail, which would mark the service
-      // UNSTABLE after a few attempts while its databases run as asked.
-      return {
-        done: false,
-        retryAfterMs: 600_000,
-        reason: 'waiting for backups of HA services across hosts, which are not built yet',
-      };
-    }
+    if (isHa(spec)) return this.backupHaService(spec, since);
     const host = await this.placedHost(spec.serviceId);
     if (!host) throw new DriverError(`Service ${spec.serviceId} is not placed on a host.`, true);
     this.refuseLost(host);
@@ -481,6 +487,47 @@ export class HostsDriver implements Driver {
       source: { ...source, host: host.address },
     })) as BackupProgress;
     if (progress.done) await this.call(host, 'closeBackupSource', [spec.serviceId]);
+    return progress;
+  }
+
+  /**
+   * A backup of an HA service across hosts: taken on the repository host
+   * from its leader's node, through a pgBackRest server of that node's
+   * (docs/decisions.md, "HA across hosts": backups). A cluster with no
+   * leader now waits for one.
+   */
+  private async backupHaService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    const repoHost = await this.repositoryHost();
+    if (!repoHost) {
+      throw new DriverError(
+        'An HA service across hosts is backed up on the repository host, and this installation has none: join one with `basin host run --role repository`.',
+        false,
+      );
+    }
+    const leader = await this.ha.leaderNode(spec);
+    if (!leader)
+      return { done: false, retryAfterMs: 2000, reason: 'waiting for a leader to back up' };
+    const withRepo = await this.withRepository(spec);
+    const node = { index: leader.index, port: leader.port, apiPort: leader.apiPort };
+    const source = (await this.call(leader.host, 'openPatroniSource', [withRepo, node])) as {
+      port: number;
+      config: string;
+      pgPath: string;
+      socketDir: string;
+      pgPort: number;
+      processMax: number;
+    };
+    const progress = (await this.callRepository(repoHost, {
+      action: 'backup',
+      serviceId: spec.serviceId,
+      port: spec.port,
+      since,
+      processMax: source.processMax,
+      source: { ...source, host: leader.host.address },
+    })) as BackupProgress;
+    if (progress.done) {
+      await this.call(leader.host, 'closePatroniSource', [spec.serviceId, leader.index]);
+    }
     return progress;
   }
 

@@ -12,6 +12,10 @@
 //                                    repository host (repo1-host, TLS);
 //   backup/<id>n<i>/client.crt/.key, ca.crt: the service's client identity;
 //   backup/<id>n<i>/stanza-made      the stanza was made (by a leader, once).
+//   backup/<id>n<i>/pgserver.conf/.crt/.key: the server a backup on the
+//                                    repository host reads the node through
+//                                    (openNodeSource), for the repository's
+//                                    client (CN basin-repository-<id>) alone.
 // Patroni's archive_mode is `on`: only the leader archives (see decisions).
 
 import { join } from 'node:path';
@@ -22,9 +26,17 @@ import { CommandError, lastLines, run } from '../host/exec.js';
 import type { OsUser } from '../host/os-user.js';
 import { ensureOwnedDir, exists, mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { DriverContext } from '../context.js';
-import { renderServiceConf } from '../backups/repository/repo-conf.js';
+import {
+  renderServiceConf,
+  renderServiceServerConf,
+  repositoryClientName,
+} from '../backups/repository/repo-conf.js';
+import { sourcePort } from '../backups/repository/remote.js';
+import type { SourceInfo } from '../backups/backups.js';
+import { backupProcesses } from '../config/pgbackrest.js';
 
 type Ctx = Pick<DriverContext, 'layout' | 'pg' | 'privateTmp' | 'remoteIdentity'>;
+type SourceCtx = Ctx & Pick<DriverContext, 'networks' | 'backups'>;
 
 /** What the node's archive_command runs: pgBackRest with the node's configuration. */
 export interface NodeArchive {
@@ -33,6 +45,17 @@ export interface NodeArchive {
 }
 
 const ROOT = { name: 'root', uid: 0, gid: 0 };
+
+/**
+ * The ports forwarded into the node's namespace from its host's address (a
+ * forward names every port it keeps): PostgreSQL's, the REST API's, and,
+ * with a repository host, the backup source's.
+ */
+export const nodePorts = (spec: ServiceSpec, node: { port: number; apiPort: number }): number[] => [
+  node.port,
+  node.apiPort,
+  ...(spec.repository ? [sourcePort(spec)] : []),
+];
 
 /**
  * The node's side of the service's repository, made or brought up to date;
@@ -115,4 +138,61 @@ export async function ensureNodeStanza(
     );
   }
   await writeRootFile(mark, '', ROOT);
+}
+
+/**
+ * The node's pgBackRest server for a backup on the repository host (as a
+ * service's own: backups.ts openSource), in the node's namespace on the
+ * service's source port, forwarded from this host's address. The hosts
+ * driver opens it on the leader's node only.
+ */
+export async function openNodeSource(
+  ctx: SourceCtx,
+  spec: ServiceSpec,
+  local: string,
+  node: { pgdata: string; socketDir: string; port: number; apiPort: number },
+  user: OsUser,
+): Promise<SourceInfo> {
+  const archive = await ensureNodeArchive(ctx, spec, local, node, user);
+  if (!archive || !ctx.remoteIdentity) {
+    throw new DriverError(
+      `Service ${spec.serviceId} has no repository on a repository host.`,
+      false,
+    );
+  }
+  const port = sourcePort(spec);
+  const net = await ctx.networks.ensure(local);
+  await ctx.networks.forward(local, { ports: nodePorts(spec, node) });
+  const mine = ctx.layout.backupIdentity(local);
+  if (!((await exists(mine.serverCert)) && (await exists(mine.serverKey)))) {
+    const made = await makeKeyAndRequest('source');
+    const signed = await ctx.remoteIdentity(spec.serviceId, 'source', made.csr);
+    await writeRootFile(mine.serverKey, made.key, user);
+    await writeRootFile(mine.serverCert, signed.certificate, user);
+  }
+  const { lock, log } = ctx.layout.backupDirs(local);
+  await writeRootFile(
+    mine.serverConf,
+    renderServiceServerConf({
+      stanza: spec.serviceId,
+      listen: net.address,
+      port,
+      identity: { cert: mine.serverCert, key: mine.serverKey, ca: mine.ca },
+      client: repositoryClientName(spec.serviceId),
+      dirs: { lock, log },
+    }),
+    user,
+  );
+  return ctx.backups.serveSource(
+    local,
+    {
+      port,
+      config: archive.backupConf,
+      pgPath: node.pgdata,
+      socketDir: node.socketDir,
+      pgPort: node.port,
+      processMax: backupProcesses(spec.size),
+    },
+    user,
+  );
 }

@@ -35,6 +35,7 @@ import type { ClusterState } from '../../../domain/patroni-cluster.js';
 import { signRequest, makeKeyAndRequest } from '../../../lib/x509.js';
 import {
   DriverError,
+  type ForkParent,
   patroniNodeId,
   type PatroniNodeSpec,
   type PatroniNodeView,
@@ -63,7 +64,11 @@ import {
   RESTAPI_USER,
 } from './patroni-config.js';
 import { patroniStatus, startPatroni } from './patroni.js';
-import { ensureNodeArchive, ensureNodeStanza } from './node-archive.js';
+import { ensureNodeArchive, ensureNodeStanza, nodePorts, openNodeSource } from './node-archive.js';
+import type { SourceInfo } from '../backups/backups.js';
+import { archiveUpToNow } from '../backups/fork-restore.js';
+import { readSystemId } from '../node/system-id.js';
+import { SafeDir } from '../host/files/safe-dir.js';
 
 /** What the control plane gives a node's host for its Patroni (agent/patroni-node.ts fetches it). */
 export interface PatroniSecrets {
@@ -121,7 +126,7 @@ export async function applyPatroniNode(
     return wait(250, 'preparing the PostgreSQL template (once per host)');
   }
   const net = await ctx.networks.ensure(local);
-  await ctx.networks.forward(local, { ports: [self.port, self.apiPort] });
+  await ctx.networks.forward(local, { ports: nodePorts(spec, self) });
 
   const f = nodeFiles(ctx, local);
   await mkdirIn(ctx.layout.instanceDir(local), 0o711);
@@ -491,4 +496,56 @@ async function fetchSecrets(
   } catch (err) {
     throw new DriverError((err as Error).message, true);
   }
+}
+
+/** This host's node's backup source (node-archive.ts openNodeSource), with the node's own paths. */
+export async function openPatroniSource(
+  ctx: Ctx & Pick<DriverContext, 'backups'>,
+  spec: ServiceSpec,
+  local: string,
+  node: { index: number; port: number; apiPort: number },
+): Promise<SourceInfo> {
+  const f = nodeFiles(ctx, local);
+  if (!(await exists(f.config))) {
+    throw new DriverError(`Node ${node.index} of ${spec.serviceId} is not on this host.`, false);
+  }
+  const user = await ctx.users.ensure(local);
+  return openNodeSource(
+    ctx,
+    spec,
+    local,
+    { pgdata: f.pgdata, socketDir: join(f.data, 'sock'), port: node.port, apiPort: node.apiPort },
+    user,
+  );
+}
+
+/**
+ * A fork's parent side (backups/fork-parent.ts's, for an HA service across
+ * hosts), on the leader's node: the system identifier in its control file
+ * (the nodes share it), and for a point-in-time or NOW fork everything up
+ * to now pushed into the service's stanza (a commit, a segment switch, the
+ * archiver).
+ */
+export async function readyPatroniParent(
+  ctx: Ctx & Pick<DriverContext, 'adminBounds'>,
+  local: string,
+  node: { index: number; port: number },
+  archive: boolean,
+): Promise<ForkParent> {
+  const f = nodeFiles(ctx, local);
+  const user = ctx.users.lookup(local);
+  if (!user || !(await exists(f.config))) {
+    throw new DriverError(`Node ${node.index} is not on this host.`, false);
+  }
+  const systemId = await readSystemId(await SafeDir.open(f.pgdata, user.uid));
+  if (archive) {
+    const target = {
+      socketDir: join(f.data, 'sock'),
+      port: node.port,
+      pgdata: f.pgdata,
+      bounds: ctx.adminBounds,
+    };
+    await archiveUpToNow(target, AbortSignal.timeout(90_000));
+  }
+  return { systemId, running: true, stoppedAt: null };
 }
