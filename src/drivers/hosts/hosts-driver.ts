@@ -499,10 +499,15 @@ export class HostsDriver implements Driver {
   private async backupHaService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
     const repoHost = await this.repositoryHost();
     if (!repoHost) {
-      throw new DriverError(
-        'An HA service across hosts is backed up on the repository host, and this installation has none: join one with `basin host run --role repository`.',
-        false,
-      );
+      // Its nodes archive nothing without one. The backup waits (said in
+      // its operation) rather than fail, which would mark the service
+      // UNSTABLE after a few attempts while its databases run as asked.
+      return {
+        done: false,
+        retryAfterMs: 600_000,
+        reason:
+          'waiting for a repository host: an HA service across hosts is backed up there (`basin host run --role repository`)',
+      };
     }
     const leader = await this.ha.leaderNode(spec);
     if (!leader)
