@@ -366,6 +366,15 @@ export class HostsDriver implements Driver {
       // a kill finds it so); its nodes' archiving into it ends with them.
       const repoHost = await this.repositoryHost();
       if (repoHost) {
+        // Its forks being made restore from that stanza: waited for, as a service's.
+        const forks = await this.o.forksBeingMade(serviceId);
+        if (forks.length > 0) {
+          return {
+            done: false,
+            retryAfterMs: 2000,
+            reason: `waiting for its forks being made from its backups (${forks.join(', ')})`,
+          };
+        }
         const removed = await this.callRepository(repoHost, { action: 'remove', serviceId });
         if (removed !== true) {
           return { done: false, retryAfterMs: 200, reason: 'removing its repository' };
