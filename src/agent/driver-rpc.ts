@@ -26,6 +26,9 @@ export const DRIVER_METHODS = {
   applyPatroniNode: 2,
   applyPatroniEndpoint: 2,
   inspectPatroniNode: 2,
+  openPatroniSource: 2,
+  closePatroniSource: 2,
+  readyPatroniParent: 3,
 } as const;
 export type DriverMethod = keyof typeof DRIVER_METHODS;
 

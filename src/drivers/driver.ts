@@ -320,6 +320,22 @@ export interface Driver {
     serviceId: string,
     node: { index: number; apiPort: number },
   ): Promise<PatroniNodeView>;
+  /**
+   * A backup on the repository host reads this host's node of an HA
+   * service through a pgBackRest server of the node's (as openBackupSource
+   * a service's): started here for it, stopped by closePatroniSource.
+   */
+  openPatroniSource?(
+    spec: ServiceSpec,
+    node: { index: number; port: number; apiPort: number },
+  ): Promise<unknown>;
+  closePatroniSource?(serviceId: string, index: number): Promise<void>;
+  /** readyForkParent's answer for an HA service across hosts, from this host's node (its leader). */
+  readyPatroniParent?(
+    serviceId: string,
+    node: { index: number; port: number },
+    archive: boolean,
+  ): Promise<ForkParent>;
 }
 
 export { patroniNodeId } from '../domain/hosts.js';

@@ -10,6 +10,7 @@ import {
   hostCertCn,
   type HostRole,
   type HostUsage,
+  nodePlacements,
 } from '../domain/hosts.js';
 import type { Clock } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
@@ -157,7 +158,7 @@ export async function issueRepositoryServer(
 /**
  * Signs a database host's request for the pgBackRest client certificate of
  * `serviceId`, under the repositories CA: only for a service placed on that
- * host (the store's placements), so that a host, or a tenant root on it,
+ * host (the store's placements; for an HA service, one of its nodes), so that a host, or a tenant root on it,
  * holds the stanza credentials of its own services and of no other.
  */
 export async function issueRepositoryClient(
@@ -169,8 +170,10 @@ export async function issueRepositoryClient(
   kind: 'client' | 'source' | 'fork' = 'client',
 ): Promise<{ certificate: string; ca: string }> {
   const host = await registeredHost(store, hostId, presentedSha256);
-  const placed = await store.placements.get(serviceId);
-  if (host.role !== 'database' || placed?.hostId !== host.id) {
+  // The service's own placement, or (an HA service across hosts) one of its
+  // nodes': its nodes share its stanza, each with the service's client name.
+  const placed = nodePlacements(await store.placements.list(), serviceId);
+  if (host.role !== 'database' || !placed.some((p) => p.hostId === host.id)) {
     throw new AppError(
       'FORBIDDEN',
       `Service ${serviceId} is not placed on host ${host.name}: a host is given the backup credentials of its own services only.`,

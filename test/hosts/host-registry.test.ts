@@ -94,6 +94,31 @@ test("a service's client certificate goes to the database host it is placed on, 
   );
 });
 
+test("an HA service's client certificate goes to every host carrying one of its nodes, under the service's name, and to no other", async (t) => {
+  const store = await installation(t);
+  const { csr } = await makeKeyAndRequest('a node');
+  // svc1's node 0 on h1 (its own row), node 1 on h2; svc2 on h2 alone.
+  await store.transaction(async (tx) => {
+    await tx.placements.put({
+      resourceId: 'svc1:node1',
+      hostId: 'h2',
+      cpuMillis: 0,
+      memoryMb: 256,
+    });
+    await tx.placements.put({ resourceId: 'svc2', hostId: 'h2', cpuMillis: 0, memoryMb: 256 });
+  });
+  for (const h of ['h1', 'h2']) {
+    const cert = new X509Certificate(
+      (await issueRepositoryClient(store, h, sha(h), 'svc1', csr)).certificate,
+    );
+    // The stanza's one client name: each node of the service, no node's own.
+    assert.equal(cert.subject, 'CN=basin-service-svc1');
+  }
+  // h1 carries no node of svc2; the repository host none of svc1's.
+  await assert.rejects(issueRepositoryClient(store, 'h1', sha('h1'), 'svc2', csr), forbidden);
+  await assert.rejects(issueRepositoryClient(store, 'r1', sha('r1'), 'svc1', csr), forbidden);
+});
+
 test("the repository host's server certificate: its address, for servers, to it alone", async (t) => {
   const store = await installation(t);
   const { csr } = await makeKeyAndRequest('repository server');

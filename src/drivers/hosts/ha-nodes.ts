@@ -322,6 +322,26 @@ export class HaNodes {
     return p && (await this.o.hosts()).find((h) => h.id === p.hostId)?.address;
   }
 
+  /**
+   * The leader's node as last read (its host, index and ports), for a
+   * backup read through it; undefined while the cluster names none or its
+   * host is lost.
+   */
+  async leaderNode(
+    spec: ServiceSpec,
+  ): Promise<{ host: Host; index: number; port: number; apiPort: number } | undefined> {
+    const leader = this.last.get(spec.serviceId)?.cluster?.leader;
+    if (!leader) return undefined;
+    const index = Number(leader.replace(/^node/, ''));
+    const node = spec.nodes.find((n) => n.index === index);
+    const p = (await this.o.placements.list()).find(
+      (x) => x.resourceId === nodeResourceId(spec.serviceId, index),
+    );
+    const host = p && (await this.o.hosts()).find((h) => h.id === p.hostId);
+    if (!node || !host || this.lost(host)) return undefined;
+    return { host, index, port: node.port, apiPort: apiPortOf(spec, index) };
+  }
+
   /** Every node deleted on its host (a removed host's: nothing to delete), then its rows. */
   async delete(serviceId: string): Promise<Progress> {
     const hosts = await this.o.hosts();

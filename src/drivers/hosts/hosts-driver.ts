@@ -228,7 +228,8 @@ export class HostsDriver implements Driver {
 
   async applyService(spec: ServiceSpec): Promise<Progress> {
     if (isHa(spec)) {
-      const progress = await this.ha.apply(spec);
+      // Its nodes archive into the service's stanza on the repository host.
+      const progress = await this.ha.apply(await this.withRepository(spec, true));
       const leader = await this.ha.leaderHost(spec.serviceId);
       if (leader) this.leaders.set(spec.serviceId, leader);
       return progress;
@@ -450,11 +451,26 @@ export class HostsDriver implements Driver {
     const { repository } = await this.withRepository(parent);
     if (!repository) throw new DriverError(`Its parent ${parentId} has no repository.`, true);
     // A NOW or PITR fork needs the parent's latest moments: an idle parent
-    // asleep is woken for it (and a PITR's are archived first).
-    const ready = (await this.call(parentHost, 'readyForkParent', [
-      parentId,
-      source.strategy !== 'LAST_SNAPSHOT',
-    ])) as ForkParent;
+    // asleep is woken for it (and a PITR's are archived first); an HA
+    // parent's, from its leader's node.
+    const archive = source.strategy !== 'LAST_SNAPSHOT';
+    let ready: ForkParent;
+    if (isHa(parent)) {
+      const leader = await this.ha.leaderNode(parent);
+      if (!leader)
+        return {
+          done: false,
+          retryAfterMs: 2000,
+          reason: `waiting for a leader of its parent ${parentId}`,
+        };
+      ready = (await this.call(leader.host, 'readyPatroniParent', [
+        parentId,
+        { index: leader.index, port: leader.port },
+        archive,
+      ])) as ForkParent;
+    } else {
+      ready = (await this.call(parentHost, 'readyForkParent', [parentId, archive])) as ForkParent;
+    }
     let backupLabel = source.backupLabel;
     let target: ForkFromRepository['target'] = 'immediate';
     if (source.strategy === 'NOW') {
@@ -531,6 +547,26 @@ export class HostsDriver implements Driver {
 
   async deleteService(serviceId: string): Promise<Progress> {
     if (await this.hasStandbyRows(serviceId)) {
+      // Its stanza on the repository host first, with its backups, while
+      // its node rows still say it is an HA service (a delete resumed after
+      // a kill finds it so); its nodes' archiving into it ends with them.
+      const repoHost = await this.repositoryHost();
+      if (repoHost) {
+        // Its forks being made restore from that stanza: waited for, as a service's.
+        const forks = await this.o.forksBeingMade(serviceId);
+        if (forks.length > 0) {
+          return {
+            done: false,
+            retryAfterMs: 2000,
+            reason: `waiting for its forks being made from its backups (${forks.join(', ')})`,
+          };
+        }
+        const removed = await this.callRepository(repoHost, { action: 'remove', serviceId });
+        if (removed !== true) {
+          return { done: false, retryAfterMs: 200, reason: 'removing its repository' };
+        }
+        this.repositories.delete(serviceId);
+      }
       const progress = await this.ha.delete(serviceId);
       if (progress.done) {
         this.placed.delete(serviceId);
@@ -628,16 +664,7 @@ export class HostsDriver implements Driver {
   }
 
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
-    if (isHa(spec)) {
-      // Not built yet: its nodes archive no WAL. The backup waits (said in
-      // its operation) rather than fail, which would mark the service
-      // UNSTABLE after a few attempts while its databases run as asked.
-      return {
-        done: false,
-        retryAfterMs: 600_000,
-        reason: 'waiting for backups of HA services across hosts, which are not built yet',
-      };
-    }
+    if (isHa(spec)) return this.backupHaService(spec, since);
     const host = await this.placedHost(spec.serviceId);
     if (!host) throw new DriverError(`Service ${spec.serviceId} is not placed on a host.`, true);
     this.refuseLost(host);
@@ -666,6 +693,52 @@ export class HostsDriver implements Driver {
       source: { ...source, host: host.address },
     })) as BackupProgress;
     if (progress.done) await this.call(host, 'closeBackupSource', [spec.serviceId]);
+    return progress;
+  }
+
+  /**
+   * A backup of an HA service across hosts: taken on the repository host
+   * from its leader's node, through a pgBackRest server of that node's
+   * (docs/decisions.md, "HA across hosts": backups). A cluster with no
+   * leader now waits for one.
+   */
+  private async backupHaService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+    const repoHost = await this.repositoryHost();
+    if (!repoHost) {
+      // Its nodes archive nothing without one. The backup waits (said in
+      // its operation) rather than fail, which would mark the service
+      // UNSTABLE after a few attempts while its databases run as asked.
+      return {
+        done: false,
+        retryAfterMs: 600_000,
+        reason:
+          'waiting for a repository host: an HA service across hosts is backed up there (`basin host run --role repository`)',
+      };
+    }
+    const leader = await this.ha.leaderNode(spec);
+    if (!leader)
+      return { done: false, retryAfterMs: 2000, reason: 'waiting for a leader to back up' };
+    const withRepo = await this.withRepository(spec);
+    const node = { index: leader.index, port: leader.port, apiPort: leader.apiPort };
+    const source = (await this.call(leader.host, 'openPatroniSource', [withRepo, node])) as {
+      port: number;
+      config: string;
+      pgPath: string;
+      socketDir: string;
+      pgPort: number;
+      processMax: number;
+    };
+    const progress = (await this.callRepository(repoHost, {
+      action: 'backup',
+      serviceId: spec.serviceId,
+      port: spec.port,
+      since,
+      processMax: source.processMax,
+      source: { ...source, host: leader.host.address },
+    })) as BackupProgress;
+    if (progress.done) {
+      await this.call(leader.host, 'closePatroniSource', [spec.serviceId, leader.index]);
+    }
     return progress;
   }
 

@@ -108,6 +108,8 @@ import {
   applyPatroniNode,
   type FetchPatroniSecrets,
   inspectPatroniNode,
+  openPatroniSource,
+  readyPatroniParent,
 } from './patroni/patroni-node.js';
 import type { IdlePolicy } from './idle/idle-policy.js';
 import { type IdleView, IdleServices } from './idle/idle-services.js';
@@ -808,6 +810,32 @@ export class LocalDriver implements Driver {
     const ctx = this.context();
     await this.locks.run(spec.serviceId, () => ensurePatroniEndpoint(ctx, spec, members));
     return DONE;
+  }
+
+  async openPatroniSource(
+    spec: ServiceSpec,
+    node: { index: number; port: number; apiPort: number },
+  ): Promise<SourceInfo> {
+    checkId(spec.serviceId);
+    const ctx = this.context();
+    const local = patroniNodeId(spec.serviceId, node.index);
+    return this.locks.run(local, () => openPatroniSource(ctx, spec, local, node));
+  }
+
+  async readyPatroniParent(
+    serviceId: string,
+    node: { index: number; port: number },
+    archive: boolean,
+  ): Promise<ForkParent> {
+    checkId(serviceId);
+    const ctx = this.context();
+    const local = patroniNodeId(serviceId, node.index);
+    return this.locks.run(local, () => readyPatroniParent(ctx, local, node, archive === true));
+  }
+
+  async closePatroniSource(serviceId: string, index: number): Promise<void> {
+    checkId(serviceId);
+    this.context().backups.closeSource(patroniNodeId(serviceId, index));
   }
 
   async inspectPatroniNode(

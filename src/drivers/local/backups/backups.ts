@@ -363,6 +363,15 @@ export class LocalBackups {
       pgPort: primary.port,
       processMax: backupProcesses(spec.size),
     };
+    return this.serveSource(id, info, user);
+  }
+
+  /**
+   * The pgBackRest server of a backup source described by `info`, under the
+   * resource `id` (a service, or a Patroni node: patroni/node-archive.ts),
+   * started unless it runs; its configuration written before.
+   */
+  async serveSource(id: string, info: SourceInfo, user: OsUser): Promise<SourceInfo> {
     const open = this.sources.get(id);
     if (open && !open.exited()) return info;
     const cgroup = await this.cgroup(id, info.processMax);

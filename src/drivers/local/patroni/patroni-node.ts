@@ -35,6 +35,7 @@ import type { ClusterState } from '../../../domain/patroni-cluster.js';
 import { signRequest, makeKeyAndRequest } from '../../../lib/x509.js';
 import {
   DriverError,
+  type ForkParent,
   patroniNodeId,
   type PatroniNodeSpec,
   type PatroniNodeView,
@@ -63,6 +64,11 @@ import {
   RESTAPI_USER,
 } from './patroni-config.js';
 import { patroniStatus, startPatroni } from './patroni.js';
+import { ensureNodeArchive, ensureNodeStanza, nodePorts, openNodeSource } from './node-archive.js';
+import type { SourceInfo } from '../backups/backups.js';
+import { archiveUpToNow } from '../backups/fork-restore.js';
+import { readSystemId } from '../node/system-id.js';
+import { SafeDir } from '../host/files/safe-dir.js';
 
 /** What the control plane gives a node's host for its Patroni (agent/patroni-node.ts fetches it). */
 export interface PatroniSecrets {
@@ -84,7 +90,15 @@ export type FetchPatroniSecrets = (serviceId: string) => Promise<PatroniSecrets>
 
 type Ctx = Pick<
   DriverContext,
-  'layout' | 'users' | 'template' | 'networks' | 'cgroups' | 'privateTmp' | 'pg' | 'publicCidrs'
+  | 'layout'
+  | 'users'
+  | 'template'
+  | 'networks'
+  | 'cgroups'
+  | 'privateTmp'
+  | 'pg'
+  | 'publicCidrs'
+  | 'remoteIdentity'
 > & { adminOsUsers: DriverContext['adminOsUsers'] };
 
 /** The node's files, under its own resource's instance directory (patroniNodeId). */
@@ -112,7 +126,7 @@ export async function applyPatroniNode(
     return wait(250, 'preparing the PostgreSQL template (once per host)');
   }
   const net = await ctx.networks.ensure(local);
-  await ctx.networks.forward(local, { ports: [self.port, self.apiPort] });
+  await ctx.networks.forward(local, { ports: nodePorts(spec, self) });
 
   const f = nodeFiles(ctx, local);
   await mkdirIn(ctx.layout.instanceDir(local), 0o711);
@@ -148,6 +162,15 @@ export async function applyPatroniNode(
     await writeRootFile(etcdCa, secrets.etcd.ca, user);
   }
 
+  // The service's stanza on the repository host, when it has one (node-archive.ts).
+  const archive = await ensureNodeArchive(
+    ctx,
+    spec,
+    local,
+    { pgdata: f.pgdata, socketDir, port: self.port },
+    user,
+  );
+
   const inputs: PatroniInputs = {
     spec,
     self,
@@ -155,9 +178,8 @@ export async function applyPatroniNode(
     members: node.members,
     paths: {
       socketDir,
-      // WAL archiving of nodes across hosts is not wired yet (archiving: false).
-      pgbackrest: '/bin/false',
-      backupConf: '/nonexistent',
+      pgbackrest: archive?.pgbackrest ?? '/bin/false',
+      backupConf: archive?.backupConf ?? '/nonexistent',
       forkSourceConf: '/nonexistent',
       forkSourcePg: '/nonexistent',
       pgdata: f.pgdata,
@@ -182,7 +204,7 @@ export async function applyPatroniNode(
     // on this one, from the namespace's gateway).
     proxies: [...new Set([...node.names, net.hostAddress])],
     replicationSecret: secrets.replicationPassword,
-    archiving: false,
+    archiving: archive !== undefined,
     ...(node.timing ? { timing: node.timing } : {}),
   };
   const changed = await writeRootFile(f.config, renderPatroniConfig(inputs), user);
@@ -212,6 +234,7 @@ export async function applyPatroniNode(
       port: self.port,
       pgdata: f.pgdata,
     });
+    if (archive) await ensureNodeStanza(ctx, spec, local, archive, user);
     return synchronousNamed(ctx, api, spec, node.members.length);
   }
   await startPatroni({ files: f, user, privateTmp: ctx.privateTmp, prelude: { cgroups } });
@@ -473,4 +496,56 @@ async function fetchSecrets(
   } catch (err) {
     throw new DriverError((err as Error).message, true);
   }
+}
+
+/** This host's node's backup source (node-archive.ts openNodeSource), with the node's own paths. */
+export async function openPatroniSource(
+  ctx: Ctx & Pick<DriverContext, 'backups'>,
+  spec: ServiceSpec,
+  local: string,
+  node: { index: number; port: number; apiPort: number },
+): Promise<SourceInfo> {
+  const f = nodeFiles(ctx, local);
+  if (!(await exists(f.config))) {
+    throw new DriverError(`Node ${node.index} of ${spec.serviceId} is not on this host.`, false);
+  }
+  const user = await ctx.users.ensure(local);
+  return openNodeSource(
+    ctx,
+    spec,
+    local,
+    { pgdata: f.pgdata, socketDir: join(f.data, 'sock'), port: node.port, apiPort: node.apiPort },
+    user,
+  );
+}
+
+/**
+ * A fork's parent side (backups/fork-parent.ts's, for an HA service across
+ * hosts), on the leader's node: the system identifier in its control file
+ * (the nodes share it), and for a point-in-time or NOW fork everything up
+ * to now pushed into the service's stanza (a commit, a segment switch, the
+ * archiver).
+ */
+export async function readyPatroniParent(
+  ctx: Ctx & Pick<DriverContext, 'adminBounds'>,
+  local: string,
+  node: { index: number; port: number },
+  archive: boolean,
+): Promise<ForkParent> {
+  const f = nodeFiles(ctx, local);
+  const user = ctx.users.lookup(local);
+  if (!user || !(await exists(f.config))) {
+    throw new DriverError(`Node ${node.index} is not on this host.`, false);
+  }
+  const systemId = await readSystemId(await SafeDir.open(f.pgdata, user.uid));
+  if (archive) {
+    const target = {
+      socketDir: join(f.data, 'sock'),
+      port: node.port,
+      pgdata: f.pgdata,
+      bounds: ctx.adminBounds,
+    };
+    await archiveUpToNow(target, AbortSignal.timeout(90_000));
+  }
+  return { systemId, running: true, stoppedAt: null };
 }
