@@ -16,7 +16,6 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
-import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { psql } from '../e2e/clients.js';
 import { pitrWindowStart } from '../harness/basin-api.js';
 import { cluster, until } from './cluster.js';
@@ -42,20 +41,6 @@ test(
       args: ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'],
     });
     const { b, cli, address } = c;
-    const made: string[] = [];
-    t.after(() => {
-      // The repository host's users are its own: removed whatever the outcome.
-      for (const id of made) {
-        const name = `basin-r-${id}`;
-        if (!readPasswd().some((u) => u.name === name)) continue;
-        try {
-          execFileSync('pkill', ['-KILL', '-U', name]);
-        } catch {
-          // none left
-        }
-        execFileSync('userdel', [name]);
-      }
-    });
     await c.joinAgent(1, { args: ['--role', 'repository'] });
     for (const i of [2, 3, 4]) await c.joinAgent(i, { zone: `z${i}`, heartbeatMs: 500 });
     await until(async () => {
@@ -66,7 +51,6 @@ test(
     const created = await b.call('POST', b.servicePath(), { name: 'ha', replica_count: 1 });
     assert.equal(created.status, 202, created.text);
     const id = created.body.service_id as string;
-    made.push(id);
     const password = created.body.initial_password as string;
     await b.waitForStatus(id, 'READY', 600_000);
     const setHa = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
@@ -114,12 +98,16 @@ test(
     await psql(conn(leader), password, 'create table t (v int); insert into t values (1), (2)');
     // pgBackRest's check, as the leader node's user in its host's namespace:
     // it switches the WAL and waits until that segment is in the archive.
-    const owner = readPasswd().find((u) => u.uid === statSync(join(leader.backup, 'lock')).uid);
+    // (Its user is in its host's own /etc: cluster.ts.)
+    const owner = c
+      .users(leader.i)
+      .find((u) => u.uid === statSync(join(leader.backup, 'lock')).uid);
     assert.ok(owner, "the leader node's user");
     execFileSync(
       'ip',
       [
-        'netns', 'exec', c.namespace(leader.i), 'runuser', '-u', owner.name, '--',
+        'netns', 'exec', c.namespace(leader.i), 'setpriv', `--reuid=${owner.uid}`,
+        `--regid=${owner.gid}`, '--clear-groups', '--',
         'pgbackrest', `--config=${join(leader.backup, 'pgbackrest.conf')}`, `--stanza=${id}`,
         'check',
       ], // prettier-ignore
@@ -150,7 +138,6 @@ test(
     });
     assert.equal(asked.status, 202, asked.text);
     const forkId = asked.body.service_id as string;
-    made.push(forkId);
     const fork = await b.waitForStatus(forkId, 'READY', 300_000);
     assert.notEqual(fork.endpoint.host, address(1), 'the repository host runs no service');
     const forkRows = await psql(
