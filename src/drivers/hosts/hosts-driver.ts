@@ -676,22 +676,8 @@ export class HostsDriver implements Driver {
     // pgBackRest backs up only where the repository is: on the repository
     // host, reading the service through its own server on its host, which
     // runs for the backup.
-    const source = (await this.call(host, 'openBackupSource', [withRepo])) as {
-      port: number;
-      config: string;
-      pgPath: string;
-      socketDir: string;
-      pgPort: number;
-      processMax: number;
-    };
-    const progress = (await this.callRepository(repoHost, {
-      action: 'backup',
-      serviceId: spec.serviceId,
-      port: spec.port,
-      since,
-      processMax: source.processMax,
-      source: { ...source, host: host.address },
-    })) as BackupProgress;
+    const source = (await this.call(host, 'openBackupSource', [withRepo])) as SourceInfo;
+    const progress = await this.backupFrom(repoHost, spec, since, source, host);
     if (progress.done) await this.call(host, 'closeBackupSource', [spec.serviceId]);
     return progress;
   }
@@ -720,26 +706,37 @@ export class HostsDriver implements Driver {
       return { done: false, retryAfterMs: 2000, reason: 'waiting for a leader to back up' };
     const withRepo = await this.withRepository(spec);
     const node = { index: leader.index, port: leader.port, apiPort: leader.apiPort };
-    const source = (await this.call(leader.host, 'openPatroniSource', [withRepo, node])) as {
-      port: number;
-      config: string;
-      pgPath: string;
-      socketDir: string;
-      pgPort: number;
-      processMax: number;
-    };
-    const progress = (await this.callRepository(repoHost, {
+    const source = (await this.call(leader.host, 'openPatroniSource', [
+      withRepo,
+      node,
+    ])) as SourceInfo;
+    const progress = await this.backupFrom(repoHost, spec, since, source, leader.host);
+    if (progress.done) {
+      await this.call(leader.host, 'closePatroniSource', [spec.serviceId, leader.index]);
+    }
+    return progress;
+  }
+
+  /**
+   * One step of a backup on the repository host (pgBackRest backs up only
+   * where the repository is), reading the service through `source`, a
+   * pgBackRest server on `host` opened for the backup.
+   */
+  private async backupFrom(
+    repoHost: Host,
+    spec: ServiceSpec,
+    since: number,
+    source: SourceInfo,
+    host: Host,
+  ): Promise<BackupProgress> {
+    return (await this.callRepository(repoHost, {
       action: 'backup',
       serviceId: spec.serviceId,
       port: spec.port,
       since,
       processMax: source.processMax,
-      source: { ...source, host: leader.host.address },
+      source: { ...source, host: host.address },
     })) as BackupProgress;
-    if (progress.done) {
-      await this.call(leader.host, 'closePatroniSource', [spec.serviceId, leader.index]);
-    }
-    return progress;
   }
 
   async expireBackups(serviceId: string, oldestKept: string): Promise<void> {
@@ -980,6 +977,19 @@ export class HostsDriver implements Driver {
  */
 const READ_TIMEOUT_MS = 5_000;
 const READS = new Set(['inspectService', 'observeService', 'readLogs', 'sampleSeries', 'metrics']);
+
+/**
+ * What a database host answers when it opens a backup source (the local
+ * driver's SourceInfo: drivers do not import each other).
+ */
+interface SourceInfo {
+  port: number;
+  config: string;
+  pgPath: string;
+  socketDir: string;
+  pgPort: number;
+  processMax: number;
+}
 
 /** A service with standbys: its nodes run under Patroni, each on a host of its own. */
 const isHa = (spec: ServiceSpec) => spec.nodes.length > 1;
