@@ -88,6 +88,9 @@ export class HaNodes {
     { cluster?: ClusterState; reason?: string; leaderless?: boolean }
   >();
 
+  /** The last of Basin's own entries said of each service's restarts and stops (said once). */
+  private said = new Map<string, string>();
+
   constructor(private readonly o: HaNodesOptions) {}
 
   /** Why an HA service of `nodes` nodes of `size` cannot be placed now, for a 503; undefined when it can. */
@@ -161,6 +164,7 @@ export class HaNodes {
   /** One step of every node towards the spec, each on its host; done once every node's Patroni runs. */
   async apply(spec: ServiceSpec): Promise<Progress> {
     const placed = await this.place(spec);
+    if (!spec.running) return this.stop(spec, placed);
     const members = this.members(spec, placed);
     const hosts = await this.o.hosts();
     // Every database host's address: HAProxy on each may route to any node.
@@ -198,11 +202,128 @@ export class HaNodes {
     // host) is told in the service's logs, and its leader known (the
     // service's endpoint host) by the time the apply is done.
     await this.read(spec, true).catch(() => undefined);
-    if (waiting.length === 0) return DONE;
+    if (waiting.length === 0) return this.rollingRestart(spec, placed);
     return wait(
       Math.min(...waiting.map((p) => p.retryAfterMs)),
       waiting.map((p) => p.reason).join('; '),
     );
+  }
+
+  /**
+   * One step of a rolling restart, when a change (a resize) left nodes
+   * running with settings that take a restart: decided afresh at every
+   * step from what the nodes run (stalePatroniSettings) and what Patroni
+   * reports, so a kill -9 of the control plane anywhere resumes it. One
+   * node at a time, and only while the cluster is whole (a leader, every
+   * standby streaming, as many synchronous as asked): the standbys first,
+   * each restarted by its own Patroni; then, with only the leader left, a
+   * switchover to a synchronous (else the most caught-up) standby, asked
+   * of the leader's Patroni, which decides; the old leader, a standby
+   * then, restarts last. DONE when no node runs stale settings.
+   */
+  private async rollingRestart(spec: ServiceSpec, placed: Map<number, Host>): Promise<Progress> {
+    const stale = await Promise.all(
+      spec.nodes.map(async (n) => {
+        const host = placed.get(n.index) as Host;
+        // A lost host's node is restarted with its settings when it returns.
+        if (this.lost(host)) return { index: n.index, stale: [] as string[] };
+        const got = (await this.o.call(host, 'stalePatroniSettings', [
+          spec.serviceId,
+          { index: n.index, port: n.port },
+        ])) as string[] | null;
+        return { index: n.index, stale: got };
+      }),
+    );
+    const todo = stale.filter((s) => s.stale === null || s.stale.length > 0);
+    if (todo.length === 0) {
+      this.said.delete(spec.serviceId);
+      return DONE;
+    }
+    const cluster = clusterOf(await this.views(spec));
+    const verdict = patroniVerdict(cluster, {
+      standbys: spec.ha.replicaCount,
+      sync: spec.ha.syncReplicaCount,
+    });
+    const names = todo.map((s) => `node${s.index}`).join(', ');
+    if (!cluster?.leader || verdict.reason !== undefined || todo.some((s) => s.stale === null)) {
+      const why = verdict.reason ?? 'a node does not answer';
+      return wait(1000, `${names} to restart for new settings, once the cluster is whole (${why})`);
+    }
+    const leader = cluster.leader;
+    const ports = (index: number) => {
+      const n = spec.nodes.find((x) => x.index === index);
+      return { index, port: n?.port ?? 0, apiPort: apiPortOf(spec, index) };
+    };
+    const target: Target = { kind: 'service', id: spec.serviceId };
+    const standby = todo.find((s) => `node${s.index}` !== leader);
+    if (standby) {
+      const name = `node${standby.index}`;
+      this.say(target, `basin: restarting ${name}, a standby, for settings that take a restart (${(standby.stale ?? []).join(', ')})`); // prettier-ignore
+      const host = placed.get(standby.index) as Host;
+      const p = (await this.o.call(host, 'restartPatroniNode', [
+        spec.serviceId,
+        ports(standby.index),
+      ])) as Progress;
+      return p.done ? wait(1000, `${name} restarted: waiting for it to stream again`) : p;
+    }
+    // Only the leader runs stale settings: it hands over first, to a
+    // standby that runs the new ones (Patroni refuses a candidate that is
+    // not synchronous under synchronous_mode_strict).
+    const streaming = cluster.members.filter(
+      (m) => m.name !== leader && ['running', 'streaming'].includes(m.state),
+    );
+    const candidate =
+      streaming.find((m) => m.role === 'sync_standby') ??
+      [...streaming].sort((a, b) => (a.lagBytes ?? 0) - (b.lagBytes ?? 0))[0];
+    if (!candidate) return wait(2000, `${leader} to restart: no standby streams to hand over to`);
+    const index = Number(leader.replace(/^node/, ''));
+    const stalePrimary = (todo.find((s) => s.index === index)?.stale ?? []).join(', ');
+    this.say(target, `basin: switchover: the primary ${leader} needs a restart (${stalePrimary}): asking Patroni to hand over to ${candidate.name}, then ${leader} restarts as a standby`); // prettier-ignore
+    const p = (await this.o.call(placed.get(index) as Host, 'switchoverPatroni', [
+      spec.serviceId,
+      ports(index),
+      candidate.name,
+    ])) as Progress;
+    return p.done ? wait(1000, `${leader} handed over to ${candidate.name}`) : p;
+  }
+
+  /**
+   * One step of stopping the service's nodes (`running: false`): every
+   * standby's Patroni first, then the leader's, so that no standby is
+   * promoted meanwhile; DONE once no reachable node's Patroni runs (a lost
+   * host's is stopped when it returns: the reconciler sees it run).
+   */
+  private async stop(spec: ServiceSpec, placed: Map<number, Host>): Promise<Progress> {
+    const views = await this.views(spec);
+    const running = views.filter((v) => v.view?.patroni);
+    if (running.length === 0) {
+      this.last.delete(spec.serviceId);
+      this.said.delete(spec.serviceId);
+      return DONE;
+    }
+    const leader = clusterOf(views)?.leader;
+    const standbys = running.filter((v) => `node${v.index}` !== leader);
+    const batch = standbys.length > 0 ? standbys : running;
+    const names = batch.map((v) => `node${v.index}`).join(', ');
+    this.say(
+      { kind: 'service', id: spec.serviceId },
+      standbys.length > 0
+        ? `basin: stopping ${names} (standbys), then the leader`
+        : `basin: stopping ${names}${leader ? ' (the leader)' : ''}`,
+    );
+    await Promise.all(
+      batch.map((v) =>
+        this.o.call(placed.get(v.index) as Host, 'stopPatroniNode', [spec.serviceId, v.index]),
+      ),
+    );
+    return wait(100, `stopped ${names}`);
+  }
+
+  /** One of Basin's own entries in the service's logs, not said twice in a row. */
+  private say(target: Target, message: string): void {
+    if (this.said.get(target.id) === message) return;
+    this.said.set(target.id, message);
+    this.o.notify(target, { severity: 'LOG', message });
   }
 
   /** What each node's host sees of it (a lost host's: nothing). */
@@ -248,6 +369,11 @@ export class HaNodes {
   async inspect(spec: ServiceSpec): Promise<Health> {
     const placements = nodePlacements(await this.o.placements.list(), spec.serviceId);
     if (placements.length === 0) return 'missing';
+    // Stopped: no node's Patroni should run (one that does is stopped again).
+    if (!spec.running) {
+      const views = await this.views(spec);
+      return views.some((v) => v.view?.patroni) ? 'running' : 'stopped';
+    }
     return this.read(spec);
   }
 

@@ -147,7 +147,7 @@ const PATRONI_OWNS = new Set([
  * run with less than its primary): kept in the DCS, whence Patroni gives
  * them to every member.
  */
-const CLUSTER_WIDE = [
+export const CLUSTER_WIDE = [
   'max_connections',
   'max_worker_processes',
   'max_wal_senders',

@@ -58,6 +58,7 @@ import { exists, mkdirIn, ensureOwnedDir, writeOwned, writeRootFile } from '../n
 import { apiGet, apiRequest, type ClientTls, clusterState } from './client.js';
 import { ensurePatroniDirs, patroniFiles, prepareSeed, type PatroniFiles } from './files.js';
 import {
+  CLUSTER_WIDE,
   type PatroniInputs,
   patroniParameters,
   renderPatroniConfig,
@@ -223,7 +224,7 @@ export async function applyPatroniNode(
     // Patroni reads its configuration again on SIGHUP.
     if (changed) signalAll([st.pid], 'SIGHUP');
     const api = `https://${hostPort(self.address, self.apiPort)}`;
-    const sync = await keepSynchronous(ctx, api, spec, node.members.length, secrets);
+    const sync = await keepDynamic(ctx, api, spec, node.members.length, secrets, params);
     if (sync) return sync;
     const running = await nodeRunning(ctx, api);
     if (running !== 'primary') return running;
@@ -242,19 +243,23 @@ export async function applyPatroniNode(
 }
 
 /**
- * The cluster's synchronous replication as the spec asks now
- * (`bootstrap.dcs` holds only what it was at creation; later changes, a
- * setHA, are Patroni's dynamic configuration, PATCH /config, which the
- * agent may ask of its own node: its host's address is a member's, on the
- * REST API's allowlist). Undefined once it is; a wait while the cluster
- * has no configuration yet (being formed) or does not answer.
+ * The cluster's dynamic configuration as the spec asks now (`bootstrap.dcs`
+ * holds only what it was at creation; later changes are Patroni's dynamic
+ * configuration, PATCH /config, which the agent may ask of its own node:
+ * its host's address is a member's, on the REST API's allowlist): the
+ * synchronous replication (a setHA), and the settings every member must
+ * share (max_connections, max_worker_processes…: a resize), which Patroni
+ * takes from the DCS over a node's own YAML. Undefined once it is; a wait
+ * while the cluster has no configuration yet (being formed) or does not
+ * answer.
  */
-async function keepSynchronous(
+async function keepDynamic(
   ctx: Pick<Ctx, 'layout'>,
   api: string,
   spec: ServiceSpec,
   nodes: number,
   secrets: PatroniSecrets,
+  params: Record<string, string>,
 ): Promise<Progress | undefined> {
   const sync = Math.max(0, Math.min(spec.ha.syncReplicaCount, nodes - 1));
   const wanted = {
@@ -262,6 +267,9 @@ async function keepSynchronous(
     synchronous_mode_strict: sync > 0,
     synchronous_node_count: Math.max(1, sync),
   };
+  const shared = Object.fromEntries(
+    CLUSTER_WIDE.filter((k) => k in params).map((k) => [k, String(params[k])]),
+  );
   try {
     const tls = await readerTls(ctx);
     const got = await apiGet(api, '/config', tls);
@@ -269,13 +277,17 @@ async function keepSynchronous(
       return wait(500, "waiting for the cluster's configuration in etcd");
     }
     const now = got.body as Record<string, unknown>;
-    if (Object.entries(wanted).every(([k, v]) => now[k] === v)) return undefined;
+    const nowParams = ((now.postgresql as { parameters?: Record<string, unknown> } | undefined)
+      ?.parameters ?? {}) as Record<string, unknown>;
+    const syncAsAsked = Object.entries(wanted).every(([k, v]) => now[k] === v);
+    const sharedAsAsked = Object.entries(shared).every(([k, v]) => String(nowParams[k]) === v);
+    if (syncAsAsked && sharedAsAsked) return undefined;
     const patched = await apiRequest(api, 'PATCH', '/config', tls, 5000, {
-      body: wanted,
+      body: { ...wanted, postgresql: { parameters: shared } },
       auth: { username: RESTAPI_USER, password: secrets.restApiPassword },
     });
     if (patched.status !== 200) {
-      return wait(1000, `Patroni answered ${patched.status} to its synchronous mode`);
+      return wait(1000, `Patroni answered ${patched.status} to its dynamic configuration`);
     }
     return undefined;
   } catch (err) {
@@ -385,7 +397,7 @@ export async function inspectPatroniNode(
  * once, root's alone. Not the host's identity key (which drives the
  * control plane's listener), and not any tenant's.
  */
-async function readerTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
+export async function readerTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
   const dir = join(ctx.layout.root, 'patroni-reader');
   const certFile = join(dir, 'client.crt');
   const keyFile = join(dir, 'client.key');
