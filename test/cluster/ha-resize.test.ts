@@ -26,6 +26,9 @@ const PREFIX = 'hopr';
 /** The topology's subnet, 10.231.20.0/24: its own, as the tests run in parallel. */
 const NET = 20;
 
+/** Each step's time in the test's output, for a run that ends past its deadline. */
+const step = (what: string) => console.log(`ha-resize: ${new Date().toISOString()} ${what}`);
+
 interface EtcdView {
   quorum: boolean;
   members: { healthy: boolean }[];
@@ -60,11 +63,13 @@ test(
       return e.quorum && e.members.length === 3 && e.members.every((m) => m.healthy);
     }, 300_000);
 
+    step('etcd has its quorum');
     const created = await b.call('POST', b.servicePath(), { name: 'ha', replica_count: 2 });
     assert.equal(created.status, 202, created.text);
     const id = created.body.service_id as string;
     const password = created.body.initial_password as string;
     await b.waitForStatus(id, 'READY', 600_000);
+    step('READY with two standbys');
     const setHa = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
     assert.equal(setHa.status, 202, setHa.text);
     await b.waitForStatus(id, 'READY', 300_000);
@@ -119,6 +124,7 @@ test(
     })();
     await until(async () => acked.length >= 20, 60_000);
 
+    step('the writer commits');
     // The resize: shared_buffers 512MB → 1GB, which takes a restart.
     const resize = await b.call('POST', `${b.servicePath(id)}/resize`, {
       cpu_millis: '1000',
@@ -128,6 +134,7 @@ test(
     const resizedAt = Date.now();
     await b.waitForStatus(id, 'READY', 600_000).catch(async () => assert.fail(await logsText()));
     const tookMs = Date.now() - resizedAt;
+    step('READY after the resize');
     const count = acked.length;
     await until(async () => acked.length >= count + 20, 60_000);
     writing = false;
@@ -158,6 +165,7 @@ test(
         `the longest pause between two acknowledged commits: ${pause} ms (load: ${readFileSync('/proc/loadavg', 'utf8').trim()})`,
     );
 
+    step('checked the resize');
     // Stopped: PAUSED, and neither a node nor the endpoint answers.
     const stop = await b.call('POST', `${b.servicePath(id)}/stop`);
     assert.equal(stop.status, 202, stop.text);
@@ -166,6 +174,7 @@ test(
       await assert.rejects(psql(conn(n), password, 'select 1'));
     }
     assert.match(await logsText(), /basin: stopping node\d, node\d \(standbys\), then the leader/);
+    step('PAUSED');
     // Started: READY, its rows there, writable through the endpoint.
     const start = await b.call('POST', `${b.servicePath(id)}/start`);
     assert.equal(start.status, 202, start.text);

@@ -60,6 +60,7 @@ import { ensurePatroniDirs, patroniFiles, prepareSeed, type PatroniFiles } from 
 import {
   CLUSTER_WIDE,
   type PatroniInputs,
+  patroniConfig,
   patroniParameters,
   renderPatroniConfig,
   RESTAPI_USER,
@@ -69,7 +70,8 @@ import { ensureNodeArchive, ensureNodeStanza, nodePorts, openNodeSource } from '
 import type { SourceInfo } from '../backups/backups.js';
 import { archiveUpToNow } from '../backups/fork-restore.js';
 import { readSystemId } from '../node/system-id.js';
-import { SafeDir } from '../host/files/safe-dir.js';
+import { SafeDir, withSafeDir } from '../host/files/safe-dir.js';
+import type { OsUser } from '../host/os-user.js';
 
 /** What the control plane gives a node's host for its Patroni (agent/patroni-node.ts fetches it). */
 export interface PatroniSecrets {
@@ -221,8 +223,14 @@ export async function applyPatroniNode(
   );
   const st = await patroniStatus(f, user);
   if (st.up) {
-    // Patroni reads its configuration again on SIGHUP.
+    // Patroni reads its configuration again on SIGHUP, and writes the
+    // node's pg_hba from it (a VPC attached or detached): the apply is
+    // done once it has, so that READY means the new rules hold.
     if (changed) signalAll([st.pid], 'SIGHUP');
+    const hba = patroniConfig(inputs) as { postgresql: { pg_hba: string[] } };
+    if (!(await hbaWritten(f, user, hba.postgresql.pg_hba))) {
+      return wait(300, "Patroni is writing the node's new pg_hba (its reload)");
+    }
     const api = `https://${hostPort(self.address, self.apiPort)}`;
     const sync = await keepDynamic(ctx, api, spec, node.members.length, secrets, params);
     if (sync) return sync;
@@ -292,6 +300,24 @@ async function keepDynamic(
     return undefined;
   } catch (err) {
     return wait(500, `Patroni's REST API does not answer yet (${(err as Error).message})`);
+  }
+}
+
+/**
+ * Whether the node's pg_hba.conf, which Patroni writes into the data
+ * directory from the YAML on each reload, holds `wanted`'s lines; read
+ * without following the tenant's links (SafeDir), bounded.
+ */
+async function hbaWritten(f: PatroniFiles, user: OsUser, wanted: readonly string[]) {
+  try {
+    const text = await withSafeDir(f.pgdata, user.uid, (d) => d.readSmall('pg_hba.conf', 1 << 20));
+    const lines = text
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    return lines.join('\n') === wanted.map((l) => l.trim()).join('\n');
+  } catch {
+    return false;
   }
 }
 
