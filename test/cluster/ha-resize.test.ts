@@ -150,7 +150,15 @@ test(
     const logs = await logsText();
     assert.match(logs, /basin: restarting node\d, a standby, for settings that take a restart \([^)]*shared_buffers/); // prettier-ignore
     assert.ok(logs.includes(`basin: switchover: the primary ${before.name} needs a restart`), logs);
-    await until(async () => /patroni: switchover: node\d is the primary/.test(await logsText()), 60_000); // prettier-ignore
+    // What Patroni did, as Basin read it: the new leader named (a
+    // switchover when the old primary was read running as a standby, else
+    // while it was still restarting).
+    let told = '';
+    await until(async () => {
+      told = await logsText();
+      return new RegExp(`patroni: (switchover: ${after.name} is the primary|failover: ${after.name} was promoted)`).test(told); // prettier-ignore
+    }, 60_000).catch(() => assert.fail(told));
+    console.log(`ha-resize: ${told.match(/patroni: (switchover|failover): [^"]*/)?.[0] ?? ''}`);
     const stored = new Set(
       (await psql(conn(after), password, 'select i from w')).split('\n').map(Number),
     );
