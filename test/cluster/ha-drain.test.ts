@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import { parse } from 'yaml';
 import { pgClient, psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -163,10 +164,10 @@ test(
       const instances = join(c.host(i).dataDir, 'local', 'instances');
       const mine = readdirSync(instances).filter((d) => d.startsWith(`${id}n`));
       if (mine.length === 0) continue;
-      const nodePort = (readFileSync(
-        join(instances, mine[0] as string, 'patroni', 'patroni.yml'),
-        'utf8',
-      ).match(/connect_address: [\d.]+:(\d+)/) ?? [])[1];
+      const conf = parse(
+        readFileSync(join(instances, mine[0] as string, 'patroni', 'patroni.yml'), 'utf8'),
+      ) as { postgresql: { connect_address: string } };
+      const nodePort = conf.postgresql.connect_address.split(':')[1];
       let got = '';
       await until(async () => {
         got = await psql(conn({ host: address(i), port: Number(nodePort) }), password, 'select count(*) from w').catch((e: Error) => e.message); // prettier-ignore

@@ -91,6 +91,8 @@ export class HaNodes {
     { cluster?: ClusterState; reason?: string; leaderless?: boolean }
   >();
 
+  /** The last switchover this process asked of each service's Patroni: told as one, not a failover. */
+  private handovers = new Map<string, { from: string; to: string }>();
   /** How often this process restarted a node for the same stale settings (a guard against a loop). */
   private restarts = new Map<string, number>();
   /** The last of Basin's own entries said of each service's restarts and stops (said once). */
@@ -328,6 +330,7 @@ export class HaNodes {
       `basin: switchover: ${why}: asking Patroni to hand over to ${candidate.name}, then ${leader} ${then} as a standby`,
     );
     const n = spec.nodes.find((x) => x.index === index);
+    this.handovers.set(spec.serviceId, { from: leader, to: candidate.name });
     const p = (await this.o.call(host, 'switchoverPatroni', [
       spec.serviceId,
       { index, port: n?.port ?? 0, apiPort: apiPortOf(spec, index) },
@@ -520,7 +523,10 @@ export class HaNodes {
     // said once, and the last reading with a leader is kept, so that the
     // promotion after it is told as the failover it is.
     const leaderless = cluster !== undefined && cluster.leader === undefined;
-    const notes = leaderless && last.leaderless ? [] : patroniChanges(before, cluster);
+    const notes =
+      leaderless && last.leaderless
+        ? []
+        : patroniChanges(before, cluster, this.handovers.get(spec.serviceId));
     for (const note of notes) this.o.notify(target, note);
     const verdict = patroniVerdict(cluster, {
       standbys: spec.ha.replicaCount,
