@@ -7,7 +7,8 @@
 // standbys first, then a switchover (asked of the leader's Patroni) and
 // the old primary last; every node runs the new size, the primary has
 // changed, the service's logs say each restart and the switchover, and
-// every acknowledged commit is there. The longest pause between two
+// every acknowledged commit is there; the control plane is killed with
+// kill -9 during it and started again, and goes on. The longest pause between two
 // acknowledged commits is printed (not asserted: a time). Then the service
 // is stopped (PAUSED: no node, no endpoint answers) and started again
 // (READY, its rows there).
@@ -25,6 +26,7 @@ import { cluster, until } from './cluster.js';
 const PREFIX = 'hopr';
 /** The topology's subnet, 10.231.20.0/24: its own, as the tests run in parallel. */
 const NET = 20;
+const ARGS = ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'];
 
 /** Each step's time in the test's output, for a run that ends past its deadline. */
 const step = (what: string) => console.log(`ha-resize: ${new Date().toISOString()} ${what}`);
@@ -43,9 +45,10 @@ test(
       net: NET,
       hosts: 3,
       driver: 'hosts',
-      args: ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'],
+      args: ARGS,
     });
-    const { b, cli, address } = c;
+    const { cli, address } = c;
+    let b = c.b;
     t.after(() => {
       if ((t as { passed?: boolean }).passed !== false) return;
       for (const i of [1, 2, 3]) {
@@ -132,7 +135,15 @@ test(
     });
     assert.equal(resize.status, 202, resize.text);
     const resizedAt = Date.now();
-    await b.waitForStatus(id, 'READY', 600_000).catch(async () => assert.fail(await logsText()));
+    // The control plane killed with kill -9 once the rolling restart has
+    // begun, and started again: it goes on from what the nodes run.
+    await until(async () => /basin: restarting node\d/.test(await logsText()), 120_000);
+    await b.kill();
+    step('the control plane killed with kill -9 during the rolling restart');
+    b = await c.inst.start({
+      args: ['--host-listen', c.controlPlane.replace(/^https:\/\//, ''), ...ARGS],
+    });
+    await b.waitForStatus(id, 'READY', 300_000).catch(async () => assert.fail(await logsText()));
     const tookMs = Date.now() - resizedAt;
     step('READY after the resize');
     const count = acked.length;
