@@ -9,7 +9,9 @@
 // changed, the service's logs say each restart and the switchover, and
 // every acknowledged commit is there; the control plane is killed with
 // kill -9 during it and started again, and goes on. The longest pause between two
-// acknowledged commits is printed (not asserted: a time). Then the service
+// acknowledged commits is printed (not asserted: a time). The pooler is
+// refused with a 400; a new password and a VPC reach every node and every
+// host's endpoint. Then the service
 // is stopped (PAUSED: no node, no endpoint answers) and started again
 // (READY, its rows there).
 
@@ -20,7 +22,7 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { parse } from 'yaml';
-import { pgClient, psql } from '../e2e/clients.js';
+import { pgClient, psql, psqlRefused } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
 const PREFIX = 'hopr';
@@ -185,12 +187,62 @@ test(
     );
 
     step('checked the resize');
+
+    // The connection pooler of an HA service across hosts: a 400 that says so.
+    const pooler = await b.call('POST', `${b.servicePath(id)}/enablePooler`);
+    assert.equal(pooler.status, 400, pooler.text);
+    assert.equal(pooler.body.code, 'INVALID_REQUEST');
+    assert.match(pooler.body.message, /connection pooler of a service with HA replicas/);
+
+    // A new password: the leader's SQL, replayed by the standbys.
+    const newPassword = 'a-new-long-password-for-ha';
+    const pw = await b.call('POST', `${b.servicePath(id)}/updatePassword`, {
+      password: newPassword,
+    });
+    assert.equal(pw.status, 204, pw.text);
+    await b.waitForStatus(id, 'READY', 120_000);
+    for (const n of [...nodes, endpoint]) {
+      await until(
+        async () => (await psql(conn(n), newPassword, 'select 1').catch(() => '')) === '1',
+        60_000,
+      );
+      assert.match(await psqlRefused(conn(n), password), /password authentication failed/);
+    }
+
+    // In a VPC: the endpoint (HAProxy on every host) and the nodes' own
+    // ports admit its block only (this test's address is outside it);
+    // detached, public again.
+    const vpc = await b.call('POST', `/projects/${b.projectId}/vpcs`, {
+      name: 'net',
+      cidr: '10.213.79.0/24',
+      region_code: 'us-east-1',
+    });
+    assert.equal(vpc.status, 201, vpc.text);
+    const attach = await b.call('POST', `${b.servicePath(id)}/attachToVPC`, {
+      vpc_id: vpc.body.id,
+    });
+    assert.equal(attach.status, 202, attach.text);
+    await b.waitForStatus(id, 'READY', 120_000);
+    for (const n of [endpoint, ...nodes]) {
+      const refused = await psqlRefused(conn(n), newPassword);
+      assert.match(refused, /pg_hba|closed|terminated|reset/i, `${n.host}:${n.port}: ${refused}`);
+    }
+    const detach = await b.call('POST', `${b.servicePath(id)}/detachFromVPC`, {
+      vpc_id: vpc.body.id,
+    });
+    assert.equal(detach.status, 202, detach.text);
+    await b.waitForStatus(id, 'READY', 120_000);
+    await until(
+      async () => (await psql(conn(endpoint), newPassword, 'select 1').catch(() => '')) === '1',
+      60_000,
+    );
+    step('pooler refused; password and VPC reach every node');
     // Stopped: PAUSED, and neither a node nor the endpoint answers.
     const stop = await b.call('POST', `${b.servicePath(id)}/stop`);
     assert.equal(stop.status, 202, stop.text);
     await b.waitForStatus(id, 'PAUSED', 300_000);
     for (const n of [...nodes, endpoint]) {
-      await assert.rejects(psql(conn(n), password, 'select 1'));
+      await assert.rejects(psql(conn(n), newPassword, 'select 1'));
     }
     assert.match(await logsText(), /basin: stopping node\d, node\d \(standbys\), then the leader/);
     step('PAUSED');
@@ -202,7 +254,7 @@ test(
     await until(async () => {
       answer = await psql(
         conn(endpoint),
-        password,
+        newPassword,
         'select pg_is_in_recovery(), count(*) from w',
       ).catch((err: Error) => err.message);
       return answer === `f|${stored.size}`;
