@@ -2,8 +2,9 @@
 // (docs/decisions.md, "HA across hosts": rolling restarts, stop and
 // start), on the namespace topology: three hosts, a service with two
 // standbys, one synchronous. A writer commits through host 1's endpoint
-// with verify-full the whole time. A resize changes shared_buffers, which
-// takes a restart: every node is restarted by its own Patroni, the
+// with verify-full the whole time. A resize changes shared_buffers and
+// max_connections (in Patroni's dynamic configuration), which
+// take a restart: every node is restarted by its own Patroni, the
 // standbys first, then a switchover (asked of the leader's Patroni) and
 // the old primary last; every node runs the new size, the primary has
 // changed, the service's logs say each restart and the switchover, and
@@ -103,6 +104,7 @@ test(
     };
     const before = await primaryOf();
     assert.deepEqual(await each('show shared_buffers'), ['512MB', '512MB', '512MB']);
+    assert.deepEqual(await each('show max_connections'), ['100', '100', '100']);
     const startedAt = await each('select pg_postmaster_start_time()');
 
     // The writer: through host 1's endpoint, verify-full, each commit
@@ -130,10 +132,12 @@ test(
     await until(async () => acked.length >= 20, 60_000);
 
     step('the writer commits');
-    // The resize: shared_buffers 512MB → 1GB, which takes a restart.
+    // The resize: shared_buffers 512MB → 2GB and max_connections 100 → 200
+    // (a setting every member shares: Patroni's dynamic configuration),
+    // which take a restart.
     const resize = await b.call('POST', `${b.servicePath(id)}/resize`, {
-      cpu_millis: '1000',
-      memory_gbs: '4',
+      cpu_millis: '2000',
+      memory_gbs: '8',
     });
     assert.equal(resize.status, 202, resize.text);
     const resizedAt = Date.now();
@@ -153,7 +157,8 @@ test(
     writing = false;
     await writer;
 
-    assert.deepEqual(await each('show shared_buffers'), ['1GB', '1GB', '1GB']);
+    assert.deepEqual(await each('show shared_buffers'), ['2GB', '2GB', '2GB']);
+    assert.deepEqual(await each('show max_connections'), ['200', '200', '200']);
     const restartedAt = await each('select pg_postmaster_start_time()');
     for (const [k, n] of nodes.entries()) {
       assert.notEqual(restartedAt[k], startedAt[k], `${n.name} was not restarted`);
