@@ -3,18 +3,23 @@
 // start), on the namespace topology: three hosts, a service with two
 // standbys, one synchronous. A writer commits through host 1's endpoint
 // with verify-full the whole time. A resize changes shared_buffers and
-// max_connections (in Patroni's dynamic configuration), which
-// take a restart: every node is restarted by its own Patroni, the
-// standbys first, then a switchover (asked of the leader's Patroni) and
-// the old primary last; every node runs the new size, the primary has
-// changed, the service's logs say each restart and the switchover, and
-// every acknowledged commit is there; the control plane is killed with
-// kill -9 during it and started again, and goes on. The longest pause between two
-// acknowledged commits is printed (not asserted: a time). The pooler is
-// refused with a 400; a new password and a VPC reach every node and every
-// host's endpoint. Then the service
-// is stopped (PAUSED: no node, no endpoint answers) and started again
-// (READY, its rows there).
+// max_connections (in Patroni's dynamic configuration), which take a
+// restart: every node is restarted by its own Patroni, the standbys
+// first, then a switchover (asked of the leader's Patroni) and the old
+// primary last; every node runs the new size, the primary has changed,
+// the service's logs say each restart and the switchover, and every
+// acknowledged commit is there; the control plane is killed with kill -9
+// during it and started again, and goes on. The longest pause between
+// two acknowledged commits is printed (not asserted: a time). The pooler
+// is refused with a 400; a new password and a VPC reach every node and
+// every host's endpoint. Then the service is stopped (PAUSED: no node,
+// no endpoint answers) and started again (READY, its rows there).
+//
+// Not here: the nodes' cgroups following the size. In this topology each
+// agent runs under `ip netns exec`, which mounts a sysfs of its own with
+// no cgroup hierarchy, so the hosts' local drivers run without cgroups;
+// the bounds are set by the same call at every apply as a node's on one
+// host (cgroups.ensure), whose tests cover them.
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
