@@ -52,6 +52,9 @@ test('on hosts, a service is under Patroni from its creation or never: setHA may
   assert.equal(d.haChangeRefusal(0, 0), undefined);
   assert.match(d.haChangeRefusal(0, 2) ?? '', /at its creation only/);
   assert.match(d.haChangeRefusal(2, 0) ?? '', /keeps at least one replica/);
+  // The pooler of an HA service across hosts is not built: refused, not accepted and never run.
+  assert.equal(d.poolerRefusal(0), undefined);
+  assert.match(d.poolerRefusal(2) ?? '', /connection pooler of a service with HA replicas/);
 });
 
 /**
