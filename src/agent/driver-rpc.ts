@@ -29,6 +29,10 @@ export const DRIVER_METHODS = {
   openPatroniSource: 2,
   closePatroniSource: 2,
   readyPatroniParent: 3,
+  stalePatroniSettings: 2,
+  restartPatroniNode: 2,
+  switchoverPatroni: 3,
+  stopPatroniNode: 2,
 } as const;
 export type DriverMethod = keyof typeof DRIVER_METHODS;
 

@@ -42,6 +42,12 @@ export interface DriverReads {
    * its creation); undefined when they can.
    */
   haChangeRefusal?(before: number, after: number): string | undefined;
+  /**
+   * Why a service of `replicaCount` HA replicas cannot have the connection
+   * pooler on this driver (the hosts driver: not across hosts yet);
+   * undefined when it can.
+   */
+  poolerRefusal?(replicaCount: number): string | undefined;
 }
 
 export interface Ctx {
