@@ -24,7 +24,9 @@ prefix=${2:?prefix}
 bridge=$prefix-br
 
 down() {
-  for ns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-h[0-9]+$" || true); do
+  # (ip netns list says "Peer netns reference is invalid" of a namespace
+  # another test is deleting meanwhile: noise.)
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-h[0-9]+$" || true); do
     # Every process in it, whatever started it; twice, for what a kill forks.
     for _ in 1 2; do
       pids=$(ip netns pids "$ns" 2>/dev/null || true)
