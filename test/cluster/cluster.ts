@@ -32,6 +32,44 @@ import { freePort } from '../harness/postmaster.js';
 import { startStorePostgres, type StorePostgres } from '../store-postgres.js';
 
 const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
+
+/**
+ * The machine's cgroup hierarchies, mounted again in an agent's mount
+ * namespace: `ip netns exec` mounts a /sys of the namespace's own, without
+ * /sys/fs/cgroup's mounts, and an agent there would run its nodes without
+ * CPU budgets, memory bounds or process limits, as no real host does. Each
+ * hierarchy is mounted with the controllers it has on the machine (the
+ * kernel then attaches the same hierarchy), so the hosts' cgroups are the
+ * machine's, apart by each installation's tag. A shell prelude, empty
+ * where the machine has none.
+ */
+const CGROUPS = cgroupPrelude(readFileSync('/proc/self/mountinfo', 'utf8'));
+
+function cgroupPrelude(mountinfo: string): string {
+  const mounts = mountinfo
+    .split('\n')
+    .map((l) => l.split(' '))
+    .filter((f) => f[4]?.startsWith('/sys/fs/cgroup'))
+    .map((f) => {
+      const dash = f.indexOf('-');
+      return { path: f[4] as string, type: f[dash + 1], options: f[dash + 3] ?? '' };
+    })
+    // (Named hierarchies without controllers, systemd's, are not Basin's.)
+    .filter((m) => !m.options.includes('name='))
+    .filter((m) => m.type === 'cgroup' || m.type === 'cgroup2' || m.path === '/sys/fs/cgroup');
+  const steps = mounts.map((m) => {
+    if (m.type === 'cgroup2') return `mkdir -p ${m.path} && mount -t cgroup2 cgroup2 ${m.path}`;
+    if (m.type === 'cgroup') {
+      const controllers = m.options
+        .split(',')
+        .filter((o) => o !== 'rw' && o !== 'ro')
+        .join(',');
+      return `mkdir -p ${m.path} && mount -t cgroup -o ${controllers} cgroup ${m.path}`;
+    }
+    return `mount -t tmpfs -o mode=755 cgroup_root ${m.path}`;
+  });
+  return steps.map((c) => `${c} && `).join('');
+}
 const CLI = join(ROOT, 'dist/cli/basin.js');
 const execFileAsync = promisify(execFile);
 
@@ -187,7 +225,7 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
     if (!etc.has(i)) etc.set(i, etcOf(i));
     const child = spawn(
       'ip',
-      ['netns', 'exec', namespace(i), 'sh', '-c', 'mount --bind "$0" /etc && exec "$@"', etc.get(i) as string,
+      ['netns', 'exec', namespace(i), 'sh', '-c', `mount --bind "$0" /etc && ${CGROUPS}exec "$@"`, etc.get(i) as string,
       process.execPath, CLI, '--data-dir', a.dataDir ?? h.dataDir,
       'host', 'run', '--address', address(i), '--name', `h${i}`,
       ...(a.port === undefined ? [] : ['--port', String(a.port)]),

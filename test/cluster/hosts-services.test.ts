@@ -4,14 +4,20 @@
 // its own, run the services it places on them with the local driver. The
 // services spread over the hosts, each endpoint names its host, psql
 // connects with verify-full from the control plane's side, a service stops
-// and starts on its host, and deletes leave nothing behind.
+// and starts on its host, a resize reaches its node's CPU budget there, and
+// deletes leave nothing behind.
 
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import {
+  cgroupOfProcess,
+  detectCpuHierarchy,
+} from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import { psql } from '../e2e/clients.js';
+import { servicePgdata } from '../harness/clean-up.js';
 import { cluster, until } from './cluster.js';
 
 const PREFIX = 'bhs';
@@ -105,6 +111,17 @@ test(
     assert.equal((await resize('1000', '4')).status, 202);
     const grown = await b.waitForStatus(first.service_id, 'READY', 120_000);
     assert.equal(grown.resources[0].spec.cpu_millis, 1000);
+    // Its host holds it to that size as one machine does: its postmaster
+    // runs in a cgroup of its own whose CPU quota is one CPU.
+    const cpu = await detectCpuHierarchy();
+    assert.ok(!('none' in cpu), `this machine has a cpu cgroup hierarchy (${JSON.stringify(cpu)})`);
+    const i1 = [address(1), address(2), address(3)].indexOf(first.endpoint.host) + 1;
+    const pgdata = servicePgdata(c.host(i1).dataDir, first.service_id);
+    const pid = Number(readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const group = cgroupOfProcess(readFileSync(`/proc/${pid}/cgroup`, 'utf8'), cpu);
+    assert.match(group ?? '', new RegExp(`-${first.service_id}-0$`));
+    const limit = (f: string) => readFileSync(join(cpu.dir, group as string, f), 'utf8').trim();
+    assert.equal(cpu.version === 2 ? limit('cpu.max') : limit('cpu.cfs_quota_us'), cpu.version === 2 ? '100000 100000' : '100000'); // prettier-ignore
 
     // A host whose agent is killed stops reporting: the service on it becomes
     // UNSTABLE and its logs name the host; once the agent runs again, READY.
