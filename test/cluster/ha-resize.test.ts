@@ -14,12 +14,8 @@
 // is refused with a 400; a new password and a VPC reach every node and
 // every host's endpoint. Then the service is stopped (PAUSED: no node,
 // no endpoint answers) and started again (READY, its rows there).
-//
-// Not here: the nodes' cgroups following the size. In this topology each
-// agent runs under `ip netns exec`, which mounts a sysfs of its own with
-// no cgroup hierarchy, so the hosts' local drivers run without cgroups;
-// the bounds are set by the same call at every apply as a node's on one
-// host (cgroups.ensure), whose tests cover them.
+// Each node's host holds it to its size: its postmaster's cgroup has the
+// new size's CPU quota after the resize.
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -28,6 +24,10 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { parse } from 'yaml';
+import {
+  cgroupOfProcess,
+  detectCpuHierarchy,
+} from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import { pgClient, psql, psqlRefused } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -93,10 +93,20 @@ test(
       assert.equal(mine.length, 1, `host ${i}: ${mine.join(', ')}`);
       const conf = parse(
         readFileSync(join(instances, mine[0] as string, 'patroni', 'patroni.yml'), 'utf8'),
-      ) as { name: string; postgresql: { connect_address: string } };
+      ) as { name: string; postgresql: { connect_address: string; data_dir: string } };
       const [host, port] = conf.postgresql.connect_address.split(':') as [string, string];
-      return { name: conf.name, host, port: Number(port) };
+      return { name: conf.name, host, port: Number(port), pgdata: conf.postgresql.data_dir };
     });
+    // The CPU quota of the cgroup a node's postmaster runs in, in µs per 100 ms.
+    const cpu = await detectCpuHierarchy();
+    assert.ok(!('none' in cpu), `this machine has a cpu cgroup hierarchy (${JSON.stringify(cpu)})`);
+    const quotas = () =>
+      nodes.map((n) => {
+        const pid = Number(readFileSync(join(n.pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
+        const group = cgroupOfProcess(readFileSync(`/proc/${pid}/cgroup`, 'utf8'), cpu) ?? '';
+        const read = (f: string) => readFileSync(join(cpu.dir, group, f), 'utf8').trim();
+        return cpu.version === 2 ? read('cpu.max').split(' ')[0] : read('cpu.cfs_quota_us');
+      });
     const ca = join(c.inst.dataDir, 'services-ca.crt');
     writeFileSync(ca, await cli('host', 'ca'));
     const conn = (n: { host: string; port: number }) =>
@@ -164,6 +174,8 @@ test(
 
     assert.deepEqual(await each('show shared_buffers'), ['2GB', '2GB', '2GB']);
     assert.deepEqual(await each('show max_connections'), ['200', '200', '200']);
+    // Each node's host holds it to its new size: two CPUs.
+    assert.deepEqual(quotas(), ['200000', '200000', '200000']);
     const restartedAt = await each('select pg_postmaster_start_time()');
     for (const [k, n] of nodes.entries()) {
       assert.notEqual(restartedAt[k], startedAt[k], `${n.name} was not restarted`);
