@@ -29,6 +29,11 @@ export const DRIVER_METHODS = {
   openPatroniSource: 2,
   closePatroniSource: 2,
   readyPatroniParent: 3,
+  admitReplicaSet: 2,
+  releaseReplicaSet: 2,
+  applyReplicaNode: 2,
+  inspectReplicaNode: 2,
+  applyReplicaSetEndpoint: 2,
 } as const;
 export type DriverMethod = keyof typeof DRIVER_METHODS;
 

@@ -70,6 +70,7 @@ export async function buildStandby(
       name,
       pgdata: staging,
       via: replication.via,
+      host: replication.remote?.host,
     }).replace(/password='' ?/, '');
     const basebackup = tenantCommand(
       user,
