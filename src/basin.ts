@@ -371,6 +371,7 @@ function createDriver(
             )
             .map((s) => s.id),
         hasBackup: async (id) => (await store.backups.listByService(id)).length > 0,
+        replicaSetService: async (id) => (await store.replicaSets.get(id))?.serviceId,
         lostAfterMs: config.hostLostAfterMs,
         restoreLost: config.restoreLostServices,
         clock,

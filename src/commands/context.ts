@@ -42,6 +42,16 @@ export interface DriverReads {
    * its creation); undefined when they can.
    */
   haChangeRefusal?(before: number, after: number): string | undefined;
+  /**
+   * Why a read replica set of `nodes` nodes of `size` for `serviceId`
+   * cannot be made on this driver: `invalid` (a 400: not of such a
+   * service), or `unavailable` (a 503: no host has room now).
+   */
+  replicaSetRefusal?(
+    serviceId: string,
+    size: Size,
+    nodes: number,
+  ): Promise<{ invalid?: string; unavailable?: string } | undefined>;
 }
 
 export interface Ctx {

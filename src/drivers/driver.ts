@@ -370,8 +370,7 @@ export interface ReplicaSetAdmission {
 
 /** What admitReplicaSet answers: a wait, or done with the replication role's password. */
 export type AdmittedReplicaSet =
-  | { done: false; retryAfterMs: number; reason: string }
-  | { done: true; secret: string };
+  { done: false; retryAfterMs: number; reason: string } | { done: true; secret: string };
 
 /** What the control plane tells the host of one node of a read replica set across hosts. */
 export interface ReplicaNodeSpec {

@@ -171,19 +171,27 @@ test("a read replica set's nodes: never on its service's host, other zones first
   );
   // Three: then the primary's zone.
   assert.deepEqual(
-    chooseReplicaHosts([p, a, b, c], [], need, 3, [p])?.map((h) => h.id).sort(),
+    chooseReplicaHosts([p, a, b, c], [], need, 3, [p])
+      ?.map((h) => h.id)
+      .sort(),
     ['a', 'b', 'c'],
   );
   // More nodes than hosts: they share, evenly.
   const four = chooseReplicaHosts([p, b, c], [], need, 4, [p])?.map((h) => h.id);
   assert.deepEqual(four?.sort(), ['b', 'b', 'c', 'c']);
   // Nodes already placed count (a converge again places only the missing).
-  assert.deepEqual(chooseReplicaHosts([p, b, c], [], need, 1, [p], [b])?.map((h) => h.id), ['c']);
+  assert.deepEqual(
+    chooseReplicaHosts([p, b, c], [], need, 1, [p], [b])?.map((h) => h.id),
+    ['c'],
+  );
   // Room runs out as nodes are picked: b holds one node of 3 GB, not two.
   const small = zoned('b', 'z2', 4);
   const big = { cpuMillis: 1000, memoryMb: 3072 };
   assert.equal(chooseReplicaHosts([p, small], [], big, 2, [p]), undefined);
-  assert.deepEqual(chooseReplicaHosts([p, small], [], big, 1, [p])?.map((h) => h.id), ['b']);
+  assert.deepEqual(
+    chooseReplicaHosts([p, small], [], big, 1, [p])?.map((h) => h.id),
+    ['b'],
+  );
   // Only the primary's host: none.
   assert.equal(chooseReplicaHosts([p], [], need, 1, [p]), undefined);
 });

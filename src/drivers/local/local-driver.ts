@@ -1064,7 +1064,10 @@ export class LocalDriver implements Driver {
    * peers (its pg_hba admits them at the service's next converge, which
    * the control plane runs next), then the role and the set's slots.
    */
-  async admitReplicaSet(spec: ServiceSpec, admit: ReplicaSetAdmission): Promise<AdmittedReplicaSet> {
+  async admitReplicaSet(
+    spec: ServiceSpec,
+    admit: ReplicaSetAdmission,
+  ): Promise<AdmittedReplicaSet> {
     checkId(spec.serviceId);
     checkId(admit.replicaSetId);
     const ctx = this.context();

@@ -195,9 +195,7 @@ export async function inspectReplicaNode(
   };
   try {
     const streaming = await withAdmin(admin, 'postgres', async (c) => {
-      const { rows } = await c.query<{ status: string }>(
-        'SELECT status FROM pg_stat_wal_receiver',
-      );
+      const { rows } = await c.query<{ status: string }>('SELECT status FROM pg_stat_wal_receiver');
       return rows[0]?.status === 'streaming';
     });
     return streaming ? 'running' : 'failed';

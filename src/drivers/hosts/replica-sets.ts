@@ -1,0 +1,305 @@
+// Read replica sets across hosts (docs/decisions.md, "Read replica sets
+// across hosts"): the control plane places a set's nodes on database hosts
+// other than its service's (placement.ts chooseReplicaHosts, one placement
+// row per node, `<set>:node<i>`), and drives each host's local driver
+// (local/converge/remote-replica.ts):
+//
+//   1. the primary's host admits the set (admitReplicaSet: the set's host
+//      addresses for its pg_hba, the replication role and the set's slots)
+//      and answers the role's password; the service is then converged
+//      there (its pg_hba admits them);
+//   2. each node's host runs its node (`<set>n<i>` there), a hot standby
+//      copied and streaming over TLS from the primary's host address;
+//   3. every online database host's HAProxy serves the set's port,
+//      leastconn over the nodes at their hosts' addresses.
+//
+// Only a service without HA across hosts for now: an HA service's nodes'
+// pg_hba is Patroni's, which does not admit the set's hosts yet.
+
+import {
+  type Host,
+  hostState,
+  nodePlacements,
+  nodeResourceId,
+  type Placement,
+  takesNodes,
+} from '../../domain/hosts.js';
+import { DONE, type Progress, wait } from '../../domain/progress.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Logger } from '../../lib/logger.js';
+import {
+  type AdmittedReplicaSet,
+  DriverError,
+  type Health,
+  patroniNodeId,
+  type ReplicaNodeSpec,
+  type ReplicaSetSpec,
+  type ServiceSpec,
+} from '../driver.js';
+import { chooseReplicaHosts, reservation } from './placement.js';
+
+export interface ReplicaSetsOptions {
+  hosts(): Promise<Host[]>;
+  placements: {
+    list(): Promise<Placement[]>;
+    put(p: Placement): Promise<void>;
+    remove(resourceId: string): Promise<void>;
+  };
+  /** One driver call on a host's agent (hosts-driver.ts). */
+  call(host: Host, method: string, args: unknown[]): Promise<unknown>;
+  /** The service converged on its host as the engine would (hosts-driver.ts applyService). */
+  applyService(spec: ServiceSpec): Promise<Progress>;
+  /** The service a set streams from, and its spec (for a delete, given the set's id only). */
+  serviceOf(replicaSetId: string): Promise<ServiceSpec | undefined>;
+  lostAfterMs: number;
+  clock: Clock;
+  log: Logger;
+}
+
+/** A node's slot and application_name on its primary (as local/converge/replica-set.ts names them). */
+const slotOf = (setId: string, index: number) => `rs_${setId}_${index}`;
+
+/** A set's placement rows, by node index. */
+export function replicaRows(placements: readonly Placement[], setId: string): Placement[] {
+  return nodePlacements(placements, setId).filter((p) => p.resourceId !== setId);
+}
+
+const rowIndex = (setId: string, p: Placement) =>
+  Number(p.resourceId.slice(`${setId}:node`.length));
+
+export class ReplicaSets {
+  constructor(private readonly o: ReplicaSetsOptions) {}
+
+  /** Why a set of `nodes` nodes of `size` cannot be placed now (a 503's message), or undefined. */
+  async refusal(
+    service: { serviceId: string; ha: boolean },
+    need: { cpuMillis: number; memoryMb: number },
+    nodes: number,
+  ): Promise<string | undefined> {
+    if (service.ha) return SETS_OF_HA_NOT_YET;
+    const hosts = await this.o.hosts();
+    const placements = await this.o.placements.list();
+    const avoid = this.serviceHosts(service.serviceId, hosts, placements);
+    if (avoid.length === 0) return undefined; // not placed yet: its apply says
+    if (chooseReplicaHosts(this.online(hosts), placements, need, nodes, avoid)) return undefined;
+    const others = this.online(hosts).filter(
+      (h) => h.role === 'database' && !avoid.some((a) => a.id === h.id),
+    ).length;
+    return (
+      `a read replica set's nodes go to database hosts other than its service's, and ` +
+      (others === 0
+        ? 'no other database host is online'
+        : `the ${others} other online database host(s) have no room for ${nodes} node(s) of ${need.cpuMillis} millis and ${need.memoryMb} MB`) +
+      ': add a host, choose a smaller size or fewer nodes.'
+    );
+  }
+
+  /** One step of the set towards its spec on its hosts. */
+  async apply(spec: ReplicaSetSpec, primaryHost: Host): Promise<Progress> {
+    if (spec.primary.nodes.length > 1) throw new DriverError(SETS_OF_HA_NOT_YET, false);
+    if (spec.nodePorts.length !== spec.nodes) {
+      throw new DriverError(`Read replica set ${spec.replicaSetId} has no ports for its nodes.`, false); // prettier-ignore
+    }
+    const placed = await this.place(spec, primaryHost);
+    const hosts = await this.o.hosts();
+    // 1. The primary admits the set's hosts, then is converged (its pg_hba).
+    const admitted = (await this.o.call(primaryHost, 'admitReplicaSet', [
+      spec.primary,
+      {
+        replicaSetId: spec.replicaSetId,
+        slots: spec.nodePorts.map((_, i) => slotOf(spec.replicaSetId, i)),
+        addresses: [...new Set([...placed.values()].map((h) => h.address))],
+      },
+    ])) as AdmittedReplicaSet;
+    if (!admitted.done) return admitted;
+    const converged = await this.o.applyService(spec.primary);
+    if (!converged.done) return converged;
+    // 2. Each node on its host, streaming from the primary's host address.
+    const names = [...new Set(hosts.filter((h) => h.role === 'database').map((h) => h.address))];
+    const primaryPort =
+      spec.primary.nodes.find((n) => n.role === 'primary')?.port ?? spec.primary.port;
+    const results = await Promise.allSettled(
+      [...placed].map(async ([index, host]) => {
+        if (this.lost(host)) return wait(2000, `node${index}'s host ${host.name} is lost`);
+        const node: ReplicaNodeSpec = {
+          set: spec,
+          index,
+          source: { host: primaryHost.address, port: primaryPort },
+          secret: admitted.secret,
+          names,
+        };
+        return (await this.o.call(host, 'applyReplicaNode', [
+          patroniNodeId(spec.replicaSetId, index),
+          node,
+        ])) as Progress;
+      }),
+    );
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    // 3. Its endpoint on every online database host.
+    const servers = [...placed].map(([index, host]) => ({
+      index,
+      host: host.address,
+      port: spec.nodePorts[index] as number,
+    }));
+    const endpoints = await Promise.allSettled(
+      this.online(hosts)
+        .filter((h) => h.role === 'database')
+        .map((h) => this.o.call(h, 'applyReplicaSetEndpoint', [spec, servers])),
+    );
+    const refused = endpoints.find((r) => r.status === 'rejected');
+    if (refused) throw refused.reason;
+    const waiting = results
+      .map((r) => (r as PromiseFulfilledResult<Progress>).value)
+      .filter((p): p is Extract<Progress, { done: false }> => !p.done);
+    if (waiting.length === 0) return DONE;
+    return wait(
+      Math.min(...waiting.map((p) => p.retryAfterMs)),
+      waiting.map((p) => p.reason).join('; '),
+    );
+  }
+
+  /** 'running' when every node runs and streams (a lost host's node: 'failed'); 'missing' unplaced. */
+  async inspect(spec: ReplicaSetSpec, primaryHost: Host | undefined): Promise<Health> {
+    const hosts = await this.o.hosts();
+    const rows = replicaRows(await this.o.placements.list(), spec.replicaSetId);
+    if (rows.length === 0) return 'missing';
+    if (rows.length < spec.nodes || !primaryHost) return 'failed';
+    const names = [...new Set(hosts.filter((h) => h.role === 'database').map((h) => h.address))];
+    const healths = await Promise.all(
+      rows.map(async (p) => {
+        const host = hosts.find((h) => h.id === p.hostId);
+        if (!host || this.lost(host)) return 'failed' as Health;
+        const index = rowIndex(spec.replicaSetId, p);
+        const node: ReplicaNodeSpec = {
+          set: spec,
+          index,
+          source: { host: primaryHost.address, port: spec.primary.port },
+          secret: '',
+          names,
+        };
+        return (await this.o
+          .call(host, 'inspectReplicaNode', [patroniNodeId(spec.replicaSetId, index), node])
+          .catch(() => 'failed')) as Health;
+      }),
+    );
+    if (healths.every((h) => h === 'running')) return 'running';
+    return healths.every((h) => h === 'missing') ? 'missing' : 'failed';
+  }
+
+  /**
+   * Its nodes deleted on their hosts, then its slots and addresses on its
+   * primary's, then its endpoint on every online database host, then its
+   * rows. A lost host's node is a wait: it would stream again if it came back.
+   */
+  async delete(setId: string, primaryHost: () => Promise<Host | undefined>): Promise<Progress> {
+    const hosts = await this.o.hosts();
+    const rows = replicaRows(await this.o.placements.list(), setId);
+    for (const p of rows) {
+      const host = hosts.find((h) => h.id === p.hostId);
+      if (!host) continue;
+      if (this.lost(host)) {
+        throw new DriverError(`Host ${host.name} (${host.address}) is lost: it has not reported.`, true); // prettier-ignore
+      }
+      const progress = (await this.o.call(host, 'deleteService', [
+        patroniNodeId(setId, rowIndex(setId, p)),
+      ])) as Progress;
+      if (!progress.done) return progress;
+    }
+    const service = await this.o.serviceOf(setId);
+    const primary = service && (await primaryHost());
+    if (service && primary && !this.lost(primary)) {
+      const released = (await this.o.call(primary, 'releaseReplicaSet', [
+        service,
+        setId,
+      ])) as Progress;
+      if (!released.done) return released;
+      // Its pg_hba no longer admits the set's hosts.
+      const converged = await this.o.applyService(service);
+      if (!converged.done) return converged;
+    }
+    for (const h of this.online(hosts).filter((x) => x.role === 'database')) {
+      const p = (await this.o.call(h, 'deleteService', [setId])) as Progress;
+      if (!p.done) return p;
+    }
+    for (const p of rows) await this.o.placements.remove(p.resourceId);
+    return DONE;
+  }
+
+  /** The host of each node of the set (by index), placing those not yet placed. */
+  private async place(spec: ReplicaSetSpec, primaryHost: Host): Promise<Map<number, Host>> {
+    const hosts = await this.o.hosts();
+    const placements = await this.o.placements.list();
+    const held = reservation(spec.size);
+    const out = new Map<number, Host>();
+    for (const p of replicaRows(placements, spec.replicaSetId)) {
+      const index = rowIndex(spec.replicaSetId, p);
+      const host = hosts.find((h) => h.id === p.hostId);
+      if (!host) {
+        throw new DriverError(
+          `Node ${index} of read replica set ${spec.replicaSetId} was placed on host ${p.hostId}, which is no longer registered.`,
+          false,
+        );
+      }
+      if (index < spec.nodes) out.set(index, host);
+    }
+    const missing = Array.from({ length: spec.nodes }, (_, i) => i).filter((i) => !out.has(i));
+    if (missing.length === 0) return out;
+    const avoid = this.serviceHosts(spec.serviceId, hosts, placements);
+    const chosen = chooseReplicaHosts(
+      this.online(hosts),
+      placements,
+      held,
+      missing.length,
+      avoid.length > 0 ? avoid : [primaryHost],
+      [...out.values()],
+    );
+    if (!chosen) {
+      const why =
+        (await this.refusal({ serviceId: spec.serviceId, ha: false }, held, missing.length)) ??
+        'no other database host has room for its nodes';
+      throw new DriverError(`Cannot place the read replica set's nodes: ${why}`, false);
+    }
+    for (const [k, index] of missing.entries()) {
+      const host = chosen[k] as Host;
+      await this.o.placements.put({
+        resourceId: nodeResourceIdOf(spec.replicaSetId, index),
+        hostId: host.id,
+        ...held,
+      });
+      out.set(index, host);
+      this.o.log.info(
+        { replicaSet: spec.replicaSetId, node: index, host: host.name },
+        'read replica node placed',
+      );
+    }
+    return out;
+  }
+
+  /** The hosts of a service's nodes (its own row, and an HA service's node rows). */
+  private serviceHosts(
+    serviceId: string,
+    hosts: readonly Host[],
+    placements: readonly Placement[],
+  ): Host[] {
+    return nodePlacements(placements, serviceId)
+      .map((p) => hosts.find((h) => h.id === p.hostId))
+      .filter((h): h is Host => h !== undefined);
+  }
+
+  private online(hosts: readonly Host[]): Host[] {
+    const now = this.o.clock();
+    return hosts.filter((h) => takesNodes(h, now, this.o.lostAfterMs));
+  }
+
+  private lost(host: Host): boolean {
+    return hostState(host, this.o.clock(), this.o.lostAfterMs) === 'LOST';
+  }
+}
+
+/** A set node's row: `<set>:node<i>`, node 0's too (a set has no row of its own). */
+const nodeResourceIdOf = (setId: string, index: number) =>
+  index === 0 ? `${setId}:node0` : nodeResourceId(setId, index);
+
+export const SETS_OF_HA_NOT_YET =
+  'Read replica sets of an HA service are not run across hosts yet (its nodes run under Patroni, whose pg_hba does not admit the set): create the set on a service without HA replicas.';
