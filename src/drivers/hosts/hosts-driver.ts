@@ -234,10 +234,14 @@ export class HostsDriver implements Driver {
       : 'On an installation of several hosts, an HA service keeps at least one replica: its nodes run under Patroni.';
   }
 
-  /** The address a service's clients connect to: its host's; undefined until it is placed. */
+  /**
+   * The address a service's clients connect to: its host's; a read replica
+   * set's, its first node's host (its endpoint is on every database host);
+   * undefined until it is placed.
+   */
   endpointHost(resourceId: string): string | undefined {
     this.freshen();
-    const p = this.placed.get(resourceId);
+    const p = this.placed.get(resourceId) ?? this.placed.get(`${resourceId}:node0`);
     return this.leaders.get(resourceId) ?? (p && this.hostsById.get(p.hostId)?.address);
   }
 
