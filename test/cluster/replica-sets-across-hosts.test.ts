@@ -101,7 +101,7 @@ test(
       const instances = join(c.host(i).dataDir, 'local', 'instances');
       const mine = readdirSync(instances).filter((d) => d.startsWith(`${rsId}n`));
       assert.equal(mine.length, 1, `host ${i}: ${mine.join(', ')}`);
-      const layout = new Layout(join(c.host(i).dataDir, 'local'));
+      const layout = new Layout(c.host(i).dataDir);
       const conf = readFileSync(
         join(layout.pgdata({ id: mine[0] as string, node: 0 }), 'basin.conf'),
         'utf8',
@@ -111,7 +111,7 @@ test(
       assert.ok(c.users(i).some((u) => u.name === `basin-${mine[0]}`));
     }
     // The primary's pg_hba admits replication from those two hosts only.
-    const primaryLayout = new Layout(join(c.host(primaryHost).dataDir, 'local'));
+    const primaryLayout = new Layout(c.host(primaryHost).dataDir);
     const hba = readFileSync(join(primaryLayout.pgdata({ id, node: 0 }), 'pg_hba.conf'), 'utf8');
     const replicationFrom = hba
       .split('\n')
