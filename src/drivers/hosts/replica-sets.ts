@@ -241,7 +241,12 @@ export class ReplicaSets {
           false,
         );
       }
-      if (index < spec.nodes) out.set(index, host);
+      if (index >= spec.nodes) continue;
+      // A resize holds the new size on its host from now on.
+      if (p.cpuMillis !== held.cpuMillis || p.memoryMb !== held.memoryMb) {
+        await this.o.placements.put({ ...p, ...held });
+      }
+      out.set(index, host);
     }
     const missing = Array.from({ length: spec.nodes }, (_, i) => i).filter((i) => !out.has(i));
     if (missing.length === 0) return out;
