@@ -379,8 +379,13 @@ export interface ReplicaNodeSpec {
   index: number;
   /** Where it streams from: its service primary's host address and port. */
   source: { host: string; port: number };
-  /** The service's replication role's password (admitReplicaSet's answer). */
+  /** The service's replication role's password (admitReplicaSet's answer, or the HA service's derived one). */
   secret: string;
+  /**
+   * Without a slot of its own: a node of an HA service's set (Patroni owns
+   * the slots of its cluster, and drops those it does not know).
+   */
+  noSlot?: boolean;
   /**
    * Every database host's address: the set's endpoint is on each, so the
    * node's certificate names them all (verify-full through any), and its
@@ -417,6 +422,8 @@ export interface PatroniNodeSpec {
   allowlist: string[];
   /** Patroni's timing (ttl, loop_wait, retry_timeout, in seconds); Patroni's defaults when absent. */
   timing?: { ttl: number; loopWait: number; retryTimeout: number };
+  /** The host addresses of the service's read replica sets' nodes: its pg_hba admits their replication. */
+  readers?: string[];
 }
 
 /** What a node's host sees of it: whether its Patroni runs, and the cluster as its REST API tells. */

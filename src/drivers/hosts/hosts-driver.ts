@@ -52,7 +52,7 @@ import {
   type ServiceSpec,
 } from '../driver.js';
 import { HaNodes } from './ha-nodes.js';
-import { ReplicaSets, SETS_OF_HA_NOT_YET } from './replica-sets.js';
+import { ReplicaSets } from './replica-sets.js';
 import { chooseHost, reservation, roomLeft } from './placement.js';
 
 export interface HostsDriverOptions {
@@ -72,6 +72,10 @@ export interface HostsDriverOptions {
   forksBeingMade(serviceId: string): Promise<string[]>;
   /** The service a read replica set streams from (the store's record), for its delete. */
   replicaSetService?(replicaSetId: string): Promise<string | undefined>;
+  /** A service's read replica sets (the store's records): an HA service's pg_hba admits their hosts. */
+  replicaSetsOf?(serviceId: string): Promise<string[]>;
+  /** An HA service's replication role's password (service-secrets.ts), for its read replica sets' nodes. */
+  replicationSecret?(serviceId: string): Promise<string>;
   /** Whether a service has a completed backup (the store's record): a move restores from one. */
   hasBackup?(serviceId: string): Promise<boolean>;
   lostAfterMs: number;
@@ -147,6 +151,7 @@ export class HostsDriver implements Driver {
         ? { forgetService: (id: string) => o.forgetService?.(id) ?? Promise.resolve() }
         : {}),
       call: (host, method, args) => this.call(host, method, args),
+      readersOf: async (serviceId) => this.sets.readers(await (o.replicaSetsOf?.(serviceId) ?? [])),
       lostAfterMs: o.lostAfterMs,
       clock: o.clock,
       log: o.log,
@@ -157,6 +162,9 @@ export class HostsDriver implements Driver {
       placements: o.placements,
       call: (host, method, args) => this.call(host, method, args),
       applyService: (spec) => this.applyService(spec),
+      replicationSecret: (serviceId) =>
+        o.replicationSecret?.(serviceId) ??
+        Promise.reject(new DriverError('No replication secret for HA services here.', false)),
       serviceOf: async (setId) => {
         const serviceId = await o.replicaSetService?.(setId);
         return serviceId === undefined ? undefined : o.serviceSpec(serviceId);
@@ -784,16 +792,11 @@ export class HostsDriver implements Driver {
     size: Size,
     nodes: number,
   ): Promise<{ invalid?: string; unavailable?: string } | undefined> {
-    const ha = (await this.o.placements.list()).some((p) =>
-      p.resourceId.startsWith(`${serviceId}:node`),
-    );
-    if (ha) return { invalid: SETS_OF_HA_NOT_YET };
-    const why = await this.sets.refusal({ serviceId, ha }, reservation(size), nodes);
+    const why = await this.sets.refusal({ serviceId }, reservation(size), nodes);
     return why === undefined ? undefined : { unavailable: why };
   }
 
   async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
-    if (isHa(spec.primary)) throw new DriverError(SETS_OF_HA_NOT_YET, false);
     const host = await this.placedHost(spec.serviceId);
     if (!host) return wait(2000, `waiting for service ${spec.serviceId} to be placed`);
     this.refuseLost(host);

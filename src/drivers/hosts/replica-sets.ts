@@ -13,8 +13,14 @@
 //   3. every online database host's HAProxy serves the set's port,
 //      leastconn over the nodes at their hosts' addresses.
 //
-// Only a service without HA across hosts for now: an HA service's nodes'
-// pg_hba is Patroni's, which does not admit the set's hosts yet.
+// A set of an HA service (its nodes under Patroni) differs in three
+// things: its nodes stream through the service's endpoint on their own
+// host (HAProxy leads to whichever node Patroni made the leader, so the
+// set follows a failover), as the replication role with the password the
+// control plane derives for the service (service-secrets.ts), without
+// slots of their own (Patroni owns its cluster's); every node's Patroni
+// pg_hba admits the set's hosts (HaNodes' readersOf: the service is
+// converged again after the set is placed, and after it is deleted).
 
 import {
   type Host,
@@ -47,6 +53,8 @@ export interface ReplicaSetsOptions {
   };
   /** One driver call on a host's agent (hosts-driver.ts). */
   call(host: Host, method: string, args: unknown[]): Promise<unknown>;
+  /** An HA service's replication role's password (derived in the control plane). */
+  replicationSecret(serviceId: string): Promise<string>;
   /** The service converged on its host as the engine would (hosts-driver.ts applyService). */
   applyService(spec: ServiceSpec): Promise<Progress>;
   /** The service a set streams from, and its spec (for a delete, given the set's id only). */
@@ -72,11 +80,10 @@ export class ReplicaSets {
 
   /** Why a set of `nodes` nodes of `size` cannot be placed now (a 503's message), or undefined. */
   async refusal(
-    service: { serviceId: string; ha: boolean },
+    service: { serviceId: string },
     need: { cpuMillis: number; memoryMb: number },
     nodes: number,
   ): Promise<string | undefined> {
-    if (service.ha) return SETS_OF_HA_NOT_YET;
     const hosts = await this.o.hosts();
     const placements = await this.o.placements.list();
     const avoid = this.serviceHosts(service.serviceId, hosts, placements);
@@ -94,27 +101,47 @@ export class ReplicaSets {
     );
   }
 
+  /** The host addresses of the nodes of `setIds` (an HA service's readers, for its pg_hba). */
+  async readers(setIds: readonly string[]): Promise<string[]> {
+    if (setIds.length === 0) return [];
+    const hosts = await this.o.hosts();
+    const placements = await this.o.placements.list();
+    const ids = setIds.flatMap((id) => replicaRows(placements, id).map((p) => p.hostId));
+    return [...new Set(ids)]
+      .map((id) => hosts.find((h) => h.id === id)?.address)
+      .filter((a): a is string => a !== undefined)
+      .sort();
+  }
+
   /** One step of the set towards its spec on its hosts. */
   async apply(spec: ReplicaSetSpec, primaryHost: Host): Promise<Progress> {
-    if (spec.primary.nodes.length > 1) throw new DriverError(SETS_OF_HA_NOT_YET, false);
     if (spec.nodePorts.length !== spec.nodes) {
       throw new DriverError(`Read replica set ${spec.replicaSetId} has no ports for its nodes.`, false); // prettier-ignore
     }
+    const ha = spec.primary.nodes.length > 1;
     const placed = await this.place(spec, primaryHost);
     const hosts = await this.o.hosts();
-    // 1. The primary admits the set's hosts, then is converged (its pg_hba).
-    const admitted = (await this.o.call(primaryHost, 'admitReplicaSet', [
-      spec.primary,
-      {
-        replicaSetId: spec.replicaSetId,
-        slots: spec.nodePorts.map((_, i) => slotOf(spec.replicaSetId, i)),
-        addresses: [...new Set([...placed.values()].map((h) => h.address))],
-      },
-    ])) as AdmittedReplicaSet;
-    if (!admitted.done) return admitted;
+    // 1. The primary admits the set's hosts, then is converged (its
+    // pg_hba; an HA service's: every node's Patroni, from the rows above).
+    let secret: string;
+    if (ha) {
+      secret = await this.o.replicationSecret(spec.serviceId);
+    } else {
+      const admitted = (await this.o.call(primaryHost, 'admitReplicaSet', [
+        spec.primary,
+        {
+          replicaSetId: spec.replicaSetId,
+          slots: spec.nodePorts.map((_, i) => slotOf(spec.replicaSetId, i)),
+          addresses: [...new Set([...placed.values()].map((h) => h.address))],
+        },
+      ])) as AdmittedReplicaSet;
+      if (!admitted.done) return admitted;
+      secret = admitted.secret;
+    }
     const converged = await this.o.applyService(spec.primary);
     if (!converged.done) return converged;
-    // 2. Each node on its host, streaming from the primary's host address.
+    // 2. Each node on its host, streaming from the primary's host address
+    // (an HA service's: its endpoint on the node's own host).
     const names = [...new Set(hosts.filter((h) => h.role === 'database').map((h) => h.address))];
     const primaryPort =
       spec.primary.nodes.find((n) => n.role === 'primary')?.port ?? spec.primary.port;
@@ -124,9 +151,12 @@ export class ReplicaSets {
         const node: ReplicaNodeSpec = {
           set: spec,
           index,
-          source: { host: primaryHost.address, port: primaryPort },
-          secret: admitted.secret,
+          source: ha
+            ? { host: host.address, port: spec.primary.port }
+            : { host: primaryHost.address, port: primaryPort },
+          secret,
           names,
+          ...(ha ? { noSlot: true } : {}),
         };
         return (await this.o.call(host, 'applyReplicaNode', [
           patroniNodeId(spec.replicaSetId, index),
@@ -190,7 +220,8 @@ export class ReplicaSets {
   /**
    * Its nodes deleted on their hosts, then its slots and addresses on its
    * primary's, then its endpoint on every online database host, then its
-   * rows. A lost host's node is a wait: it would stream again if it came back.
+   * rows, then its service converged (its pg_hba without the set's hosts).
+   * A lost host's node is a wait: it would stream again if it came back.
    */
   async delete(setId: string, primaryHost: () => Promise<Host | undefined>): Promise<Progress> {
     const hosts = await this.o.hosts();
@@ -208,21 +239,26 @@ export class ReplicaSets {
     }
     const service = await this.o.serviceOf(setId);
     const primary = service && (await primaryHost());
-    if (service && primary && !this.lost(primary)) {
+    const ha = service !== undefined && service.nodes.length > 1;
+    if (service && !ha && primary && !this.lost(primary)) {
       const released = (await this.o.call(primary, 'releaseReplicaSet', [
         service,
         setId,
       ])) as Progress;
       if (!released.done) return released;
-      // Its pg_hba no longer admits the set's hosts.
-      const converged = await this.o.applyService(service);
-      if (!converged.done) return converged;
     }
     for (const h of this.online(hosts).filter((x) => x.role === 'database')) {
       const p = (await this.o.call(h, 'deleteService', [setId])) as Progress;
       if (!p.done) return p;
     }
     for (const p of rows) await this.o.placements.remove(p.resourceId);
+    // Its pg_hba no longer admits the set's hosts (an HA service's: read
+    // from the rows just removed). A delete resumed after this point
+    // finds no rows and converges it again.
+    if (service && primary && !this.lost(primary)) {
+      const converged = await this.o.applyService(service);
+      if (!converged.done) return converged;
+    }
     return DONE;
   }
 
@@ -261,7 +297,7 @@ export class ReplicaSets {
     );
     if (!chosen) {
       const why =
-        (await this.refusal({ serviceId: spec.serviceId, ha: false }, held, missing.length)) ??
+        (await this.refusal({ serviceId: spec.serviceId }, held, missing.length)) ??
         'no other database host has room for its nodes';
       throw new DriverError(`Cannot place the read replica set's nodes: ${why}`, false);
     }
@@ -305,6 +341,3 @@ export class ReplicaSets {
 /** A set node's row: `<set>:node<i>`, node 0's too (a set has no row of its own). */
 const nodeResourceIdOf = (setId: string, index: number) =>
   index === 0 ? `${setId}:node0` : nodeResourceId(setId, index);
-
-export const SETS_OF_HA_NOT_YET =
-  'Read replica sets of an HA service are not run across hosts yet (its nodes run under Patroni, whose pg_hba does not admit the set): create the set on a service without HA replicas.';

@@ -171,6 +171,7 @@ export async function convergeReplicaNode(
       names: n.names,
       // HAProxy on every database host; on this one, from the namespace's gateway.
       proxies: [...n.names, net.hostAddress],
+      ...(n.noSlot ? { noSlot: true } : {}),
     },
   };
   return new ServiceNode(ctx, spec, spec.nodes[0], replication).converge();

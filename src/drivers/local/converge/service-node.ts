@@ -679,7 +679,7 @@ export class ServiceNode {
                   via: standby.via,
                   host: standby.remote?.host,
                 }),
-                slot: (standby.nameOf ?? nodeName)(node.index),
+                slot: standby.remote?.noSlot ? '' : (standby.nameOf ?? nodeName)(node.index),
               },
             }
           : {}),

@@ -313,5 +313,11 @@ export interface NodeReplication {
    * never rewound, and its timeline is followed by
    * recovery_target_timeline=latest alone.
    */
-  remote?: { host: string; names: readonly string[]; proxies: readonly string[] };
+  remote?: {
+    host: string;
+    names: readonly string[];
+    proxies: readonly string[];
+    /** Without a slot (an HA service's: Patroni owns its slots). */
+    noSlot?: boolean;
+  };
 }

@@ -82,8 +82,9 @@ export async function buildStandby(
         `${conninfo} passfile='${pass}'`,
         '-X',
         'stream',
-        '-S',
-        name,
+        // Its own slot, made on the primary beforehand; none across hosts
+        // of an HA service (pg_basebackup then uses a temporary one).
+        ...(replication.remote?.noSlot ? [] : ['-S', name]),
         '-c',
         'fast',
         '--no-password',
