@@ -181,3 +181,126 @@ test(
     await b.stop();
   },
 );
+
+test(
+  "a read replica set of an HA service across hosts: its node on the host the service is not on, streaming through that host's endpoint; the leader's host killed, the set follows the new primary",
+  { timeout: 900_000 },
+  async (t) => {
+    const c = await cluster(t, {
+      prefix: 'rrh',
+      net: 31,
+      hosts: 3,
+      driver: 'hosts',
+      args: ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'],
+    });
+    const { b, cli, address } = c;
+    for (const i of [1, 2, 3]) await c.joinAgent(i, { zone: `z${i}`, heartbeatMs: 500 });
+    await until(async () => {
+      const e = JSON.parse(await cli('host', 'etcd', '--json')) as {
+        quorum: boolean;
+        members: { healthy: boolean }[];
+      };
+      return e.quorum && e.members.length === 3 && e.members.every((m) => m.healthy);
+    }, 300_000);
+    const ca = join(c.inst.dataDir, 'services-ca.crt');
+    writeFileSync(ca, await cli('host', 'ca'));
+    const conn = (host: string, port: number) =>
+      `host=${host} port=${port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
+
+    // An HA service of two nodes: on two of the three hosts.
+    const created = await b.call('POST', b.servicePath(), { name: 'ha', replica_count: 1 });
+    assert.equal(created.status, 202, created.text);
+    const id = created.body.service_id as string;
+    const password = created.body.initial_password as string;
+    const svc = await b.waitForStatus(id, 'READY', 600_000);
+    const port = svc.endpoint.port as number;
+    await psql(conn(svc.endpoint.host, port), password, "CREATE TABLE r (v text); INSERT INTO r VALUES ('a')"); // prettier-ignore
+
+    const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
+      name: 'readers',
+      nodes: 1,
+      cpu_millis: 500,
+      memory_gbs: 2,
+    });
+    assert.equal(made.status, 202, made.text);
+    const rsId = made.body.id as string;
+    const listed = async () => {
+      const res = await b.call('GET', `${b.servicePath(id)}/replicaSets`);
+      assert.equal(res.status, 200, res.text);
+      return (res.body as { id: string; status: string; endpoint: { port: number } }[]).find((r) => r.id === rsId); // prettier-ignore
+    };
+    await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 300_000);
+    const rsPort = (await listed())?.endpoint.port as number;
+
+    // Its node is on the host none of the service's nodes is on.
+    const placed = await c.store.sql(
+      'SELECT resource_id, host_id FROM placements ORDER BY resource_id',
+      [],
+      'basin',
+    );
+    const rows = placed.rows as { resource_id: string; host_id: string }[];
+    const serviceHosts = rows.filter((r) => r.resource_id === id || r.resource_id.startsWith(`${id}:node`)).map((r) => r.host_id); // prettier-ignore
+    const setRow = rows.find((r) => r.resource_id === `${rsId}:node0`);
+    assert.equal(serviceHosts.length, 2);
+    assert.ok(setRow && !serviceHosts.includes(setRow.host_id), JSON.stringify(rows));
+    const hosts = JSON.parse(await cli('host', 'list', '--json')) as {
+      id: string;
+      address: string;
+    }[];
+    const setAddress = hosts.find((h) => h.id === setRow.host_id)?.address as string;
+    const setHost = [1, 2, 3].find((i) => address(i) === setAddress) as number;
+    assert.ok(setHost);
+
+    // Read through the set's endpoint with verify-full; a new row arrives.
+    const reader = conn(address(setHost), rsPort);
+    assert.equal(await psql(reader, password, 'SELECT pg_is_in_recovery()'), 't');
+    await psql(conn(address(setHost), port), password, "INSERT INTO r VALUES ('b')");
+    await until(async () => (await psql(reader, password, 'SELECT count(*) FROM r')) === '2', 60_000); // prettier-ignore
+    await assert.rejects(
+      psql(reader, password, "INSERT INTO r VALUES ('x')"),
+      /read-only transaction/,
+    );
+
+    // The leader's host killed: Patroni promotes the other node, and the
+    // set, streaming through its own host's endpoint, follows it.
+    // The service's endpoint names its leader's host (Patroni's, as last read).
+    const now = (await b.call('GET', b.servicePath(id))).body as { endpoint: { host: string } };
+    const leading = [1, 2, 3].find((i) => address(i) === now.endpoint.host) as number;
+    assert.ok(leading && leading !== setHost, now.endpoint.host);
+    c.killHost(leading);
+    const survivor = [1, 2, 3].find((i) => i !== setHost && i !== leading) as number;
+    await until(async () => {
+      try {
+        await psql(conn(address(setHost), port), password, "INSERT INTO r VALUES ('c')");
+        return true;
+      } catch {
+        return false;
+      }
+    }, 180_000);
+    assert.equal(
+      await psql(conn(address(survivor), port), password, 'SELECT pg_is_in_recovery()'),
+      'f',
+    );
+    await until(async () => {
+      try {
+        return (await psql(reader, password, "SELECT count(*) FROM r WHERE v = 'c'")) === '1';
+      } catch {
+        return false;
+      }
+    }, 120_000);
+    assert.equal(await psql(reader, password, 'SELECT pg_is_in_recovery()'), 't');
+
+    // Deleted while the old leader's host is lost: its node, user and rows go.
+    const del = await b.call('DELETE', `${b.servicePath(id)}/replicaSets/${rsId}`);
+    assert.equal(del.status, 202, del.text);
+    await b.waitFor(async () => (await listed()) === undefined, 'the set to go', 180_000);
+    const instances = join(c.host(setHost).dataDir, 'local', 'instances');
+    assert.deepEqual(
+      readdirSync(instances).filter((d) => d.startsWith(rsId)),
+      [],
+    );
+    assert.ok(!c.users(setHost).some((u) => u.name.startsWith(`basin-${rsId}`)));
+    await psqlRefused(reader, password);
+    await b.stop();
+  },
+);

@@ -799,7 +799,8 @@ export class HostsDriver implements Driver {
   async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
     const host = await this.placedHost(spec.serviceId);
     if (!host) return wait(2000, `waiting for service ${spec.serviceId} to be placed`);
-    this.refuseLost(host);
+    // An HA service's node 0 may be on a lost host: Patroni leads elsewhere.
+    if (!isHa(spec.primary)) this.refuseLost(host);
     return this.sets.apply(spec, host);
   }
 

@@ -138,8 +138,10 @@ export class ReplicaSets {
       if (!admitted.done) return admitted;
       secret = admitted.secret;
     }
+    // An HA service's waits on a lost host's node only (the others got
+    // their pg_hba in the same call): the set goes on.
     const converged = await this.o.applyService(spec.primary);
-    if (!converged.done) return converged;
+    if (!converged.done && !ha) return converged;
     // 2. Each node on its host, streaming from the primary's host address
     // (an HA service's: its endpoint on the node's own host).
     const names = [...new Set(hosts.filter((h) => h.role === 'database').map((h) => h.address))];
@@ -255,9 +257,12 @@ export class ReplicaSets {
     // Its pg_hba no longer admits the set's hosts (an HA service's: read
     // from the rows just removed). A delete resumed after this point
     // finds no rows and converges it again.
-    if (service && primary && !this.lost(primary)) {
+    // An HA service's converge updates the Patroni of every node it
+    // reaches in the one call, and waits on a lost host's (whose node gets
+    // it at the service's converge once back): that wait is not the set's.
+    if (service && primary && (ha || !this.lost(primary))) {
       const converged = await this.o.applyService(service);
-      if (!converged.done) return converged;
+      if (!converged.done && !ha) return converged;
     }
     return DONE;
   }
