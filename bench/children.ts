@@ -71,9 +71,22 @@ function track(child: ChildProcess): Promise<void> {
   return exited;
 }
 
-/** Stops every child still running (on the way out, also after an error). */
+/** What a benchmark left to tear down (a topology of hosts), run on the way out too. */
+const teardowns = new Set<() => Promise<void>>();
+
+/** Keeps `fn` to run with stopAllChildren (an interrupted run too) until the returned forget. */
+export function onStop(fn: () => Promise<void>): () => void {
+  teardowns.add(fn);
+  return () => teardowns.delete(fn);
+}
+
+/** Stops every child still running and runs what is left to tear down (on the way out, also after an error). */
 export async function stopAllChildren(): Promise<void> {
   await Promise.all([...live].map(([child, exited]) => stopChild(child, exited)));
+  for (const fn of [...teardowns]) {
+    teardowns.delete(fn);
+    await fn().catch((err: Error) => console.error(`tear-down: ${err.message}`));
+  }
 }
 
 /** SIGTERM, then SIGKILL if the child has not exited `graceMs` later. */

@@ -33,6 +33,7 @@ import { metricsScrape } from './metrics-scrape.js';
 import { metricsSeries } from './metrics-series.js';
 import { type BenchOutcome, heading, machineSummary, warn } from './report.js';
 import { serviceGetVsBare } from './service-get.js';
+import { severalHosts } from './several-hosts.js';
 import { severalGet } from './several-get.js';
 import { storeCreate } from './store-create.js';
 
@@ -57,6 +58,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'metrics-scrape', run: metricsScrape },
   { name: 'metrics-series', run: metricsSeries },
   { name: 'density', run: density },
+  { name: 'several-hosts', run: severalHosts },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

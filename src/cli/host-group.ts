@@ -395,8 +395,10 @@ export const hostGroup: CliGroup = {
         'restored on the other host from its backups on the repository host;',
         'its endpoint then names that host. A stopped service moves when it is',
         'started. `basin host list` shows the host DRAINING, then DRAINED once',
-        'nothing is placed on it. Needs a repository host. Nodes of HA services',
-        'are not moved yet (docs/decisions.md, "Draining a host").',
+        'nothing is placed on it; services without HA replicas need a repository',
+        'host. A node of an HA service moves without a stop: a standby is rebuilt',
+        'on another host (copied from the primary), a primary first hands over',
+        'to a standby (docs/decisions.md, "Draining a host").',
       ].join('\n'),
       examples: ['basin host drain db-1', 'basin host drain db-1 --undo'],
       async run(c) {
@@ -408,16 +410,20 @@ export const hostGroup: CliGroup = {
           );
         }
         const hosts = await c.store.hosts.list();
-        if (!undo && !hosts.some((h) => h.role === 'repository')) {
+        const placed = (await c.store.placements.list()).filter((p) => p.hostId === host.id);
+        // A service's own row, or (HA across hosts) one of its nodes' rows.
+        const services = (await c.store.services.listAll()).filter((svc) =>
+          placed.some((p) => p.resourceId === svc.id || p.resourceId.startsWith(`${svc.id}:node`)),
+        );
+        // Without HA replicas a service moves through the repository host;
+        // an HA service's node is copied from its primary by Patroni.
+        const plain = services.filter((svc) => svc.ha.replicaCount === 0);
+        if (!undo && plain.length > 0 && !hosts.some((h) => h.role === 'repository')) {
           throw new CliFailure(
-            'Services move off a drained host through the repository host, and this installation has none: join one with `basin host run --role repository`.',
+            'Services without HA replicas move off a drained host through the repository host, and this installation has none: join one with `basin host run --role repository`.',
           );
         }
-        const placed = (await c.store.placements.list()).filter((p) => p.hostId === host.id);
-        const services = (await c.store.services.listAll()).filter((svc) =>
-          placed.some((p) => p.resourceId === svc.id),
-        );
-        const moving = services.filter((svc) => svc.ha.replicaCount === 0);
+        const moving = services;
         await c.store.transaction(async (tx) => {
           await tx.hosts.setDraining(host.id, !undo);
           if (undo) return;
@@ -441,10 +447,10 @@ export const hostGroup: CliGroup = {
           });
         }
         if (undo) return c.out(`${host.name} takes services again.\n`);
-        const ha = services.length - moving.length;
+        const ha = services.length - plain.length;
         c.out(
-          `Draining ${host.name}: ${moving.length} service(s) move to other hosts, each with a short stop` +
-            (ha > 0 ? `; ${ha} with HA replicas stay (moving their nodes is not built yet)` : '') +
+          `Draining ${host.name}: ${plain.length} service(s) move to other hosts, each with a short stop` +
+            (ha > 0 ? `; ${ha} with HA replicas move their node(s) there without a stop` : '') +
             '. `basin host list` shows it DRAINED once nothing is placed on it.\n',
         );
       },

@@ -106,3 +106,13 @@ test('a switchover, a first leader, a leader lost and a member gone are told apa
   ]);
   assert.deepEqual(patroniChanges(undefined, a), []);
 });
+
+test('a switchover Basin asked for is told as one while the old primary still restarts; unasked, it is a failover', () => {
+  const a = cluster('node0', m('node0', 'leader', 'running'), m('node1', 'sync_standby', 'streaming')); // prettier-ignore
+  const b = cluster('node1', m('node1', 'leader', 'running', 2), m('node0', 'replica', 'stopped', 1)); // prettier-ignore
+  assert.match(patroniChanges(a, b)[0]?.message ?? '', /failover: node1 was promoted/);
+  const asked = { from: 'node0', to: 'node1' };
+  assert.match(patroniChanges(a, b, asked)[0]?.message ?? '', /switchover: node1 is the primary \(timeline 2\), node0 follows it/); // prettier-ignore
+  // Another leader than the one asked for: Patroni decided otherwise.
+  assert.match(patroniChanges(a, b, { from: 'node0', to: 'node2' })[0]?.message ?? '', /failover/);
+});

@@ -99,6 +99,12 @@ export function patroniVerdict(state: ClusterState | undefined, ask: HaAsk): Pat
 export function patroniChanges(
   before: ClusterState | undefined,
   after: ClusterState | undefined,
+  /**
+   * A switchover Basin asked of Patroni (a rolling restart, a drain): the
+   * new leader it named, read while the old one is still a member but
+   * demoting (stopped, starting), is that switchover, not a failover.
+   */
+  asked?: { from: string; to: string },
 ): ProgressNote[] {
   if (!before || !after) return [];
   const notes: ProgressNote[] = [];
@@ -111,7 +117,11 @@ export function patroniChanges(
     const timeline = now.timeline === undefined ? '' : ` (timeline ${now.timeline})`;
     if (!was) {
       notes.push({ severity: 'LOG', message: `patroni: ${now.name} leads${timeline}` });
-    } else if (old !== undefined && ['running', 'streaming'].includes(old.state)) {
+    } else if (
+      old !== undefined &&
+      (['running', 'streaming'].includes(old.state) ||
+        (asked?.from === was.name && asked.to === now.name))
+    ) {
       notes.push({
         severity: 'LOG',
         message: `patroni: switchover: ${now.name} is the primary${timeline}, ${was.name} follows it`,

@@ -336,6 +336,27 @@ export interface Driver {
     node: { index: number; port: number },
     archive: boolean,
   ): Promise<ForkParent>;
+  /**
+   * The settings this host's node runs with that take a restart to match
+   * what it was given (a resize); null while its PostgreSQL does not answer.
+   */
+  stalePatroniSettings?(
+    serviceId: string,
+    node: { index: number; port: number },
+  ): Promise<string[] | null>;
+  /** This host's node restarted by its Patroni (POST /restart) when it runs with stale settings. */
+  restartPatroniNode?(
+    serviceId: string,
+    node: { index: number; port: number; apiPort: number },
+  ): Promise<Progress>;
+  /** This host's node, the leader, asks its Patroni to hand over to `candidate` (POST /switchover). */
+  switchoverPatroni?(
+    serviceId: string,
+    node: { index: number; port: number; apiPort: number },
+    candidate: string,
+  ): Promise<Progress>;
+  /** This host's node's Patroni stopped, and its PostgreSQL with it. */
+  stopPatroniNode?(serviceId: string, index: number): Promise<Progress>;
 
   /**
    * On the host of a service's primary (a service without HA across

@@ -221,7 +221,9 @@ export class RepositoryHost {
 
   /**
    * One step of a full backup started at or after `since`: done once the
-   * stanza lists it; otherwise started in the background, or running.
+   * stanza lists it; otherwise started in the background, or running. Its
+   * checkpoint is immediate when `fast` or when it is the stanza's first
+   * (config/pgbackrest.ts backupCheckpoint says why), spread otherwise.
    */
   backup(
     id: string,
@@ -229,6 +231,7 @@ export class RepositoryHost {
     since: number,
     source: BackupSource,
     processMax: number,
+    fast = false,
   ): Promise<BackupProgress> {
     return this.locks.run(id, async () => {
       const run = this.running.get(id);
@@ -248,10 +251,16 @@ export class RepositoryHost {
       if (run?.error && run.since === since) throw run.error;
       const started: Running = { since, finished: false };
       this.running.set(id, started);
-      const fast = existing.length === 0 ? '--start-fast' : '--no-start-fast';
-      void this.pgbackrest(user, id, this.dir(id).backupConf, [fast, '--type=full', 'backup'], {
-        timeoutMs: BACKUP_TIMEOUT_MS,
-      })
+      const checkpoint = fast || existing.length === 0 ? '--start-fast' : '--no-start-fast';
+      void this.pgbackrest(
+        user,
+        id,
+        this.dir(id).backupConf,
+        [checkpoint, '--type=full', 'backup'],
+        {
+          timeoutMs: BACKUP_TIMEOUT_MS,
+        },
+      )
         .catch((err: Error) => {
           started.error = new Error(`The backup failed: ${err.message}`);
         })

@@ -14,6 +14,8 @@ export type RepositoryCall =
       serviceId: string;
       port: number;
       since: number;
+      /** Its checkpoint immediate (a first backup's always is). */
+      fast?: boolean;
       source: BackupSource;
       processMax: number;
     }
@@ -45,6 +47,7 @@ export async function answerRepositoryCall(
             Number(call.since),
             call.source,
             Math.max(1, Math.min(4, Number(call.processMax) || 1)),
+            call.fast === true,
           ),
         );
       case 'expire':

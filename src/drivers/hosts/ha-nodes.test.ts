@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { patroniNodeId } from '../driver.js';
-import { apiPortOf } from './ha-nodes.js';
+import { type Host, nodeResourceId, type Placement } from '../../domain/hosts.js';
+import { DONE } from '../../domain/progress.js';
+import { patroniNodeId, type ServiceSpec } from '../driver.js';
+import { apiPortOf, HaNodes } from './ha-nodes.js';
 import { silentLogger } from '../../lib/logger.js';
 import { HostsDriver } from './hosts-driver.js';
 
@@ -50,4 +52,140 @@ test('on hosts, a service is under Patroni from its creation or never: setHA may
   assert.equal(d.haChangeRefusal(0, 0), undefined);
   assert.match(d.haChangeRefusal(0, 2) ?? '', /at its creation only/);
   assert.match(d.haChangeRefusal(2, 0) ?? '', /keeps at least one replica/);
+  // The pooler of an HA service across hosts is not built: refused, not accepted and never run.
+  assert.equal(d.poolerRefusal(0), undefined);
+  assert.match(d.poolerRefusal(2) ?? '', /connection pooler of a service with HA replicas/);
+});
+
+/**
+ * A fake installation of three hosts, one node each, answering the driver
+ * calls HaNodes makes as the nodes' agents would, from a cluster state that
+ * the restarts, switchovers and stops change.
+ */
+function fakeCluster() {
+  const id = 'abcdefghij';
+  const hosts = [0, 1, 2].map(
+    (i) =>
+      ({
+        id: `h${i}`,
+        role: 'database',
+        name: `h${i}`,
+        address: `10.0.0.${i + 1}`,
+        agentPort: 9444,
+        zone: `z${i}`,
+        capacity: { cpus: 2, memoryBytes: 8 * 2 ** 30, diskBytes: 2 ** 40 },
+        usage: null,
+        certSha256: '',
+        joinedAt: '',
+        heartbeatAt: 1000,
+      }) as unknown as Host,
+  );
+  const placements: Placement[] = [0, 1, 2].map((i) => ({
+    resourceId: nodeResourceId(id, i),
+    hostId: `h${i}`,
+    cpuMillis: 500,
+    memoryMb: 2048,
+  }));
+  const state = {
+    leader: 0,
+    sync: 2,
+    stale: [['shared_buffers'], ['shared_buffers'], ['shared_buffers']] as string[][],
+    patroni: [true, true, true],
+  };
+  const calls: string[] = [];
+  const notes: string[] = [];
+  const cluster = () => ({
+    members: [0, 1, 2]
+      .filter((i) => state.patroni[i])
+      .map((i) => ({
+        name: `node${i}`,
+        role: i === state.leader ? 'leader' : i === state.sync ? 'sync_standby' : 'replica',
+        state: i === state.leader ? 'running' : 'streaming',
+        lagBytes: 0,
+      })),
+    ...(state.patroni[state.leader] ? { leader: `node${state.leader}` } : {}),
+    paused: false,
+  });
+  const ha = new HaNodes({
+    hosts: async () => hosts,
+    placements: { list: async () => placements, put: async () => {}, remove: async () => {} },
+    etcdQuorum: async () => true,
+    call: async (host, method, args) => {
+      const i = Number(host.id.slice(1));
+      switch (method) {
+        case 'applyPatroniNode':
+        case 'applyPatroniEndpoint':
+          return DONE;
+        case 'inspectPatroniNode':
+          return { patroni: state.patroni[i], cluster: state.patroni[i] ? cluster() : null };
+        case 'stalePatroniSettings':
+          return state.stale[i];
+        case 'restartPatroniNode':
+          calls.push(`restart node${i}`);
+          state.stale[i] = [];
+          return DONE;
+        case 'switchoverPatroni': {
+          calls.push(`switchover node${i} to ${String(args[2])}`);
+          const to = Number(String(args[2]).slice(4));
+          [state.leader, state.sync] = [to, state.leader];
+          return DONE;
+        }
+        case 'stopPatroniNode':
+          calls.push(`stop node${i}`);
+          state.patroni[i] = false;
+          return DONE;
+        default:
+          throw new Error(`unexpected call ${method}`);
+      }
+    },
+    lostAfterMs: 15_000,
+    clock: () => 2000,
+    log: silentLogger,
+    notify: (_target, note) => notes.push(note.message),
+  });
+  const spec = {
+    serviceId: id,
+    running: true,
+    size: { shared: false, cpuMillis: 500, memoryGbs: 2 },
+    ha: { replicaCount: 2, syncReplicaCount: 1 },
+    nodes: nodes(40002, 40003, 40004),
+  } as unknown as ServiceSpec;
+  const converge = async (s: ServiceSpec) => {
+    for (let k = 0; k < 20; k++) if ((await ha.apply(s)).done) return;
+    assert.fail(`no convergence: ${calls.join('; ')}`);
+  };
+  return { ha, spec, state, calls, notes, converge };
+}
+
+test('a resize that takes a restart: the standbys restarted one at a time, then a switchover to the synchronous standby, the old primary last', async () => {
+  const f = fakeCluster();
+  await f.converge(f.spec);
+  assert.deepEqual(f.calls, [
+    'restart node1',
+    'restart node2',
+    'switchover node0 to node2',
+    'restart node0',
+  ]);
+  assert.ok(f.notes.some((n) => /basin: restarting node1, a standby, .*shared_buffers/.test(n)));
+  assert.ok(f.notes.some((n) => n.startsWith('basin: switchover: the primary node0 needs a restart')), f.notes.join('\n')); // prettier-ignore
+  // Nothing stale: nothing asked.
+  f.calls.length = 0;
+  await f.converge(f.spec);
+  assert.deepEqual(f.calls, []);
+});
+
+test('a rolling restart goes on from what the nodes run: resumed with one standby done, it does not restart it again', async () => {
+  const f = fakeCluster();
+  f.state.stale[1] = [];
+  await f.converge(f.spec);
+  assert.deepEqual(f.calls, ['restart node2', 'switchover node0 to node2', 'restart node0']);
+});
+
+test('stopped: the standbys first, the leader last; start is an ordinary apply', async () => {
+  const f = fakeCluster();
+  f.state.stale = [[], [], []];
+  await f.converge({ ...f.spec, running: false });
+  assert.deepEqual(f.calls, ['stop node1', 'stop node2', 'stop node0']);
+  assert.equal(await f.ha.inspect({ ...f.spec, running: false }), 'stopped');
+  assert.ok(f.notes.includes('basin: stopping node1, node2 (standbys), then the leader'));
 });

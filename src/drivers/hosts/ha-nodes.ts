@@ -42,6 +42,9 @@ import { chooseHosts, haPlacementRefusal, reservation } from './placement.js';
 /** How long a node's reading of the cluster may take before it is given up (views). */
 const READ_MS = 5_000;
 
+/** How often one node is restarted for the same settings before a rolling restart gives up. */
+const MAX_RESTARTS = 3;
+
 /**
  * Patroni's timing for every service across hosts: the leader key's TTL,
  * the loop, the retries (loop_wait + 2 × retry_timeout ≤ ttl). Faster than
@@ -89,6 +92,13 @@ export class HaNodes {
     string,
     { cluster?: ClusterState; reason?: string; leaderless?: boolean }
   >();
+
+  /** The last switchover this process asked of each service's Patroni: told as one, not a failover. */
+  private handovers = new Map<string, { from: string; to: string }>();
+  /** How often this process restarted a node for the same stale settings (a guard against a loop). */
+  private restarts = new Map<string, number>();
+  /** The last of Basin's own entries said of each service's restarts and stops (said once). */
+  private said = new Map<string, string>();
 
   constructor(private readonly o: HaNodesOptions) {}
 
@@ -163,6 +173,9 @@ export class HaNodes {
   /** One step of every node towards the spec, each on its host; done once every node's Patroni runs. */
   async apply(spec: ServiceSpec): Promise<Progress> {
     const placed = await this.place(spec);
+    if (!spec.running) return this.stop(spec, placed);
+    const moving = await this.moveOffDraining(spec);
+    if (moving) return moving;
     const members = this.members(spec, placed);
     const hosts = await this.o.hosts();
     // Every database host's address: HAProxy on each may route to any node.
@@ -208,11 +221,245 @@ export class HaNodes {
     // host) is told in the service's logs, and its leader known (the
     // service's endpoint host) by the time the apply is done.
     await this.read(spec, true).catch(() => undefined);
-    if (waiting.length === 0) return DONE;
+    if (waiting.length === 0) return this.rollingRestart(spec, placed);
     return wait(
       Math.min(...waiting.map((p) => p.retryAfterMs)),
       waiting.map((p) => p.reason).join('; '),
     );
+  }
+
+  /**
+   * One step of a rolling restart, when a change (a resize) left nodes
+   * running with settings that take a restart: decided afresh at every
+   * step from what the nodes run (stalePatroniSettings) and what Patroni
+   * reports, so a kill -9 of the control plane anywhere resumes it. One
+   * node at a time, and only while the cluster is whole (a leader, every
+   * standby streaming, as many synchronous as asked): the standbys first,
+   * each restarted by its own Patroni; then, with only the leader left, a
+   * switchover to a synchronous (else the most caught-up) standby, asked
+   * of the leader's Patroni, which decides; the old leader, a standby
+   * then, restarts last. DONE when no node runs stale settings.
+   */
+  private async rollingRestart(spec: ServiceSpec, placed: Map<number, Host>): Promise<Progress> {
+    const stale = await Promise.all(
+      spec.nodes.map(async (n) => {
+        const host = placed.get(n.index) as Host;
+        // A lost host's node is restarted with its settings when it returns.
+        if (this.lost(host)) return { index: n.index, stale: [] as string[] };
+        const got = (await this.o.call(host, 'stalePatroniSettings', [
+          spec.serviceId,
+          { index: n.index, port: n.port },
+        ])) as string[] | null;
+        return { index: n.index, stale: got };
+      }),
+    );
+    const todo = stale.filter((s) => s.stale === null || s.stale.length > 0);
+    if (todo.length === 0) {
+      this.said.delete(spec.serviceId);
+      for (const k of this.restarts.keys()) {
+        if (k.startsWith(`${spec.serviceId}:`)) this.restarts.delete(k);
+      }
+      return DONE;
+    }
+    const cluster = clusterOf(await this.views(spec));
+    const verdict = patroniVerdict(cluster, {
+      standbys: spec.ha.replicaCount,
+      sync: spec.ha.syncReplicaCount,
+    });
+    const names = todo.map((s) => `node${s.index}`).join(', ');
+    if (!cluster?.leader || verdict.reason !== undefined || todo.some((s) => s.stale === null)) {
+      const why = verdict.reason ?? 'a node does not answer';
+      return wait(1000, `${names} to restart for new settings, once the cluster is whole (${why})`);
+    }
+    const leader = cluster.leader;
+    const ports = (index: number) => {
+      const n = spec.nodes.find((x) => x.index === index);
+      return { index, port: n?.port ?? 0, apiPort: apiPortOf(spec, index) };
+    };
+    const target: Target = { kind: 'service', id: spec.serviceId };
+    const standby = todo.find((s) => `node${s.index}` !== leader);
+    if (standby) {
+      const name = `node${standby.index}`;
+      this.say(target, `basin: restarting ${name}, a standby, for settings that take a restart (${(standby.stale ?? []).join(', ')})`); // prettier-ignore
+      // A setting that a restart does not bring (a value PostgreSQL or
+      // Patroni writes otherwise than asked) would restart the node for
+      // ever: after a few restarts the operation fails, saying which.
+      const key = `${spec.serviceId}:${name}:${(standby.stale ?? []).join(',')}`;
+      const times = (this.restarts.get(key) ?? 0) + 1;
+      if (times > MAX_RESTARTS) {
+        throw new DriverError(
+          `${name} still runs with other values of ${(standby.stale ?? []).join(', ')} than asked after ${MAX_RESTARTS} restarts.`,
+          false,
+        );
+      }
+      this.restarts.set(key, times);
+      const host = placed.get(standby.index) as Host;
+      const p = (await this.o.call(host, 'restartPatroniNode', [
+        spec.serviceId,
+        ports(standby.index),
+      ])) as Progress;
+      return p.done ? wait(1000, `${name} restarted: waiting for it to stream again`) : p;
+    }
+    // Only the leader runs stale settings: it hands over first, to a
+    // standby that runs the new ones.
+    const index = Number(leader.replace(/^node/, ''));
+    const stalePrimary = (todo.find((s) => s.index === index)?.stale ?? []).join(', ');
+    return this.handOver(
+      spec,
+      placed.get(index) as Host,
+      cluster,
+      `the primary ${leader} needs a restart (${stalePrimary})`,
+      'restarts',
+    );
+  }
+
+  /**
+   * Asks the leader's Patroni (through its host's agent) to hand over to a
+   * synchronous standby, else the most caught-up one that streams (Patroni
+   * refuses a candidate that is not synchronous under
+   * synchronous_mode_strict, and decides); the old leader follows it.
+   */
+  private async handOver(
+    spec: ServiceSpec,
+    host: Host,
+    cluster: ClusterState,
+    why: string,
+    then: string,
+  ): Promise<Progress> {
+    const leader = cluster.leader as string;
+    const streaming = cluster.members.filter(
+      (m) => m.name !== leader && ['running', 'streaming'].includes(m.state),
+    );
+    const candidate =
+      streaming.find((m) => m.role === 'sync_standby') ??
+      [...streaming].sort((a, b) => (a.lagBytes ?? 0) - (b.lagBytes ?? 0))[0];
+    if (!candidate) return wait(2000, `${leader}: no standby streams to hand over to`);
+    const index = Number(leader.replace(/^node/, ''));
+    this.say(
+      { kind: 'service', id: spec.serviceId },
+      `basin: switchover: ${why}: asking Patroni to hand over to ${candidate.name}, then ${leader} ${then} as a standby`,
+    );
+    const n = spec.nodes.find((x) => x.index === index);
+    this.handovers.set(spec.serviceId, { from: leader, to: candidate.name });
+    const p = (await this.o.call(host, 'switchoverPatroni', [
+      spec.serviceId,
+      { index, port: n?.port ?? 0, apiPort: apiPortOf(spec, index) },
+      candidate.name,
+    ])) as Progress;
+    return p.done ? wait(1000, `${leader} handed over to ${candidate.name}`) : p;
+  }
+
+  /**
+   * One step of moving the service's nodes off hosts being drained (`basin
+   * host drain`; docs/decisions.md, "Draining a host"), undefined when none
+   * is left there. One node at a time, and only while the cluster is
+   * whole: a leader there hands over first (a switchover, as for a
+   * restart); a standby's placement row moves to another database host
+   * with room and none of the service's nodes, marked with the host it
+   * left; its old copy is then removed there (its Patroni stopped, its
+   * member gone: two members of one name would be one too many) before
+   * the new one is made, which Patroni copies from the primary
+   * (`create_replica_methods`). Every step is decided from the rows and
+   * from what Patroni reports, so a kill -9 of the control plane resumes it.
+   */
+  private async moveOffDraining(spec: ServiceSpec): Promise<Progress | undefined> {
+    const hosts = await this.o.hosts();
+    const all = await this.o.placements.list();
+    const rows = nodePlacements(all, spec.serviceId);
+    const indexOf = (p: Placement) =>
+      p.resourceId === spec.serviceId ? 0 : Number(p.resourceId.slice(`${spec.serviceId}:node`.length)); // prettier-ignore
+    const target: Target = { kind: 'service', id: spec.serviceId };
+    for (const p of rows.filter((r) => r.movedFrom !== undefined)) {
+      const old = hosts.find((h) => h.id === p.movedFrom);
+      // A lost host's copy is removed by its agent when it reports again
+      // (agent/stale-services.ts): the row names another host then.
+      if (old && !this.lost(old)) {
+        const removed = (await this.o.call(old, 'deleteService', [
+          patroniNodeId(spec.serviceId, indexOf(p)),
+        ])) as Progress;
+        if (!removed.done) return removed;
+      }
+      const { movedFrom: _, ...settled } = p;
+      await this.o.placements.put(settled);
+      this.o.log.info({ service: spec.serviceId, node: indexOf(p) }, 'node moved');
+    }
+    const hostOf = (p: Placement) => hosts.find((h) => h.id === p.hostId);
+    const draining = rows.filter((r) => hostOf(r)?.draining === true);
+    if (draining.length === 0) return undefined;
+    const cluster = clusterOf(await this.views(spec));
+    const verdict = patroniVerdict(cluster, {
+      standbys: spec.ha.replicaCount,
+      sync: spec.ha.syncReplicaCount,
+    });
+    const names = draining.map((r) => `node${indexOf(r)}`).join(', ');
+    if (!cluster?.leader || verdict.reason !== undefined) {
+      return wait(1000, `${names} to move off a drained host, once the cluster is whole (${verdict.reason ?? 'no leader'})`); // prettier-ignore
+    }
+    const row = draining.find((r) => `node${indexOf(r)}` !== cluster.leader) ?? (draining[0] as Placement); // prettier-ignore
+    const index = indexOf(row);
+    const from = hostOf(row) as Host;
+    if (`node${index}` === cluster.leader) {
+      return this.handOver(
+        spec,
+        from,
+        cluster,
+        `host ${from.name} (${from.address}), the primary node${index}'s, is being drained`,
+        'moves',
+      );
+    }
+    const taken = rows
+      .filter((r) => r !== row)
+      .map(hostOf)
+      .filter((h): h is Host => h !== undefined);
+    const to = chooseHosts(this.online(hosts), all, reservation(spec.size), 1, taken)?.[0];
+    if (!to) {
+      throw new DriverError(
+        `Host ${from.name} is being drained, and no other online database host without a node of this service has room for node${index}: add a host.`,
+        true,
+      );
+    }
+    this.say(target, `basin: host ${from.name} (${from.address}) is being drained: node${index}, a standby, moves to host ${to.name} (${to.address}), copied there from the primary`); // prettier-ignore
+    await this.o.placements.put({ ...row, hostId: to.id, movedFrom: from.id });
+    return wait(100, `node${index} moves to host ${to.name}`);
+  }
+
+  /**
+   * One step of stopping the service's nodes (`running: false`): every
+   * standby's Patroni first, then the leader's, so that no standby is
+   * promoted meanwhile; DONE once no reachable node's Patroni runs (a lost
+   * host's is stopped when it returns: the reconciler sees it run).
+   */
+  private async stop(spec: ServiceSpec, placed: Map<number, Host>): Promise<Progress> {
+    const views = await this.views(spec);
+    const running = views.filter((v) => v.view?.patroni);
+    if (running.length === 0) {
+      this.last.delete(spec.serviceId);
+      this.said.delete(spec.serviceId);
+      return DONE;
+    }
+    const leader = clusterOf(views)?.leader;
+    const standbys = running.filter((v) => `node${v.index}` !== leader);
+    const batch = standbys.length > 0 ? standbys : running;
+    const names = batch.map((v) => `node${v.index}`).join(', ');
+    this.say(
+      { kind: 'service', id: spec.serviceId },
+      standbys.length > 0
+        ? `basin: stopping ${names} (standbys), then the leader`
+        : `basin: stopping ${names}${leader ? ' (the leader)' : ''}`,
+    );
+    await Promise.all(
+      batch.map((v) =>
+        this.o.call(placed.get(v.index) as Host, 'stopPatroniNode', [spec.serviceId, v.index]),
+      ),
+    );
+    return wait(100, `stopped ${names}`);
+  }
+
+  /** One of Basin's own entries in the service's logs, not said twice in a row. */
+  private say(target: Target, message: string): void {
+    if (this.said.get(target.id) === message) return;
+    this.said.set(target.id, message);
+    this.o.notify(target, { severity: 'LOG', message });
   }
 
   /** What each node's host sees of it (a lost host's: nothing). */
@@ -258,6 +505,11 @@ export class HaNodes {
   async inspect(spec: ServiceSpec): Promise<Health> {
     const placements = nodePlacements(await this.o.placements.list(), spec.serviceId);
     if (placements.length === 0) return 'missing';
+    // Stopped: no node's Patroni should run (one that does is stopped again).
+    if (!spec.running) {
+      const views = await this.views(spec);
+      return views.some((v) => v.view?.patroni) ? 'running' : 'stopped';
+    }
     return this.read(spec);
   }
 
@@ -281,7 +533,10 @@ export class HaNodes {
     // said once, and the last reading with a leader is kept, so that the
     // promotion after it is told as the failover it is.
     const leaderless = cluster !== undefined && cluster.leader === undefined;
-    const notes = leaderless && last.leaderless ? [] : patroniChanges(before, cluster);
+    const notes =
+      leaderless && last.leaderless
+        ? []
+        : patroniChanges(before, cluster, this.handovers.get(spec.serviceId));
     for (const note of notes) this.o.notify(target, note);
     const verdict = patroniVerdict(cluster, {
       standbys: spec.ha.replicaCount,

@@ -243,6 +243,17 @@ export class HostsDriver implements Driver {
   }
 
   /**
+   * The connection pooler of an HA service across hosts is not built: its
+   * PgBouncer would have to follow Patroni's leader on every host
+   * (docs/decisions.md, "HA across hosts"). Refused rather than accepted
+   * and never run.
+   */
+  poolerRefusal(replicaCount: number): string | undefined {
+    if (replicaCount === 0) return undefined;
+    return "On an installation of several hosts, the connection pooler of a service with HA replicas is not available yet: connect to the service's endpoint directly, or use a service without HA replicas for the pooler.";
+  }
+
+  /**
    * The address a service's clients connect to: its host's; a read replica
    * set's, its first node's host (its endpoint is on every database host);
    * undefined until it is placed.
@@ -506,7 +517,8 @@ export class HostsDriver implements Driver {
     let target: ForkFromRepository['target'] = 'immediate';
     if (source.strategy === 'NOW') {
       if (ready.running) {
-        const taken = await this.backupService(parent, Date.parse(spec.createdAt));
+        // Its checkpoint immediate: the fork's owner waits for it.
+        const taken = await this.backupOf(parent, Date.parse(spec.createdAt), true);
         if (!taken.done) {
           return { ...taken, reason: `backing up its parent ${parentId} to fork it` };
         }
@@ -695,7 +707,18 @@ export class HostsDriver implements Driver {
   }
 
   async backupService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
-    if (isHa(spec)) return this.backupHaService(spec, since);
+    return this.backupOf(spec, since, spec.size.shared);
+  }
+
+  /**
+   * A backup step; `fast`: its checkpoint immediate (a user waits for it, as
+   * for a NOW fork's, or a shared service's, whose few dirty buffers an
+   * immediate checkpoint writes at once: config/pgbackrest.ts
+   * backupCheckpoint); otherwise spread, as PostgreSQL paces its own. A
+   * service's first backup is always immediate (the repository host knows).
+   */
+  private async backupOf(spec: ServiceSpec, since: number, fast: boolean): Promise<BackupProgress> {
+    if (isHa(spec)) return this.backupHaService(spec, since, fast);
     const host = await this.placedHost(spec.serviceId);
     if (!host) throw new DriverError(`Service ${spec.serviceId} is not placed on a host.`, true);
     this.refuseLost(host);
@@ -708,7 +731,7 @@ export class HostsDriver implements Driver {
     // host, reading the service through its own server on its host, which
     // runs for the backup.
     const source = (await this.call(host, 'openBackupSource', [withRepo])) as SourceInfo;
-    const progress = await this.backupFrom(repoHost, spec, since, source, host);
+    const progress = await this.backupFrom(repoHost, spec, since, source, host, fast);
     if (progress.done) await this.call(host, 'closeBackupSource', [spec.serviceId]);
     return progress;
   }
@@ -719,7 +742,11 @@ export class HostsDriver implements Driver {
    * (docs/decisions.md, "HA across hosts": backups). A cluster with no
    * leader now waits for one.
    */
-  private async backupHaService(spec: ServiceSpec, since: number): Promise<BackupProgress> {
+  private async backupHaService(
+    spec: ServiceSpec,
+    since: number,
+    fast: boolean,
+  ): Promise<BackupProgress> {
     const repoHost = await this.repositoryHost();
     if (!repoHost) {
       // Its nodes archive nothing without one. The backup waits (said in
@@ -741,7 +768,7 @@ export class HostsDriver implements Driver {
       withRepo,
       node,
     ])) as SourceInfo;
-    const progress = await this.backupFrom(repoHost, spec, since, source, leader.host);
+    const progress = await this.backupFrom(repoHost, spec, since, source, leader.host, fast);
     if (progress.done) {
       await this.call(leader.host, 'closePatroniSource', [spec.serviceId, leader.index]);
     }
@@ -759,12 +786,14 @@ export class HostsDriver implements Driver {
     since: number,
     source: SourceInfo,
     host: Host,
+    fast: boolean,
   ): Promise<BackupProgress> {
     return (await this.callRepository(repoHost, {
       action: 'backup',
       serviceId: spec.serviceId,
       port: spec.port,
       since,
+      fast,
       processMax: source.processMax,
       source: { ...source, host: host.address },
     })) as BackupProgress;

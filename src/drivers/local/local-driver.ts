@@ -122,6 +122,13 @@ import {
   openPatroniSource,
   readyPatroniParent,
 } from './patroni/patroni-node.js';
+import {
+  type NodePorts,
+  restartNode,
+  staleSettings,
+  stopNode,
+  switchover,
+} from './patroni/node-ops.js';
 import type { IdlePolicy } from './idle/idle-policy.js';
 import { type IdleView, IdleServices } from './idle/idle-services.js';
 
@@ -847,6 +854,46 @@ export class LocalDriver implements Driver {
   async closePatroniSource(serviceId: string, index: number): Promise<void> {
     checkId(serviceId);
     this.context().backups.closeSource(patroniNodeId(serviceId, index));
+  }
+
+  /** The settings this host's node runs with that take a restart to match its YAML (patroni/node-ops.ts). */
+  async stalePatroniSettings(
+    serviceId: string,
+    node: { index: number; port: number },
+  ): Promise<string[] | null> {
+    checkId(serviceId);
+    return staleSettings(this.context(), patroniNodeId(serviceId, node.index), node);
+  }
+
+  /** This host's node restarted by its Patroni when it runs with stale settings (a rolling restart's step). */
+  async restartPatroniNode(serviceId: string, node: NodePorts): Promise<Progress> {
+    checkId(serviceId);
+    const ctx = this.context();
+    const local = patroniNodeId(serviceId, node.index);
+    return this.locks.run(local, () => restartNode(ctx, local, node));
+  }
+
+  /** This host's node, the leader, asked by its agent to hand over to `candidate` (Patroni decides). */
+  async switchoverPatroni(
+    serviceId: string,
+    node: NodePorts,
+    candidate: string,
+  ): Promise<Progress> {
+    checkId(serviceId);
+    if (typeof candidate !== 'string' || !/^node\d+$/.test(candidate)) {
+      throw new DriverError(`Not a member's name: ${String(candidate)}.`, false);
+    }
+    const ctx = this.context();
+    const local = patroniNodeId(serviceId, node.index);
+    return this.locks.run(local, () => switchover(ctx, local, node, candidate));
+  }
+
+  /** This host's node's Patroni stopped, and its PostgreSQL with it (the service stopped). */
+  async stopPatroniNode(serviceId: string, index: number): Promise<Progress> {
+    checkId(serviceId);
+    const ctx = this.context();
+    const local = patroniNodeId(serviceId, index);
+    return this.locks.run(local, () => stopNode(ctx, local));
   }
 
   async inspectPatroniNode(

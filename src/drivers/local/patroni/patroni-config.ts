@@ -132,13 +132,17 @@ export interface PatroniInputs {
 
 /**
  * Parameters Patroni sets itself and that must not come from Basin:
- * listen_addresses and port (from `postgresql.listen`), the synchronous
+ * listen_addresses and port (from `postgresql.listen`), cluster_name, the synchronous
  * standbys (synchronous_mode), a standby's conninfo and slot, and what a
  * recovering fork needs (Patroni promotes, not recovery_target_action).
  */
 const PATRONI_OWNS = new Set([
   'listen_addresses',
   'port',
+  // Patroni runs every member with cluster_name = its scope (the service's
+  // id), whatever it is given: a node's own name would never run, and
+  // would look like a setting waiting for a restart (node-ops.ts).
+  'cluster_name',
   'synchronous_standby_names',
   'primary_conninfo',
   'primary_slot_name',
@@ -154,7 +158,7 @@ const PATRONI_OWNS = new Set([
  * run with less than its primary): kept in the DCS, whence Patroni gives
  * them to every member.
  */
-const CLUSTER_WIDE = [
+export const CLUSTER_WIDE = [
   'max_connections',
   'max_worker_processes',
   'max_wal_senders',

@@ -58,7 +58,9 @@ import { exists, mkdirIn, ensureOwnedDir, writeOwned, writeRootFile } from '../n
 import { apiGet, apiRequest, type ClientTls, clusterState } from './client.js';
 import { ensurePatroniDirs, patroniFiles, prepareSeed, type PatroniFiles } from './files.js';
 import {
+  CLUSTER_WIDE,
   type PatroniInputs,
+  patroniConfig,
   patroniParameters,
   renderPatroniConfig,
   RESTAPI_USER,
@@ -68,7 +70,8 @@ import { ensureNodeArchive, ensureNodeStanza, nodePorts, openNodeSource } from '
 import type { SourceInfo } from '../backups/backups.js';
 import { archiveUpToNow } from '../backups/fork-restore.js';
 import { readSystemId } from '../node/system-id.js';
-import { SafeDir } from '../host/files/safe-dir.js';
+import { SafeDir, withSafeDir } from '../host/files/safe-dir.js';
+import type { OsUser } from '../host/os-user.js';
 
 /** What the control plane gives a node's host for its Patroni (agent/patroni-node.ts fetches it). */
 export interface PatroniSecrets {
@@ -221,10 +224,16 @@ export async function applyPatroniNode(
   );
   const st = await patroniStatus(f, user);
   if (st.up) {
-    // Patroni reads its configuration again on SIGHUP.
+    // Patroni reads its configuration again on SIGHUP, and writes the
+    // node's pg_hba from it (a VPC attached or detached): the apply is
+    // done once it has, so that READY means the new rules hold.
     if (changed) signalAll([st.pid], 'SIGHUP');
+    const hba = patroniConfig(inputs) as { postgresql: { pg_hba: string[] } };
+    if (!(await hbaWritten(f, user, hba.postgresql.pg_hba))) {
+      return wait(300, "Patroni is writing the node's new pg_hba (its reload)");
+    }
     const api = `https://${hostPort(self.address, self.apiPort)}`;
-    const sync = await keepSynchronous(ctx, api, spec, node.members.length, secrets);
+    const sync = await keepDynamic(ctx, api, spec, node.members.length, secrets, params);
     if (sync) return sync;
     const running = await nodeRunning(ctx, api);
     if (running !== 'primary') return running;
@@ -243,19 +252,23 @@ export async function applyPatroniNode(
 }
 
 /**
- * The cluster's synchronous replication as the spec asks now
- * (`bootstrap.dcs` holds only what it was at creation; later changes, a
- * setHA, are Patroni's dynamic configuration, PATCH /config, which the
- * agent may ask of its own node: its host's address is a member's, on the
- * REST API's allowlist). Undefined once it is; a wait while the cluster
- * has no configuration yet (being formed) or does not answer.
+ * The cluster's dynamic configuration as the spec asks now (`bootstrap.dcs`
+ * holds only what it was at creation; later changes are Patroni's dynamic
+ * configuration, PATCH /config, which the agent may ask of its own node:
+ * its host's address is a member's, on the REST API's allowlist): the
+ * synchronous replication (a setHA), and the settings every member must
+ * share (max_connections, max_worker_processes…: a resize), which Patroni
+ * takes from the DCS over a node's own YAML. Undefined once it is; a wait
+ * while the cluster has no configuration yet (being formed) or does not
+ * answer.
  */
-async function keepSynchronous(
+async function keepDynamic(
   ctx: Pick<Ctx, 'layout'>,
   api: string,
   spec: ServiceSpec,
   nodes: number,
   secrets: PatroniSecrets,
+  params: Record<string, string>,
 ): Promise<Progress | undefined> {
   const sync = Math.max(0, Math.min(spec.ha.syncReplicaCount, nodes - 1));
   const wanted = {
@@ -263,6 +276,9 @@ async function keepSynchronous(
     synchronous_mode_strict: sync > 0,
     synchronous_node_count: Math.max(1, sync),
   };
+  const shared = Object.fromEntries(
+    CLUSTER_WIDE.filter((k) => k in params).map((k) => [k, String(params[k])]),
+  );
   try {
     const tls = await readerTls(ctx);
     const got = await apiGet(api, '/config', tls);
@@ -270,17 +286,39 @@ async function keepSynchronous(
       return wait(500, "waiting for the cluster's configuration in etcd");
     }
     const now = got.body as Record<string, unknown>;
-    if (Object.entries(wanted).every(([k, v]) => now[k] === v)) return undefined;
+    const nowParams = ((now.postgresql as { parameters?: Record<string, unknown> } | undefined)
+      ?.parameters ?? {}) as Record<string, unknown>;
+    const syncAsAsked = Object.entries(wanted).every(([k, v]) => now[k] === v);
+    const sharedAsAsked = Object.entries(shared).every(([k, v]) => String(nowParams[k]) === v);
+    if (syncAsAsked && sharedAsAsked) return undefined;
     const patched = await apiRequest(api, 'PATCH', '/config', tls, 5000, {
-      body: wanted,
+      body: { ...wanted, postgresql: { parameters: shared } },
       auth: { username: RESTAPI_USER, password: secrets.restApiPassword },
     });
     if (patched.status !== 200) {
-      return wait(1000, `Patroni answered ${patched.status} to its synchronous mode`);
+      return wait(1000, `Patroni answered ${patched.status} to its dynamic configuration`);
     }
     return undefined;
   } catch (err) {
     return wait(500, `Patroni's REST API does not answer yet (${(err as Error).message})`);
+  }
+}
+
+/**
+ * Whether the node's pg_hba.conf, which Patroni writes into the data
+ * directory from the YAML on each reload, holds `wanted`'s lines; read
+ * without following the tenant's links (SafeDir), bounded.
+ */
+async function hbaWritten(f: PatroniFiles, user: OsUser, wanted: readonly string[]) {
+  try {
+    const text = await withSafeDir(f.pgdata, user.uid, (d) => d.readSmall('pg_hba.conf', 1 << 20));
+    const lines = text
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    return lines.join('\n') === wanted.map((l) => l.trim()).join('\n');
+  } catch {
+    return false;
   }
 }
 
@@ -386,7 +424,7 @@ export async function inspectPatroniNode(
  * once, root's alone. Not the host's identity key (which drives the
  * control plane's listener), and not any tenant's.
  */
-async function readerTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
+export async function readerTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
   const dir = join(ctx.layout.root, 'patroni-reader');
   const certFile = join(dir, 'client.crt');
   const keyFile = join(dir, 'client.key');
