@@ -44,8 +44,9 @@ export interface DriverReads {
   haChangeRefusal?(before: number, after: number): string | undefined;
   /**
    * Why a read replica set of `nodes` nodes of `size` for `serviceId`
-   * cannot be made on this driver: `invalid` (a 400: not of such a
-   * service), or `unavailable` (a 503: no host has room now).
+   * cannot be made on this driver: `invalid` (a 400: never for such a
+   * service), or `unavailable` (a 503: no host has room now; the hosts
+   * driver's only answer).
    */
   replicaSetRefusal?(
     serviceId: string,

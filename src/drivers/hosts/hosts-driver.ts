@@ -18,9 +18,10 @@
 // Patroni (ha-nodes.ts: docs/decisions.md, "HA across hosts").
 //
 // A read replica set's nodes go to other hosts than its service's, each
-// streaming from the primary's host over TLS, its endpoint on every
+// streaming from its primary over TLS (an HA service's: through the
+// service's endpoint, so it follows a failover), its endpoint on every
 // database host (replica-sets.ts: docs/decisions.md, "Read replica sets
-// across hosts"); not yet of an HA service, nor with a pooler.
+// across hosts"); not yet with a pooler.
 
 import {
   agentUrl,
@@ -813,8 +814,8 @@ export class HostsDriver implements Driver {
 
   /**
    * Why a read replica set of `nodes` nodes of `size` for `serviceId`
-   * cannot be made now: not of an HA service yet (a 400), or no other
-   * host has room (a 503), before anything is queued.
+   * cannot be made now: no database host other than its service's has
+   * room (a 503), before anything is queued.
    */
   async replicaSetRefusal(
     serviceId: string,
