@@ -15,6 +15,7 @@ import { createLocalDriver } from './drivers/local/local-driver.js';
 import { createHostsDriver } from './drivers/hosts/hosts-driver.js';
 import { etcdHealth } from './hosts/etcd-cluster.js';
 import { revokeServiceEtcd } from './hosts/etcd-service-identity.js';
+import { serviceSecret } from './hosts/service-secrets.js';
 import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
@@ -371,6 +372,14 @@ function createDriver(
             )
             .map((s) => s.id),
         hasBackup: async (id) => (await store.backups.listByService(id)).length > 0,
+        // Not a service being deleted: its set's delete leaves it alone (no converge).
+        replicaSetService: async (id) => {
+          const rs = await store.replicaSets.get(id);
+          const svc = rs && (await store.services.get(rs.serviceId));
+          return svc && svc.status !== 'DELETING' ? svc.id : undefined;
+        },
+        replicaSetsOf: async (id) => (await store.replicaSets.listByService(id)).map((r) => r.id),
+        replicationSecret: (id) => serviceSecret(store, id, 'replication'),
         lostAfterMs: config.hostLostAfterMs,
         restoreLost: config.restoreLostServices,
         clock,

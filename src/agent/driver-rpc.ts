@@ -33,6 +33,11 @@ export const DRIVER_METHODS = {
   restartPatroniNode: 2,
   switchoverPatroni: 3,
   stopPatroniNode: 2,
+  admitReplicaSet: 2,
+  releaseReplicaSet: 2,
+  applyReplicaNode: 2,
+  inspectReplicaNode: 2,
+  applyReplicaSetEndpoint: 2,
 } as const;
 export type DriverMethod = keyof typeof DRIVER_METHODS;
 

@@ -43,6 +43,17 @@ export interface DriverReads {
    */
   haChangeRefusal?(before: number, after: number): string | undefined;
   /**
+   * Why a read replica set of `nodes` nodes of `size` for `serviceId`
+   * cannot be made on this driver: `invalid` (a 400: never for such a
+   * service), or `unavailable` (a 503: no host has room now; the hosts
+   * driver's only answer).
+   */
+  replicaSetRefusal?(
+    serviceId: string,
+    size: Size,
+    nodes: number,
+  ): Promise<{ invalid?: string; unavailable?: string } | undefined>;
+  /**
    * Why a service of `replicaCount` HA replicas cannot have the connection
    * pooler on this driver (the hosts driver: not across hosts yet);
    * undefined when it can.

@@ -1,7 +1,7 @@
 // Read replica sets: streaming standbys of a service, reached through their
 // own endpoint. Same pattern as services: desired state + operation, then 202.
 
-import { conflict, invalid } from '../domain/errors.js';
+import { AppError, conflict, invalid } from '../domain/errors.js';
 import { replicaSetConverge, replicaSetDelete, serviceConverge } from '../domain/operations.js';
 import {
   applyReplicaSetAction,
@@ -58,6 +58,22 @@ export async function createReplicaSet(
     false,
   );
   if (!size) throw invalid('cpu_millis and memory_gbs are required.');
+  // Where nodes go to hosts (the hosts driver): refused before anything is
+  // queued, once the service is known to be the caller's.
+  const refused =
+    ctx.driver.replicaSetRefusal &&
+    (await ctx.driver.replicaSetRefusal(
+      (await loadService(ctx.store, p, projectId, serviceId)).id,
+      size,
+      body.nodes,
+    ));
+  if (refused?.invalid) throw invalid(refused.invalid);
+  if (refused?.unavailable) {
+    throw new AppError(
+      'UNAVAILABLE',
+      `Basin cannot place the read replica set now: ${refused.unavailable}`,
+    );
+  }
   const id = resourceId();
   const now = ctx.clock();
   const rs = await ctx.store.transaction(async (tx) => {

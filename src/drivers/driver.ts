@@ -357,6 +357,62 @@ export interface Driver {
   ): Promise<Progress>;
   /** This host's node's Patroni stopped, and its PostgreSQL with it. */
   stopPatroniNode?(serviceId: string, index: number): Promise<Progress>;
+
+  /**
+   * On the host of a service's primary (a service without HA across
+   * hosts): admits a read replica set's nodes, whose hosts are elsewhere
+   * (docs/decisions.md, "Read replica sets across hosts"): its pg_hba
+   * admits the replication role from `addresses`, the primary has the
+   * role and the set's `slots`. Answers the role's password once done,
+   * for the set's nodes' hosts.
+   */
+  admitReplicaSet?(spec: ServiceSpec, admit: ReplicaSetAdmission): Promise<AdmittedReplicaSet>;
+  /** The reverse of admitReplicaSet once the set's nodes are gone: its slots dropped, its addresses no longer admitted. */
+  releaseReplicaSet?(spec: ServiceSpec, replicaSetId: string): Promise<Progress>;
+  /** One node of a read replica set across hosts, a resource of its own on this host (`nodeId`). */
+  applyReplicaNode?(nodeId: string, node: ReplicaNodeSpec): Promise<Progress>;
+  /** Whether this host's node of a set runs and streams from its primary. */
+  inspectReplicaNode?(nodeId: string, node: ReplicaNodeSpec): Promise<Health>;
+  /** This host's endpoint of a read replica set across hosts: `spec.port` balanced over `servers`. */
+  applyReplicaSetEndpoint?(
+    spec: ReplicaSetSpec,
+    servers: { index: number; host: string; port: number }[],
+  ): Promise<Progress>;
+}
+
+/** What the host of a service's primary admits for one read replica set across hosts. */
+export interface ReplicaSetAdmission {
+  replicaSetId: string;
+  /** The set's slots on the primary (`rs_<set>_<i>`). */
+  slots: string[];
+  /** The addresses of the hosts of the set's nodes: replication is admitted from them only. */
+  addresses: string[];
+}
+
+/** What admitReplicaSet answers: a wait, or done with the replication role's password. */
+export type AdmittedReplicaSet =
+  { done: false; retryAfterMs: number; reason: string } | { done: true; secret: string };
+
+/** What the control plane tells the host of one node of a read replica set across hosts. */
+export interface ReplicaNodeSpec {
+  set: ReplicaSetSpec;
+  /** The node's index in the set (its slot and application_name: `rs_<set>_<index>`). */
+  index: number;
+  /** Where it streams from: its service primary's host address and port. */
+  source: { host: string; port: number };
+  /** The service's replication role's password (admitReplicaSet's answer, or the HA service's derived one). */
+  secret: string;
+  /**
+   * Without a slot of its own: a node of an HA service's set (Patroni owns
+   * the slots of its cluster, and drops those it does not know).
+   */
+  noSlot?: boolean;
+  /**
+   * Every database host's address: the set's endpoint is on each, so the
+   * node's certificate names them all (verify-full through any), and its
+   * pg_hba admits HAProxy's connections from them.
+   */
+  names: string[];
 }
 
 export { patroniNodeId } from '../domain/hosts.js';
@@ -387,6 +443,8 @@ export interface PatroniNodeSpec {
   allowlist: string[];
   /** Patroni's timing (ttl, loop_wait, retry_timeout, in seconds); Patroni's defaults when absent. */
   timing?: { ttl: number; loopWait: number; retryTimeout: number };
+  /** The host addresses of the service's read replica sets' nodes: its pg_hba admits their replication. */
+  readers?: string[];
 }
 
 /** What a node's host sees of it: whether its Patroni runs, and the cluster as its REST API tells. */

@@ -67,6 +67,8 @@ export interface HaNodesOptions {
   forgetService?(serviceId: string): Promise<void>;
   /** One driver call on a host's agent (hosts-driver.ts). */
   call(host: Host, method: string, args: unknown[]): Promise<unknown>;
+  /** The host addresses of the service's read replica sets' nodes (replica-sets.ts): admitted for replication. */
+  readersOf?(serviceId: string): Promise<string[]>;
   lostAfterMs: number;
   clock: Clock;
   log: Logger;
@@ -183,6 +185,7 @@ export class HaNodes {
         ...hosts.filter((h) => h.role === 'database').map((h) => h.address),
       ]),
     ];
+    const readers = (await this.o.readersOf?.(spec.serviceId)) ?? [];
     const results = await Promise.allSettled(
       members.map(async (m) => {
         const host = placed.get(m.index) as Host;
@@ -191,7 +194,14 @@ export class HaNodes {
         if (this.lost(host)) return wait(2000, `node${m.index}'s host ${host.name} is lost`);
         return (await this.o.call(host, 'applyPatroniNode', [
           spec,
-          { index: m.index, members, names, allowlist: [], timing: PATRONI_TIMING },
+          {
+            index: m.index,
+            members,
+            names,
+            allowlist: [],
+            timing: PATRONI_TIMING,
+            ...(readers.length > 0 ? { readers } : {}),
+          },
         ])) as Progress;
       }),
     );

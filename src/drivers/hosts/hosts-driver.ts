@@ -17,9 +17,11 @@
 // An HA service's nodes go each to a host of its own, each under its own
 // Patroni (ha-nodes.ts: docs/decisions.md, "HA across hosts").
 //
-// Not yet across hosts (docs/decisions.md, "Several hosts"): read replica
-// sets, whose nodes and sources would span hosts; the capabilities below
-// refuse them with a 400 before anything is queued.
+// A read replica set's nodes go to other hosts than its service's, each
+// streaming from its primary over TLS (an HA service's: through the
+// service's endpoint, so it follows a failover), its endpoint on every
+// database host (replica-sets.ts: docs/decisions.md, "Read replica sets
+// across hosts"); not yet with a pooler.
 
 import {
   agentUrl,
@@ -30,7 +32,7 @@ import {
   type Placement,
   takesNodes,
 } from '../../domain/hosts.js';
-import { DONE, type Progress, type ProgressNote } from '../../domain/progress.js';
+import { DONE, type Progress, type ProgressNote, wait } from '../../domain/progress.js';
 import type { LogPage, LogQuery, Target } from '../../domain/logs.js';
 import type { SeriesSample } from '../../domain/series/catalogue.js';
 import type { Capabilities, Metrics, Size } from '../../domain/types.js';
@@ -51,6 +53,7 @@ import {
   type ServiceSpec,
 } from '../driver.js';
 import { HaNodes } from './ha-nodes.js';
+import { ReplicaSets } from './replica-sets.js';
 import { chooseHost, reservation, roomLeft } from './placement.js';
 
 export interface HostsDriverOptions {
@@ -68,6 +71,12 @@ export interface HostsDriverOptions {
   serviceSpec(serviceId: string): Promise<ServiceSpec | undefined>;
   /** The forks of a service still being made (QUEUED, CONFIGURING): they restore from its stanza. */
   forksBeingMade(serviceId: string): Promise<string[]>;
+  /** The service a read replica set streams from (the store's record), for its delete. */
+  replicaSetService?(replicaSetId: string): Promise<string | undefined>;
+  /** A service's read replica sets (the store's records): an HA service's pg_hba admits their hosts. */
+  replicaSetsOf?(serviceId: string): Promise<string[]>;
+  /** An HA service's replication role's password (service-secrets.ts), for its read replica sets' nodes. */
+  replicationSecret?(serviceId: string): Promise<string>;
   /** Whether a service has a completed backup (the store's record): a move restores from one. */
   hasBackup?(serviceId: string): Promise<boolean>;
   lostAfterMs: number;
@@ -101,7 +110,7 @@ export class HostsDriver implements Driver {
     return {
       forks: [...this.hostsById.values()].some((h) => h.role === 'repository'),
       haReplicas: true,
-      replicaSets: false,
+      replicaSets: true,
       pooler: true,
       replicaSetPooler: false,
     };
@@ -131,6 +140,8 @@ export class HostsDriver implements Driver {
 
   /** The nodes of HA services, each on a host of its own under Patroni. */
   private readonly ha: HaNodes;
+  /** The nodes of read replica sets, on other hosts than their services'. */
+  private readonly sets: ReplicaSets;
 
   constructor(private readonly o: HostsDriverOptions) {
     this.ha = new HaNodes({
@@ -141,10 +152,27 @@ export class HostsDriver implements Driver {
         ? { forgetService: (id: string) => o.forgetService?.(id) ?? Promise.resolve() }
         : {}),
       call: (host, method, args) => this.call(host, method, args),
+      readersOf: async (serviceId) => this.sets.readers(await (o.replicaSetsOf?.(serviceId) ?? [])),
       lostAfterMs: o.lostAfterMs,
       clock: o.clock,
       log: o.log,
       notify: (target, note) => this.notify?.(target, note),
+    });
+    this.sets = new ReplicaSets({
+      hosts: () => o.hosts(),
+      placements: o.placements,
+      call: (host, method, args) => this.call(host, method, args),
+      applyService: (spec) => this.applyService(spec),
+      replicationSecret: (serviceId) =>
+        o.replicationSecret?.(serviceId) ??
+        Promise.reject(new DriverError('No replication secret for HA services here.', false)),
+      serviceOf: async (setId) => {
+        const serviceId = await o.replicaSetService?.(setId);
+        return serviceId === undefined ? undefined : o.serviceSpec(serviceId);
+      },
+      lostAfterMs: o.lostAfterMs,
+      clock: o.clock,
+      log: o.log,
     });
   }
 
@@ -226,10 +254,14 @@ export class HostsDriver implements Driver {
     return "On an installation of several hosts, the connection pooler of a service with HA replicas is not available yet: connect to the service's endpoint directly, or use a service without HA replicas for the pooler.";
   }
 
-  /** The address a service's clients connect to: its host's; undefined until it is placed. */
+  /**
+   * The address a service's clients connect to: its host's; a read replica
+   * set's, its first node's host (its endpoint is on every database host);
+   * undefined until it is placed.
+   */
   endpointHost(resourceId: string): string | undefined {
     this.freshen();
-    const p = this.placed.get(resourceId);
+    const p = this.placed.get(resourceId) ?? this.placed.get(`${resourceId}:node0`);
     return this.leaders.get(resourceId) ?? (p && this.hostsById.get(p.hostId)?.address);
   }
 
@@ -780,14 +812,37 @@ export class HostsDriver implements Driver {
     if (host && !this.lost(host)) await this.call(host, 'expireBackups', [serviceId, oldestKept]);
   }
 
-  async applyReplicaSet(_spec: ReplicaSetSpec): Promise<Progress> {
-    throw acrossHosts('read replica sets');
+  /**
+   * Why a read replica set of `nodes` nodes of `size` for `serviceId`
+   * cannot be made now: no database host other than its service's has
+   * room (a 503), before anything is queued.
+   */
+  async replicaSetRefusal(
+    serviceId: string,
+    size: Size,
+    nodes: number,
+  ): Promise<{ invalid?: string; unavailable?: string } | undefined> {
+    const why = await this.sets.refusal({ serviceId }, reservation(size), nodes);
+    return why === undefined ? undefined : { unavailable: why };
   }
-  async deleteReplicaSet(_id: string): Promise<Progress> {
-    return DONE;
+
+  async applyReplicaSet(spec: ReplicaSetSpec): Promise<Progress> {
+    const host = await this.placedHost(spec.serviceId);
+    if (!host) return wait(2000, `waiting for service ${spec.serviceId} to be placed`);
+    // An HA service's node 0 may be on a lost host: Patroni leads elsewhere.
+    if (!isHa(spec.primary)) this.refuseLost(host);
+    return this.sets.apply(spec, host);
   }
-  async inspectReplicaSet(_spec: ReplicaSetSpec): Promise<Health> {
-    return 'missing';
+
+  async deleteReplicaSet(id: string): Promise<Progress> {
+    return this.sets.delete(id, async () => {
+      const serviceId = await this.o.replicaSetService?.(id);
+      return serviceId === undefined ? undefined : this.placedHost(serviceId);
+    });
+  }
+
+  async inspectReplicaSet(spec: ReplicaSetSpec): Promise<Health> {
+    return this.sets.inspect(spec, await this.placedHost(spec.serviceId));
   }
 
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
@@ -1005,7 +1060,14 @@ export class HostsDriver implements Driver {
  * write's two minutes on each of its services meanwhile.
  */
 const READ_TIMEOUT_MS = 5_000;
-const READS = new Set(['inspectService', 'observeService', 'readLogs', 'sampleSeries', 'metrics']);
+const READS = new Set([
+  'inspectService',
+  'observeService',
+  'readLogs',
+  'sampleSeries',
+  'metrics',
+  'inspectReplicaNode',
+]);
 
 /**
  * What a database host answers when it opens a backup source (the local
@@ -1025,10 +1087,6 @@ const isHa = (spec: ServiceSpec) => spec.nodes.length > 1;
 
 function termHeader(term: number | undefined): Record<string, string> {
   return term === undefined ? {} : { [TERM_HEADER]: String(term) };
-}
-
-function acrossHosts(what: string): DriverError {
-  return new DriverError(`The hosts driver does not run ${what} yet.`, false);
 }
 
 export function createHostsDriver(o: HostsDriverOptions): HostsDriver {

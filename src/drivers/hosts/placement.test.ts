@@ -4,6 +4,7 @@ import { type Host, nodePlacements, nodeResourceId, type Placement } from '../..
 import {
   chooseHost,
   chooseHosts,
+  chooseReplicaHosts,
   haPlacementRefusal,
   reservation,
   roomLeft,
@@ -154,4 +155,43 @@ test("a service's nodes' placement ids: the service's own for node 0, one per st
     nodePlacements(rows, 'svc1').map((p) => p.resourceId),
     ['svc1', 'svc1:node1', 'svc1:node2'],
   );
+});
+
+test("a read replica set's nodes: never on its service's host, other zones first, spread, sharing a host only when it must", () => {
+  const zoned = (id: string, zone: string, memoryGib = 16): Host => ({
+    ...host(id, 4, memoryGib),
+    zone,
+  });
+  const [p, a, b, c] = [zoned('p', 'z1'), zoned('a', 'z1'), zoned('b', 'z2'), zoned('c', 'z3')];
+  const need = { cpuMillis: 1000, memoryMb: 1024 };
+  // Two nodes: the other zones' hosts, not the primary's zone's, never the primary's host.
+  assert.deepEqual(
+    chooseReplicaHosts([p, a, b, c], [], need, 2, [p])?.map((h) => h.id),
+    ['b', 'c'],
+  );
+  // Three: then the primary's zone.
+  assert.deepEqual(
+    chooseReplicaHosts([p, a, b, c], [], need, 3, [p])
+      ?.map((h) => h.id)
+      .sort(),
+    ['a', 'b', 'c'],
+  );
+  // More nodes than hosts: they share, evenly.
+  const four = chooseReplicaHosts([p, b, c], [], need, 4, [p])?.map((h) => h.id);
+  assert.deepEqual(four?.sort(), ['b', 'b', 'c', 'c']);
+  // Nodes already placed count (a converge again places only the missing).
+  assert.deepEqual(
+    chooseReplicaHosts([p, b, c], [], need, 1, [p], [b])?.map((h) => h.id),
+    ['c'],
+  );
+  // Room runs out as nodes are picked: b holds one node of 3 GB, not two.
+  const small = zoned('b', 'z2', 4);
+  const big = { cpuMillis: 1000, memoryMb: 3072 };
+  assert.equal(chooseReplicaHosts([p, small], [], big, 2, [p]), undefined);
+  assert.deepEqual(
+    chooseReplicaHosts([p, small], [], big, 1, [p])?.map((h) => h.id),
+    ['b'],
+  );
+  // Only the primary's host: none.
+  assert.equal(chooseReplicaHosts([p], [], need, 1, [p]), undefined);
 });

@@ -134,3 +134,58 @@ export function haPlacementRefusal(o: {
     ': ask for fewer replicas, choose a smaller size, or add hosts.'
   );
 }
+
+/**
+ * Hosts for `count` nodes of a read replica set (docs/decisions.md, "Read
+ * replica sets across hosts"), never on a host of its service's nodes
+ * (`avoid`): a host lost takes the primary or some of its readers, not
+ * both. Each pick is among the database hosts with room left (after the
+ * picks before it), from the zone that holds the fewest of the service's
+ * and the set's nodes so far, then the host that holds the fewest of the
+ * set's, then the most memory left, then the name. So the nodes spread
+ * over as many hosts as there are, other zones first, and share a host
+ * only when there are fewer hosts with room than nodes. Undefined when a
+ * node has no host at all.
+ */
+export function chooseReplicaHosts(
+  online: readonly Host[],
+  placements: readonly Placement[],
+  need: { cpuMillis: number; memoryMb: number },
+  count: number,
+  avoid: readonly Pick<Host, 'id' | 'zone'>[],
+  taken: readonly Pick<Host, 'id' | 'zone'>[] = [],
+): Host[] | undefined {
+  const inZone = new Map<string, number>();
+  for (const h of [...avoid, ...taken]) inZone.set(h.zone, (inZone.get(h.zone) ?? 0) + 1);
+  const onHost = new Map<string, number>();
+  for (const h of taken) onHost.set(h.id, (onHost.get(h.id) ?? 0) + 1);
+  const avoided = new Set(avoid.map((h) => h.id));
+  const left = online
+    .filter((h) => h.role === 'database' && !avoided.has(h.id))
+    .map((host) => ({ host, room: roomLeft(host, placements) }));
+  const picked: Host[] = [];
+  while (picked.length < count) {
+    let best: (typeof left)[number] | undefined;
+    const key = (c: (typeof left)[number]) =>
+      [inZone.get(c.host.zone) ?? 0, onHost.get(c.host.id) ?? 0, -c.room.memoryMb] as const;
+    for (const c of left) {
+      if (c.room.cpuMillis < need.cpuMillis || c.room.memoryMb < need.memoryMb) continue;
+      if (!best) {
+        best = c;
+        continue;
+      }
+      const [a, b] = [key(c), key(best)];
+      const cmp = a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
+      if (cmp < 0 || (cmp === 0 && c.host.name < best.host.name)) best = c;
+    }
+    if (!best) return undefined;
+    best.room = {
+      cpuMillis: best.room.cpuMillis - need.cpuMillis,
+      memoryMb: best.room.memoryMb - need.memoryMb,
+    };
+    inZone.set(best.host.zone, (inZone.get(best.host.zone) ?? 0) + 1);
+    onHost.set(best.host.id, (onHost.get(best.host.id) ?? 0) + 1);
+    picked.push(best.host);
+  }
+  return picked;
+}

@@ -39,6 +39,9 @@ import {
   type ObservedNode,
   type PrimaryEvent,
   type ReplicaSetSpec,
+  type ReplicaSetAdmission,
+  type AdmittedReplicaSet,
+  type ReplicaNodeSpec,
   type ServiceSpec,
   type StorageEvent,
 } from '../driver.js';
@@ -76,6 +79,14 @@ import {
   replicaSetCounts,
 } from './converge/replica-set.js';
 import { ReplicaSetPooler } from './endpoints/replica-set-pooler.js';
+import {
+  admitPeers,
+  convergeReplicaNode,
+  ensureReplicaSetEndpoint,
+  ensureReplicaSetSlots,
+  inspectReplicaNode,
+  releaseReplicaSetOnPrimary,
+} from './converge/remote-replica.js';
 import { isRoot, ensureTraversable, OTHERS, resolveOsUser, type OsUser } from './host/os-user.js';
 import { postmasterStatus, Stopper } from './node/postmaster.js';
 import { clusterProcesses, signalAll } from './host/processes.js';
@@ -1092,6 +1103,59 @@ export class LocalDriver implements Driver {
       if (!progress.done || !spec.pooler.enabled) return progress;
       return new ReplicaSetPooler(ctx, spec).converge(await ctx.users.ensure(spec.replicaSetId));
     });
+  }
+
+  /**
+   * The primary's side of a read replica set across hosts
+   * (converge/remote-replica.ts): the set's addresses into the service's
+   * peers (its pg_hba admits them at the service's next converge, which
+   * the control plane runs next), then the role and the set's slots.
+   */
+  async admitReplicaSet(
+    spec: ServiceSpec,
+    admit: ReplicaSetAdmission,
+  ): Promise<AdmittedReplicaSet> {
+    checkId(spec.serviceId);
+    checkId(admit.replicaSetId);
+    const ctx = this.context();
+    return this.locks.run(spec.serviceId, async () => {
+      await admitPeers(ctx, spec.serviceId, admit);
+      return ensureReplicaSetSlots(ctx, spec, admit);
+    });
+  }
+
+  /** The set's slots dropped and its addresses out of the service's peers (its pg_hba at its next converge). */
+  async releaseReplicaSet(spec: ServiceSpec, replicaSetId: string): Promise<Progress> {
+    checkId(spec.serviceId);
+    checkId(replicaSetId);
+    const ctx = this.context();
+    return this.locks.run(spec.serviceId, () =>
+      releaseReplicaSetOnPrimary(ctx, spec, replicaSetId),
+    );
+  }
+
+  /** This host's node of a read replica set across hosts, a resource of its own (`nodeId`). */
+  async applyReplicaNode(nodeId: string, node: ReplicaNodeSpec): Promise<Progress> {
+    checkId(nodeId);
+    checkId(node.set.replicaSetId);
+    const ctx = this.context();
+    return this.locks.run(nodeId, () => convergeReplicaNode(ctx, nodeId, node));
+  }
+
+  async inspectReplicaNode(nodeId: string, node: ReplicaNodeSpec): Promise<Health> {
+    checkId(nodeId);
+    const ctx = this.context();
+    return inspectReplicaNode(ctx, nodeId, node);
+  }
+
+  async applyReplicaSetEndpoint(
+    spec: ReplicaSetSpec,
+    servers: { index: number; host: string; port: number }[],
+  ): Promise<Progress> {
+    checkId(spec.replicaSetId);
+    const ctx = this.context();
+    await this.locks.run(spec.replicaSetId, () => ensureReplicaSetEndpoint(ctx, spec, servers));
+    return DONE;
   }
 
   /** Its nodes stop, its slots on the primary are dropped, then everything of it goes, as a service's. */

@@ -45,7 +45,7 @@ import type { NodeReplication } from '../replication/replication.js';
 export const replicaName = (setId: string) => (index: number) => `rs_${setId}_${index}`;
 
 /** What a hot standby must have at least as high as its primary (PostgreSQL refuses to start otherwise). */
-const HOT_STANDBY_FLOOR = ['max_connections', 'max_worker_processes'] as const;
+export const HOT_STANDBY_FLOOR = ['max_connections', 'max_worker_processes'] as const;
 
 /** The set as the spec of a service of its own: its nodes are standbys of the service. */
 function nodesSpec(spec: ReplicaSetSpec): ServiceSpec {

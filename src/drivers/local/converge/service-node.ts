@@ -28,6 +28,7 @@ import {
 } from '../node/admin.js';
 import { isConfined } from '../host/confine.js';
 import {
+  type HbaSources,
   pgHba,
   pgIdent,
   postgresqlSettings,
@@ -65,6 +66,7 @@ import { archiveBeforeStop } from '../node/wal-mark.js';
 import { readSmallFile } from '../host/files/safe-fs.js';
 import { certHosts, issueServerCert, serverCertIsCurrent } from '../node/tls.js';
 import { buildStandby, dropInterruptedRewind } from '../replication/standby.js';
+import { peerCidrs, readReplicaPeers } from '../replication/replica-peers.js';
 import { checkFollows, rewindStandby } from '../replication/follow.js';
 import { portFree } from '../host/port-free.js';
 import type { Bounds } from '../host/cgroups/cgroup-hierarchy.js';
@@ -124,6 +126,8 @@ export class ServiceNode {
   private readonly ref: NodeRef;
   private readonly pgdata: string;
   private readonly isStandby: boolean;
+  /** Where read replica sets on other hosts stream from (a primary's pg_hba: replica-peers.ts), read by configure. */
+  private peers: string[] = [];
 
   constructor(
     private readonly ctx: DriverContext,
@@ -233,6 +237,7 @@ export class ServiceNode {
   private async configure(user: OsUser, state: NodeState): Promise<Configured> {
     const { ctx, spec, ref, pgdata } = this;
     await ensureNodeDirs(ctx.layout, ref, user);
+    if (!this.isStandby) this.peers = peerCidrs(await readReplicaPeers(ctx.layout, spec.serviceId));
     const files = this.configFiles(user, state);
     // Its cgroups (node-cgroups.ts), made before it starts so that it
     // starts in them; a resize changes the running server's bounds here.
@@ -240,7 +245,14 @@ export class ServiceNode {
       ? await ctx.cgroups.ensure(nodeUnit(ref), this.bounds(state), spec.size.shared)
       : undefined;
     await writeNodeConfig(pgdata, files, user);
-    const hosts = certHosts(ctx.publicHost, spec.serviceId);
+    // A read replica set's node across hosts is reached through every
+    // database host's endpoint: its certificate names them all.
+    const hosts = [
+      ...new Set([
+        ...certHosts(ctx.publicHost, spec.serviceId),
+        ...(this.replication?.remote?.names ?? []),
+      ]),
+    ];
     // PostgreSQL reads server.crt, then server.key, while it starts: a pair
     // replaced in between would not match. A server that is starting gets its
     // new certificate at a later apply (with a reload), never meanwhile.
@@ -411,7 +423,9 @@ export class ServiceNode {
       if (state.fork === 'recovering') return wait(RECOVERY_POLL_MS, "recovering the parent's WAL");
       return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
     }
-    if (this.isStandby) {
+    // A node across hosts follows its primary's timeline by
+    // recovery_target_timeline=latest alone (its primary is not here).
+    if (this.isStandby && !this.replication?.remote) {
       const replication = this.replicationOf();
       const save = () => this.save(state);
       const admin = this.admin();
@@ -663,8 +677,9 @@ export class ServiceNode {
                   name: (standby.nameOf ?? nodeName)(node.index),
                   pgdata: this.pgdata,
                   via: standby.via,
+                  host: standby.remote?.host,
                 }),
-                slot: (standby.nameOf ?? nodeName)(node.index),
+                slot: standby.remote?.noSlot ? '' : (standby.nameOf ?? nodeName)(node.index),
               },
             }
           : {}),
@@ -688,13 +703,29 @@ export class ServiceNode {
           this.ctx.publicCidrs,
           state.fork === 'recovering',
           true,
-          this.ctx.networks.hbaSources(this.spec.serviceId),
+          this.hbaSources(),
         ),
         ident: pgIdent(this.ctx.adminOsUsers(user)),
       };
     } catch (err) {
       throw new DriverError(`Invalid service configuration: ${(err as Error).message}`, false);
     }
+  }
+
+  /**
+   * Who reaches the node besides its clients: the host's (or its
+   * namespace's) sources, and across hosts a primary's read replica sets'
+   * hosts (replication), a set's node's HAProxies on every host (proxy).
+   */
+  private hbaSources(): HbaSources {
+    const own = this.ctx.networks.hbaSources(this.spec.serviceId);
+    const proxies = (this.replication?.remote?.proxies ?? []).map((a) =>
+      a.includes('/') ? a : a.includes(':') ? `${a}/128` : `${a}/32`,
+    );
+    return {
+      proxy: [...new Set([...own.proxy, ...proxies])],
+      replication: [...new Set([...own.replication, ...this.peers])],
+    };
   }
 
   private admin(): AdminTarget {

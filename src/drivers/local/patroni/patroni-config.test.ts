@@ -204,6 +204,20 @@ test('across hosts: it listens in its namespace, is reached at its host, and adm
   assert.deepEqual(replication, ['10.9.0.11/32', '10.9.0.12/32', '10.9.0.13/32', '198.18.0.3/32']);
 });
 
+test("a read replica set's hosts (readers) are admitted for replication besides the members", () => {
+  const c = patroniConfig(inputs({ listen: '198.18.0.3', readers: ['10.9.0.14'] })) as Conf;
+  const replication = c.postgresql.pg_hba
+    .filter((l) => /\sreplication\s/.test(l))
+    .map((l) => l.split(/\s+/)[3]);
+  assert.deepEqual(replication, [
+    '10.9.0.11/32',
+    '10.9.0.12/32',
+    '10.9.0.13/32',
+    '198.18.0.3/32',
+    '10.9.0.14/32',
+  ]);
+});
+
 test('without archiving, archive_mode is off and no archive command is set', () => {
   const on = patroniConfig(inputs()) as Conf;
   assert.equal(on.postgresql.parameters.archive_mode, 'on');

@@ -119,6 +119,13 @@ export interface PatroniInputs {
   archiving?: boolean;
   /** The replication role's password (replication.ts, replicationSecret). */
   replicationSecret: string;
+  /**
+   * The host addresses of the service's read replica sets' nodes: they
+   * stream as the replication role through HAProxy on their own hosts,
+   * which connects from there (docs/decisions.md, "Read replica sets
+   * across hosts").
+   */
+  readers?: readonly string[];
   /** The leader key's TTL and Patroni's loop, in seconds (defaults 30 and 10, Patroni's). */
   timing?: { ttl: number; loopWait: number; retryTimeout: number };
 }
@@ -261,7 +268,11 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
         // connection before it decides on pg_rewind (Patroni's rewind.py),
         // from the address it listens on.
         replication: [
-          ...new Set([...i.members.map((m) => m.address), ...(i.listen ? [i.listen] : [])]),
+          ...new Set([
+            ...i.members.map((m) => m.address),
+            ...(i.listen ? [i.listen] : []),
+            ...(i.readers ?? []),
+          ]),
         ].map((a) => `${a}/32`),
       })
         .split('\n')

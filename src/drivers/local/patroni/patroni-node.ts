@@ -207,6 +207,7 @@ export async function applyPatroniNode(
     // on this one, from the namespace's gateway).
     proxies: [...new Set([...node.names, net.hostAddress])],
     replicationSecret: secrets.replicationPassword,
+    ...(node.readers && node.readers.length > 0 ? { readers: node.readers } : {}),
     archiving: archive !== undefined,
     ...(node.timing ? { timing: node.timing } : {}),
   };

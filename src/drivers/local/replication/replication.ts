@@ -61,14 +61,22 @@ export function standbyConninfo(o: {
   name: string;
   pgdata: string;
   via?: string | undefined;
+  /**
+   * A read replica set's node on another host than its primary's: the
+   * primary's host address, which its certificate names (verify-full
+   * checks it); `via` is then not used.
+   */
+  host?: string | undefined;
 }): string {
   const words: [string, string][] = [
-    ...(o.via === undefined
-      ? ([['host', '127.0.0.1']] as [string, string][])
-      : ([
-          ['host', 'localhost'],
-          ['hostaddr', o.via],
-        ] as [string, string][])),
+    ...(o.host !== undefined
+      ? ([['host', o.host]] as [string, string][])
+      : o.via === undefined
+        ? ([['host', '127.0.0.1']] as [string, string][])
+        : ([
+            ['host', 'localhost'],
+            ['hostaddr', o.via],
+          ] as [string, string][])),
     ['port', String(o.primaryPort)],
     ['user', REPLICATION_ROLE],
     ['password', o.secret],
@@ -296,4 +304,20 @@ export interface NodeReplication {
    * (max_connections…): a smaller read replica than its primary would not start.
    */
   floor?: Settings;
+  /**
+   * A read replica set's node on another host than its primary's
+   * (remote-replica.ts): it streams from `host` (the primary's host
+   * address); its certificate names `names` besides its own host's, and
+   * its pg_hba admits HAProxy's connections from `proxies`. Its primary
+   * has no administrative door here (`primaryAdmin` is not used): it is
+   * never rewound, and its timeline is followed by
+   * recovery_target_timeline=latest alone.
+   */
+  remote?: {
+    host: string;
+    names: readonly string[];
+    proxies: readonly string[];
+    /** Without a slot (an HA service's: Patroni owns its slots). */
+    noSlot?: boolean;
+  };
 }

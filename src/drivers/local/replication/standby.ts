@@ -15,7 +15,7 @@
 // https://www.postgresql.org/docs/15/app-pgbasebackup.html
 // https://www.postgresql.org/docs/15/app-pgrewind.html
 
-import { readFile, rename } from 'node:fs/promises';
+import { lstat, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { nodeName } from '../../../domain/service-nodes.js';
 import { DriverError, type ServiceSpec, type SpecNode } from '../../driver.js';
@@ -70,6 +70,7 @@ export async function buildStandby(
       name,
       pgdata: staging,
       via: replication.via,
+      host: replication.remote?.host,
     }).replace(/password='' ?/, '');
     const basebackup = tenantCommand(
       user,
@@ -81,8 +82,9 @@ export async function buildStandby(
         `${conninfo} passfile='${pass}'`,
         '-X',
         'stream',
-        '-S',
-        name,
+        // Its own slot, made on the primary beforehand; none across hosts
+        // of an HA service (pg_basebackup then uses a temporary one).
+        ...(replication.remote?.noSlot ? [] : ['-S', name]),
         '-c',
         'fast',
         '--no-password',
@@ -244,6 +246,19 @@ export async function dropInterruptedRewind(ctx: Ctx, ref: NodeRef): Promise<boo
  * link it removes; the data directory itself lies in a directory of root's).
  */
 async function finishStandbyData(ctx: Ctx, pgdata: string, user: OsUser): Promise<void> {
+  // A copy of a node under Patroni (a read replica set of an HA service
+  // across hosts) has Patroni's postgresql.conf, whose parameters (the
+  // leader's addresses, ports, certificate paths) would win over
+  // basin.conf: the template's own, which Patroni kept as
+  // postgresql.base.conf, takes its place, and Patroni's state goes.
+  // rename does not follow a link the user may have put there: the file
+  // is the user's to read in any case.
+  if (await lstat(join(pgdata, 'postgresql.base.conf')).catch(() => null)) {
+    await rename(join(pgdata, 'postgresql.base.conf'), join(pgdata, 'postgresql.conf'));
+    await removeTrees(
+      ['patroni.dynamic.json', 'postgresql.conf.backup', 'pg_hba.conf.backup', 'pg_ident.conf.backup'].map((n) => join(pgdata, n)), // prettier-ignore
+    );
+  }
   await writeOwned(join(pgdata, 'standby.signal'), '', user);
   await ownedCopy(ctx.layout.caCert, join(pgdata, REPLICATION_CA), user);
   await removeTrees(['log', 'postmaster.opts', 'postmaster.pid'].map((name) => join(pgdata, name)));
