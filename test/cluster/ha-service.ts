@@ -10,15 +10,18 @@
 // endpoint recording each acknowledged commit.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import { promisify } from 'node:util';
 import { parse } from 'yaml';
 import { pgClient, psql } from '../e2e/clients.js';
 import { type Cluster, cluster, until } from './cluster.js';
+
+const execFileAsync = promisify(execFile);
 
 export interface HaNode {
   /** Patroni's member name, node<i>. */
@@ -29,6 +32,8 @@ export interface HaNode {
   port: number;
   /** Its host's index in the topology (1-based). */
   hostIndex: number;
+  /** The address it listens on in its namespace on that host. */
+  inner: string;
 }
 
 export interface HaService {
@@ -92,10 +97,14 @@ export async function haService(
     const mine = readdirSync(instances).filter((d) => d.startsWith(`${id}n`));
     assert.equal(mine.length, 1, `host ${i}: ${mine.join(', ')}`);
     const yml = readFileSync(join(instances, mine[0] as string, 'patroni', 'patroni.yml'), 'utf8');
-    const conf = parse(yml) as { name: string; postgresql: { connect_address: string } };
+    const conf = parse(yml) as {
+      name: string;
+      postgresql: { connect_address: string; listen: string };
+    };
     const [host, port] = conf.postgresql.connect_address.split(':') as [string, string];
     assert.equal(host, address(i));
-    return { name: conf.name, host, port: Number(port), hostIndex: i };
+    const inner = conf.postgresql.listen.split(':')[0] as string;
+    return { name: conf.name, host, port: Number(port), hostIndex: i, inner };
   });
   const ca = join(c.inst.dataDir, 'services-ca.crt');
   writeFileSync(ca, await cli('host', 'ca'));
@@ -127,8 +136,38 @@ export async function haService(
         const instances = join(c.host(i).dataDir, 'local', 'instances');
         for (const d of existsSync(instances) ? readdirSync(instances) : []) {
           const log = join(instances, d, 'patroni', 'patroni.log');
-          if (existsSync(log))
-            console.error(`--- host ${i} ${d}:\n${readFileSync(log, 'utf8').slice(-8000)}`);
+          // Patroni's decisions, without its idle loops and the tracebacks
+          // of checks whose client hung up.
+          const lines = existsSync(log)
+            ? readFileSync(log, 'utf8')
+                .split('\n')
+                .filter((l) => /^\d{4}-.* (INFO|WARNING|ERROR|CRITICAL): /.test(l))
+                .filter((l) => !/no action|Exception happened during processing|Traceback/.test(l))
+            : [];
+          if (lines.length > 0)
+            console.error(`--- host ${i} ${d}:\n${lines.slice(-80).join('\n')}`);
+          // And the node's PostgreSQL messages (its JSON log).
+          const logDir = join(instances, d, 'pgdata', 'log');
+          const files = existsSync(logDir)
+            ? readdirSync(logDir)
+                .filter((f) => f.endsWith('.json'))
+                .sort()
+            : [];
+          const messages = files.flatMap((f) =>
+            readFileSync(join(logDir, f), 'utf8')
+              .split('\n')
+              .filter((l) => l.startsWith('{'))
+              .map((l) => {
+                const e = JSON.parse(l) as {
+                  timestamp?: string;
+                  error_severity?: string;
+                  message?: string;
+                };
+                return `${e.timestamp} ${e.error_severity}: ${e.message}`;
+              }),
+          );
+          if (messages.length > 0)
+            console.error(`--- host ${i} ${d} PostgreSQL:\n${messages.slice(-40).join('\n')}`);
         }
       }
       const r = await b
@@ -147,6 +186,8 @@ export async function haService(
 export interface Writer {
   /** The values whose insert was acknowledged, in order. */
   acked: number[];
+  /** Each acknowledged insert's time (performance.now()) and the address of the server that took it (a node's namespace address). */
+  acks: { at: number; server: string }[];
   /** Stops it; resolves once its last statement has ended. */
   stop(): Promise<void>;
 }
@@ -158,6 +199,7 @@ export interface Writer {
  */
 export function writer(t: TestContext, s: HaService, viaHost: number): Writer {
   const acked: number[] = [];
+  const acks: { at: number; server: string }[] = [];
   let writing = true;
   t.after(() => {
     writing = false; // a failed test's writer ends with it
@@ -168,8 +210,12 @@ export function writer(t: TestContext, s: HaService, viaHost: number): Writer {
     for (let i = 1; writing; i++) {
       try {
         client ??= await pgClient(s.port, s.password, { ca }, { host: s.c.address(viaHost) });
-        await client.query('insert into w values ($1)', [i]);
+        const r = await client.query(
+          'insert into w values ($1) returning inet_server_addr()::text as a',
+          [i],
+        );
         acked.push(i);
+        acks.push({ at: performance.now(), server: String(r.rows[0]?.a).replace(/\/32$/, '') });
       } catch {
         await client?.end().catch(() => undefined);
         client = undefined;
@@ -180,6 +226,7 @@ export function writer(t: TestContext, s: HaService, viaHost: number): Writer {
   })();
   return {
     acked,
+    acks,
     async stop() {
       writing = false;
       await done;
@@ -197,33 +244,39 @@ export async function missing(
   return acked.filter((i) => !stored.has(i));
 }
 
-/** psql run inside host i's namespace (a client on that machine), as tsdbadmin. */
-export function psqlOnHost(
+/**
+ * psql run inside host i's namespace (a client on that machine) as
+ * tsdbadmin; killed after `timeoutMs` (an answer that never came is no
+ * acknowledgement). Throws psql's message, or "no answer".
+ */
+export async function psqlOnHost(
   s: HaService,
   i: number,
   at: { host: string; port: number },
   q: string,
-): string {
-  return execFileSync(
-    'ip',
-    [
-      'netns',
-      'exec',
-      s.c.namespace(i),
-      'psql',
-      s.conn(at),
-      '-XAtq',
-      '-v',
-      'ON_ERROR_STOP=1',
-      '-c',
-      q,
-    ],
-    {
-      env: { ...process.env, PGPASSWORD: s.password },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: 15_000,
-    },
-  )
-    .toString()
-    .trim();
+  timeoutMs = 3000,
+): Promise<string> {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PG')));
+  try {
+    const { stdout } = await execFileAsync(
+      'ip',
+      [
+        'netns',
+        'exec',
+        s.c.namespace(i),
+        'psql',
+        s.conn(at),
+        '-XAtq',
+        '-v',
+        'ON_ERROR_STOP=1',
+        '-c',
+        q,
+      ],
+      { env: { ...env, PGPASSWORD: s.password }, timeout: timeoutMs, killSignal: 'SIGKILL' },
+    );
+    return stdout.trim();
+  } catch (err) {
+    const e = err as { stderr?: string; killed?: boolean };
+    throw new Error(e.killed ? 'no answer' : e.stderr?.trim() || (err as Error).message);
+  }
 }
