@@ -142,12 +142,17 @@ export async function haService(
             ? readFileSync(log, 'utf8')
                 .split('\n')
                 .filter((l) => /^\d{4}-.* (INFO|WARNING|ERROR|CRITICAL): /.test(l))
-                .filter((l) => !/no action|Exception happened during processing|Traceback/.test(l))
+                .filter(
+                  (l) =>
+                    !/no action|Exception happened during processing|Traceback|get_postgresql_status|Failed to get list of machines|Reconnection allowed|Retrying on|Request to server/.test(
+                      l,
+                    ),
+                )
             : [];
           if (lines.length > 0)
-            console.error(`--- host ${i} ${d}:\n${lines.slice(-80).join('\n')}`);
+            console.error(`--- host ${i} ${d}:\n${lines.slice(-150).join('\n')}`);
           // And the node's PostgreSQL messages (its JSON log).
-          const logDir = join(instances, d, 'pgdata', 'log');
+          const logDir = join(instances, d, 'patroni', 'data', 'pgdata', 'log');
           const files = existsSync(logDir)
             ? readdirSync(logDir)
                 .filter((f) => f.endsWith('.json'))
