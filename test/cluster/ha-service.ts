@@ -11,7 +11,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -132,9 +132,20 @@ export async function haService(
       return primaries[0];
     },
     async diagnose() {
+      // HA_DIAGNOSE_DIR: a directory that keeps each node's whole Patroni
+      // and PostgreSQL logs after the topology is gone.
+      const keep = process.env.HA_DIAGNOSE_DIR;
       for (const i of [1, 2, 3]) {
         const instances = join(c.host(i).dataDir, 'local', 'instances');
         for (const d of existsSync(instances) ? readdirSync(instances) : []) {
+          if (keep)
+            cpSync(join(instances, d, 'patroni'), join(keep, `h${i}-${d}`), {
+              recursive: true,
+              filter: (src) =>
+                !/\/(base|global|pg_wal|pg_xact|pg_multixact|pg_subtrans|pg_commit_ts|pg_logical|sock)(\/|$)/.test(
+                  src,
+                ),
+            });
           const log = join(instances, d, 'patroni', 'patroni.log');
           // Patroni's decisions, without its idle loops and the tracebacks
           // of checks whose client hung up.
