@@ -18,7 +18,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -246,22 +246,22 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   const joinAgent = async (i: number, a: AgentOptions = {}) =>
     runAgent(i, { ...a, args: [...(a.args ?? []), ...joinArgs(await token())] });
   const killHost = (i: number) => {
-    // Its local driver's namespaces are basin-<its installation tag>-<id>
-    // (a repository host has none).
-    let tag: string | undefined;
-    try {
-      tag = readFileSync(join(host(i).dataDir, 'local', 'installation'), 'utf8').trim();
-    } catch {
-      tag = undefined;
-    }
-    const own = execFileSync('ip', ['netns', 'list'])
-      .toString()
-      .split('\n')
-      .map((l) => l.split(' ')[0] ?? '')
-      .filter((n) => tag !== undefined && n.startsWith(`basin-${tag}-`));
-    const pids = [namespace(i), ...own].map((n) => `$(ip netns pids ${n} 2>/dev/null)`).join(' ');
+    // Every process of the "machine": those in its namespace (its agent,
+    // etcd, HAProxy) and every process of its installation's uids (its
+    // nodes' Patroni and PostgreSQL, its etcd). Not its nodes' namespaces
+    // by name: the agent runs under `ip netns exec`, which makes the mount
+    // namespace it gives the agent a slave of the machine's, so the nsfs
+    // mounts of the namespaces the agent makes under /run/netns exist only
+    // there: seen from here they are empty files, and `ip netns pids` of
+    // one finds nothing (the nodes lived on, cut off, and held that mount
+    // namespace alive).
+    const { min, max } = host(i).serviceUids;
+    const byUid = `$(ps -e -o pid=,uid= | awk '$2 >= ${min} && $2 <= ${max} { print $1 }')`;
     // Twice: for what a kill forks.
-    execFileSync('bash', ['-c', `for _ in 1 2; do kill -9 ${pids} 2>/dev/null; done; true`]);
+    execFileSync('bash', [
+      '-c',
+      `for _ in 1 2; do kill -9 $(ip netns pids ${namespace(i)} 2>/dev/null) ${byUid} 2>/dev/null; done; true`,
+    ]);
     cutHost(i);
   };
   const cutHost = (i: number) => {

@@ -210,6 +210,12 @@ export class EtcdMemberSupervisor {
       // all the time; Patroni's leader TTL (30 s) dwarfs either.
       '--heartbeat-interval=250',
       '--election-timeout=2500',
+      // A member cut off from the others (its host partitioned) keeps
+      // raising its term; without a pre-vote it forces an election when it
+      // is back, and every client's request fails for seconds, long enough
+      // for Patroni's leader, which could not renew its key meanwhile, to
+      // demote itself (test/cluster/ha-partition.test.ts). 3.5's default.
+      '--pre-vote',
       // Patroni writes its keys every few seconds: old revisions go after an hour.
       '--auto-compaction-mode=periodic',
       '--auto-compaction-retention=1h',

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parse } from 'yaml';
 import type { ServiceSpec } from '../../driver.js';
-import { type PatroniInputs, patroniConfig, renderPatroniConfig } from './patroni-config.js';
+import {
+  etcdHostsFor,
+  type PatroniInputs,
+  patroniConfig,
+  renderPatroniConfig,
+} from './patroni-config.js';
 import { parseCluster } from './client.js';
 
 const spec = (over: Partial<ServiceSpec> = {}): ServiceSpec => ({
@@ -100,6 +105,7 @@ test('the node names its service as scope under /basin/, and the etcd members ov
   assert.equal(c.name, 'node1');
   assert.deepEqual(c.etcd3, {
     hosts: ['10.9.0.1:2379', '10.9.0.2:2379'],
+    use_proxies: true,
     protocol: 'https',
     cacert: '/d/etcd/ca.crt',
     cert: '/d/etcd/c.crt',
@@ -116,6 +122,25 @@ test('the node names its service as scope under /basin/, and the etcd members ov
   ) as Conf;
   assert.equal(withUser.etcd3.username, 'abcdefghij');
   assert.equal(withUser.etcd3.password, 'etcd-secret');
+});
+
+test("a node's Patroni talks to every etcd member but its own host's (stale reads when cut off with it)", () => {
+  // node1's host is 10.9.0.12.
+  const c = patroniConfig(
+    inputs({
+      etcd: {
+        endpoints: ['10.9.0.11:2379', '10.9.0.12:2379', '10.9.0.13:2379'],
+        tls: { cert: '/c', key: '/k', ca: '/ca' },
+      },
+    }),
+  ) as Conf;
+  assert.deepEqual(c.etcd3.hosts, ['10.9.0.11:2379', '10.9.0.13:2379']);
+  assert.equal(c.etcd3.use_proxies, true);
+  assert.deepEqual(etcdHostsFor('10.9.0.12', ['10.9.0.12:2379']), ['10.9.0.12:2379']);
+  assert.deepEqual(etcdHostsFor('10.9.0.1', ['10.9.0.11:2379', '10.9.0.12:2379']), [
+    '10.9.0.11:2379',
+    '10.9.0.12:2379',
+  ]);
 });
 
 test('the REST API listens on the node address, requires a client certificate and a password', () => {

@@ -168,6 +168,26 @@ export const CLUSTER_WIDE = [
   'wal_level',
 ];
 
+/**
+ * The etcd members a node's Patroni talks to: every member but the one on
+ * the node's own host (`hostAddress`), unless that is the only one.
+ * Patroni 3.0.2 reads etcd without a quorum (`serializable`), caches what
+ * it read, and renews its leader key with an unconditional put (fixed in
+ * 3.0.3, patroni/patroni#2689). A primary cut off from the other hosts
+ * still reaches its own host's member, cut off with it: that member answers
+ * reads with the cluster as it was (this node the leader), so once the
+ * partition heals Patroni puts its leader key over the new leader's and
+ * promotes the old primary on its old timeline (two histories; commits
+ * acknowledged by the new primary lost). Without its own host's member, a
+ * cut-off node reaches no member at all, reads nothing stale, demotes, and
+ * reads the cluster afresh from the majority's members when it heals
+ * (test/cluster/ha-partition.test.ts).
+ */
+export function etcdHostsFor(hostAddress: string, endpoints: readonly string[]): string[] {
+  const others = endpoints.filter((e) => e.replace(/:\d+$/, '') !== hostAddress);
+  return others.length > 0 ? others : [...endpoints];
+}
+
 /** The custom bootstrap method's name: the template's clone moved into place. */
 export const BOOTSTRAP_METHOD = 'basin_template';
 
@@ -203,7 +223,10 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
     // check of who is most advanced) present the same certificate.
     ctl: { certfile: i.restApi.tls.cert, keyfile: i.restApi.tls.key, cacert: i.restApi.tls.ca },
     etcd3: {
-      hosts: [...i.etcd.endpoints],
+      hosts: etcdHostsFor(self.address, i.etcd.endpoints),
+      // These hosts and no others: no discovery of the members from etcd's
+      // member list, which would hand back the member on this node's host.
+      use_proxies: true,
       protocol: 'https',
       cacert: i.etcd.tls.ca,
       cert: i.etcd.tls.cert,
