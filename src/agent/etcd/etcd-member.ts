@@ -214,7 +214,8 @@ export class EtcdMemberSupervisor {
       // raising its term; without a pre-vote it forces an election when it
       // is back, and every client's request fails for seconds, long enough
       // for Patroni's leader, which could not renew its key meanwhile, to
-      // demote itself (test/cluster/ha-partition.test.ts). 3.5's default.
+      // demote itself (docs/decisions.md, "HA across hosts": a partition).
+      // 3.5's default.
       '--pre-vote',
       // Patroni writes its keys every few seconds: old revisions go after an hour.
       '--auto-compaction-mode=periodic',

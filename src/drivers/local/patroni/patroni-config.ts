@@ -181,7 +181,7 @@ export const CLUSTER_WIDE = [
  * acknowledged by the new primary lost). Without its own host's member, a
  * cut-off node reaches no member at all, reads nothing stale, demotes, and
  * reads the cluster afresh from the majority's members when it heals
- * (test/cluster/ha-partition.test.ts).
+ * (docs/decisions.md, "HA across hosts": a partition).
  */
 export function etcdHostsFor(hostAddress: string, endpoints: readonly string[]): string[] {
   const others = endpoints.filter((e) => e.replace(/:\d+$/, '') !== hostAddress);
