@@ -166,12 +166,17 @@ test(
 
     // Metrics: the series' names, then one of them with real samples (the
     // inserts above committed).
-    const available = structured(
-      await agent.callTool({
-        name: 'service_metrics_available_series',
-        arguments: { service_id: id },
-      }),
-    ).series as string[];
+    // A series is listed once it has a sample (every 10 s): asked again until then.
+    let available: string[] = [];
+    for (let i = 0; i < 60 && !available.includes('basin_database_xact_commit_total'); i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 500));
+      available = structured(
+        await agent.callTool({
+          name: 'service_metrics_available_series',
+          arguments: { service_id: id },
+        }),
+      ).series as string[];
+    }
     assert.ok(available.includes('basin_database_xact_commit_total'), available.join());
     let commits: number | null | undefined;
     for (let i = 0; i < 60 && !commits; i++) {
