@@ -41,7 +41,7 @@ const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
  * hierarchy is mounted with the controllers it has on the machine (the
  * kernel then attaches the same hierarchy), so the hosts' cgroups are the
  * machine's, apart by each installation's tag. A shell prelude, empty
- * where the machine has none.
+ * where the machine has no cgroup v1 hierarchy (below: v2's is left out).
  */
 const CGROUPS = cgroupPrelude(readFileSync('/proc/self/mountinfo', 'utf8'));
 
@@ -56,9 +56,16 @@ function cgroupPrelude(mountinfo: string): string {
     })
     // (Named hierarchies without controllers, systemd's, are not Basin's.)
     .filter((m) => !m.options.includes('name='))
-    .filter((m) => m.type === 'cgroup' || m.type === 'cgroup2' || m.path === '/sys/fs/cgroup');
+    // Not cgroup v2's: Basin attaches its connect redirect (a BPF program,
+    // network/connect-redirect.ts) to the unified hierarchy's root, for
+    // every process of the machine, pinned under /sys/fs/bpf, which in an
+    // agent's mount namespace is its own: a killed agent's program would
+    // stay attached, redirecting its old ports, with no pin anyone can
+    // find (the machine's limit, 64, was reached in one day). Without it
+    // the agent's local clients go through NAT, as on a host without v2.
+    .filter((m) => m.type === 'cgroup' || m.path === '/sys/fs/cgroup');
+  if (mounts.every((m) => m.type !== 'cgroup')) return '';
   const steps = mounts.map((m) => {
-    if (m.type === 'cgroup2') return `mkdir -p ${m.path} && mount -t cgroup2 cgroup2 ${m.path}`;
     if (m.type === 'cgroup') {
       const controllers = m.options
         .split(',')

@@ -350,8 +350,10 @@ test(
         const namesLabel = (o: { reason?: string }) => o.reason?.includes(bLabel) === true;
         try {
           while (Date.now() < (start + 3) * 1000) await sleep(1000);
-          // Until a fork went for B's backup by its label, and at least four times.
-          for (let i = 0; i < 12; i++) {
+          // Until a fork went for B's backup by its label, and at least four
+          // times (on a loaded machine the watcher's swap wins the race more
+          // often, and a fork fails at the link before it reads the label).
+          for (let i = 0; i < 24; i++) {
             if (!(await alive(watcher))) watcher = await detached('repo-watcher', WATCHER, args);
             if (!(await alive(forger))) forger = await detached('forger', FORGER, forging);
             const strategy = i % 2 === 0 ? 'LAST_SNAPSHOT' : 'PITR';
