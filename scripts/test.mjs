@@ -59,13 +59,15 @@ const DEADLINE_FLOOR_MS = 10 * 60_000;
  */
 const WAITING = [join('test', 'cluster') + sep];
 /**
- * Cluster files at once beside the others by default: 2. At 1 (13 min 57 s
- * at 2 + 1 for 1,177 tests, against 16 min 32 s at 2 in one pool for 1,171)
- * the cluster files alone, one after another, came to take longer than all
- * the others together once HA across hosts had its resize, drain, rejoin and
- * partition files (README, "Development").
+ * Cluster files at once beside the others by default: 1, what full runs
+ * pass with (13 min 57 s at 2 + 1 for 1,177 tests, against 16 min 32 s at
+ * 2 in one pool for 1,171: README, "Development"). At 2 the suite took 16
+ * min for 1,189, but the machine's load (7-11) brought out a kill -9 race
+ * of the several-processes test (a fork accepted while its leader was
+ * killed never provisioned: docs/decisions.md, Several processes) and
+ * attack-fork-race's setup: not before those are fixed.
  */
-const WAITING_CONCURRENCY = 2;
+const WAITING_CONCURRENCY = 1;
 const isWaiting = (file) => WAITING.some((dir) => file.startsWith(dir));
 /** How long a file past its deadline gets after SIGTERM, before everything it started is killed. */
 const TERM_GRACE_MS = 5_000;
