@@ -154,6 +154,10 @@ test(
         120_000,
       );
     }
+    // (Its log lines reach its output a moment after: pino writes them asynchronously.)
+    await until(async () => /no longer places on this host/.test(back.output()), 30_000).catch(
+      () => undefined,
+    );
     assert.match(back.output(), /no longer places on this host/);
     await until(async () => {
       const listed = JSON.parse(await cli('host', 'list', '--json')) as { state: string }[];

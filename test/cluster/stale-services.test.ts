@@ -114,7 +114,11 @@ test(
             .join('\n'),
       );
     });
-    // Killed before the local driver started.
+    // Killed before the local driver started (its log lines reach its
+    // output a moment after: pino writes them asynchronously).
+    await until(async () => again.output().includes('no longer places on this host'), 30_000).catch(
+      () => undefined,
+    );
     const out = again.output();
     const killedAt = out.indexOf('no longer places on this host');
     assert.ok(killedAt >= 0, out.slice(-2000));
