@@ -28,6 +28,7 @@ import {
 import { admittedCidrs, postgresqlSettings } from '../config/conf.js';
 import type { DriverContext } from '../context.js';
 import { withAdmin } from '../node/admin.js';
+import { dropInactiveSetSlots } from '../replication/set-slots.js';
 import { nodeExists } from '../node/node-files.js';
 import { postmasterStatus } from '../node/postmaster.js';
 import { primaryNode } from '../primary-node.js';
@@ -120,16 +121,9 @@ export async function releaseReplicaSetOnPrimary(
   const primary = primaryAdmin(ctx, spec);
   const pm = await postmasterStatus(primary.pgdata);
   if (pm.up && pm.state === 'ready') {
-    const active = await withAdmin(primary, 'postgres', async (c) => {
-      const { rows } = await c.query<{ slot_name: string; active: boolean }>(
-        `SELECT slot_name, active FROM pg_replication_slots
-          WHERE NOT pg_is_in_recovery() AND slot_name LIKE ${c.escapeLiteral(`rs\\_${setId}\\_%`)}`,
-      );
-      for (const r of rows.filter((x) => !x.active)) {
-        await c.query(`SELECT pg_drop_replication_slot(${c.escapeLiteral(r.slot_name)})`);
-      }
-      return rows.filter((x) => x.active).length;
-    }).catch(() => 0);
+    const active = await withAdmin(primary, 'postgres', (c) =>
+      dropInactiveSetSlots(c, setId),
+    ).catch(() => 0);
     if (active > 0) return wait(500, "waiting for the replica set's nodes to stop streaming");
   }
   await writeReplicaPeers(ctx.layout, spec.serviceId, setId, []);

@@ -26,6 +26,7 @@ import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../../domain/progress.js';
 import { DriverError, type ReplicaSetSpec, type ServiceSpec, type SpecNode } from '../../driver.js';
 import { withAdmin } from '../node/admin.js';
+import { dropInactiveSetSlots } from '../replication/set-slots.js';
 import { admittedCidrs, postgresqlSettings, processCounts } from '../config/conf.js';
 import type { ProcessCounts } from '../host/cgroups/node-bounds.js';
 import { nodeIndices } from './converge-nodes.js';
@@ -225,16 +226,7 @@ export async function dropReplicaSetSlots(
     const port = (await postmasterPort(pgdata)) ?? 0;
     const target = { socketDir: ctx.layout.socketDir(ref), port, pgdata, bounds: ctx.adminBounds };
     try {
-      const left = await withAdmin(target, 'postgres', async (c) => {
-        const { rows } = await c.query<{ slot_name: string; active: boolean }>(
-          `SELECT slot_name, active FROM pg_replication_slots
-            WHERE NOT pg_is_in_recovery() AND slot_name LIKE ${c.escapeLiteral(`rs\\_${id}\\_%`)}`,
-        );
-        for (const r of rows.filter((x) => !x.active)) {
-          await c.query(`SELECT pg_drop_replication_slot(${c.escapeLiteral(r.slot_name)})`);
-        }
-        return rows.filter((x) => x.active).length;
-      });
+      const left = await withAdmin(target, 'postgres', (c) => dropInactiveSetSlots(c, id));
       if (left > 0) return wait(200, 'waiting for the replica set to stop streaming');
     } catch {
       // Not the primary, or not answering: the next node, or the next call.
