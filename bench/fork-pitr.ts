@@ -14,8 +14,7 @@
 // fork's user, and then opens the fork (its own password, access rules,
 // stanza and certificate). The first fork's rows are checked.
 
-import { execFile, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
 import { chown, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -29,7 +28,8 @@ import {
   sql,
   startForkBasin,
 } from './fork-bench.js';
-import { claimDataDir, type LocalBasin, postmasterPid, releaseDataDir } from './local-basin.js';
+import { type BarePostgres, startBarePostgres } from './bare-postgres.js';
+import { claimDataDir, type LocalBasin, releaseDataDir } from './local-basin.js';
 import { type BenchOutcome, fixed, heading, median, table, warn } from './report.js';
 import type { BenchContext } from './bench-context.js';
 import { envInt } from './env.js';
@@ -137,8 +137,7 @@ async function floor(
   }
   const as = { uid: files.uid, gid: files.gid };
   const env = { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8' };
-  let pid: number | undefined;
-  let exited: Promise<unknown> | undefined;
+  let pg: BarePostgres | undefined;
   try {
     const t0 = performance.now();
     await execFileP(
@@ -151,38 +150,11 @@ async function floor(
       throw new Error(`the bare restore failed: ${err.stderr ?? ''}${err.stdout ?? ''}`);
     });
     const restoredMs = performance.now() - t0;
-    const log = openSync(join(sockets, 'postgres.log'), 'a', 0o600);
-    try {
-      const child = spawn(
-        '/usr/lib/postgresql/15/bin/postgres',
-        ['-D', pgdata, '-c', 'listen_addresses=', '-c', `unix_socket_directories=${sockets}`,
-          '-c', 'archive_mode=off', '-c', 'hot_standby=off'], // prettier-ignore
-        { ...as, env, cwd: pgdata, detached: true, stdio: ['ignore', log, log] },
-      );
-      pid = child.pid;
-      exited = new Promise((resolve) => child.once('exit', resolve));
-    } finally {
-      closeSync(log);
-    }
-    const deadline = Date.now() + 120_000;
-    while (postmasterPid(pgdata)?.status !== 'ready') {
-      if (Date.now() > deadline) {
-        throw new Error(
-          `the bare restore did not become ready: ${tail(join(sockets, 'postgres.log'))}`,
-        );
-      }
-      await sleep(5);
-    }
+    pg = startBarePostgres({ pgdata, sockets, ...as });
+    await pg.ready(120_000);
     return { ms: performance.now() - t0, restoredMs };
   } finally {
-    if (pid !== undefined) {
-      try {
-        process.kill(pid, 'SIGQUIT');
-      } catch {
-        // gone
-      }
-      await Promise.race([exited, sleep(10_000)]);
-    }
+    await pg?.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }
@@ -190,12 +162,4 @@ async function floor(
 /** recovery_target_time as PostgreSQL's check of it accepts it (no T, no Z). */
 function pgTime(iso: string): string {
   return iso.replace('T', ' ').replace('Z', '+00');
-}
-
-function tail(path: string): string {
-  try {
-    return readFileSync(path, 'utf8').trim().split('\n').slice(-3).join(' | ');
-  } catch {
-    return '(no output)';
-  }
 }

@@ -33,8 +33,8 @@
 // reconciler's tick), the service READY elsewhere within 2x the restore by
 // hand of the same backup. Kill → READY is reported whole.
 
-import { execFile, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { chown, mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -45,7 +45,7 @@ import { pitrWindowStart } from '../test/harness/basin-api.js';
 import { benchCluster } from './bench-cluster.js';
 import type { BenchContext } from './bench-context.js';
 import { envInt, pgEnv } from './env.js';
-import { postmasterPid } from './local-basin.js';
+import { type BarePostgres, startBarePostgres } from './bare-postgres.js';
 import { type BenchOutcome, fixed, heading, percentile, table, warn } from './report.js';
 
 const PREFIX = 'bsh';
@@ -369,8 +369,7 @@ async function restoreByHand(
   const conf = join(dir, 'restore.conf');
   writeFileSync(conf, readFileSync(r.conf, 'utf8').replace('[global]', `[global]\narchive-async=y\nspool-path=${dir}`)); // prettier-ignore
   await chown(conf, r.uid, r.gid);
-  let pid: number | undefined;
-  let exited: Promise<unknown> | undefined;
+  let pg: BarePostgres | undefined;
   try {
     await run('sync');
     const t0 = performance.now();
@@ -381,41 +380,18 @@ async function restoreByHand(
     ).catch((err: { stderr?: string; stdout?: string }) => {
       throw new Error(`the restore by hand failed: ${err.stderr ?? ''}${err.stdout ?? ''}`);
     });
-    const log = openSync(join(sockets, 'postgres.log'), 'a', 0o600);
-    try {
-      const child = spawn(
-        '/usr/lib/postgresql/15/bin/postgres',
-        ['-D', pgdata, '-c', 'listen_addresses=', '-c', `unix_socket_directories=${sockets}`,
-          '-c', 'archive_mode=off', '-c', 'ssl=off', '-c', 'hot_standby=off', '-c', 'logging_collector=off'], // prettier-ignore
-        { ...as, env, cwd: pgdata, detached: true, stdio: ['ignore', log, log] },
-      );
-      pid = child.pid;
-      exited = new Promise((resolve) => child.once('exit', resolve));
-    } finally {
-      closeSync(log);
-    }
-    const deadline = Date.now() + 900_000;
-    while (postmasterPid(pgdata)?.status !== 'ready') {
-      if (Date.now() > deadline) throw new Error(`the restore by hand never became ready: ${tail(join(sockets, 'postgres.log'))}`); // prettier-ignore
-      if (
-        pid !== undefined &&
-        (await Promise.race([exited, sleep(20).then(() => 'running')])) !== 'running'
-      ) {
-        throw new Error(`the restore by hand stopped: ${tail(join(sockets, 'postgres.log'))}`);
-      }
-    }
+    pg = startBarePostgres({
+      pgdata,
+      sockets,
+      ...as,
+      settings: ['ssl=off', 'logging_collector=off'],
+    });
+    await pg.ready(900_000);
     const ms = performance.now() - t0;
     await after?.(pgdata);
     return ms;
   } finally {
-    if (pid !== undefined) {
-      try {
-        process.kill(pid, 'SIGQUIT');
-      } catch {
-        // gone
-      }
-      await Promise.race([exited, sleep(10_000)]);
-    }
+    await pg?.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }
@@ -514,12 +490,4 @@ async function pgbench(conn: string, password: string, args: string[]): Promise<
   const tps = Number(/tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1]);
   if (!Number.isFinite(tps)) throw new Error(`no tps in pgbench's output: ${stdout}${stderr}`);
   return { tps };
-}
-
-function tail(path: string): string {
-  try {
-    return readFileSync(path, 'utf8').trim().split('\n').slice(-12).join(' | ');
-  } catch {
-    return '(no output)';
-  }
 }
