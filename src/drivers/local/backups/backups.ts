@@ -34,6 +34,7 @@ import { inStorageRecovery } from '../storage/node-storage.js';
 import { postmasterStatus } from '../node/postmaster.js';
 import { existsBeneath, readBeneath } from '../host/files/safe-dir.js';
 import { exists } from '../node/node-files.js';
+import { clearUnmadeStanza } from './unmade-stanza.js';
 import { REPOSITORY_BOUNDS } from '../host/cgroups/node-bounds.js';
 import type { Repositories } from './repository/repositories.js';
 import { ensureSides, type SidesContext, withServiceServer } from './repository/sides.js';
@@ -152,7 +153,8 @@ export class LocalBackups {
   }
 
   /**
-   * Makes the service's stanza unless its backup.info is there. Offline
+   * Makes the service's stanza unless its backup.info is there (clearing
+   * first what an interrupted stanza-create left: unmade-stanza.ts). Offline
    * (from pg_control) when its server does not run, as before a first
    * start; online otherwise.
    */
@@ -173,6 +175,9 @@ export class LocalBackups {
     if (await existsBeneath(dir, info, owner).catch(() => false)) {
       return;
     }
+    // What an interrupted attempt left would make stanza-create fail for good.
+    const ownerUser = owner === user.uid ? user : this.ctx.repositories?.lookup(id);
+    if (ownerUser) await clearUnmadeStanza(dir, id, ownerUser, this.ctx.privateTmp, this.ctx.log);
     const pm = await postmasterStatus(layout.pgdata({ id, node: 0 }));
     await this.pgbackrest(user, id, [...(pm.up ? [] : ['--no-online']), 'stanza-create'], {
       timeoutMs: SHORT_MS,
