@@ -577,9 +577,15 @@ export class HostsDriver implements Driver {
     return { ...spec, repository: made };
   }
 
-  /** The installation's repository host, if one has joined (the first, by id). */
+  /**
+   * The installation's repository host, if one has joined (the first, by
+   * id). From the store, not the view: before its first refresh the view
+   * holds only the hosts placements put in it, and a service applied then
+   * got a repository on its database host as if there were no repository
+   * host (then a second one there once the view knew better).
+   */
   private async repositoryHost(): Promise<Host | undefined> {
-    const hosts = this.hostsById.size > 0 ? [...this.hostsById.values()] : await this.o.hosts();
+    const hosts = await this.o.hosts();
     return hosts.filter((h) => h.role === 'repository').sort((a, b) => (a.id < b.id ? -1 : 1))[0];
   }
 
