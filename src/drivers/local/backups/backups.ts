@@ -35,6 +35,7 @@ import { postmasterStatus } from '../node/postmaster.js';
 import { existsBeneath, readBeneath } from '../host/files/safe-dir.js';
 import { exists } from '../node/node-files.js';
 import { clearUnmadeStanza } from './unmade-stanza.js';
+import { KeyedLock } from '../keyed-lock.js';
 import { REPOSITORY_BOUNDS } from '../host/cgroups/node-bounds.js';
 import type { Repositories } from './repository/repositories.js';
 import { ensureSides, type SidesContext, withServiceServer } from './repository/sides.js';
@@ -114,6 +115,7 @@ export interface SourceInfo {
 export class LocalBackups {
   private readonly running = new Map<string, Running>();
   private readonly sources = new Map<string, SourceServer>();
+  private readonly stanzaLocks = new KeyedLock();
 
   constructor(private readonly ctx: BackupsContext) {}
 
@@ -158,7 +160,14 @@ export class LocalBackups {
    * (from pg_control) when its server does not run, as before a first
    * start; online otherwise.
    */
-  async ensureStanza(id: string, user: OsUser): Promise<void> {
+  ensureStanza(id: string, user: OsUser): Promise<void> {
+    // One at a time per service: a service's converge and its backup both
+    // make sure of it, and the clearing of a half-made stanza must not
+    // take the other's stanza-create in progress for one.
+    return this.stanzaLocks.run(id, () => this.ensureStanzaNow(id, user));
+  }
+
+  private async ensureStanzaNow(id: string, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
     if (await isRemote(this.ctx, id)) {
       // Its backup.info is on the repository host: made once, then marked here.
