@@ -315,10 +315,14 @@ export interface Driver {
    * says is the primary.
    */
   applyPatroniEndpoint?(spec: ServiceSpec, members: PatroniNodeMember[]): Promise<Progress>;
-  /** Whether this host's node of the service runs its Patroni, and the cluster as it tells. */
+  /**
+   * Whether this host's node of the service runs its Patroni, and the
+   * cluster as it tells; with `pooler`, whether the service's pooler on
+   * this host runs too.
+   */
   inspectPatroniNode?(
     serviceId: string,
-    node: { index: number; apiPort: number },
+    node: { index: number; apiPort: number; pooler?: boolean },
   ): Promise<PatroniNodeView>;
   /**
    * A backup on the repository host reads this host's node of an HA
@@ -451,4 +455,6 @@ export interface PatroniNodeSpec {
 export interface PatroniNodeView {
   patroni: boolean;
   cluster: ClusterState | null;
+  /** Whether the service's pooler on this host runs (asked only while it should). */
+  pooler?: boolean;
 }

@@ -244,17 +244,6 @@ export class HostsDriver implements Driver {
   }
 
   /**
-   * The connection pooler of an HA service across hosts is not built: its
-   * PgBouncer would have to follow Patroni's leader on every host
-   * (docs/decisions.md, "HA across hosts"). Refused rather than accepted
-   * and never run.
-   */
-  poolerRefusal(replicaCount: number): string | undefined {
-    if (replicaCount === 0) return undefined;
-    return "On an installation of several hosts, the connection pooler of a service with HA replicas is not available yet: connect to the service's endpoint directly, or use a service without HA replicas for the pooler.";
-  }
-
-  /**
    * The address a service's clients connect to: its host's; a read replica
    * set's, its first node's host (its endpoint is on every database host);
    * undefined until it is placed.

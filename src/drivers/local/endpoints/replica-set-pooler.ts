@@ -19,7 +19,7 @@
 
 import { isIP } from 'node:net';
 import type { ReplicaSetSpec } from '../../driver.js';
-import { Pooler } from './pooler.js';
+import { Pooler, pgdataTls } from './pooler.js';
 import { replicaSetPoolSizes } from '../config/pooler-conf.js';
 import type { DriverContext } from '../context.js';
 
@@ -51,7 +51,7 @@ export class ReplicaSetPooler extends Pooler {
         port: spec.port,
         caFile: ctx.layout.pooler(spec.replicaSetId).caFile,
       },
-      certPgdata: ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 }),
+      tls: pgdataTls(ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 })),
       passwordVerifier: spec.primary.passwordVerifier,
       allowedCidrs: spec.allowedCidrs,
     });
