@@ -412,6 +412,12 @@ export interface ReplicaNodeSpec {
    */
   noSlot?: boolean;
   /**
+   * This node runs its host's pooler of the set (the set's pooler is
+   * enabled, and it is the node of the lowest index on its host), one of
+   * `poolers` (the set's hosts): each takes that share of the set's pools.
+   */
+  pooler?: { poolers: number };
+  /**
    * Every database host's address: the set's endpoint is on each, so the
    * node's certificate names them all (verify-full through any), and its
    * pg_hba admits HAProxy's connections from them.

@@ -13,7 +13,10 @@
 // switchover, through the same pooler, to the new primary, and every
 // acknowledged commit is there. A new password reaches the poolers (the
 // old one refused there). Disabled: the pooler's port refuses on every
-// host.
+// host. Then a read replica set's pooler across hosts (a service without
+// HA replicas, its set of one node on another host): read through it with
+// verify-full at the set's host, a write refused, a wrong password
+// refused; disabled, its port refuses.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -179,6 +182,85 @@ test(
       't',
     );
     step('pooler disabled: its port refuses');
+
+    // A read replica set's pooler across hosts: a service without HA
+    // replicas and a set of one node, on another host than the service's.
+    const plain = await b.call('POST', b.servicePath(), { name: 'plain' });
+    assert.equal(plain.status, 202, plain.text);
+    const plainId = plain.body.service_id as string;
+    const plainPassword = plain.body.initial_password as string;
+    const plainSvc = await b.waitForStatus(plainId, 'READY', 300_000);
+    await psql(
+      s.conn(plainSvc.endpoint),
+      plainPassword,
+      "create table r (v text); insert into r values ('a'), ('b')",
+    );
+    const made = await b.call('POST', `${b.servicePath(plainId)}/replicaSets`, {
+      name: 'readers',
+      nodes: 1,
+      cpu_millis: 500,
+      memory_gbs: 2,
+    });
+    assert.equal(made.status, 202, made.text);
+    const rsId = made.body.id as string;
+    const rsPath = `${b.servicePath(plainId)}/replicaSets/${rsId}`;
+    type Listed = {
+      id: string;
+      status: string;
+      endpoint: { host: string; port: number };
+      connection_pooler?: { endpoint: { host: string; port: number } };
+    };
+    const listed = async () =>
+      ((await b.call('GET', `${b.servicePath(plainId)}/replicaSets`)).body as Listed[]).find(
+        (r) => r.id === rsId,
+      );
+    await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 300_000);
+    const rsOn = await b.call('POST', `${rsPath}/enablePooler`);
+    assert.equal(rsOn.status, 200, rsOn.text);
+    let rs: Listed | undefined;
+    await b.waitFor(
+      async () => {
+        rs = await listed();
+        return rs?.status === 'active' && rs.connection_pooler !== undefined;
+      },
+      "the set's pooler",
+      300_000,
+    );
+    const rsPooler = (rs as Listed).connection_pooler?.endpoint as { host: string; port: number };
+    // At the set's node's host (its endpoint's), not the service's.
+    assert.equal(rsPooler.host, (rs as Listed).endpoint.host);
+    assert.notEqual(rsPooler.host, plainSvc.endpoint.host);
+    let read = '';
+    await until(async () => {
+      read = await psql(s.conn(rsPooler), plainPassword, 'select string_agg(v, \',\' order by v) from r').catch((e: Error) => e.message); // prettier-ignore
+      return read === 'a,b';
+    }, 120_000).catch(() => assert.fail(`read through the set's pooler: ${read}`));
+    await assert.rejects(
+      psql(s.conn(rsPooler), plainPassword, "insert into r values ('c')"),
+      /read-only/,
+    );
+    assert.match(
+      await psqlRefused(s.conn(rsPooler), 'not-the-password'),
+      /SASL authentication failed|password authentication failed/,
+    );
+    const rsOff = await b.call('POST', `${rsPath}/disablePooler`);
+    assert.equal(rsOff.status, 200, rsOff.text);
+    await b.waitFor(
+      async () => {
+        const now = await listed();
+        return now?.status === 'active' && now.connection_pooler === undefined;
+      },
+      "the set's pooler disabled",
+      120_000,
+    );
+    await until(
+      async () =>
+        /refused|could not connect|closed/i.test(
+          await psqlRefused(s.conn(rsPooler), plainPassword).catch(() => ''),
+        ),
+      60_000,
+    );
+    step("a read replica set's pooler on its node's host: read, write refused, disabled");
     await b.stop();
   },
 );

@@ -20,8 +20,8 @@
 // A read replica set's nodes go to other hosts than its service's, each
 // streaming from its primary over TLS (an HA service's: through the
 // service's endpoint, so it follows a failover), its endpoint on every
-// database host (replica-sets.ts: docs/decisions.md, "Read replica sets
-// across hosts"); not yet with a pooler.
+// database host, its pooler on each host of its nodes (replica-sets.ts:
+// docs/decisions.md, "Read replica sets across hosts").
 
 import {
   agentUrl,
@@ -112,7 +112,7 @@ export class HostsDriver implements Driver {
       haReplicas: true,
       replicaSets: true,
       pooler: true,
-      replicaSetPooler: false,
+      replicaSetPooler: true,
     };
   }
 
