@@ -6,7 +6,8 @@
 // verify-full through the pooler on two hosts writes rows there and reads
 // them back through the other, in both pools (session, transaction); the
 // API reports the pooler at the leader's host, as the service's endpoint.
-// A wrong password is refused by the pooler. A resize that takes a restart
+// A wrong password is refused by the pooler. A pooler killed with kill -9
+// is said in the service's logs and started again. A resize that takes a restart
 // makes a switchover (the rolling restart of ha-resize.test.ts) while a
 // transaction-mode client writes through a standby's host's pooler, and
 // reconnects when its connection ends: it commits again after the
@@ -20,6 +21,7 @@
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
@@ -88,6 +90,36 @@ test(
       );
     }
     step('written and read through two hosts’ poolers');
+
+    // A pooler killed with kill -9: its host's node reports it, the
+    // service's logs say so, and the reconciler's apply starts it again.
+    const poolerState = join(
+      c.host(standby.hostIndex).dataDir,
+      'local',
+      'instances',
+      `${id}n${standby.name.replace(/^node/, '')}`,
+      'pooler',
+      'pooler.json',
+    );
+    const pidsOf = () => (JSON.parse(readFileSync(poolerState, 'utf8')) as { pids: number[] }).pids;
+    const killed = pidsOf();
+    for (const pid of killed) process.kill(pid, 'SIGKILL');
+    await until(
+      async () =>
+        (await s.logs()).includes(
+          `basin: the connection pooler does not run on the host of ${standby.name}`,
+        ),
+      60_000,
+    ).catch(async () => assert.fail(await s.logs()));
+    await until(
+      async () =>
+        pidsOf().every((p) => !killed.includes(p)) &&
+        (await psql(at(standby.host), s.password, 'select count(*) from p').catch(() => '')) ===
+          '2',
+      60_000,
+    );
+    await b.waitForStatus(id, 'READY', 60_000);
+    step('a pooler killed: said, and started again');
 
     // A transaction-mode writer through the standby's host's pooler,
     // reconnecting when its connection ends, each commit acknowledged kept.
