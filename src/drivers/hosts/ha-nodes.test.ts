@@ -54,7 +54,6 @@ test('on hosts, a service is under Patroni from its creation or never: setHA may
   assert.match(d.haChangeRefusal(2, 0) ?? '', /keeps at least one replica/);
   // The pooler of an HA service across hosts runs on its nodes' hosts: nothing refuses it.
   assert.equal(d.capabilities.pooler, true);
-  assert.equal((d as { poolerRefusal?: unknown }).poolerRefusal, undefined);
 });
 
 /**
