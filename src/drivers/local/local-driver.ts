@@ -904,7 +904,7 @@ export class LocalDriver implements Driver {
     const ctx = this.context();
     const host = ctx.publicHost.includes(':') ? `[${ctx.publicHost}]` : ctx.publicHost;
     const local = patroniNodeId(serviceId, node.index);
-    return inspectPatroniNode(ctx, local, `https://${host}:${node.apiPort}`);
+    return inspectPatroniNode(ctx, local, `node${node.index}`, `https://${host}:${node.apiPort}`);
   }
 
   /**

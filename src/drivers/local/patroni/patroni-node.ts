@@ -55,7 +55,7 @@ import {
 } from '../node/admin.js';
 import { hash } from '../node/node-state.js';
 import { exists, mkdirIn, ensureOwnedDir, writeOwned, writeRootFile } from '../node/node-files.js';
-import { apiGet, apiRequest, type ClientTls, clusterState } from './client.js';
+import { apiGet, apiRequest, type ClientTls, clusterState, walSenders } from './client.js';
 import { ensurePatroniDirs, patroniFiles, prepareSeed, type PatroniFiles } from './files.js';
 import {
   CLUSTER_WIDE,
@@ -399,10 +399,16 @@ async function synchronousNamed(
 const hostPort = (address: string, port: number) =>
   address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 
-/** Whether this host's node of the service runs its Patroni, and the cluster as its REST API says. */
+/**
+ * Whether this host's node of the service runs its Patroni, and the
+ * cluster as its REST API says; when the cluster names this node (`name`)
+ * the leader, with its WAL senders (GET /patroni), which alone tell which
+ * standbys stream (docs/decisions.md, "HA across hosts", the status).
+ */
 export async function inspectPatroniNode(
   ctx: Pick<Ctx, 'layout' | 'users'>,
   local: string,
+  name: string,
   apiUrl: string,
 ): Promise<PatroniNodeView> {
   const user = ctx.users.lookup(local);
@@ -411,7 +417,12 @@ export async function inspectPatroniNode(
   const up = (await patroniStatus(f, user)).up;
   let cluster: ClusterState | null = null;
   try {
-    cluster = await clusterState(apiUrl, await readerTls(ctx));
+    const tls = await readerTls(ctx);
+    cluster = await clusterState(apiUrl, tls);
+    if (cluster.leader === name) {
+      const replication = await walSenders(apiUrl, tls).catch(() => undefined);
+      if (replication) cluster = { ...cluster, replication };
+    }
   } catch {
     // Not answering (starting, stopped): nothing read.
   }
