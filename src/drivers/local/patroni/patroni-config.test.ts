@@ -171,6 +171,19 @@ test('synchronous replicas: synchronous_mode, strict, with their count', () => {
   assert.equal((none as Conf).bootstrap.dcs.synchronous_mode_strict, false);
 });
 
+test('failsafe mode is on, with or without synchronous replicas: etcd down alone demotes no primary that reaches every member', () => {
+  for (const sync of [0, 1]) {
+    const c = patroniConfig(
+      inputs({ spec: spec({ ha: { replicaCount: 2, syncReplicaCount: sync } }) }),
+    ) as Conf;
+    assert.equal(c.bootstrap.dcs.failsafe_mode, true);
+    // Dynamic configuration only: Patroni 3.0 reads it from the DCS, never from the YAML's top level.
+    assert.equal((c as unknown as Record<string, unknown>).failsafe_mode, undefined);
+  }
+  // The rendered YAML carries it (what Patroni reads at bootstrap).
+  assert.match(renderPatroniConfig(inputs()), /^ {4}failsafe_mode: true$/m);
+});
+
 test("PostgreSQL's parameters are Basin's, less what Patroni owns, with the node's certificate", () => {
   const c = patroniConfig(inputs()) as Conf;
   const p = c.postgresql.parameters;

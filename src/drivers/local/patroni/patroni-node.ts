@@ -59,6 +59,7 @@ import { apiGet, apiRequest, type ClientTls, clusterState, walSenders } from './
 import { ensurePatroniDirs, patroniFiles, prepareSeed, type PatroniFiles } from './files.js';
 import {
   CLUSTER_WIDE,
+  FAILSAFE_MODE,
   type PatroniInputs,
   patroniConfig,
   patroniParameters,
@@ -256,7 +257,8 @@ export async function applyPatroniNode(
  * holds only what it was at creation; later changes are Patroni's dynamic
  * configuration, PATCH /config, which the agent may ask of its own node:
  * its host's address is a member's, on the REST API's allowlist): the
- * synchronous replication (a setHA), and the settings every member must
+ * synchronous replication (a setHA), failsafe mode (clusters made before
+ * it was on: patroni-config.ts), and the settings every member must
  * share (max_connections, max_worker_processes…: a resize), which Patroni
  * takes from the DCS over a node's own YAML. Undefined once it is; a wait
  * while the cluster has no configuration yet (being formed) or does not
@@ -275,6 +277,7 @@ async function keepDynamic(
     synchronous_mode: sync > 0,
     synchronous_mode_strict: sync > 0,
     synchronous_node_count: Math.max(1, sync),
+    failsafe_mode: FAILSAFE_MODE,
   };
   const shared = Object.fromEntries(
     CLUSTER_WIDE.filter((k) => k in params).map((k) => [k, String(params[k])]),
