@@ -122,7 +122,7 @@ export function patroniVerdict(state: ClusterState | undefined, ask: HaAsk): Pat
     if (ask.standbys === 0) return { health: 'running' };
     return {
       health: 'failed',
-      reason: `the leader ${leader.name}'s replication cannot be read (its node does not answer): no standby is known to stream`,
+      reason: `the leader ${leader.name}'s replication cannot be read (its own Patroni does not answer, or cannot read etcd): no standby is known to stream`,
     };
   }
   if (streaming.length < ask.standbys) {
