@@ -63,12 +63,19 @@ async function quorum(t: TestContext, s: HaService): Promise<void> {
   t.after(() => {
     for (const cmd of cuts) execFileSync('bash', ['-c', `${cmd} 2>/dev/null || true`]);
   });
-  /** Refuses host i's etcd ports, both ways (its peers' and its clients'), in its namespace. */
+  /**
+   * Refuses host i's etcd ports to and from other machines (its peers' and
+   * its clients'), in its namespace. Not on loopback: etcd 3.4's JSON
+   * gateway, which Patroni speaks to, is a gRPC client of its own member's
+   * port; refused there, it backs off (up to 2 min in gRPC) and keeps
+   * answering "connection refused" long after the member is reachable
+   * again, which a member cut off by the network never sees.
+   */
   const cutEtcd = (i: number) => {
     nft(i, [
       'table inet etqetcd {',
-      '  chain in { type filter hook input priority -200; tcp dport { 2379, 2380 } reject with tcp reset; }', // prettier-ignore
-      '  chain out { type filter hook output priority -200; tcp dport 2380 reject with tcp reset; }', // prettier-ignore
+      '  chain in { type filter hook input priority -200; iif != lo tcp dport { 2379, 2380 } reject with tcp reset; }', // prettier-ignore
+      '  chain out { type filter hook output priority -200; oif != lo tcp dport 2380 reject with tcp reset; }', // prettier-ignore
       '}',
     ]);
     cuts.add(`ip netns exec ${c.namespace(i)} nft delete table inet etqetcd`);
