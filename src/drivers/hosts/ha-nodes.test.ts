@@ -90,10 +90,13 @@ function fakeCluster() {
     sync: 2,
     stale: [['shared_buffers'], ['shared_buffers'], ['shared_buffers']] as string[][],
     patroni: [true, true, true],
+    /** Whether each standby's WAL receiver streams from the leader (Patroni says `streaming` regardless). */
+    streams: [true, true, true],
   };
   const calls: string[] = [];
   const notes: string[] = [];
-  const cluster = () => ({
+  // As node i's agent reads it: the leader's own node adds its WAL senders.
+  const cluster = (i: number) => ({
     members: [0, 1, 2]
       .filter((i) => state.patroni[i])
       .map((i) => ({
@@ -104,6 +107,17 @@ function fakeCluster() {
       })),
     ...(state.patroni[state.leader] ? { leader: `node${state.leader}` } : {}),
     paused: false,
+    ...(i === state.leader
+      ? {
+          replication: [0, 1, 2]
+            .filter((k) => k !== state.leader && state.patroni[k] && state.streams[k])
+            .map((k) => ({
+              name: `node${k}`,
+              state: 'streaming',
+              syncState: k === state.sync ? 'sync' : 'async',
+            })),
+        }
+      : {}),
   });
   const ha = new HaNodes({
     hosts: async () => hosts,
@@ -116,7 +130,7 @@ function fakeCluster() {
         case 'applyPatroniEndpoint':
           return DONE;
         case 'inspectPatroniNode':
-          return { patroni: state.patroni[i], cluster: state.patroni[i] ? cluster() : null };
+          return { patroni: state.patroni[i], cluster: state.patroni[i] ? cluster(i) : null };
         case 'stalePatroniSettings':
           return state.stale[i];
         case 'restartPatroniNode':
@@ -188,4 +202,25 @@ test('stopped: the standbys first, the leader last; start is an ordinary apply',
   assert.deepEqual(f.calls, ['stop node1', 'stop node2', 'stop node0']);
   assert.equal(await f.ha.inspect({ ...f.spec, running: false }), 'stopped');
   assert.ok(f.notes.includes('basin: stopping node1, node2 (standbys), then the leader'));
+});
+
+test('a standby Patroni calls running but that does not stream from the leader: UNSTABLE, no restart while so, READY once it streams again', async () => {
+  const f = fakeCluster();
+  f.state.stale = [[], [], []];
+  await f.converge(f.spec);
+  assert.equal(await f.ha.inspect(f.spec), 'running');
+  f.state.streams[2] = false; // the synchronous standby's connection to the leader is cut
+  assert.equal(await f.ha.inspect(f.spec), 'failed');
+  assert.ok(
+    f.notes.includes('basin: degraded: 1 of 2 standbys stream (node2 not streaming)'),
+    f.notes.join('\n'),
+  );
+  // A rolling restart waits for the cluster to be whole again.
+  f.state.stale = [[], ['shared_buffers'], []];
+  const p = await f.ha.apply(f.spec);
+  assert.equal(p.done, false);
+  assert.deepEqual(f.calls, []);
+  f.state.streams[2] = true;
+  f.state.stale = [[], [], []];
+  assert.equal(await f.ha.inspect(f.spec), 'running');
 });

@@ -23,7 +23,12 @@ import {
   type Placement,
   takesNodes,
 } from '../../domain/hosts.js';
-import { type ClusterState, patroniChanges, patroniVerdict } from '../../domain/patroni-cluster.js';
+import {
+  type ClusterState,
+  patroniChanges,
+  patroniVerdict,
+  streamingStandbys,
+} from '../../domain/patroni-cluster.js';
 import { DONE, type Progress, type ProgressNote, wait } from '../../domain/progress.js';
 import type { Target } from '../../domain/logs.js';
 import type { Clock } from '../../lib/clock.js';
@@ -327,9 +332,8 @@ export class HaNodes {
     then: string,
   ): Promise<Progress> {
     const leader = cluster.leader as string;
-    const streaming = cluster.members.filter(
-      (m) => m.name !== leader && ['running', 'streaming'].includes(m.state),
-    );
+    // Those the leader's WAL senders say stream (Patroni's `running` is not enough).
+    const streaming = streamingStandbys(cluster) ?? [];
     const candidate =
       streaming.find((m) => m.role === 'sync_standby') ??
       [...streaming].sort((a, b) => (a.lagBytes ?? 0) - (b.lagBytes ?? 0))[0];

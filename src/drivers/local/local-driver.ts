@@ -912,7 +912,12 @@ export class LocalDriver implements Driver {
     const ctx = this.context();
     const host = ctx.publicHost.includes(':') ? `[${ctx.publicHost}]` : ctx.publicHost;
     const local = patroniNodeId(serviceId, node.index);
-    const view = await inspectPatroniNode(ctx, local, `https://${host}:${node.apiPort}`);
+    const view = await inspectPatroniNode(
+      ctx,
+      local,
+      `node${node.index}`,
+      `https://${host}:${node.apiPort}`,
+    );
     // A pooler that died is started again by the apply that its report brings.
     return node.pooler === true ? { ...view, pooler: await nodePoolerRuns(ctx, local) } : view;
   }

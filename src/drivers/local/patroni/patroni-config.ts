@@ -34,6 +34,19 @@ import {
 /** The DCS prefix of every service's cluster: /basin/<serviceId>/… */
 export const PATRONI_NAMESPACE = '/basin/';
 
+/**
+ * Patroni's DCS failsafe mode, on (docs/decisions.md, "HA across hosts",
+ * etcd losing its majority): a leader that cannot renew its key in etcd
+ * keeps its primary running while it reaches every member's REST API
+ * (POST /failsafe, each member named in the /failsafe key it last wrote),
+ * and demotes otherwise. So etcd down alone (every database node up)
+ * stops no writes; a leader cut from any member still demotes within
+ * retry_timeout, as without it, and a member that hears from the leader
+ * does not run for leader: no second primary. Dynamic configuration: in
+ * `bootstrap.dcs` for a new cluster, PATCHed into an older one's.
+ */
+export const FAILSAFE_MODE = true;
+
 /** The REST API's user for its unsafe endpoints (restart, switchover…): Basin's. */
 export const RESTAPI_USER = 'basin';
 
@@ -247,6 +260,7 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
         // lost in a failover (docs/decisions.md, Patroni).
         synchronous_mode_strict: sync > 0,
         synchronous_node_count: Math.max(1, sync),
+        failsafe_mode: FAILSAFE_MODE,
         postgresql: {
           use_pg_rewind: true,
           use_slots: true,
