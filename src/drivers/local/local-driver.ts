@@ -13,7 +13,7 @@ import { type PoolerCounts, samplePoolers } from './metrics/pooler-sample.js';
 import { readStatsSecret } from './endpoints/pooler-stats.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Metrics } from '../../domain/types.js';
 import {
   type AllowancePolicy,
@@ -119,6 +119,7 @@ import {
   applyPatroniNode,
   type FetchPatroniSecrets,
   inspectPatroniNode,
+  nodeFiles,
   openPatroniSource,
   readyPatroniParent,
 } from './patroni/patroni-node.js';
@@ -1196,6 +1197,15 @@ export class LocalDriver implements Driver {
     // A driver that was not started (a follower of several Basin
     // processes) reads the same files: the layout is all it needs.
     const layout = this.ctx?.layout ?? new Layout(resolve(this.options.dataDir));
+    // A node of an HA service across hosts (`<serviceId>n<i>`, asked by
+    // the control plane for that node) keeps its data directory under
+    // Patroni's files; its user's `data` directory says who may own them.
+    const patroni = nodeFiles({ layout }, target.id);
+    const patroniOwner = (await lstat(patroni.data).catch(() => undefined))?.uid;
+    if (patroniOwner !== undefined) {
+      const scope = `${target.kind}:${target.id}:patroni`;
+      return readNodeLogs(join(patroni.pgdata, 'log'), query, scope, { owner: patroniOwner });
+    }
     const ref = { id: target.id, node };
     // No data directory: no logs either, and -1 is nobody.
     const owner = (await lstat(layout.pgdata(ref)).catch(() => undefined))?.uid ?? -1;
