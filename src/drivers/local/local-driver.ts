@@ -130,6 +130,7 @@ import {
   stopNode,
   switchover,
 } from './patroni/node-ops.js';
+import { PatroniLogTail } from './patroni/patroni-log.js';
 import type { IdlePolicy } from './idle/idle-policy.js';
 import { type IdleView, IdleServices } from './idle/idle-services.js';
 
@@ -272,6 +273,8 @@ export class LocalDriver implements Driver {
   };
   private readonly log: Logger;
   private readonly locks = new KeyedLock();
+  /** Each Patroni node's log, read as it grows (patroni/patroni-log.ts). */
+  private readonly patroniLogs = new PatroniLogTail();
   private readonly sampler: MetricsSampler;
   private ctx: DriverContext | undefined;
   private readonly downListeners: ((serviceId: string, event: PrimaryEvent) => void)[] = [];
@@ -899,13 +902,18 @@ export class LocalDriver implements Driver {
 
   async inspectPatroniNode(
     serviceId: string,
-    node: { index: number; apiPort: number },
+    node: { index: number; apiPort: number; logSince?: number },
   ): Promise<PatroniNodeView> {
     checkId(serviceId);
     const ctx = this.context();
     const host = ctx.publicHost.includes(':') ? `[${ctx.publicHost}]` : ctx.publicHost;
     const local = patroniNodeId(serviceId, node.index);
-    return inspectPatroniNode(ctx, local, `https://${host}:${node.apiPort}`);
+    const view = await inspectPatroniNode(ctx, local, `https://${host}:${node.apiPort}`);
+    // What its Patroni decided since the control plane last heard (its log
+    // read as it grows: a few hundred bytes between two inspections).
+    const since = typeof node.logSince === 'number' ? node.logSince : undefined;
+    const events = await this.patroniLogs.events(nodeFiles(ctx, local).log, since);
+    return events.length > 0 ? { ...view, events } : view;
   }
 
   /**

@@ -18,15 +18,10 @@
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { constants } from 'node:fs';
+import type { PatroniLogEvent } from '../../../domain/patroni-cluster.js';
 
-/** One decision of a node's Patroni, as Basin tells it. */
-export interface PatroniLogEvent {
-  /** Epoch ms of Patroni's line (its local time, the host's zone). */
-  timeMs: number;
-  severity: 'LOG' | 'WARNING' | 'ERROR';
-  /** Basin's sentence, without the node (the control plane names it and its host). */
-  text: string;
-}
+export type { PatroniLogEvent };
+
 
 /** `2026-11-29 04:58:01,234 INFO: message` (patroni-config.ts's log format). */
 const LINE =
