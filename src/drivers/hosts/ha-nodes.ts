@@ -627,6 +627,27 @@ export class HaNodes {
     });
   }
 
+  /**
+   * The stable index of the node the logs' API numbers `node` (0 the
+   * primary, then the others by index) by Patroni's leader as last read
+   * (the service's recorded roles are not Patroni's: node 0 is recorded
+   * primary for ever, and the command numbers by them, so the number it
+   * hands over is the API's). Unchanged while this process knows no
+   * leader (a process that does not lead reads no cluster).
+   */
+  async logNode(serviceId: string, node: number): Promise<number> {
+    const leader = this.last.get(serviceId)?.cluster?.leader;
+    if (!leader) return node;
+    const lead = Number(leader.replace(/^node/, ''));
+    const indices = nodePlacements(await this.o.placements.list(), serviceId)
+      .map((p) =>
+        p.resourceId === serviceId ? 0 : Number(p.resourceId.slice(`${serviceId}:node`.length)),
+      ) // prettier-ignore
+      .filter((i) => i !== lead)
+      .sort((a, b) => a - b);
+    return [lead, ...indices][node] ?? node;
+  }
+
   /** The address of the host of the node Patroni last said leads; undefined when none is known. */
   async leaderHost(serviceId: string): Promise<string | undefined> {
     const leader = this.last.get(serviceId)?.cluster?.leader;

@@ -851,10 +851,10 @@ export class HostsDriver implements Driver {
     // The client's abort signal stays here: it does not cross to the host.
     const { signal: _, ...asked } = query;
     if (target.kind === 'service' && (await this.hasStandbyRows(target.id))) {
-      // An HA service's node (its stable index: the caller mapped the API's
-      // number) is read by its own host's agent, as its own resource there
-      // (`<serviceId>n<i>`); one call, to one host, per page.
-      const index = query.node ?? 0;
+      // An HA service's node is read by its own host's agent, as its own
+      // resource there (`<serviceId>n<i>`); one call, to one host, per
+      // page. Which node is the API's number is Patroni's leader's order.
+      const index = await this.ha.logNode(target.id, query.node ?? 0);
       const host = await this.placedHost(nodeResourceId(target.id, index));
       if (!host || this.lost(host)) return { entries: [] };
       const node: Target = { kind: 'service', id: patroniNodeId(target.id, index) };
