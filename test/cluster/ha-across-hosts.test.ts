@@ -312,6 +312,13 @@ test(
     const promotion = told(new RegExp(`patroni: ${promoted} \\(on [^)]+\\): promoted to primary`));
     const leads = told(new RegExp(`patroni: ${primary.name} \\(on [^)]+\\) leads`));
     assert.ok(promotion >= 0 && leads > promotion, JSON.stringify(entries.slice(0, 40)));
+    console.log(
+      `ha-across-hosts: Basin's entries:\n${entries
+        .filter((e) => e.message.startsWith('patroni: '))
+        .slice(0, 25)
+        .map((e) => `${e.timestamp} ${e.severity} ${e.message}`)
+        .join('\n')}`,
+    );
     // Once, however many readings saw it (the reconciler reads every second).
     await sleep(3000);
     const failovers = await logsOf(b, id, '?source=basin&search=patroni%3A%20failover');

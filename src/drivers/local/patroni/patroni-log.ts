@@ -22,7 +22,6 @@ import type { PatroniLogEvent } from '../../../domain/patroni-cluster.js';
 
 export type { PatroniLogEvent };
 
-
 /** `2026-11-29 04:58:01,234 INFO: message` (patroni-config.ts's log format). */
 const LINE =
   /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}),(\d{3}) (INFO|WARNING|ERROR|CRITICAL): (.*)$/;
