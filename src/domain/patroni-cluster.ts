@@ -163,7 +163,7 @@ export function patroniChanges(
   } else if (was && !now) {
     notes.push({
       severity: 'ERROR',
-      message: `patroni: no leader since ${at(was.name)}'s: writes stop until Patroni elects one`,
+      message: `patroni: no leader since ${at(was.name)} lost the leader lock: writes stop until Patroni elects one`,
     });
   }
   const names = (s: ClusterState) => new Set(s.members.map((m) => m.name));
