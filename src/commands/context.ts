@@ -53,12 +53,6 @@ export interface DriverReads {
     size: Size,
     nodes: number,
   ): Promise<{ invalid?: string; unavailable?: string } | undefined>;
-  /**
-   * Why a service of `replicaCount` HA replicas cannot have the connection
-   * pooler on this driver (the hosts driver: not across hosts yet);
-   * undefined when it can.
-   */
-  poolerRefusal?(replicaCount: number): string | undefined;
 }
 
 export interface Ctx {

@@ -173,8 +173,6 @@ export function setPooler(
     // may still be listening until the engine converges, and a re-enabled
     // pooler comes back where clients expect it.
     if (!enabled) return { pooler: { enabled: false, port: svc.pooler.port } };
-    const refused = ctx.driver.poolerRefusal?.(svc.ha.replicaCount);
-    if (refused !== undefined) throw invalid(refused);
     const port = await allocatePort(ctx, tx, portOwner.servicePooler(svc.id));
     return { pooler: { enabled: true, port } };
   });

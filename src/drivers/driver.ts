@@ -315,10 +315,14 @@ export interface Driver {
    * says is the primary.
    */
   applyPatroniEndpoint?(spec: ServiceSpec, members: PatroniNodeMember[]): Promise<Progress>;
-  /** Whether this host's node of the service runs its Patroni, and the cluster as it tells. */
+  /**
+   * Whether this host's node of the service runs its Patroni, and the
+   * cluster as it tells; with `pooler`, whether the service's pooler on
+   * this host runs too.
+   */
   inspectPatroniNode?(
     serviceId: string,
-    node: { index: number; apiPort: number; logSince?: number },
+    node: { index: number; apiPort: number; pooler?: boolean; logSince?: number },
   ): Promise<PatroniNodeView>;
   /**
    * A backup on the repository host reads this host's node of an HA
@@ -408,6 +412,12 @@ export interface ReplicaNodeSpec {
    */
   noSlot?: boolean;
   /**
+   * This node runs its host's pooler of the set (the set's pooler is
+   * enabled, and it is the node of the lowest index on its host), one of
+   * `poolers` (the set's hosts): each takes that share of the set's pools.
+   */
+  pooler?: { poolers: number };
+  /**
    * Every database host's address: the set's endpoint is on each, so the
    * node's certificate names them all (verify-full through any), and its
    * pg_hba admits HAProxy's connections from them.
@@ -456,4 +466,6 @@ export interface PatroniNodeView {
    * oldest first: those at or after `logSince` when the call gave one.
    */
   events?: PatroniLogEvent[];
+  /** Whether the service's pooler on this host runs (asked only while it should). */
+  pooler?: boolean;
 }

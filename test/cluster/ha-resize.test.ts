@@ -10,9 +10,9 @@
 // the service's logs say each restart and the switchover, and every
 // acknowledged commit is there; the control plane is killed with kill -9
 // during it and started again, and goes on. The longest pause between
-// two acknowledged commits is printed (not asserted: a time). The pooler
-// is refused with a 400; a new password and a VPC reach every node and
-// every host's endpoint. Then the service is stopped (PAUSED: no node,
+// two acknowledged commits is printed (not asserted: a time). A new
+// password and a VPC reach every node and every host's endpoint (the
+// pooler is ha-pooler.test.ts's). Then the service is stopped (PAUSED: no node,
 // no endpoint answers) and started again (READY, its rows there).
 // Each node's host holds it to its size: its postmaster's cgroup has the
 // new size's CPU quota after the resize.
@@ -225,12 +225,6 @@ test(
 
     step('checked the resize');
 
-    // The connection pooler of an HA service across hosts: a 400 that says so.
-    const pooler = await b.call('POST', `${b.servicePath(id)}/enablePooler`);
-    assert.equal(pooler.status, 400, pooler.text);
-    assert.equal(pooler.body.code, 'INVALID_REQUEST');
-    assert.match(pooler.body.message, /connection pooler of a service with HA replicas/);
-
     // A new password: the leader's SQL, replayed by the standbys.
     const newPassword = 'a-new-long-password-for-ha';
     const pw = await b.call('POST', `${b.servicePath(id)}/updatePassword`, {
@@ -273,7 +267,7 @@ test(
       async () => (await psql(conn(endpoint), newPassword, 'select 1').catch(() => '')) === '1',
       60_000,
     );
-    step('pooler refused; password and VPC reach every node');
+    step('password and VPC reach every node');
     // Stopped: PAUSED, and neither a node nor the endpoint answers.
     const stop = await b.call('POST', `${b.servicePath(id)}/stop`);
     assert.equal(stop.status, 202, stop.text);

@@ -4,7 +4,15 @@
 // backups and of the WAL only they needed; the stanza gone with the service.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -177,6 +185,39 @@ describe('local driver: backups with pgBackRest', { skip: notRoot }, () => {
       return true;
     });
     await applyUntilDone(driver, spec);
+  });
+
+  test('a stanza an interrupted stanza-create left half-made is made again; one with backups is not touched', async () => {
+    const id = spec.serviceId;
+    const repo = layout.backupDirs(id).repo;
+    const archive = join(repo, 'archive', id);
+    const { uid, gid } = statSync(repo);
+    const plant = (path: string) => {
+      writeFileSync(path, 'torn');
+      chownSync(path, uid, gid);
+    };
+    // Killed between archive.info and backup.info, after a backup set was
+    // made: a repository that needs a person (pgBackRest says so), left as it is.
+    const [set] = readdirSync(stanzaDir()).filter((f) => /F$/.test(f));
+    for (const f of ['backup.info', 'backup.info.copy']) rmSync(join(stanzaDir(), f));
+    await assert.rejects(driver.backupService(spec, Date.now()), /backup\.info is missing/);
+    assert.ok(existsSync(join(stanzaDir(), set!)), 'its backup set is kept');
+    // Killed while it wrote its first file: a lone archive.info.pgbackrest.tmp.
+    rmSync(stanzaDir(), { recursive: true });
+    for (const f of ['archive.info', 'archive.info.copy']) rmSync(join(archive, f));
+    plant(join(archive, 'archive.info.pgbackrest.tmp'));
+    const b = await backupUntilDone(driver, spec);
+    assert.deepEqual(
+      readdirSync(stanzaDir()).filter((f) => /F$/.test(f)),
+      [b.label],
+      'a new stanza with the new backup alone',
+    );
+    assert.ok(existsSync(join(archive, 'archive.info')));
+    assert.equal(existsSync(join(archive, 'archive.info.pgbackrest.tmp')), false);
+    // It archives again: a backup ends only once its last segment is archived.
+    await sleep(1_100); // labels are per second
+    const next = await backupUntilDone(driver, spec);
+    assert.notEqual(next.label, b.label);
   });
 
   test('deleting the service deletes its stanza and repository', async () => {

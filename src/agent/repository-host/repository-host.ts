@@ -44,6 +44,7 @@ import { isLive, procCmdline, signalAll } from '../../drivers/local/host/process
 import { readPasswd, type OsUser } from '../../drivers/local/host/os-user.js';
 import { spawnTenantDaemon } from '../../drivers/local/node/postmaster.js';
 import { KeyedLock } from '../../drivers/local/keyed-lock.js';
+import { clearUnmadeStanza } from '../../drivers/local/backups/unmade-stanza.js';
 import {
   renderBackupConf,
   renderServerConf,
@@ -148,6 +149,11 @@ export class RepositoryHost {
       await chown(p, user.uid, user.gid);
       await chmod(p, 0o700);
     }
+    // What a stanza-create interrupted on its way (its database host lost,
+    // or this host) left would make every later one fail (unmade-stanza.ts):
+    // cleared here, where the repository is, before the service's apply
+    // makes it again.
+    await clearUnmadeStanza(d.repo, id, user, undefined, this.o.log);
     const pass = await this.cipherPass(d.pass);
     // The host's server identity (repository-identity.ts), readable by the user's group.
     const hostTls = repositoryTlsDir(this.o.dataDir);

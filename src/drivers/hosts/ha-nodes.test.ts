@@ -52,9 +52,8 @@ test('on hosts, a service is under Patroni from its creation or never: setHA may
   assert.equal(d.haChangeRefusal(0, 0), undefined);
   assert.match(d.haChangeRefusal(0, 2) ?? '', /at its creation only/);
   assert.match(d.haChangeRefusal(2, 0) ?? '', /keeps at least one replica/);
-  // The pooler of an HA service across hosts is not built: refused, not accepted and never run.
-  assert.equal(d.poolerRefusal(0), undefined);
-  assert.match(d.poolerRefusal(2) ?? '', /connection pooler of a service with HA replicas/);
+  // The pooler of an HA service across hosts runs on its nodes' hosts: nothing refuses it.
+  assert.equal(d.capabilities.pooler, true);
 });
 
 /**
@@ -148,6 +147,7 @@ function fakeCluster() {
     running: true,
     size: { shared: false, cpuMillis: 500, memoryGbs: 2 },
     ha: { replicaCount: 2, syncReplicaCount: 1 },
+    pooler: { enabled: false, port: null },
     nodes: nodes(40002, 40003, 40004),
   } as unknown as ServiceSpec;
   const converge = async (s: ServiceSpec) => {

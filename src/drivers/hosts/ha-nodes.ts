@@ -496,6 +496,8 @@ export class HaNodes {
                 index: n.index,
                 apiPort: apiPortOf(spec, n.index),
                 ...(logSince === undefined ? {} : { logSince }),
+                // Its host's pooler of the service, while it should run.
+                ...(spec.running && spec.pooler.enabled ? { pooler: true } : {}),
               },
             ]),
             new Promise((_, reject) => {
@@ -594,9 +596,18 @@ export class HaNodes {
       sync: spec.ha.syncReplicaCount,
     });
     const stopped = views.filter((v) => v.view && !v.view.patroni).map((v) => `node${v.index}`);
+    // A host's pooler that does not run (died, or not started yet) makes
+    // the service UNSTABLE, and the reconciler's apply starts it again.
+    const noPooler = views
+      .filter((v) => v.view?.patroni && v.view.pooler === false)
+      .map((v) => `node${v.index}`);
     const reason =
       verdict.reason ??
-      (stopped.length > 0 ? `Patroni does not run on ${stopped.join(', ')}` : undefined);
+      (stopped.length > 0
+        ? `Patroni does not run on ${stopped.join(', ')}`
+        : noPooler.length > 0
+          ? `the connection pooler does not run on the host of ${noPooler.join(', ')}`
+          : undefined);
     if (!quiet && reason !== undefined && reason !== last.reason) {
       this.o.notify(target, { severity: 'WARNING', message: `basin: ${reason}` });
     }

@@ -20,8 +20,8 @@
 // A read replica set's nodes go to other hosts than its service's, each
 // streaming from its primary over TLS (an HA service's: through the
 // service's endpoint, so it follows a failover), its endpoint on every
-// database host (replica-sets.ts: docs/decisions.md, "Read replica sets
-// across hosts"); not yet with a pooler.
+// database host, its pooler on each host of its nodes (replica-sets.ts:
+// docs/decisions.md, "Read replica sets across hosts").
 
 import {
   agentUrl,
@@ -114,7 +114,7 @@ export class HostsDriver implements Driver {
       haReplicas: true,
       replicaSets: true,
       pooler: true,
-      replicaSetPooler: false,
+      replicaSetPooler: true,
     };
   }
 
@@ -243,17 +243,6 @@ export class HostsDriver implements Driver {
     return before === 0
       ? 'On an installation of several hosts, a service gets HA replicas at its creation only (replica_count): create a new service with them.'
       : 'On an installation of several hosts, an HA service keeps at least one replica: its nodes run under Patroni.';
-  }
-
-  /**
-   * The connection pooler of an HA service across hosts is not built: its
-   * PgBouncer would have to follow Patroni's leader on every host
-   * (docs/decisions.md, "HA across hosts"). Refused rather than accepted
-   * and never run.
-   */
-  poolerRefusal(replicaCount: number): string | undefined {
-    if (replicaCount === 0) return undefined;
-    return "On an installation of several hosts, the connection pooler of a service with HA replicas is not available yet: connect to the service's endpoint directly, or use a service without HA replicas for the pooler.";
   }
 
   /**
@@ -579,9 +568,15 @@ export class HostsDriver implements Driver {
     return { ...spec, repository: made };
   }
 
-  /** The installation's repository host, if one has joined (the first, by id). */
+  /**
+   * The installation's repository host, if one has joined (the first, by
+   * id). From the store, not the view: before its first refresh the view
+   * holds only the hosts placements put in it, and a service applied then
+   * got a repository on its database host as if there were no repository
+   * host (then a second one there once the view knew better).
+   */
   private async repositoryHost(): Promise<Host | undefined> {
-    const hosts = this.hostsById.size > 0 ? [...this.hostsById.values()] : await this.o.hosts();
+    const hosts = await this.o.hosts();
     return hosts.filter((h) => h.role === 'repository').sort((a, b) => (a.id < b.id ? -1 : 1))[0];
   }
 

@@ -147,6 +147,7 @@ export class ReplicaSets {
     const names = [...new Set(hosts.filter((h) => h.role === 'database').map((h) => h.address))];
     const primaryPort =
       spec.primary.nodes.find((n) => n.role === 'primary')?.port ?? spec.primary.port;
+    const pooler = setPoolers(spec, placed);
     const results = await Promise.allSettled(
       [...placed].map(async ([index, host]) => {
         if (this.lost(host)) return wait(2000, `node${index}'s host ${host.name} is lost`);
@@ -159,6 +160,7 @@ export class ReplicaSets {
           secret,
           names,
           ...(ha ? { noSlot: true } : {}),
+          ...pooler(index),
         };
         return (await this.o.call(host, 'applyReplicaNode', [
           patroniNodeId(spec.replicaSetId, index),
@@ -198,6 +200,13 @@ export class ReplicaSets {
     if (rows.length === 0) return 'missing';
     if (rows.length < spec.nodes || !primaryHost) return 'failed';
     const names = [...new Set(hosts.filter((h) => h.role === 'database').map((h) => h.address))];
+    const placedOn = new Map(
+      rows.flatMap((p) => {
+        const host = hosts.find((h) => h.id === p.hostId);
+        return host ? [[rowIndex(spec.replicaSetId, p), host] as [number, Host]] : [];
+      }),
+    );
+    const pooler = setPoolers(spec, placedOn);
     const healths = await Promise.all(
       rows.map(async (p) => {
         const host = hosts.find((h) => h.id === p.hostId);
@@ -209,6 +218,7 @@ export class ReplicaSets {
           source: { host: primaryHost.address, port: spec.primary.port },
           secret: '',
           names,
+          ...pooler(index),
         };
         return (await this.o
           .call(host, 'inspectReplicaNode', [patroniNodeId(spec.replicaSetId, index), node])
@@ -346,3 +356,24 @@ export class ReplicaSets {
 /** A set node's row: `<set>:node<i>`, node 0's too (a set has no row of its own). */
 const nodeResourceIdOf = (setId: string, index: number) =>
   index === 0 ? `${setId}:node0` : nodeResourceId(setId, index);
+
+/**
+ * Which nodes run their host's pooler of the set (docs/decisions.md, "Read
+ * replica sets across hosts": the pooler): while it is enabled, on each
+ * host of its nodes the node of the lowest index there (nodes may share a
+ * host, and the pooler's port leads into one namespace), each told how
+ * many poolers the set has (its hosts), to take that share of its pools.
+ */
+export function setPoolers(
+  spec: Pick<ReplicaSetSpec, 'pooler'>,
+  placed: ReadonlyMap<number, Pick<Host, 'id'>>,
+): (index: number) => { pooler?: { poolers: number } } {
+  if (!spec.pooler.enabled || spec.pooler.port === null) return () => ({});
+  const first = new Map<string, number>();
+  for (const [index, host] of placed) {
+    const had = first.get(host.id);
+    if (had === undefined || index < had) first.set(host.id, index);
+  }
+  const runners = new Set(first.values());
+  return (index) => (runners.has(index) ? { pooler: { poolers: first.size } } : {});
+}

@@ -115,6 +115,7 @@ import { type DiskState, StorageWatch, type StorageWatchOptions } from './storag
 import type { DriverContext } from './context.js';
 import { primaryNode } from './primary-node.js';
 import { ensurePatroniEndpoint } from './endpoints/patroni-endpoint.js';
+import { nodePoolerRuns, stopNodePooler } from './endpoints/patroni-pooler.js';
 import {
   applyPatroniNode,
   type FetchPatroniSecrets,
@@ -892,17 +893,24 @@ export class LocalDriver implements Driver {
     return this.locks.run(local, () => switchover(ctx, local, node, candidate));
   }
 
-  /** This host's node's Patroni stopped, and its PostgreSQL with it (the service stopped). */
+  /**
+   * This host's node's Patroni stopped, and its PostgreSQL with it (the
+   * service stopped); the service's pooler on this host first, as a
+   * pooler stops before its server on one host.
+   */
   async stopPatroniNode(serviceId: string, index: number): Promise<Progress> {
     checkId(serviceId);
     const ctx = this.context();
     const local = patroniNodeId(serviceId, index);
-    return this.locks.run(local, () => stopNode(ctx, local));
+    return this.locks.run(local, async () => {
+      const pooler = await stopNodePooler(ctx, local);
+      return pooler.done ? stopNode(ctx, local) : pooler;
+    });
   }
 
   async inspectPatroniNode(
     serviceId: string,
-    node: { index: number; apiPort: number; logSince?: number },
+    node: { index: number; apiPort: number; pooler?: boolean; logSince?: number },
   ): Promise<PatroniNodeView> {
     checkId(serviceId);
     const ctx = this.context();
@@ -913,7 +921,9 @@ export class LocalDriver implements Driver {
     // read as it grows: a few hundred bytes between two inspections).
     const since = typeof node.logSince === 'number' ? node.logSince : undefined;
     const events = await this.patroniLogs.events(nodeFiles(ctx, local).log, since);
-    return events.length > 0 ? { ...view, events } : view;
+    const told = events.length > 0 ? { ...view, events } : view;
+    // A pooler that died is started again by the apply that its report brings.
+    return node.pooler === true ? { ...told, pooler: await nodePoolerRuns(ctx, local) } : told;
   }
 
   /**

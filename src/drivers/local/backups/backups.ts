@@ -34,6 +34,8 @@ import { inStorageRecovery } from '../storage/node-storage.js';
 import { postmasterStatus } from '../node/postmaster.js';
 import { existsBeneath, readBeneath } from '../host/files/safe-dir.js';
 import { exists } from '../node/node-files.js';
+import { clearUnmadeStanza } from './unmade-stanza.js';
+import { KeyedLock } from '../keyed-lock.js';
 import { REPOSITORY_BOUNDS } from '../host/cgroups/node-bounds.js';
 import type { Repositories } from './repository/repositories.js';
 import { ensureSides, type SidesContext, withServiceServer } from './repository/sides.js';
@@ -113,6 +115,7 @@ export interface SourceInfo {
 export class LocalBackups {
   private readonly running = new Map<string, Running>();
   private readonly sources = new Map<string, SourceServer>();
+  private readonly stanzaLocks = new KeyedLock();
 
   constructor(private readonly ctx: BackupsContext) {}
 
@@ -152,11 +155,19 @@ export class LocalBackups {
   }
 
   /**
-   * Makes the service's stanza unless its backup.info is there. Offline
+   * Makes the service's stanza unless its backup.info is there (clearing
+   * first what an interrupted stanza-create left: unmade-stanza.ts). Offline
    * (from pg_control) when its server does not run, as before a first
    * start; online otherwise.
    */
-  async ensureStanza(id: string, user: OsUser): Promise<void> {
+  ensureStanza(id: string, user: OsUser): Promise<void> {
+    // One at a time per service: a service's converge and its backup both
+    // make sure of it, and the clearing of a half-made stanza must not
+    // take the other's stanza-create in progress for one.
+    return this.stanzaLocks.run(id, () => this.ensureStanzaNow(id, user));
+  }
+
+  private async ensureStanzaNow(id: string, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
     if (await isRemote(this.ctx, id)) {
       // Its backup.info is on the repository host: made once, then marked here.
@@ -173,6 +184,9 @@ export class LocalBackups {
     if (await existsBeneath(dir, info, owner).catch(() => false)) {
       return;
     }
+    // What an interrupted attempt left would make stanza-create fail for good.
+    const ownerUser = owner === user.uid ? user : this.ctx.repositories?.lookup(id);
+    if (ownerUser) await clearUnmadeStanza(dir, id, ownerUser, this.ctx.privateTmp, this.ctx.log);
     const pm = await postmasterStatus(layout.pgdata({ id, node: 0 }));
     await this.pgbackrest(user, id, [...(pm.up ? [] : ['--no-online']), 'stanza-create'], {
       timeoutMs: SHORT_MS,

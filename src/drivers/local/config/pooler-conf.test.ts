@@ -95,6 +95,15 @@ test("pgbouncer.ini of a replica set: its endpoint over TCP, the node's certific
   assert.match(restartPart(ini), /^server_tls_ca_file = /m);
 });
 
+test("pgbouncer.ini of an HA service's node across hosts: its host's endpoint at the host's address, verify-full", () => {
+  const server = { host: '10.0.0.11', port: 5700, caFile: '/d/p/ca.crt', verifyFull: true };
+  const ini = pgbouncerIni({ port: 6600, sizes: sharedPools, server }, paths, '198.18.0.2');
+  assert.match(ini, /^tsdb = host=10\.0\.0\.11 port=5700 dbname=tsdb pool_mode=session/m);
+  assert.match(ini, /^server_tls_sslmode = verify-full$/m);
+  assert.match(ini, /^server_tls_ca_file = \/d\/p\/ca.crt$/m);
+  assert.match(ini, /^listen_addr = 198\.18\.0\.2$/m);
+});
+
 test('auth_file: the SCRAM verifier, never anything else', () => {
   const v = scramVerifier('a-password-123');
   assert.equal(authFile(v), `"tsdbadmin" "${v}"\n`);

@@ -63,11 +63,14 @@ export interface PoolSizes {
 
 /**
  * The server the pools reach: a service's primary over its Unix socket, or
- * a read replica set's endpoint over TCP with TLS (`caFile`: the
- * installation's CA, which signed every node's certificate).
+ * an endpoint over TCP with TLS (`caFile`: the installation's CA, which
+ * signed every node's certificate): a read replica set's, or, for an HA
+ * service across hosts, the service's own on this host (`verifyFull`: at
+ * the host's address, which every node's certificate names).
  */
 export type PoolerServer =
-  { socketDir: string; port: number } | { host: string; port: number; caFile: string };
+  | { socketDir: string; port: number }
+  | { host: string; port: number; caFile: string; verifyFull?: boolean };
 
 /** What a pgbouncer.ini is made of, beside its paths. */
 export interface PoolerIni {
@@ -203,11 +206,13 @@ export function pgbouncerIni(
     ['client_tls_protocols', 'tlsv1.2,tlsv1.3'],
     // A socket needs no TLS; over TCP (a replica set's endpoint) the
     // server's certificate must be signed by the installation's CA. Not
-    // verify-full: the endpoint is reached at a listen address, which the
-    // certificate (issued for the public host and loopback) may not name.
+    // verify-full there: the endpoint is reached at a listen address, which
+    // the certificate (issued for the public host and loopback) may not
+    // name. An HA node's pooler across hosts reaches its host's endpoint at
+    // the host's address, which every node's certificate names: verify-full.
     ...(tcp
       ? ([
-          ['server_tls_sslmode', 'verify-ca'],
+          ['server_tls_sslmode', tcp.verifyFull === true ? 'verify-full' : 'verify-ca'],
           ['server_tls_ca_file', tcp.caFile],
           ['server_tls_protocols', 'tlsv1.2,tlsv1.3'],
         ] as [string, string][])

@@ -20,6 +20,7 @@ import { DONE, type Progress, wait } from '../../../domain/progress.js';
 import {
   DriverError,
   type Health,
+  patroniNodeId,
   type ReplicaNodeSpec,
   type ReplicaSetAdmission,
   type ReplicaSetSpec,
@@ -37,6 +38,8 @@ import { writeReplicaPeers } from '../replication/replica-peers.js';
 import type { NodeReplication } from '../replication/replication.js';
 import { HOT_STANDBY_FLOOR, replicaName } from './replica-set.js';
 import { ServiceNode } from './service-node.js';
+import { RemoteReplicaSetPooler } from '../endpoints/replica-set-pooler.js';
+import { nodePoolerRuns } from '../endpoints/patroni-pooler.js';
 
 /** The node as the spec of a service of its own, of one standby node (index 0) on its own port. */
 function nodeSpec(nodeId: string, n: ReplicaNodeSpec): ServiceSpec {
@@ -144,7 +147,8 @@ export async function convergeReplicaNode(
   }
   const spec = nodeSpec(nodeId, n);
   const port = (spec.nodes[0] as { port: number }).port;
-  await ctx.networks.forward(nodeId, { ports: [port] });
+  const poolerPort = n.pooler && n.set.pooler.port !== null ? [n.set.pooler.port] : [];
+  await ctx.networks.forward(nodeId, { ports: [port, ...poolerPort] });
   const net = await ctx.networks.ensure(nodeId);
   const floor = postgresqlSettings(
     n.set.primary,
@@ -168,7 +172,17 @@ export async function convergeReplicaNode(
       ...(n.noSlot ? { noSlot: true } : {}),
     },
   };
-  return new ServiceNode(ctx, spec, spec.nodes[0], replication).converge();
+  const progress = await new ServiceNode(ctx, spec, spec.nodes[0], replication).converge();
+  // Its host's pooler of the set, when this node runs it (ReplicaNodeSpec.pooler),
+  // once the node runs; stopped and removed otherwise.
+  if (!n.pooler) {
+    const stopped = await new RemoteReplicaSetPooler(ctx, n.set, nodeId, 1).stop(true);
+    if (!stopped.done) return stopped;
+    return progress;
+  }
+  if (!progress.done) return progress;
+  const pooler = new RemoteReplicaSetPooler(ctx, n.set, nodeId, n.pooler.poolers);
+  return pooler.converge(await ctx.users.ensure(nodeId));
 }
 
 /** 'running' once the node's server runs and its WAL receiver streams. */
@@ -193,10 +207,12 @@ export async function inspectReplicaNode(
       const { rows } = await c.query<{ status: string }>('SELECT status FROM pg_stat_wal_receiver');
       return rows[0]?.status === 'streaming';
     });
-    return streaming ? 'running' : 'failed';
+    if (!streaming) return 'failed';
   } catch {
     return 'failed';
   }
+  // Its host's pooler of the set, when it runs it: one that died is started again by the converge.
+  return n.pooler && !(await nodePoolerRuns(ctx, nodeId)) ? 'failed' : 'running';
 }
 
 /** This host's endpoint of the set: its port, leastconn over its nodes at their hosts' addresses. */
@@ -209,7 +225,24 @@ export async function ensureReplicaSetEndpoint(
     spec.replicaSetId,
     spec.port,
     servers.map((s) => ({ ...s, enabled: true })),
-    admittedCidrs(spec, ctx.publicCidrs),
+    [...admittedCidrs(spec, ctx.publicCidrs), ...setPoolerSource(ctx, spec, servers)],
     'leastconn',
   );
+}
+
+/**
+ * The address this host's pooler of the set comes from while the set's
+ * pooler is enabled: the namespace of its node of the lowest index here
+ * (the one that runs it), admitted besides the set's access rules.
+ */
+function setPoolerSource(
+  ctx: Pick<DriverContext, 'networks' | 'publicHost'>,
+  spec: ReplicaSetSpec,
+  servers: readonly { index: number; host: string }[],
+): string[] {
+  if (!spec.pooler.enabled) return [];
+  const here = servers.filter((s) => s.host === ctx.publicHost).map((s) => s.index);
+  if (here.length === 0) return [];
+  const net = ctx.networks.get(patroniNodeId(spec.replicaSetId, Math.min(...here)));
+  return net ? [`${net.address}/32`] : [];
 }

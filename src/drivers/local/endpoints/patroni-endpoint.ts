@@ -9,14 +9,17 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { PatroniNodeMember, ServiceSpec } from '../../driver.js';
+import { type PatroniNodeMember, patroniNodeId, type ServiceSpec } from '../../driver.js';
 import { admittedCidrs } from '../config/conf.js';
 import type { DriverContext } from '../context.js';
 import { mkdirIn, writeRootFile } from '../node/node-files.js';
 import { certCovers, issueLeaf } from '../patroni/patroni-node.js';
 import { type PatroniCheckTls, renderPatroniService } from './haproxy-patroni.js';
 
-type Ctx = Pick<DriverContext, 'haproxy' | 'layout' | 'listenAddresses' | 'publicCidrs'>;
+type Ctx = Pick<
+  DriverContext,
+  'haproxy' | 'layout' | 'listenAddresses' | 'networks' | 'publicCidrs' | 'publicHost'
+>;
 
 /** Routes `spec.port` on this host to the service's primary, wherever Patroni made it. */
 export async function ensurePatroniEndpoint(
@@ -29,10 +32,28 @@ export async function ensurePatroniEndpoint(
     spec.port,
     members.map((m) => ({ index: m.index, host: m.address, port: m.port, apiPort: m.apiPort })),
     ctx.listenAddresses,
-    admittedCidrs(spec, ctx.publicCidrs),
+    [...admittedCidrs(spec, ctx.publicCidrs), ...poolerSource(ctx, spec, members)],
     await checkTls(ctx),
   );
   await ctx.haproxy.ensurePatroniService(spec.serviceId, text);
+}
+
+/**
+ * The address this host's pooler of the service (patroni-pooler.ts) comes
+ * from, while the pooler is enabled: its node's namespace's (the node of
+ * the members at this host's address), admitted besides the service's
+ * access rules, which the pooler applies to its own clients. None on a
+ * host without a node of the service, whose endpoint has no pooler behind.
+ */
+function poolerSource(
+  ctx: Pick<Ctx, 'networks' | 'publicHost'>,
+  spec: ServiceSpec,
+  members: readonly PatroniNodeMember[],
+): string[] {
+  if (!spec.pooler.enabled) return [];
+  const here = members.find((m) => m.address === ctx.publicHost);
+  const net = here && ctx.networks.get(patroniNodeId(spec.serviceId, here.index));
+  return net ? [`${net.address}/32`] : [];
 }
 
 /** The CA HAProxy verifies the REST APIs with, and its client certificate (one PEM with its key). */

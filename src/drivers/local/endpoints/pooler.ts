@@ -118,8 +118,8 @@ export interface PoolerTarget {
   /** Its compute size: how many PgBouncer processes it gets (poolerProcessCount). */
   size: PoolerSize;
   server: PoolerServer;
-  /** The data directory whose server.crt and server.key clients are shown. */
-  certPgdata: string;
+  /** The certificate and key clients are shown (a data directory's server.crt and server.key, or an HA node's). */
+  tls: { certFile: string; keyFile: string };
   /** tsdbadmin's SCRAM verifier (the service's, for a set too). */
   passwordVerifier: string;
   /** The VPC's blocks ([]: the public CIDRs), as the server admits them. */
@@ -128,19 +128,89 @@ export interface PoolerTarget {
 
 type PoolerSize = Parameters<typeof poolerProcessCount>[0];
 
-export class Pooler {
-  private readonly files;
+/**
+ * A pooler's processes and files, by its id alone: what reading, stopping
+ * and removing them needs (a node's stop knows no spec: patroni-pooler.ts).
+ */
+export class PoolerProcesses {
+  protected readonly files;
 
   constructor(
-    private readonly ctx: Ctx,
-    private readonly target: PoolerTarget,
+    protected readonly ctx: Ctx,
+    protected readonly who: Pick<PoolerTarget, 'id' | 'kind'>,
   ) {
-    this.files = ctx.layout.pooler(target.id);
+    this.files = ctx.layout.pooler(who.id);
   }
 
   /** The pids of the running PgBouncers, by process index (undefined: that one runs not). */
   pids(): Promise<(number | undefined)[]> {
     return runningPids(this.files);
+  }
+
+  protected get unit(): Unit {
+    return { id: this.who.id, part: 'pooler' };
+  }
+
+  /**
+   * Empties pooler.log once it is over LOG_MAX. PgBouncer logs every failed
+   * login, which any client can repeat at will, and the file is root's, in
+   * Basin's data directory: it is cut whenever the service is inspected
+   * (each reconcile) or applied. PgBouncer writes with O_APPEND, so it goes
+   * on at the new end.
+   */
+  async trimLog(): Promise<void> {
+    try {
+      if ((await stat(this.files.log)).size > LOG_MAX) await truncate(this.files.log, 0);
+    } catch {
+      // No log yet.
+    }
+  }
+
+  /** One step of stopping the pooler; its files go too when `removeFiles` (the pooler is disabled). */
+  async stop(removeFiles: boolean): Promise<Progress> {
+    const { ctx, files } = this;
+    const live = (await this.pids()).filter((p): p is number => p !== undefined);
+    if (live.length > 0) return this.stopStep(live, 'stopping the connection pooler');
+    for (let i = 0; i < MAX_POOLER_PROCESSES; i++) {
+      const spawned = ctx.spawned.get(spawnKey(files, i));
+      if (spawned && !spawned.proc.exit) {
+        signalAll([spawned.proc.pid], 'SIGKILL');
+        return wait(50, 'stopping the connection pooler');
+      }
+    }
+    forgetSpawned(ctx, files);
+    if (removeFiles) {
+      if (!(await ctx.cgroups.remove(this.unit))) return wait(50, 'stopping the connection pooler');
+      if (await exists(files.dir)) await removeTrees([files.dir]);
+    }
+    return DONE;
+  }
+
+  protected async stopStep(pids: number[], why: string): Promise<Progress> {
+    const now = Date.now();
+    let logged = false;
+    for (const pid of pids) {
+      const since = stopping.get(pid);
+      if (since === undefined) {
+        signalAll([pid], 'SIGTERM');
+        stopping.set(pid, now);
+        if (!logged) this.ctx.log.info({ [this.who.kind]: this.who.id, pids }, why);
+        logged = true;
+      } else if (now - since > STOP_TIMEOUT_MS) {
+        signalAll([pid], 'SIGKILL');
+      }
+      if (!(await isLive(pid))) stopping.delete(pid);
+    }
+    return wait(50, why);
+  }
+}
+
+export class Pooler extends PoolerProcesses {
+  constructor(
+    ctx: Ctx,
+    private readonly target: PoolerTarget,
+  ) {
+    super(ctx, target);
   }
 
   /**
@@ -171,10 +241,6 @@ export class Pooler {
     return true;
   }
 
-  private get unit(): Unit {
-    return { id: this.target.id, part: 'pooler' };
-  }
-
   /** Its cgroups, with the bounds its clients and processes need; their directories. */
   private ensureCgroups(processes: number): Promise<string[]> {
     return this.ctx.cgroups.ensure(
@@ -188,21 +254,6 @@ export class Pooler {
     const install = await pgbouncerInstall((msg) => this.ctx.log.warn({}, msg));
     const count = poolerProcessCount(this.target.size, availableParallelism(), install.peering);
     return { install, count };
-  }
-
-  /**
-   * Empties pooler.log once it is over LOG_MAX. PgBouncer logs every failed
-   * login, which any client can repeat at will, and the file is root's, in
-   * Basin's data directory: it is cut whenever the service is inspected
-   * (each reconcile) or applied. PgBouncer writes with O_APPEND, so it goes
-   * on at the new end.
-   */
-  async trimLog(): Promise<void> {
-    try {
-      if ((await stat(this.files.log)).size > LOG_MAX) await truncate(this.files.log, 0);
-    } catch {
-      // No log yet.
-    }
   }
 
   /**
@@ -242,7 +293,7 @@ export class Pooler {
       ca = await readSmallFile(ctx.layout.caCert, { maxBytes: 64 * 1024 });
       await writeRootFile(files.caFile, ca, user);
     }
-    const cert = await readSmallFile(join(target.certPgdata, 'server.crt'), {
+    const cert = await readSmallFile(target.tls.certFile, {
       maxBytes: 64 * 1024,
     });
     const restartHash = hash(install.path, String(count), ...inis.map(restartPart), cert, ca);
@@ -287,26 +338,6 @@ export class Pooler {
     return DONE;
   }
 
-  /** One step of stopping the pooler; its files go too when `removeFiles` (the pooler is disabled). */
-  async stop(removeFiles: boolean): Promise<Progress> {
-    const { ctx, files } = this;
-    const live = (await this.pids()).filter((p): p is number => p !== undefined);
-    if (live.length > 0) return this.stopStep(live, 'stopping the connection pooler');
-    for (let i = 0; i < MAX_POOLER_PROCESSES; i++) {
-      const spawned = ctx.spawned.get(spawnKey(files, i));
-      if (spawned && !spawned.proc.exit) {
-        signalAll([spawned.proc.pid], 'SIGKILL');
-        return wait(50, 'stopping the connection pooler');
-      }
-    }
-    forgetSpawned(ctx, files);
-    if (removeFiles) {
-      if (!(await ctx.cgroups.remove(this.unit))) return wait(50, 'stopping the connection pooler');
-      if (await exists(files.dir)) await removeTrees([files.dir]);
-    }
-    return DONE;
-  }
-
   private configFiles(
     blocked: readonly string[],
     statsVerifier: string,
@@ -321,8 +352,8 @@ export class Pooler {
             {
               authFile: this.files.authFile,
               hbaFile: this.files.hbaFile,
-              certFile: join(target.certPgdata, 'server.crt'),
-              keyFile: join(target.certPgdata, 'server.key'),
+              certFile: target.tls.certFile,
+              keyFile: target.tls.keyFile,
             },
             ctx.networks.listenAddresses(target.id, ctx.listenAddresses),
             { index, socketDirs },
@@ -414,24 +445,6 @@ export class Pooler {
       'starting the connection pooler',
     );
     return wait(20, 'starting the connection pooler');
-  }
-
-  private async stopStep(pids: number[], why: string): Promise<Progress> {
-    const now = Date.now();
-    let logged = false;
-    for (const pid of pids) {
-      const since = stopping.get(pid);
-      if (since === undefined) {
-        signalAll([pid], 'SIGTERM');
-        stopping.set(pid, now);
-        if (!logged) this.ctx.log.info({ [this.target.kind]: this.target.id, pids }, why);
-        logged = true;
-      } else if (now - since > STOP_TIMEOUT_MS) {
-        signalAll([pid], 'SIGKILL');
-      }
-      if (!(await isLive(pid))) stopping.delete(pid);
-    }
-    return wait(50, why);
   }
 
   /**
@@ -640,9 +653,14 @@ export class ServicePooler extends Pooler {
       sizes: poolSizes(spec),
       size: spec.size,
       server: { socketDir: ctx.layout.socketDir(ref), port: node.port },
-      certPgdata: ctx.layout.pgdata(ref),
+      tls: pgdataTls(ctx.layout.pgdata(ref)),
       passwordVerifier: spec.passwordVerifier,
       allowedCidrs: spec.allowedCidrs,
     });
   }
+}
+
+/** A data directory's certificate and key, which its server shows. */
+export function pgdataTls(pgdata: string): { certFile: string; keyFile: string } {
+  return { certFile: join(pgdata, 'server.crt'), keyFile: join(pgdata, 'server.key') };
 }

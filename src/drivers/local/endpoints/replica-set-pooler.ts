@@ -19,9 +19,10 @@
 
 import { isIP } from 'node:net';
 import type { ReplicaSetSpec } from '../../driver.js';
-import { Pooler } from './pooler.js';
+import { Pooler, pgdataTls } from './pooler.js';
 import { replicaSetPoolSizes } from '../config/pooler-conf.js';
 import type { DriverContext } from '../context.js';
+import { nodePoolSizes } from './patroni-pooler.js';
 
 /** What this part needs of the driver (context.ts). */
 type Ctx = Pick<
@@ -51,7 +52,7 @@ export class ReplicaSetPooler extends Pooler {
         port: spec.port,
         caFile: ctx.layout.pooler(spec.replicaSetId).caFile,
       },
-      certPgdata: ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 }),
+      tls: pgdataTls(ctx.layout.pgdata({ id: spec.replicaSetId, node: 0 })),
       passwordVerifier: spec.primary.passwordVerifier,
       allowedCidrs: spec.allowedCidrs,
     });
@@ -91,4 +92,42 @@ export function poolerSourceCidr(ctx: Ctx, id: string): string {
   if (net) return `${net.address}/32`;
   const host = endpointHost(ctx.listenAddresses);
   return isIP(host) === 6 ? `${host}/128` : `${host}/32`;
+}
+
+/**
+ * A read replica set's pooler across hosts (docs/decisions.md, "Read
+ * replica sets across hosts": the pooler): on each host of the set's nodes,
+ * run as one node of it there (`nodeId`, `<set>n<i>`, the lowest index on
+ * the host), in that node's namespace; its server is the set's endpoint on
+ * this host (HAProxy, leastconn over every node of the set) at the host's
+ * own address, over TLS with verify-full (every set node's certificate
+ * names every database host's address); the node's certificate shown to
+ * clients; the service's tsdbadmin verifier (SCRAM pass-through: the
+ * nodes are standbys of the primary, with its pg_authid). The set's pools
+ * are divided among its `poolers` (hosts).
+ */
+export class RemoteReplicaSetPooler extends Pooler {
+  constructor(
+    ctx: Ctx & Pick<DriverContext, 'publicHost'>,
+    spec: ReplicaSetSpec,
+    nodeId: string,
+    poolers: number,
+  ) {
+    super(ctx, {
+      id: nodeId,
+      kind: 'replicaSetId',
+      port: spec.pooler.port,
+      sizes: nodePoolSizes(replicaSetPoolSizes(spec), poolers),
+      size: spec.size,
+      server: {
+        host: ctx.publicHost,
+        port: spec.port,
+        caFile: ctx.layout.pooler(nodeId).caFile,
+        verifyFull: true,
+      },
+      tls: pgdataTls(ctx.layout.pgdata({ id: nodeId, node: 0 })),
+      passwordVerifier: spec.primary.passwordVerifier,
+      allowedCidrs: spec.allowedCidrs,
+    });
+  }
 }

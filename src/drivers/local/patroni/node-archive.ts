@@ -48,13 +48,17 @@ const ROOT = { name: 'root', uid: 0, gid: 0 };
 
 /**
  * The ports forwarded into the node's namespace from its host's address (a
- * forward names every port it keeps): PostgreSQL's, the REST API's, and,
- * with a repository host, the backup source's.
+ * forward names every port it keeps): PostgreSQL's, the REST API's,
+ * with a repository host the backup source's, and the pooler's.
  */
 export const nodePorts = (spec: ServiceSpec, node: { port: number; apiPort: number }): number[] => [
   node.port,
   node.apiPort,
   ...(spec.repository ? [sourcePort(spec)] : []),
+  // The service's pooler on this host runs in the node's namespace
+  // (endpoints/patroni-pooler.ts); its port leads there whether enabled or
+  // not, so no other tenant's process can take it meanwhile.
+  ...(spec.pooler.port === null ? [] : [spec.pooler.port]),
 ];
 
 /**

@@ -72,6 +72,7 @@ import { archiveUpToNow } from '../backups/fork-restore.js';
 import { readSystemId } from '../node/system-id.js';
 import { SafeDir, withSafeDir } from '../host/files/safe-dir.js';
 import type { OsUser } from '../host/os-user.js';
+import { convergeNodePooler } from '../endpoints/patroni-pooler.js';
 
 /** What the control plane gives a node's host for its Patroni (agent/patroni-node.ts fetches it). */
 export interface PatroniSecrets {
@@ -104,13 +105,16 @@ type Ctx = Pick<
   | 'remoteIdentity'
 > & { adminOsUsers: DriverContext['adminOsUsers'] };
 
+/** What the node's apply needs besides, for its pooler (endpoints/patroni-pooler.ts). */
+type PoolerCtx = Pick<DriverContext, 'listenAddresses' | 'log' | 'oom' | 'publicHost' | 'spawned'>;
+
 /** The node's files, under its own resource's instance directory (patroniNodeId). */
 export const nodeFiles = (ctx: Pick<Ctx, 'layout'>, local: string): PatroniFiles =>
   patroniFiles(join(ctx.layout.instanceDir(local), 'patroni'));
 
 /** One step of bringing this host's node of `spec` to what `node` says; DONE once its Patroni runs. */
 export async function applyPatroniNode(
-  ctx: Ctx,
+  ctx: Ctx & PoolerCtx,
   spec: ServiceSpec,
   node: PatroniNodeSpec,
   secretsOf: FetchPatroniSecrets | undefined,
@@ -236,16 +240,23 @@ export async function applyPatroniNode(
     const sync = await keepDynamic(ctx, api, spec, node.members.length, secrets, params);
     if (sync) return sync;
     const running = await nodeRunning(ctx, api);
-    if (running !== 'primary') return running;
-    // The leader: the service's own SQL (tsdbadmin's password, its grants,
-    // the type's extensions), which the standbys replay.
-    await applySql(spec, f, {
-      socketDir,
-      port: self.port,
-      pgdata: f.pgdata,
-    });
-    if (archive) await ensureNodeStanza(ctx, spec, local, archive, user);
-    return synchronousNamed(ctx, api, spec, node.members.length);
+    if (running !== 'primary') {
+      if (!running.done) return running;
+    } else {
+      // The leader: the service's own SQL (tsdbadmin's password, its grants,
+      // the type's extensions), which the standbys replay.
+      await applySql(spec, f, {
+        socketDir,
+        port: self.port,
+        pgdata: f.pgdata,
+      });
+      if (archive) await ensureNodeStanza(ctx, spec, local, archive, user);
+      const named = await synchronousNamed(ctx, api, spec, node.members.length);
+      if (!named.done) return named;
+    }
+    // The service's pooler on this host, once its node runs: its server is
+    // this host's endpoint, which leads to the leader wherever it is.
+    return convergeNodePooler(ctx, spec, local, { certFile: cert, keyFile: key }, user);
   }
   await startPatroni({ files: f, user, privateTmp: ctx.privateTmp, prelude: { cgroups } });
   return wait(500, 'starting Patroni');
