@@ -129,12 +129,28 @@ test("Patroni's failover is told as Basin's own entry, once: the new leader, its
     m('node1', 'leader', 'running', 2),
     m('node2', 'sync_standby', 'streaming', 2),
   );
+  // Told once per timeline, however many readings see it (driver-notes.ts looks first).
+  const once = { ever: ['patroni: ', '(timeline 2)'] };
   assert.deepEqual(patroniChanges(before, after), [
     {
       severity: 'WARNING',
       message: 'patroni: failover: node1 was promoted (timeline 2); the primary node0 is gone',
+      once,
     },
   ]);
+  // Each node named with its host, when the caller knows it.
+  const hosts: Record<string, string> = { node0: 'h1, 10.0.0.1', node1: 'h2, 10.0.0.2' };
+  assert.deepEqual(
+    patroniChanges(before, after, undefined, (n) => hosts[n]),
+    [
+      {
+        severity: 'WARNING',
+        message:
+          'patroni: failover: node1 (on h2, 10.0.0.2) was promoted (timeline 2); the primary node0 (on h1, 10.0.0.1) is gone',
+        once,
+      },
+    ],
+  );
   assert.deepEqual(patroniChanges(after, after), []);
   // The old primary back, rewound, as a replica: it joins.
   const rejoined = cluster(

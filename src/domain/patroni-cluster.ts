@@ -52,6 +52,18 @@ export interface ClusterState {
   replication?: WalSender[];
 }
 
+/**
+ * One decision of a node's Patroni, read from its log by the node's host
+ * (local/patroni/patroni-log.ts) and told in Basin's words.
+ */
+export interface PatroniLogEvent {
+  /** Epoch ms of Patroni's line. */
+  timeMs: number;
+  severity: 'LOG' | 'WARNING' | 'ERROR';
+  /** Basin's sentence, without the node (the control plane names it and its host). */
+  text: string;
+}
+
 /** What the user asked of the service: its standbys, and how many of them synchronous. */
 export interface HaAsk {
   standbys: number;
@@ -162,18 +174,32 @@ export function patroniChanges(
    * demoting (stopped, starting), is that switchover, not a failover.
    */
   asked?: { from: string; to: string },
+  /** Where a member runs (`h2, 10.0.0.2`), to name it with its host; undefined when unknown. */
+  where?: (member: string) => string | undefined,
 ): ProgressNote[] {
   if (!before || !after) return [];
   const notes: ProgressNote[] = [];
   const named = (s: ClusterState, name: string | undefined) =>
     s.members.find((m) => m.name === name);
+  const at = (name: string) => {
+    const host = where?.(name);
+    return host === undefined ? name : `${name} (on ${host})`;
+  };
   const was = named(before, before.leader);
   const now = named(after, after.leader);
   if (now && now.name !== was?.name) {
     const old = named(after, was?.name);
     const timeline = now.timeline === undefined ? '' : ` (timeline ${now.timeline})`;
+    // A leader change is one promotion, one timeline: told once however
+    // many readings (or control-plane processes, in turn) see it.
+    const once =
+      now.timeline === undefined ? {} : { once: { ever: ['patroni: ', timeline.trim()] } };
     if (!was) {
-      notes.push({ severity: 'LOG', message: `patroni: ${now.name} leads${timeline}` });
+      notes.push({
+        severity: 'LOG',
+        message: `patroni: ${at(now.name)} leads${timeline}`,
+        ...once,
+      });
     } else if (
       old !== undefined &&
       (['running', 'streaming'].includes(old.state) ||
@@ -181,30 +207,32 @@ export function patroniChanges(
     ) {
       notes.push({
         severity: 'LOG',
-        message: `patroni: switchover: ${now.name} is the primary${timeline}, ${was.name} follows it`,
+        message: `patroni: switchover: ${at(now.name)} is the primary${timeline}, ${at(was.name)} follows it`,
+        ...once,
       });
     } else {
       notes.push({
         severity: 'WARNING',
-        message: `patroni: failover: ${now.name} was promoted${timeline}; the primary ${was.name} is ${old ? old.state || 'not running' : 'gone'}`,
+        message: `patroni: failover: ${at(now.name)} was promoted${timeline}; the primary ${at(was.name)} is ${old ? old.state || 'not running' : 'gone'}`,
+        ...once,
       });
     }
   } else if (was && !now) {
     notes.push({
       severity: 'ERROR',
-      message: `patroni: no leader since ${was.name}'s: writes stop until Patroni elects one`,
+      message: `patroni: no leader since ${at(was.name)} lost the leader lock: writes stop until Patroni elects one`,
     });
   }
   const names = (s: ClusterState) => new Set(s.members.map((m) => m.name));
   const [b, a] = [names(before), names(after)];
   for (const m of after.members) {
     if (!b.has(m.name) && m.name !== now?.name) {
-      notes.push({ severity: 'LOG', message: `patroni: ${m.name} joined as a ${m.role}` });
+      notes.push({ severity: 'LOG', message: `patroni: ${at(m.name)} joined as a ${m.role}` });
     }
   }
   for (const m of before.members) {
     if (!a.has(m.name) && m.name !== was?.name) {
-      notes.push({ severity: 'WARNING', message: `patroni: ${m.name} left the cluster` });
+      notes.push({ severity: 'WARNING', message: `patroni: ${at(m.name)} left the cluster` });
     }
   }
   return notes;

@@ -5,7 +5,7 @@
 // this interface and pass the same contract tests (test/contract).
 
 import type { Backup } from '../domain/backups.js';
-import type { ClusterState } from '../domain/patroni-cluster.js';
+import type { ClusterState, PatroniLogEvent } from '../domain/patroni-cluster.js';
 import type { StorageChange } from '../domain/storage.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Progress, ProgressNote } from '../domain/progress.js';
@@ -322,7 +322,7 @@ export interface Driver {
    */
   inspectPatroniNode?(
     serviceId: string,
-    node: { index: number; apiPort: number; pooler?: boolean },
+    node: { index: number; apiPort: number; pooler?: boolean; logSince?: number },
   ): Promise<PatroniNodeView>;
   /**
    * A backup on the repository host reads this host's node of an HA
@@ -461,6 +461,11 @@ export interface PatroniNodeSpec {
 export interface PatroniNodeView {
   patroni: boolean;
   cluster: ClusterState | null;
+  /**
+   * What the node's Patroni decided, from its log (local/patroni/patroni-log.ts),
+   * oldest first: those at or after `logSince` when the call gave one.
+   */
+  events?: PatroniLogEvent[];
   /** Whether the service's pooler on this host runs (asked only while it should). */
   pooler?: boolean;
 }

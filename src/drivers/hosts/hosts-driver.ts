@@ -29,6 +29,8 @@ import {
   hostCertCn,
   hostState,
   LEADER_TERM_HEADER as TERM_HEADER,
+  nodeResourceId,
+  patroniNodeId,
   type Placement,
   takesNodes,
 } from '../../domain/hosts.js';
@@ -841,14 +843,31 @@ export class HostsDriver implements Driver {
   }
 
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
-    // An HA service's nodes' server lines are not read across hosts yet;
-    // Basin's own entries (Patroni's failovers among them) are the store's.
-    if (target.kind === 'service' && (await this.hasStandbyRows(target.id))) return { entries: [] };
+    // The client's abort signal stays here: it does not cross to the host.
+    const { signal: _, ...asked } = query;
+    if (target.kind === 'service' && (await this.hasStandbyRows(target.id))) {
+      // An HA service's node is read by its own host's agent, as its own
+      // resource there (`<serviceId>n<i>`); one call, to one host, per
+      // page. Which node is the API's number is Patroni's leader's order.
+      const index = await this.ha.logNode(target.id, query.node ?? 0);
+      const host = await this.placedHost(nodeResourceId(target.id, index));
+      if (!host || this.lost(host)) return { entries: [] };
+      const node: Target = { kind: 'service', id: patroniNodeId(target.id, index) };
+      try {
+        return (await this.call(host, 'readLogs', [node, { ...asked, node: 0 }])) as LogPage;
+      } catch (err) {
+        // A host that stopped answering (not yet counted lost): its node's
+        // lines wait for it; the page still has Basin's own entries.
+        this.o.log.warn(
+          { err, service: target.id, host: host.name },
+          "reading a node's logs failed",
+        );
+        return { entries: [] };
+      }
+    }
     const host = await this.placedHost(target.id);
     // A lost host's server lines cannot be read; Basin's own entries still are.
     if (!host || this.lost(host)) return { entries: [] };
-    // The client's abort signal stays here: it does not cross to the host.
-    const { signal: _, ...asked } = query;
     return (await this.call(host, 'readLogs', [target, asked])) as LogPage;
   }
 
