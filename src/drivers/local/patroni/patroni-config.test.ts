@@ -191,6 +191,8 @@ test("PostgreSQL's parameters are Basin's, less what Patroni owns, with the node
   assert.equal(p.ssl, 'on');
   assert.equal(p.ssl_cert_file, '/d/n1/tls/server.crt');
   assert.equal(p.log_destination, 'jsonlog');
+  // A standby whose primary went away tries again every second, not every 5 s.
+  assert.equal(p.wal_retrieve_retry_interval, '1s');
   // Patroni sets cluster_name to its scope whatever it is given.
   for (const k of [
     'listen_addresses',

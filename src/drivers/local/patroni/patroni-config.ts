@@ -356,6 +356,15 @@ export function patroniParameters(i: PatroniInputs): Settings {
   out.max_replication_slots = room;
   out.hot_standby = 'on';
   out.hot_standby_feedback = 'on';
+  // After a failover, a standby that followed the old primary streams
+  // from the new one only once it tries again: PostgreSQL waits
+  // wal_retrieve_retry_interval (5 s by default) between attempts, and
+  // the first ones fail while the new leader makes its slot. Under
+  // synchronous_mode_strict, commits wait for that standby: 5 s per
+  // attempt was ~4.7 s of every failover measured across hosts
+  // (bench/README.md, ha-hosts). Each attempt also asks the archive
+  // (restore_command), once a second only while there is no stream.
+  out.wal_retrieve_retry_interval = '1s';
   if (i.archiving === false) {
     out.archive_mode = 'off';
     delete out.archive_command;
