@@ -173,6 +173,7 @@ export class HostsDriver implements Driver {
       lostAfterMs: o.lostAfterMs,
       clock: o.clock,
       log: o.log,
+      notify: (target, note) => this.notify?.(target, note),
     });
   }
 
@@ -815,14 +816,19 @@ export class HostsDriver implements Driver {
   /**
    * Why a read replica set of `nodes` nodes of `size` for `serviceId`
    * cannot be made now: no database host other than its service's has
-   * room (a 503), before anything is queued.
+   * room (a 503), before anything is queued. With `replicaSetId` (a
+   * resize), why its nodes' hosts have no room for them at `size`.
    */
   async replicaSetRefusal(
     serviceId: string,
     size: Size,
     nodes: number,
+    replicaSetId?: string,
   ): Promise<{ invalid?: string; unavailable?: string } | undefined> {
-    const why = await this.sets.refusal({ serviceId }, reservation(size), nodes);
+    const why =
+      replicaSetId === undefined
+        ? await this.sets.refusal({ serviceId }, reservation(size), nodes)
+        : await this.sets.resizeRefusal(replicaSetId, reservation(size));
     return why === undefined ? undefined : { unavailable: why };
   }
 
