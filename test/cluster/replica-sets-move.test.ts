@@ -16,6 +16,7 @@
 // - `basin host drain P`: the service moves (restored from the repository
 //   host); the set's nodes stream from its new host (rebuilt from it), and
 //   a row written after the move is read back through the set's endpoint.
+// - Each node's server lines in the set's logs (`?node=`), read from its host.
 
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -268,6 +269,26 @@ test(
     }, 120_000);
     await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 120_000);
     await until(async () => (await stateOf(P)) === 'DRAINED', 120_000);
+
+    // Each node's server lines, read from its host as one machine reads a
+    // set's node (`node`): the node streaming from the moved primary.
+    for (const node of [0, 1]) {
+      await b.waitFor(
+        async () => {
+          const r = await b.call('GET', `${b.servicePath(rsId)}/logs?node=${node}`);
+          assert.equal(r.status, 200, r.text);
+          const entries = r.body.entries as { message: string; source: string }[];
+          return (
+            entries.some(
+              (e) =>
+                e.source === 'database' && /started streaming WAL from primary/.test(e.message),
+            ) || undefined
+          );
+        },
+        `node${node}'s server lines`,
+        60_000,
+      );
+    }
     await b.stop();
   },
 );

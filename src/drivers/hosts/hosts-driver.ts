@@ -48,6 +48,7 @@ import {
   type ForkParent,
   type Health,
   type ObservedNode,
+  patroniNodeId,
   type RemoteRepository,
   type ReplicaSetSpec,
   type ServiceSpec,
@@ -852,6 +853,7 @@ export class HostsDriver implements Driver {
   }
 
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
+    if (target.kind === 'replicaSet') return this.readReplicaNodeLogs(target.id, query);
     // An HA service's nodes' server lines are not read across hosts yet;
     // Basin's own entries (Patroni's failovers among them) are the store's.
     if (target.kind === 'service' && (await this.hasStandbyRows(target.id))) return { entries: [] };
@@ -944,6 +946,26 @@ export class HostsDriver implements Driver {
   }
 
   /** Whether a service has rows of standby nodes (it is, or was, an HA service across hosts). */
+  /**
+   * The server lines of node `query.node` (0 unless asked) of a read
+   * replica set across hosts, as one machine reads a set's node: from
+   * that node's host, where it is a resource of its own (`<set>n<i>`, its
+   * node 0). A lost host's cannot be read (none, as for a service); a
+   * cursor is that host's, so one taken before the node moved reads
+   * nothing on its new host.
+   */
+  private async readReplicaNodeLogs(setId: string, query: LogQuery): Promise<LogPage> {
+    const node = query.node ?? 0;
+    const row = await this.o.placements.get(`${setId}:node${node}`);
+    const host = row && (await this.lookupHost(row.hostId));
+    if (!host || this.lost(host)) return { entries: [] };
+    const { signal: _, ...asked } = query;
+    return (await this.call(host, 'readLogs', [
+      { kind: 'replicaSet', id: patroniNodeId(setId, node) },
+      { ...asked, node: 0 },
+    ])) as LogPage;
+  }
+
   private async hasStandbyRows(serviceId: string): Promise<boolean> {
     return (await this.o.placements.list()).some((p) =>
       p.resourceId.startsWith(`${serviceId}:node`),
