@@ -17,6 +17,8 @@
 //   host); the set's nodes stream from its new host (rebuilt from it), and
 //   a row written after the move is read back through the set's endpoint.
 // - Each node's server lines in the set's logs (`?node=`), read from its host.
+// - The primary's new host killed (--restore-lost-services on): the service
+//   is restored elsewhere, and its set follows it there too.
 
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -45,7 +47,15 @@ test(
       net: NET,
       hosts: 4,
       driver: 'hosts',
-      args: ['--backup-schedule', '1d', '--reconcile-interval-ms', '1000'],
+      // A lost host's service is restored elsewhere by itself (step 6).
+      args: [
+        '--backup-schedule',
+        '1d',
+        '--reconcile-interval-ms',
+        '1000',
+        '--restore-lost-services',
+        'on',
+      ],
     });
     const { b, cli, address } = c;
     const hosts = async () => JSON.parse(await cli('host', 'list', '--json')) as Listed[];
@@ -252,6 +262,10 @@ test(
       );
       assert.match(conf, new RegExp(`primary_conninfo = '.*host=''${address(N)}''`));
     }
+    // Said, not asserted: how each node came to follow (rebuilt from the
+    // moved primary, which opened a timeline of its own at its archive's end).
+    const rebuilt = (c.agents[B - 1]?.output() ?? '').split('\n').filter((l) => l.includes("primary moved to another host")); // prettier-ignore
+    t.diagnostic(`h${B}'s agent rebuilt ${rebuilt.length} set node(s) for the moved primary`);
     await until(async () => (await slots(N)) === '2|2', 120_000);
     const newHba = readFileSync(
       join(new Layout(c.host(N).dataDir).pgdata({ id, node: 0 }), 'pg_hba.conf'),
@@ -289,6 +303,40 @@ test(
         60_000,
       );
     }
+
+    // 6. The primary's host lost (killed): the service is restored on P
+    // (taken back: the host with the most room) from its backups, and its
+    // set streams from there: a row written after the restore is read
+    // back through the set's endpoint.
+    assert.match(await cli('host', 'drain', `h${P}`, '--undo'), /takes services again/);
+    c.killHost(N);
+    const restored = await b.waitFor(
+      async () => {
+        const r = await b.call('GET', b.servicePath(id));
+        return (r.body.status === 'READY' && r.body.endpoint.host !== address(N) && r.body) || undefined; // prettier-ignore
+      },
+      'the service restored on another host',
+      300_000,
+    );
+    const R = hostOf(restored.endpoint.host as string);
+    t.diagnostic(`h${N} lost: the service was restored on h${R}`);
+    await psql(conn(address(R), svc.endpoint.port), password, "INSERT INTO r VALUES ('e')");
+    const onPrimary = await psql(conn(address(R), svc.endpoint.port), password, "SELECT string_agg(v, ',' ORDER BY v) FROM r"); // prettier-ignore
+    assert.match(onPrimary, /^a,b,c,(d,)?e$/);
+    await until(
+      async () =>
+        (await psql(conn(address(B), port), password, "SELECT string_agg(v, ',' ORDER BY v) FROM r").catch(() => '')) === onPrimary, // prettier-ignore
+      240_000,
+    );
+    for (const dir of setNodeDirs(B)) {
+      const conf = readFileSync(
+        join(new Layout(c.host(B).dataDir).pgdata({ id: dir, node: 0 }), 'basin.conf'),
+        'utf8',
+      );
+      assert.match(conf, new RegExp(`primary_conninfo = '.*host=''${address(R)}''`));
+    }
+    await until(async () => (await slots(R)) === '2|2', 120_000);
+    await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 180_000);
     await b.stop();
   },
 );
