@@ -154,7 +154,7 @@ test(
           assert.equal(await psql(conn(address(P), port), password, 'SELECT count(*) FROM r'), '2');
           reads++;
         } catch (err) {
-          failures.push((err as Error).message);
+          failures.push(`${new Date().toISOString()} ${(err as Error).message}`);
         }
       }
     })();

@@ -68,6 +68,14 @@ export interface ReplicaSetsOptions {
   notify?(target: Target, note: ProgressNote): void;
 }
 
+/**
+ * How long a node moving off a drained host keeps running once no
+ * endpoint leads to it: a session that HAProxy led there just before
+ * (connecting, or a short query) ends first, not cut by the node's stop.
+ * A longer session is cut (its client reconnects through the endpoint).
+ */
+const HAND_OFF_GRACE_MS = 5_000;
+
 /** A node's slot and application_name on its primary (as local/converge/replica-set.ts names them). */
 const slotOf = (setId: string, index: number) => `rs_${setId}_${index}`;
 
@@ -80,6 +88,8 @@ const rowIndex = (setId: string, p: Placement) =>
   Number(p.resourceId.slice(`${setId}:node`.length));
 
 export class ReplicaSets {
+  /** When a moving node's endpoints stopped leading to it (`<set>:<index>`): its grace starts. */
+  private readonly handedOff = new Map<string, number>();
   /** Each set's last "no room to move off a drained host", said once in its logs. */
   private readonly stuck = new Map<string, string>();
 
@@ -365,14 +375,28 @@ export class ReplicaSets {
     const moved = rows.filter((r) => r.movedFrom !== undefined);
     for (const p of moved) {
       const old = hostOf(p.movedFrom);
+      const index = rowIndex(setId, p);
       // A lost host's copy goes when it reports again (agent/stale-services.ts).
       if (!old || this.lost(old)) continue;
+      // The endpoints no longer lead to it (again, after a restart of the
+      // control plane); sessions already led there get a grace to end
+      // before its server stops, which would cut them.
+      const key = `${setId}:${index}`;
+      const since = this.handedOff.get(key);
+      if (since === undefined) {
+        await this.endpoint(spec, hosts);
+        this.handedOff.set(key, this.o.clock());
+        return wait(HAND_OFF_GRACE_MS, `node${index}'s sessions on host ${old.name} to end`);
+      }
+      const left = since + HAND_OFF_GRACE_MS - this.o.clock();
+      if (left > 0) return wait(left, `node${index}'s sessions on host ${old.name} to end`);
       const removed = (await this.o.call(old, 'deleteService', [
-        patroniNodeId(setId, rowIndex(setId, p)),
+        patroniNodeId(setId, index),
       ])) as Progress;
       if (!removed.done) {
-        return { ...removed, reason: `removing node${rowIndex(setId, p)} from host ${old.name}` };
+        return { ...removed, reason: `removing node${index} from host ${old.name}` };
       }
+      this.o.log.info({ replicaSet: setId, node: index, host: old.name }, "a moving read replica node's old copy is removed"); // prettier-ignore
     }
     if (moved.length > 0) return undefined;
     const row = rows.find((r) => hostOf(r.hostId)?.draining === true);
@@ -405,9 +429,8 @@ export class ReplicaSets {
     });
     await this.o.placements.put({ ...row, hostId: to.id, movedFrom: from.id });
     this.o.log.info({ replicaSet: setId, node: index, from: from.name, to: to.name }, 'read replica node moves off a drained host'); // prettier-ignore
-    // No connection goes to it any more (nor to its new place before it
-    // runs) before its copy there goes.
-    await this.endpoint(spec, hosts);
+    // No new connection goes to it (nor to its new place before it runs),
+    // then its copy there goes.
     return this.moveOffDraining(spec);
   }
 
@@ -436,6 +459,7 @@ export class ReplicaSets {
   private async settleMoved(setId: string, runs: (index: number) => boolean): Promise<void> {
     for (const p of replicaRows(await this.o.placements.list(), setId)) {
       if (p.movedFrom === undefined || !runs(rowIndex(setId, p))) continue;
+      this.handedOff.delete(`${setId}:${rowIndex(setId, p)}`);
       const { movedFrom: _, ...settled } = p;
       await this.o.placements.put(settled);
       this.o.log.info({ replicaSet: setId, node: rowIndex(setId, p) }, 'read replica node moved');
