@@ -378,10 +378,19 @@ export interface Driver {
   /** Whether this host's node of a set runs and streams from its primary. */
   inspectReplicaNode?(nodeId: string, node: ReplicaNodeSpec): Promise<Health>;
   /** This host's endpoint of a read replica set across hosts: `spec.port` balanced over `servers`. */
-  applyReplicaSetEndpoint?(
-    spec: ReplicaSetSpec,
-    servers: { index: number; host: string; port: number }[],
-  ): Promise<Progress>;
+  applyReplicaSetEndpoint?(spec: ReplicaSetSpec, servers: ReplicaSetServer[]): Promise<Progress>;
+}
+
+/**
+ * A node of a read replica set across hosts as its endpoint reaches it: at
+ * its host's address; `enabled: false` while it is being moved off a
+ * drained host (no connection is sent to it before it runs there).
+ */
+export interface ReplicaSetServer {
+  index: number;
+  host: string;
+  port: number;
+  enabled?: boolean;
 }
 
 /** What the host of a service's primary admits for one read replica set across hosts. */

@@ -38,6 +38,7 @@ import {
   type PatroniNodeView,
   type ObservedNode,
   type PrimaryEvent,
+  type ReplicaSetServer,
   type ReplicaSetSpec,
   type ReplicaSetAdmission,
   type AdmittedReplicaSet,
@@ -1174,7 +1175,7 @@ export class LocalDriver implements Driver {
 
   async applyReplicaSetEndpoint(
     spec: ReplicaSetSpec,
-    servers: { index: number; host: string; port: number }[],
+    servers: ReplicaSetServer[],
   ): Promise<Progress> {
     checkId(spec.replicaSetId);
     const ctx = this.context();
