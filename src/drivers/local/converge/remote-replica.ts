@@ -244,6 +244,9 @@ export async function ensureReplicaSetEndpoint(
       host: s.host,
       port: s.port,
       enabled: s.enabled !== false,
+      // Disabled only while it moves to another host: its sessions end
+      // on their own (or with its old copy, after the move's grace).
+      drain: s.enabled === false,
     })),
     [...admittedCidrs(spec, ctx.publicCidrs), ...setPoolerSource(ctx, spec, servers)],
     'leastconn',

@@ -49,6 +49,12 @@ export interface ProxiedServer {
   port: number;
   /** Only the primary takes connections. */
   enabled: boolean;
+  /**
+   * Not enabled, and its sessions left to end on their own (a read replica
+   * set's node about to move: HAProxy's drain state) rather than cut at
+   * once (maint: an old primary's must not go on writing).
+   */
+  drain?: boolean;
 }
 
 /**
@@ -141,16 +147,19 @@ export class Haproxy {
       // The primary, at once, whatever the worker loaded: a failover does not wait for a reload.
       const backend = backendName(id);
       // Its address first (a reload already loaded it; sessions already
-      // led to the old one go on), then its state.
-      const commands = servers.flatMap((s) => [
-        `set server ${backend}/${nodeName(s.index)} addr ${s.host} port ${s.port}`,
-        ...(s.enabled
-          ? [`set server ${backend}/${nodeName(s.index)} state ready`]
-          : [
-              `set server ${backend}/${nodeName(s.index)} state maint`,
-              `shutdown sessions server ${backend}/${nodeName(s.index)}`,
-            ]),
-      ]);
+      // led to the old one go on), then its state. A draining server keeps
+      // the address its sessions use: checked at a new one where nothing
+      // runs yet, it would be marked down and its sessions cut.
+      const commands = servers.flatMap((s) => {
+        const server = `${backend}/${nodeName(s.index)}`;
+        if (!s.enabled && s.drain) return [`set server ${server} state drain`];
+        return [
+          `set server ${server} addr ${s.host} port ${s.port}`,
+          ...(s.enabled
+            ? [`set server ${server} state ready`]
+            : [`set server ${server} state maint`, `shutdown sessions server ${server}`]),
+        ];
+      });
       await this.command(commands.join(';'));
       await this.untilUp(
         backend,
