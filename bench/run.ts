@@ -23,6 +23,7 @@ import { killAllChildrenNow, stopAllChildren } from './children.js';
 import { density } from './density.js';
 import { forkNow } from './fork-now.js';
 import { forkPitr } from './fork-pitr.js';
+import { haHosts } from './ha-hosts.js';
 import { idleWake } from './idle-wake.js';
 import { localCreate } from './local-create.js';
 import { localFailover } from './local-failover.js';
@@ -59,6 +60,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'metrics-series', run: metricsSeries },
   { name: 'density', run: density },
   { name: 'several-hosts', run: severalHosts },
+  { name: 'ha-hosts', run: haHosts },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

@@ -44,7 +44,8 @@ import { psql } from '../test/e2e/clients.js';
 import { pitrWindowStart } from '../test/harness/basin-api.js';
 import { benchCluster } from './bench-cluster.js';
 import type { BenchContext } from './bench-context.js';
-import { envInt, pgEnv } from './env.js';
+import { envInt } from './env.js';
+import { pgbench, type PgbenchRun } from './pgbench.js';
 import { type BarePostgres, startBarePostgres } from './bare-postgres.js';
 import { type BenchOutcome, fixed, heading, percentile, table, warn } from './report.js';
 
@@ -422,10 +423,6 @@ function heartbeat(conn: string, password: string): { startedAt: number; stop():
   };
 }
 
-interface PgbenchRun {
-  tps: number;
-}
-
 /**
  * pgbench (TPC-B-like, 4 clients, 20 s) on the HA service through its
  * endpoint while its leader's view of the standby's replay lag is sampled
@@ -477,17 +474,4 @@ async function replication(
     lagMax: lags.length ? (sorted[sorted.length - 1] as number) : NaN,
     bytesMax,
   };
-}
-
-async function pgbench(conn: string, password: string, args: string[]): Promise<PgbenchRun> {
-  const { stdout, stderr } = await run('pgbench', [...args, conn], {
-    env: { ...pgEnv(), PGPASSWORD: password },
-    maxBuffer: 16 * 1024 * 1024,
-  }).catch((err: { stderr?: string }) => {
-    throw new Error(`pgbench ${args.join(' ')} failed: ${err.stderr ?? String(err)}`);
-  });
-  if (args.includes('-i')) return { tps: NaN };
-  const tps = Number(/tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1]);
-  if (!Number.isFinite(tps)) throw new Error(`no tps in pgbench's output: ${stdout}${stderr}`);
-  return { tps };
 }

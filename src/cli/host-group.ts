@@ -22,7 +22,7 @@ import { DEFAULT_TOKEN_TTL_MS, issueJoinToken } from '../hosts/join-tokens.js';
 import { OPTIONS, parseConfig } from '../config.js';
 import { createServerLog } from '../lib/logger.js';
 import type { Store } from '../store/store.js';
-import { serviceConverge } from '../domain/operations.js';
+import { replicaSetConverge, serviceConverge } from '../domain/operations.js';
 import { applyServiceAction } from '../domain/service-status.js';
 import { CliFailure } from './cli-failure.js';
 import type { CliGroup } from './command.js';
@@ -398,7 +398,9 @@ export const hostGroup: CliGroup = {
         'nothing is placed on it; services without HA replicas need a repository',
         'host. A node of an HA service moves without a stop: a standby is rebuilt',
         'on another host (copied from the primary), a primary first hands over',
-        'to a standby (docs/decisions.md, "Draining a host").',
+        'to a standby; a node of a read replica set is rebuilt on another host',
+        "than its service's, one at a time while the others serve",
+        '(docs/decisions.md, "Draining a host").',
       ].join('\n'),
       examples: ['basin host drain db-1', 'basin host drain db-1 --undo'],
       async run(c) {
@@ -424,6 +426,13 @@ export const hostGroup: CliGroup = {
           );
         }
         const moving = services;
+        // Read replica sets with a node's row here (`<set>:node<i>`).
+        const sets = (await c.store.replicaSets.listAll()).filter((rs) =>
+          placed.some((p) => p.resourceId.startsWith(`${rs.id}:node`)),
+        );
+        const setNodes = placed.filter((p) =>
+          sets.some((rs) => p.resourceId.startsWith(`${rs.id}:node`)),
+        ).length;
         await c.store.transaction(async (tx) => {
           await tx.hosts.setDraining(host.id, !undo);
           if (undo) return;
@@ -435,12 +444,20 @@ export const hostGroup: CliGroup = {
             const next = await tx.services.update(applyServiceAction(current, 'reconfigure'));
             await tx.operations.enqueue(serviceConverge(next), c.clock());
           }
+          // A set keeps its status: its other nodes serve while one moves
+          // (drivers/hosts/replica-sets.ts moveOffDraining).
+          for (const rs of sets) {
+            const current = await tx.replicaSets.get(rs.id);
+            if (!current || current.status === 'deleting') continue;
+            await tx.operations.enqueue(replicaSetConverge(current), c.clock());
+          }
         });
         if (c.json) {
           return c.print({
             host: host.name,
             draining: !undo,
             moving: undo ? [] : moving.map((svc) => svc.id),
+            replica_sets: undo ? [] : sets.map((rs) => rs.id),
             staying: undo
               ? []
               : services.filter((svc) => !moving.includes(svc)).map((svc) => svc.id),
@@ -451,6 +468,9 @@ export const hostGroup: CliGroup = {
         c.out(
           `Draining ${host.name}: ${plain.length} service(s) move to other hosts, each with a short stop` +
             (ha > 0 ? `; ${ha} with HA replicas move their node(s) there without a stop` : '') +
+            (setNodes > 0
+              ? `; ${setNodes} node(s) of ${sets.length} read replica set(s) move one at a time, copied from their primary (a node no other host has room for stays, and its set's logs say so)`
+              : '') +
             '. `basin host list` shows it DRAINED once nothing is placed on it.\n',
         );
       },

@@ -46,12 +46,14 @@ export interface DriverReads {
    * Why a read replica set of `nodes` nodes of `size` for `serviceId`
    * cannot be made on this driver: `invalid` (a 400: never for such a
    * service), or `unavailable` (a 503: no host has room now; the hosts
-   * driver's only answer).
+   * driver's only answer). With `replicaSetId` (a resize to `size`),
+   * why the hosts of its nodes have no room for them at that size.
    */
   replicaSetRefusal?(
     serviceId: string,
     size: Size,
     nodes: number,
+    replicaSetId?: string,
   ): Promise<{ invalid?: string; unavailable?: string } | undefined>;
 }
 

@@ -143,7 +143,7 @@ async function configureReplicaSet(
 
 type Ids = { projectId: string; serviceId: string; replicaSetId: string };
 
-export function resizeReplicaSet(
+export async function resizeReplicaSet(
   ctx: Ctx,
   p: Principal,
   ids: Ids,
@@ -155,6 +155,30 @@ export function resizeReplicaSet(
     false,
   );
   if (!size) throw invalid('cpu_millis and memory_gbs are required.');
+  // Room where its nodes run (the hosts driver): refused before anything
+  // is queued or changed, once the set is known to be the caller's.
+  if (ctx.driver.replicaSetRefusal) {
+    const { replicaSet } = await loadReplicaSet(
+      ctx.store,
+      p,
+      ids.projectId,
+      ids.serviceId,
+      ids.replicaSetId,
+    );
+    const refused = await ctx.driver.replicaSetRefusal(
+      replicaSet.serviceId,
+      size,
+      replicaSet.nodes,
+      replicaSet.id,
+    );
+    if (refused?.invalid) throw invalid(refused.invalid);
+    if (refused?.unavailable) {
+      throw new AppError(
+        'UNAVAILABLE',
+        `Basin cannot resize the read replica set now: ${refused.unavailable}`,
+      );
+    }
+  }
   return configureReplicaSet(ctx, p, ids, 'resize', (rs) => {
     if (rs.size.cpuMillis === size.cpuMillis && rs.size.memoryGbs === size.memoryGbs) {
       throw conflict(

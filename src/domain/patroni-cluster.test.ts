@@ -19,13 +19,22 @@ const cluster = (leader: string | undefined, ...members: PatroniMemberState[]): 
   paused: false,
 });
 const ask = { standbys: 2, sync: 1 };
+/** The cluster as read on its leader's node: with the leader's WAL senders (GET /patroni). */
+const senders = (c: ClusterState, ...w: [string, string, string][]): ClusterState => ({
+  ...c,
+  replication: w.map(([name, state, syncState]) => ({ name, state, syncState })),
+});
 
 test('READY when a leader runs and every standby asked for streams, as many synchronous as asked', () => {
-  const healthy = cluster(
-    'node0',
-    m('node0', 'leader', 'running'),
-    m('node1', 'sync_standby', 'streaming'),
-    m('node2', 'replica', 'running'), // Patroni 3.0's word for a streaming replica
+  const healthy = senders(
+    cluster(
+      'node0',
+      m('node0', 'leader', 'running'),
+      m('node1', 'sync_standby', 'streaming'),
+      m('node2', 'replica', 'running'), // Patroni 3.0's word for a replica that runs
+    ),
+    ['node1', 'streaming', 'sync'],
+    ['node2', 'streaming', 'async'],
   );
   assert.deepEqual(patroniVerdict(healthy, ask), { health: 'running' });
 });
@@ -35,18 +44,24 @@ test('UNSTABLE, saying what is missing: no answer, no leader, a standby gone, no
   const leaderless = cluster(undefined, m('node1', 'replica', 'running'));
   assert.deepEqual(patroniVerdict(leaderless, ask).health, 'failed');
   assert.match(patroniVerdict(leaderless, ask).reason ?? '', /no leader.*etcd has no quorum/);
-  const oneLost = cluster(
-    'node1',
-    m('node1', 'leader', 'running', 2),
-    m('node2', 'sync_standby', 'streaming', 2),
+  const oneLost = senders(
+    cluster(
+      'node1',
+      m('node1', 'leader', 'running', 2),
+      m('node2', 'sync_standby', 'streaming', 2),
+    ),
+    ['node2', 'streaming', 'sync'],
   );
   assert.match(patroniVerdict(oneLost, ask).reason ?? '', /degraded: 1 of 2 standbys stream/);
   assert.deepEqual(patroniVerdict(oneLost, { standbys: 1, sync: 1 }), { health: 'running' });
-  const rebuilding = cluster(
-    'node1',
-    m('node1', 'leader', 'running', 2),
-    m('node0', 'replica', 'starting', 1),
-    m('node2', 'replica', 'streaming', 2),
+  const rebuilding = senders(
+    cluster(
+      'node1',
+      m('node1', 'leader', 'running', 2),
+      m('node0', 'replica', 'starting', 1),
+      m('node2', 'replica', 'streaming', 2),
+    ),
+    ['node2', 'streaming', 'async'],
   );
   assert.match(
     patroniVerdict(rebuilding, ask).reason ?? '',
@@ -61,6 +76,47 @@ test('UNSTABLE, saying what is missing: no answer, no leader, a standby gone, no
   assert.match(patroniVerdict({ ...stopped, paused: true }, ask).reason ?? '', /paused/);
 });
 
+test("a standby Patroni calls running counts only when the leader's WAL senders say it streams", () => {
+  // Patroni 3.0.2 says `running` of both, and names node1 synchronous
+  // (its /sync key), while node1's WAL receiver cannot reach the leader.
+  const members = cluster(
+    'node0',
+    m('node0', 'leader', 'running'),
+    m('node1', 'sync_standby', 'running'),
+    m('node2', 'replica', 'running'),
+  );
+  const cut = senders(members, ['node2', 'streaming', 'async']);
+  assert.deepEqual(patroniVerdict(cut, ask), {
+    health: 'failed',
+    reason: 'degraded: 1 of 2 standbys stream (node1 not streaming)',
+  });
+  // Catching up is not streaming yet.
+  const catchup = senders(members, ['node1', 'catchup', 'sync'], ['node2', 'streaming', 'async']);
+  assert.match(patroniVerdict(catchup, ask).reason ?? '', /node1 not streaming/);
+  // Both stream, but the leader's PostgreSQL waits for none of them: not synchronous.
+  const noneSync = senders(
+    members,
+    ['node1', 'streaming', 'potential'],
+    ['node2', 'streaming', 'async'],
+  );
+  assert.match(patroniVerdict(noneSync, ask).reason ?? '', /0 of 1 synchronous standbys/);
+  // A WAL sender to someone not a member (a read replica set's node) is no standby.
+  const reader = senders(members, ['node2', 'streaming', 'sync'], ['rs0', 'streaming', 'async']);
+  assert.match(patroniVerdict(reader, ask).reason ?? '', /1 of 2 standbys stream \(node1/);
+  // Read elsewhere than on the leader's node: nobody is known to stream.
+  assert.match(
+    patroniVerdict(members, ask).reason ?? '',
+    /the leader node0's replication cannot be read/,
+  );
+  assert.deepEqual(
+    patroniVerdict(
+      senders(members, ['node1', 'streaming', 'quorum'], ['node2', 'streaming', 'quorum']),
+      ask,
+    ),
+    { health: 'running' },
+  );
+});
+
 test("Patroni's failover is told as Basin's own entry, once: the new leader, its timeline, the old one's fate", () => {
   const before = cluster(
     'node0',
@@ -73,12 +129,28 @@ test("Patroni's failover is told as Basin's own entry, once: the new leader, its
     m('node1', 'leader', 'running', 2),
     m('node2', 'sync_standby', 'streaming', 2),
   );
+  // Told once per timeline, however many readings see it (driver-notes.ts looks first).
+  const once = { ever: ['patroni: ', '(timeline 2)'] };
   assert.deepEqual(patroniChanges(before, after), [
     {
       severity: 'WARNING',
       message: 'patroni: failover: node1 was promoted (timeline 2); the primary node0 is gone',
+      once,
     },
   ]);
+  // Each node named with its host, when the caller knows it.
+  const hosts: Record<string, string> = { node0: 'h1, 10.0.0.1', node1: 'h2, 10.0.0.2' };
+  assert.deepEqual(
+    patroniChanges(before, after, undefined, (n) => hosts[n]),
+    [
+      {
+        severity: 'WARNING',
+        message:
+          'patroni: failover: node1 (on h2, 10.0.0.2) was promoted (timeline 2); the primary node0 (on h1, 10.0.0.1) is gone',
+        once,
+      },
+    ],
+  );
   assert.deepEqual(patroniChanges(after, after), []);
   // The old primary back, rewound, as a replica: it joins.
   const rejoined = cluster(

@@ -9,6 +9,15 @@
 export interface ProgressNote {
   severity: 'LOG' | 'WARNING' | 'ERROR';
   message: string;
+  /** When it happened (epoch ms), when that is not when it is recorded (a line of Patroni's log). */
+  at?: number;
+  /**
+   * Written only if the resource's logs do not hold it yet: `at` the same
+   * entry at that very time (`at` given), `ever` one with all these terms.
+   * What a driver reads again (a log re-read after a restart, a reading of
+   * another control-plane process) is then told once.
+   */
+  once?: 'at' | { ever: string[] };
 }
 
 /** Finished, or worth calling again after a while (and why, for logs and tests). */

@@ -5,7 +5,7 @@
 // this interface and pass the same contract tests (test/contract).
 
 import type { Backup } from '../domain/backups.js';
-import type { ClusterState } from '../domain/patroni-cluster.js';
+import type { ClusterState, PatroniLogEvent } from '../domain/patroni-cluster.js';
 import type { StorageChange } from '../domain/storage.js';
 import type { LogPage, LogQuery, Target } from '../domain/logs.js';
 import type { Progress, ProgressNote } from '../domain/progress.js';
@@ -322,7 +322,7 @@ export interface Driver {
    */
   inspectPatroniNode?(
     serviceId: string,
-    node: { index: number; apiPort: number; pooler?: boolean },
+    node: { index: number; apiPort: number; pooler?: boolean; logSince?: number },
   ): Promise<PatroniNodeView>;
   /**
    * A backup on the repository host reads this host's node of an HA
@@ -378,10 +378,19 @@ export interface Driver {
   /** Whether this host's node of a set runs and streams from its primary. */
   inspectReplicaNode?(nodeId: string, node: ReplicaNodeSpec): Promise<Health>;
   /** This host's endpoint of a read replica set across hosts: `spec.port` balanced over `servers`. */
-  applyReplicaSetEndpoint?(
-    spec: ReplicaSetSpec,
-    servers: { index: number; host: string; port: number }[],
-  ): Promise<Progress>;
+  applyReplicaSetEndpoint?(spec: ReplicaSetSpec, servers: ReplicaSetServer[]): Promise<Progress>;
+}
+
+/**
+ * A node of a read replica set across hosts as its endpoint reaches it: at
+ * its host's address; `enabled: false` while it is being moved off a
+ * drained host (no connection is sent to it before it runs there).
+ */
+export interface ReplicaSetServer {
+  index: number;
+  host: string;
+  port: number;
+  enabled?: boolean;
 }
 
 /** What the host of a service's primary admits for one read replica set across hosts. */
@@ -461,6 +470,11 @@ export interface PatroniNodeSpec {
 export interface PatroniNodeView {
   patroni: boolean;
   cluster: ClusterState | null;
+  /**
+   * What the node's Patroni decided, from its log (local/patroni/patroni-log.ts),
+   * oldest first: those at or after `logSince` when the call gave one.
+   */
+  events?: PatroniLogEvent[];
   /** Whether the service's pooler on this host runs (asked only while it should). */
   pooler?: boolean;
   /**

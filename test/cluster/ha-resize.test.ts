@@ -84,7 +84,9 @@ test(
     const setHa = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
     assert.equal(setHa.status, 202, setHa.text);
     await b.waitForStatus(id, 'READY', 300_000);
-    const logsText = async () => (await b.call('GET', `${b.servicePath(id)}/logs`)).text;
+    // Basin's own entries (the default page has the primary's server lines too).
+    const logsText = async () =>
+      (await b.call('GET', `${b.servicePath(id)}/logs?source=basin`)).text;
 
     // Each node: its name, its host's address and its PostgreSQL port there.
     const nodes = [1, 2, 3].map((i) => {
@@ -191,9 +193,22 @@ test(
     let told = '';
     await until(async () => {
       told = await logsText();
-      return new RegExp(`patroni: (switchover: ${after.name} is the primary|failover: ${after.name} was promoted)`).test(told); // prettier-ignore
+      const host = `\\(on [^,]+, ${after.host.replaceAll('.', '\\.')}\\)`;
+      return new RegExp(`patroni: (switchover: ${after.name} ${host} is the primary|failover: ${after.name} ${host} was promoted)`).test(told) && // prettier-ignore
+        new RegExp(`patroni: ${after.name} ${host}: promoted to primary`).test(told); // prettier-ignore
     }, 60_000).catch(() => assert.fail(told));
     console.log(`ha-resize: ${told.match(/patroni: (switchover|failover): [^"]*/)?.[0] ?? ''}`);
+    // Told once, however many readings (and both control-plane processes) saw it.
+    const changes = JSON.parse(told).entries.filter((e: { message: string }) =>
+      /^patroni: (switchover|failover):/.test(e.message),
+    );
+    assert.equal(changes.length, 1, told);
+    // No entry of any node holds the password.
+    for (const node of [0, 1, 2]) {
+      const all = await b.call('GET', `${b.servicePath(id)}/logs?node=${node}`);
+      assert.equal(all.status, 200, all.text);
+      assert.ok(!all.text.includes(password), `node ${node}'s logs hold the password`);
+    }
     const stored = new Set(
       (await psql(conn(after), password, 'select i from w')).split('\n').map(Number),
     );

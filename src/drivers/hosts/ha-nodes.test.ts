@@ -94,10 +94,13 @@ function fakeCluster() {
     stopped: [undefined, undefined, undefined] as (PatroniNodeView['stopped'] | undefined)[],
     /** Nodes started whose Patroni has not yet taken (or found) the leader key. */
     booting: new Set<number>(),
+    /** Whether each standby's WAL receiver streams from the leader (Patroni says `streaming` regardless). */
+    streams: [true, true, true],
   };
   const calls: string[] = [];
   const notes: string[] = [];
-  const cluster = () => ({
+  // As node i's agent reads it: the leader's own node adds its WAL senders.
+  const cluster = (i: number) => ({
     members: [0, 1, 2]
       .filter((i) => state.patroni[i])
       .map((i) => ({
@@ -110,6 +113,17 @@ function fakeCluster() {
       ? { leader: `node${state.leader}` }
       : {}),
     paused: false,
+    ...(i === state.leader
+      ? {
+          replication: [0, 1, 2]
+            .filter((k) => k !== state.leader && state.patroni[k] && state.streams[k])
+            .map((k) => ({
+              name: `node${k}`,
+              state: 'streaming',
+              syncState: k === state.sync ? 'sync' : 'async',
+            })),
+        }
+      : {}),
   });
   const options: HaNodesOptions = {
     hosts: async () => hosts,
@@ -130,7 +144,7 @@ function fakeCluster() {
         case 'inspectPatroniNode':
           if (!state.patroni[i])
             return { patroni: false, cluster: null, stopped: state.stopped[i] };
-          return { patroni: true, cluster: cluster() };
+          return { patroni: true, cluster: cluster(i) };
         case 'stalePatroniSettings':
           return state.stale[i];
         case 'restartPatroniNode':
@@ -262,4 +276,25 @@ test('which node starts first after a stop: the newest checkpoint, when a primar
   // It leads: every node.
   const leads = { patroni: true, cluster: { members: [{ name: 'node1', role: 'leader' as const, state: 'running' }], leader: 'node1', paused: false } }; // prettier-ignore
   assert.equal(firstToStart([{ index: a, view: stopped('standby', '300') }, { index: b, view: leads }], b), undefined); // prettier-ignore
+});
+
+test('a standby Patroni calls running but that does not stream from the leader: UNSTABLE, no restart while so, READY once it streams again', async () => {
+  const f = fakeCluster();
+  f.state.stale = [[], [], []];
+  await f.converge(f.spec);
+  assert.equal(await f.ha.inspect(f.spec), 'running');
+  f.state.streams[2] = false; // the synchronous standby's connection to the leader is cut
+  assert.equal(await f.ha.inspect(f.spec), 'failed');
+  assert.ok(
+    f.notes.includes('basin: degraded: 1 of 2 standbys stream (node2 not streaming)'),
+    f.notes.join('\n'),
+  );
+  // A rolling restart waits for the cluster to be whole again.
+  f.state.stale = [[], ['shared_buffers'], []];
+  const p = await f.ha.apply(f.spec);
+  assert.equal(p.done, false);
+  assert.deepEqual(f.calls, []);
+  f.state.streams[2] = true;
+  f.state.stale = [[], [], []];
+  assert.equal(await f.ha.inspect(f.spec), 'running');
 });

@@ -23,7 +23,13 @@ import {
   type Placement,
   takesNodes,
 } from '../../domain/hosts.js';
-import { type ClusterState, patroniChanges, patroniVerdict } from '../../domain/patroni-cluster.js';
+import {
+  type ClusterState,
+  patroniChanges,
+  type PatroniLogEvent,
+  patroniVerdict,
+  streamingStandbys,
+} from '../../domain/patroni-cluster.js';
 import { DONE, type Progress, type ProgressNote, wait } from '../../domain/progress.js';
 import type { Target } from '../../domain/logs.js';
 import type { Clock } from '../../lib/clock.js';
@@ -81,6 +87,9 @@ export interface HaNodesOptions {
   notify(target: Target, note: ProgressNote): void;
 }
 
+/** A host as Basin's entries name it: `h2, 10.0.0.2`. */
+const hostNamed = (host: Host) => `${host.name}, ${host.address}`;
+
 /** A node's REST API port: the next node's PostgreSQL port (see above). */
 export function apiPortOf(spec: Pick<ServiceSpec, 'nodes'>, index: number): number {
   const nodes = [...spec.nodes].sort((a, b) => a.index - b.index);
@@ -101,6 +110,8 @@ export class HaNodes {
 
   /** The last switchover this process asked of each service's Patroni: told as one, not a failover. */
   private handovers = new Map<string, { from: string; to: string }>();
+  /** Each node's (`<serviceId>/<index>`) newest Patroni log event told: the next reading asks from it on. */
+  private logSince = new Map<string, number>();
   /** How often this process restarted a node for the same stale settings (a guard against a loop). */
   private restarts = new Map<string, number>();
   /** The last of Basin's own entries said of each service's restarts and stops (said once). */
@@ -364,9 +375,8 @@ export class HaNodes {
     then: string,
   ): Promise<Progress> {
     const leader = cluster.leader as string;
-    const streaming = cluster.members.filter(
-      (m) => m.name !== leader && ['running', 'streaming'].includes(m.state),
-    );
+    // Those the leader's WAL senders say stream (Patroni's `running` is not enough).
+    const streaming = streamingStandbys(cluster) ?? [];
     const candidate =
       streaming.find((m) => m.role === 'sync_standby') ??
       [...streaming].sort((a, b) => (a.lagBytes ?? 0) - (b.lagBytes ?? 0))[0];
@@ -501,14 +511,17 @@ export class HaNodes {
   }
 
   /** What each node's host sees of it (a lost host's: nothing). */
-  private async views(spec: ServiceSpec): Promise<{ index: number; view?: PatroniNodeView }[]> {
+  private async views(
+    spec: ServiceSpec,
+  ): Promise<{ index: number; host?: Host; view?: PatroniNodeView }[]> {
     const hosts = await this.o.hosts();
     const placements = await this.o.placements.list();
     const placed = this.placedHosts(spec.serviceId, hosts, placements);
     return Promise.all(
       spec.nodes.map(async (n) => {
         const host = placed[n.index];
-        if (!host || this.lost(host)) return { index: n.index };
+        if (!host || this.lost(host)) return { index: n.index, ...(host ? { host } : {}) };
+        const logSince = this.logSince.get(`${spec.serviceId}/${n.index}`);
         // A host that stopped answering (killed, cut off) is not yet lost:
         // its reading is given up after READ_MS, so that the others' (the
         // new leader's) are not held back until the call's own timeout.
@@ -520,6 +533,7 @@ export class HaNodes {
               {
                 index: n.index,
                 apiPort: apiPortOf(spec, n.index),
+                ...(logSince === undefined ? {} : { logSince }),
                 // Its host's pooler of the service, while it should run.
                 ...(spec.running && spec.pooler.enabled ? { pooler: true } : {}),
               },
@@ -528,14 +542,45 @@ export class HaNodes {
               timer = setTimeout(() => reject(new Error('no answer in time')), READ_MS);
             }),
           ])) as PatroniNodeView;
-          return { index: n.index, view };
+          this.tellLog(spec.serviceId, n.index, host, view.events);
+          return { index: n.index, host, view };
         } catch {
-          return { index: n.index };
+          return { index: n.index, host };
         } finally {
           clearTimeout(timer);
         }
       }),
     );
+  }
+
+  /**
+   * What a node's Patroni decided (its log, read by its host: promotions,
+   * demotions, rewinds, copies) as Basin's own entries at Patroni's times,
+   * naming the node and its host. A line read again (the next reading asks
+   * from the last one's time on; a new control-plane process from the
+   * log's tail) is told once: the entry is looked for before it is written.
+   */
+  private tellLog(
+    serviceId: string,
+    index: number,
+    host: Host,
+    events: PatroniLogEvent[] | undefined,
+  ): void {
+    if (!events || events.length === 0) return;
+    const key = `${serviceId}/${index}`;
+    for (const e of events) {
+      this.o.notify(
+        { kind: 'service', id: serviceId },
+        {
+          severity: e.severity,
+          message: `patroni: node${index} (on ${hostNamed(host)}): ${e.text}`,
+          at: e.timeMs,
+          once: 'at',
+        },
+      );
+    }
+    const newest = Math.max(...events.map((e) => e.timeMs));
+    this.logSince.set(key, Math.max(newest, this.logSince.get(key) ?? 0));
   }
 
   /**
@@ -579,7 +624,10 @@ export class HaNodes {
     const notes =
       leaderless && last.leaderless
         ? []
-        : patroniChanges(before, cluster, this.handovers.get(spec.serviceId));
+        : patroniChanges(before, cluster, this.handovers.get(spec.serviceId), (name) => {
+            const host = views.find((v) => `node${v.index}` === name)?.host;
+            return host && hostNamed(host);
+          });
     for (const note of notes) this.o.notify(target, note);
     const verdict = patroniVerdict(cluster, {
       standbys: spec.ha.replicaCount,
@@ -626,6 +674,27 @@ export class HaNodes {
         lagBytes: m?.lagBytes ?? null,
       };
     });
+  }
+
+  /**
+   * The stable index of the node the logs' API numbers `node` (0 the
+   * primary, then the others by index) by Patroni's leader as last read
+   * (the service's recorded roles are not Patroni's: node 0 is recorded
+   * primary for ever, and the command numbers by them, so the number it
+   * hands over is the API's). Unchanged while this process knows no
+   * leader (a process that does not lead reads no cluster).
+   */
+  async logNode(serviceId: string, node: number): Promise<number> {
+    const leader = this.last.get(serviceId)?.cluster?.leader;
+    if (!leader) return node;
+    const lead = Number(leader.replace(/^node/, ''));
+    const indices = nodePlacements(await this.o.placements.list(), serviceId)
+      .map((p) =>
+        p.resourceId === serviceId ? 0 : Number(p.resourceId.slice(`${serviceId}:node`.length)),
+      ) // prettier-ignore
+      .filter((i) => i !== lead)
+      .sort((a, b) => a - b);
+    return [lead, ...indices][node] ?? node;
   }
 
   /** The address of the host of the node Patroni last said leads; undefined when none is known. */
@@ -696,6 +765,9 @@ export class HaNodes {
     }
     for (const p of placements) await this.o.placements.remove(p.resourceId);
     this.last.delete(serviceId);
+    for (const key of this.logSince.keys()) {
+      if (key.startsWith(`${serviceId}/`)) this.logSince.delete(key);
+    }
     return DONE;
   }
 

@@ -29,6 +29,8 @@ import {
   hostCertCn,
   hostState,
   LEADER_TERM_HEADER as TERM_HEADER,
+  nodeResourceId,
+  patroniNodeId,
   type Placement,
   takesNodes,
 } from '../../domain/hosts.js';
@@ -173,6 +175,7 @@ export class HostsDriver implements Driver {
       lostAfterMs: o.lostAfterMs,
       clock: o.clock,
       log: o.log,
+      notify: (target, note) => this.notify?.(target, note),
     });
   }
 
@@ -810,14 +813,19 @@ export class HostsDriver implements Driver {
   /**
    * Why a read replica set of `nodes` nodes of `size` for `serviceId`
    * cannot be made now: no database host other than its service's has
-   * room (a 503), before anything is queued.
+   * room (a 503), before anything is queued. With `replicaSetId` (a
+   * resize), why its nodes' hosts have no room for them at `size`.
    */
   async replicaSetRefusal(
     serviceId: string,
     size: Size,
     nodes: number,
+    replicaSetId?: string,
   ): Promise<{ invalid?: string; unavailable?: string } | undefined> {
-    const why = await this.sets.refusal({ serviceId }, reservation(size), nodes);
+    const why =
+      replicaSetId === undefined
+        ? await this.sets.refusal({ serviceId }, reservation(size), nodes)
+        : await this.sets.resizeRefusal(replicaSetId, reservation(size));
     return why === undefined ? undefined : { unavailable: why };
   }
 
@@ -841,14 +849,32 @@ export class HostsDriver implements Driver {
   }
 
   async readLogs(target: Target, query: LogQuery): Promise<LogPage> {
-    // An HA service's nodes' server lines are not read across hosts yet;
-    // Basin's own entries (Patroni's failovers among them) are the store's.
-    if (target.kind === 'service' && (await this.hasStandbyRows(target.id))) return { entries: [] };
+    if (target.kind === 'replicaSet') return this.readReplicaNodeLogs(target.id, query);
+    // The client's abort signal stays here: it does not cross to the host.
+    const { signal: _, ...asked } = query;
+    if (target.kind === 'service' && (await this.hasStandbyRows(target.id))) {
+      // An HA service's node is read by its own host's agent, as its own
+      // resource there (`<serviceId>n<i>`); one call, to one host, per
+      // page. Which node is the API's number is Patroni's leader's order.
+      const index = await this.ha.logNode(target.id, query.node ?? 0);
+      const host = await this.placedHost(nodeResourceId(target.id, index));
+      if (!host || this.lost(host)) return { entries: [] };
+      const node: Target = { kind: 'service', id: patroniNodeId(target.id, index) };
+      try {
+        return (await this.call(host, 'readLogs', [node, { ...asked, node: 0 }])) as LogPage;
+      } catch (err) {
+        // A host that stopped answering (not yet counted lost): its node's
+        // lines wait for it; the page still has Basin's own entries.
+        this.o.log.warn(
+          { err, service: target.id, host: host.name },
+          "reading a node's logs failed",
+        );
+        return { entries: [] };
+      }
+    }
     const host = await this.placedHost(target.id);
     // A lost host's server lines cannot be read; Basin's own entries still are.
     if (!host || this.lost(host)) return { entries: [] };
-    // The client's abort signal stays here: it does not cross to the host.
-    const { signal: _, ...asked } = query;
     return (await this.call(host, 'readLogs', [target, asked])) as LogPage;
   }
 
@@ -933,6 +959,26 @@ export class HostsDriver implements Driver {
   }
 
   /** Whether a service has rows of standby nodes (it is, or was, an HA service across hosts). */
+  /**
+   * The server lines of node `query.node` (0 unless asked) of a read
+   * replica set across hosts, as one machine reads a set's node: from
+   * that node's host, where it is a resource of its own (`<set>n<i>`, its
+   * node 0). A lost host's cannot be read (none, as for a service); a
+   * cursor is that host's, so one taken before the node moved reads
+   * nothing on its new host.
+   */
+  private async readReplicaNodeLogs(setId: string, query: LogQuery): Promise<LogPage> {
+    const node = query.node ?? 0;
+    const row = await this.o.placements.get(`${setId}:node${node}`);
+    const host = row && (await this.lookupHost(row.hostId));
+    if (!host || this.lost(host)) return { entries: [] };
+    const { signal: _, ...asked } = query;
+    return (await this.call(host, 'readLogs', [
+      { kind: 'replicaSet', id: patroniNodeId(setId, node) },
+      { ...asked, node: 0 },
+    ])) as LogPage;
+  }
+
   private async hasStandbyRows(serviceId: string): Promise<boolean> {
     return (await this.o.placements.list()).some((p) =>
       p.resourceId.startsWith(`${serviceId}:node`),

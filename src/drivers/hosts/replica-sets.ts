@@ -30,7 +30,8 @@ import {
   type Placement,
   takesNodes,
 } from '../../domain/hosts.js';
-import { DONE, type Progress, wait } from '../../domain/progress.js';
+import type { Target } from '../../domain/logs.js';
+import { DONE, type Progress, type ProgressNote, wait } from '../../domain/progress.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import {
@@ -39,10 +40,11 @@ import {
   type Health,
   patroniNodeId,
   type ReplicaNodeSpec,
+  type ReplicaSetServer,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../driver.js';
-import { chooseReplicaHosts, reservation } from './placement.js';
+import { chooseReplicaHosts, reservation, roomLeft } from './placement.js';
 
 export interface ReplicaSetsOptions {
   hosts(): Promise<Host[]>;
@@ -62,7 +64,17 @@ export interface ReplicaSetsOptions {
   lostAfterMs: number;
   clock: Clock;
   log: Logger;
+  /** An entry in the set's logs (Basin's own, as its operations' notes). */
+  notify?(target: Target, note: ProgressNote): void;
 }
+
+/**
+ * How long a node moving off a drained host keeps running once no
+ * endpoint leads to it: a session that HAProxy led there just before
+ * (connecting, or a short query) ends first, not cut by the node's stop.
+ * A longer session is cut (its client reconnects through the endpoint).
+ */
+const HAND_OFF_GRACE_MS = 5_000;
 
 /** A node's slot and application_name on its primary (as local/converge/replica-set.ts names them). */
 const slotOf = (setId: string, index: number) => `rs_${setId}_${index}`;
@@ -76,6 +88,11 @@ const rowIndex = (setId: string, p: Placement) =>
   Number(p.resourceId.slice(`${setId}:node`.length));
 
 export class ReplicaSets {
+  /** When a moving node's endpoints stopped leading to it (`<set>:<index>`): its grace starts. */
+  private readonly handedOff = new Map<string, number>();
+  /** Each set's last "no room to move off a drained host", said once in its logs. */
+  private readonly stuck = new Map<string, string>();
+
   constructor(private readonly o: ReplicaSetsOptions) {}
 
   /** Why a set of `nodes` nodes of `size` cannot be placed now (a 503's message), or undefined. */
@@ -101,6 +118,19 @@ export class ReplicaSets {
     );
   }
 
+  /**
+   * Why the set `setId` cannot take `need` (a resize) where its nodes are:
+   * a host of its nodes without room for them at the new size beside what
+   * else it holds (the set's own rows counted at the new size). Undefined
+   * when they fit, or when the size grows in neither CPU nor memory.
+   */
+  async resizeRefusal(
+    setId: string,
+    need: { cpuMillis: number; memoryMb: number },
+  ): Promise<string | undefined> {
+    return resizeShortfall(await this.o.hosts(), await this.o.placements.list(), setId, need);
+  }
+
   /** The host addresses of the nodes of `setIds` (an HA service's readers, for its pg_hba). */
   async readers(setIds: readonly string[]): Promise<string[]> {
     if (setIds.length === 0) return [];
@@ -119,6 +149,9 @@ export class ReplicaSets {
       throw new DriverError(`Read replica set ${spec.replicaSetId} has no ports for its nodes.`, false); // prettier-ignore
     }
     const ha = spec.primary.nodes.length > 1;
+    // A node on a drained host moves first (its old copy removed), one at a time.
+    const moving = await this.moveOffDraining(spec);
+    if (moving !== undefined && typeof moving !== 'string') return moving;
     const placed = await this.place(spec, primaryHost);
     const hosts = await this.o.hosts();
     // 1. The primary admits the set's hosts, then is converged (its
@@ -170,22 +203,17 @@ export class ReplicaSets {
     );
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
-    // 3. Its endpoint on every online database host.
-    const servers = [...placed].map(([index, host]) => ({
-      index,
-      host: host.address,
-      port: spec.nodePorts[index] as number,
-    }));
-    const endpoints = await Promise.allSettled(
-      this.online(hosts)
-        .filter((h) => h.role === 'database')
-        .map((h) => this.o.call(h, 'applyReplicaSetEndpoint', [spec, servers])),
+    const progress = results.map((r) => (r as PromiseFulfilledResult<Progress>).value);
+    // A node moved off a drained host runs on its new one: an ordinary row again.
+    const indexes = [...placed.keys()];
+    await this.settleMoved(
+      spec.replicaSetId,
+      (index) => progress[indexes.indexOf(index)]?.done === true,
     );
-    const refused = endpoints.find((r) => r.status === 'rejected');
-    if (refused) throw refused.reason;
-    const waiting = results
-      .map((r) => (r as PromiseFulfilledResult<Progress>).value)
-      .filter((p): p is Extract<Progress, { done: false }> => !p.done);
+    // 3. Its endpoint on every reachable database host.
+    await this.endpoint(spec, hosts);
+    const waiting = progress.filter((p): p is Extract<Progress, { done: false }> => !p.done);
+    if (typeof moving === 'string') waiting.push({ done: false, retryAfterMs: 10_000, reason: moving }); // prettier-ignore
     if (waiting.length === 0) return DONE;
     return wait(
       Math.min(...waiting.map((p) => p.retryAfterMs)),
@@ -259,7 +287,7 @@ export class ReplicaSets {
       ])) as Progress;
       if (!released.done) return released;
     }
-    for (const h of this.online(hosts).filter((x) => x.role === 'database')) {
+    for (const h of this.reachable(hosts)) {
       const p = (await this.o.call(h, 'deleteService', [setId])) as Progress;
       if (!p.done) return p;
     }
@@ -283,6 +311,10 @@ export class ReplicaSets {
     const placements = await this.o.placements.list();
     const held = reservation(spec.size);
     const out = new Map<number, Host>();
+    // A resize that raced its refusal (commands/replica-sets.ts) fails
+    // before any row holds the new size.
+    const short = resizeShortfall(hosts, placements, spec.replicaSetId, held);
+    if (short) throw new DriverError(`Cannot resize the read replica set: ${short}`, false);
     for (const p of replicaRows(placements, spec.replicaSetId)) {
       const index = rowIndex(spec.replicaSetId, p);
       const host = hosts.find((h) => h.id === p.hostId);
@@ -332,6 +364,118 @@ export class ReplicaSets {
     return out;
   }
 
+  /**
+   * A node of the set on a drained host (`basin host drain`) moves to
+   * another database host than its service's, chosen as its placement
+   * was, one node at a time: its row names the new host, marked with the
+   * host it left; its copy there is deleted (it frees its slot on the
+   * primary, which the new node takes over) before the new one is copied
+   * from the primary by this apply, and the mark goes once that one runs
+   * (settleMoved). The set's other nodes serve meanwhile. A wait while the
+   * old copy goes; the reason (a string) when no host has room for it: it
+   * stays where it is, serving, and the set's apply goes on and says so.
+   * Decided from the rows alone, so a restart of the control plane resumes.
+   */
+  private async moveOffDraining(spec: ReplicaSetSpec): Promise<Progress | string | undefined> {
+    const setId = spec.replicaSetId;
+    const hosts = await this.o.hosts();
+    const all = await this.o.placements.list();
+    const rows = replicaRows(all, setId).filter((p) => rowIndex(setId, p) < spec.nodes);
+    const hostOf = (id: string | undefined) => hosts.find((h) => h.id === id);
+    const moved = rows.filter((r) => r.movedFrom !== undefined);
+    for (const p of moved) {
+      const old = hostOf(p.movedFrom);
+      const index = rowIndex(setId, p);
+      // A lost host's copy goes when it reports again (agent/stale-services.ts).
+      if (!old || this.lost(old)) continue;
+      // The endpoints no longer lead to it (again, after a restart of the
+      // control plane); sessions already led there get a grace to end
+      // before its server stops, which would cut them.
+      const key = `${setId}:${index}`;
+      const since = this.handedOff.get(key);
+      if (since === undefined) {
+        await this.endpoint(spec, hosts);
+        this.handedOff.set(key, this.o.clock());
+        return wait(HAND_OFF_GRACE_MS, `node${index}'s sessions on host ${old.name} to end`);
+      }
+      const left = since + HAND_OFF_GRACE_MS - this.o.clock();
+      if (left > 0) return wait(left, `node${index}'s sessions on host ${old.name} to end`);
+      const removed = (await this.o.call(old, 'deleteService', [
+        patroniNodeId(setId, index),
+      ])) as Progress;
+      if (!removed.done) {
+        return { ...removed, reason: `removing node${index} from host ${old.name}` };
+      }
+      this.o.log.info({ replicaSet: setId, node: index, host: old.name }, "a moving read replica node's old copy is removed"); // prettier-ignore
+    }
+    if (moved.length > 0) return undefined;
+    const row = rows.find((r) => hostOf(r.hostId)?.draining === true);
+    if (!row) return undefined;
+    const index = rowIndex(setId, row);
+    const from = hostOf(row.hostId) as Host;
+    const held = reservation(spec.size);
+    const others = rows.filter((r) => r !== row);
+    const to = chooseReplicaHosts(
+      this.online(hosts),
+      all.filter((p) => p.resourceId !== row.resourceId),
+      held,
+      1,
+      this.serviceHosts(spec.serviceId, hosts, all),
+      others.map((r) => hostOf(r.hostId)).filter((h): h is Host => h !== undefined),
+    )?.[0];
+    const target: Target = { kind: 'replicaSet', id: setId };
+    if (!to) {
+      const why = `host ${from.name} is being drained, and no database host other than the service's has room for node${index} of this read replica set (${held.cpuMillis} millis, ${held.memoryMb} MB): it stays there, serving, until a host with room joins`;
+      if (this.stuck.get(setId) !== why) {
+        this.stuck.set(setId, why);
+        this.o.notify?.(target, { severity: 'WARNING', message: `basin: ${why}` });
+      }
+      return why;
+    }
+    this.stuck.delete(setId);
+    this.o.notify?.(target, {
+      severity: 'LOG',
+      message: `basin: host ${from.name} (${from.address}) is being drained: node${index} of this read replica set moves to host ${to.name} (${to.address}), copied there from the primary; its other nodes serve meanwhile`,
+    });
+    await this.o.placements.put({ ...row, hostId: to.id, movedFrom: from.id });
+    this.o.log.info({ replicaSet: setId, node: index, from: from.name, to: to.name }, 'read replica node moves off a drained host'); // prettier-ignore
+    // No new connection goes to it (nor to its new place before it runs),
+    // then its copy there goes.
+    return this.moveOffDraining(spec);
+  }
+
+  /**
+   * The set's endpoint on every reachable database host: HAProxy over its
+   * placed nodes at their hosts' addresses, a node still moving off a
+   * drained host (its row marked) disabled.
+   */
+  private async endpoint(spec: ReplicaSetSpec, hosts: readonly Host[]): Promise<void> {
+    const rows = replicaRows(await this.o.placements.list(), spec.replicaSetId);
+    const servers: ReplicaSetServer[] = rows.flatMap((p) => {
+      const index = rowIndex(spec.replicaSetId, p);
+      const host = hosts.find((h) => h.id === p.hostId);
+      const port = spec.nodePorts[index];
+      if (!host || port === undefined || index >= spec.nodes) return [];
+      return [{ index, host: host.address, port, enabled: p.movedFrom === undefined }];
+    });
+    const endpoints = await Promise.allSettled(
+      this.reachable(hosts).map((h) => this.o.call(h, 'applyReplicaSetEndpoint', [spec, servers])),
+    );
+    const refused = endpoints.find((r) => r.status === 'rejected');
+    if (refused) throw refused.reason;
+  }
+
+  /** The moved rows whose node runs on its new host: the mark with the host they left goes. */
+  private async settleMoved(setId: string, runs: (index: number) => boolean): Promise<void> {
+    for (const p of replicaRows(await this.o.placements.list(), setId)) {
+      if (p.movedFrom === undefined || !runs(rowIndex(setId, p))) continue;
+      this.handedOff.delete(`${setId}:${rowIndex(setId, p)}`);
+      const { movedFrom: _, ...settled } = p;
+      await this.o.placements.put(settled);
+      this.o.log.info({ replicaSet: setId, node: rowIndex(setId, p) }, 'read replica node moved');
+    }
+  }
+
   /** The hosts of a service's nodes (its own row, and an HA service's node rows). */
   private serviceHosts(
     serviceId: string,
@@ -341,6 +485,15 @@ export class ReplicaSets {
     return nodePlacements(placements, serviceId)
       .map((p) => hosts.find((h) => h.id === p.hostId))
       .filter((h): h is Host => h !== undefined);
+  }
+
+  /**
+   * The database hosts that serve the set's endpoint: every one not lost,
+   * a drained one too (its address keeps working for clients until the
+   * host is removed).
+   */
+  private reachable(hosts: readonly Host[]): Host[] {
+    return hosts.filter((h) => h.role === 'database' && !this.lost(h));
   }
 
   private online(hosts: readonly Host[]): Host[] {
@@ -376,4 +529,37 @@ export function setPoolers(
   }
   const runners = new Set(first.values());
   return (index) => (runners.has(index) ? { pooler: { poolers: first.size } } : {});
+}
+
+/**
+ * Why the nodes of set `setId` do not fit at `need` on their hosts (the
+ * set's rows counted at the new size, each host's other placements as
+ * they are), or undefined: also when the size grows in neither CPU nor
+ * memory (a smaller size always fits where a larger one ran), or a host
+ * is not known (its operation says what became of it).
+ */
+export function resizeShortfall(
+  hosts: readonly Host[],
+  placements: readonly Placement[],
+  setId: string,
+  need: { cpuMillis: number; memoryMb: number },
+): string | undefined {
+  const rows = replicaRows(placements, setId);
+  const grows = rows.some((p) => need.cpuMillis > p.cpuMillis || need.memoryMb > p.memoryMb);
+  if (!grows) return undefined;
+  const resized = placements.map((p) => (rows.includes(p) ? { ...p, ...need } : p));
+  for (const host of hosts) {
+    const mine = rows.filter((p) => p.hostId === host.id);
+    if (mine.length === 0) continue;
+    const left = roomLeft(host, resized);
+    if (left.cpuMillis >= 0 && left.memoryMb >= 0) continue;
+    const before = roomLeft(host, placements);
+    const nodes = mine.map((p) => `node${rowIndex(setId, p)}`).join(', ');
+    return (
+      `host ${host.name}, which runs its ${nodes}, has ${Math.max(0, before.cpuMillis)} millis and ${Math.max(0, before.memoryMb)} MB free, ` +
+      `and ${mine.length} node(s) of ${need.cpuMillis} millis and ${need.memoryMb} MB need ` +
+      `${mine.reduce((n, p) => n + need.cpuMillis - p.cpuMillis, 0)} millis and ${mine.reduce((n, p) => n + need.memoryMb - p.memoryMb, 0)} MB more: choose a smaller size, or make room on that host.`
+    );
+  }
+  return undefined;
 }

@@ -13,7 +13,7 @@ import { type PoolerCounts, samplePoolers } from './metrics/pooler-sample.js';
 import { readStatsSecret } from './endpoints/pooler-stats.js';
 import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { totalmem } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Metrics } from '../../domain/types.js';
 import {
   type AllowancePolicy,
@@ -38,6 +38,7 @@ import {
   type PatroniNodeView,
   type ObservedNode,
   type PrimaryEvent,
+  type ReplicaSetServer,
   type ReplicaSetSpec,
   type ReplicaSetAdmission,
   type AdmittedReplicaSet,
@@ -120,6 +121,7 @@ import {
   applyPatroniNode,
   type FetchPatroniSecrets,
   inspectPatroniNode,
+  nodeFiles,
   openPatroniSource,
   readyPatroniParent,
 } from './patroni/patroni-node.js';
@@ -130,6 +132,7 @@ import {
   stopNode,
   switchover,
 } from './patroni/node-ops.js';
+import { PatroniLogTail } from './patroni/patroni-log.js';
 import type { IdlePolicy } from './idle/idle-policy.js';
 import { type IdleView, IdleServices } from './idle/idle-services.js';
 
@@ -272,6 +275,8 @@ export class LocalDriver implements Driver {
   };
   private readonly log: Logger;
   private readonly locks = new KeyedLock();
+  /** Each Patroni node's log, read as it grows (patroni/patroni-log.ts). */
+  private readonly patroniLogs = new PatroniLogTail();
   private readonly sampler: MetricsSampler;
   private ctx: DriverContext | undefined;
   private readonly downListeners: ((serviceId: string, event: PrimaryEvent) => void)[] = [];
@@ -906,15 +911,25 @@ export class LocalDriver implements Driver {
 
   async inspectPatroniNode(
     serviceId: string,
-    node: { index: number; apiPort: number; pooler?: boolean },
+    node: { index: number; apiPort: number; pooler?: boolean; logSince?: number },
   ): Promise<PatroniNodeView> {
     checkId(serviceId);
     const ctx = this.context();
     const host = ctx.publicHost.includes(':') ? `[${ctx.publicHost}]` : ctx.publicHost;
     const local = patroniNodeId(serviceId, node.index);
-    const view = await inspectPatroniNode(ctx, local, `https://${host}:${node.apiPort}`);
+    const view = await inspectPatroniNode(
+      ctx,
+      local,
+      `node${node.index}`,
+      `https://${host}:${node.apiPort}`,
+    );
+    // What its Patroni decided since the control plane last heard (its log
+    // read as it grows: a few hundred bytes between two inspections).
+    const since = typeof node.logSince === 'number' ? node.logSince : undefined;
+    const events = await this.patroniLogs.events(nodeFiles(ctx, local).log, since);
+    const told = events.length > 0 ? { ...view, events } : view;
     // A pooler that died is started again by the apply that its report brings.
-    return node.pooler === true ? { ...view, pooler: await nodePoolerRuns(ctx, local) } : view;
+    return node.pooler === true ? { ...told, pooler: await nodePoolerRuns(ctx, local) } : told;
   }
 
   /**
@@ -1160,7 +1175,7 @@ export class LocalDriver implements Driver {
 
   async applyReplicaSetEndpoint(
     spec: ReplicaSetSpec,
-    servers: { index: number; host: string; port: number }[],
+    servers: ReplicaSetServer[],
   ): Promise<Progress> {
     checkId(spec.replicaSetId);
     const ctx = this.context();
@@ -1206,6 +1221,15 @@ export class LocalDriver implements Driver {
     // A driver that was not started (a follower of several Basin
     // processes) reads the same files: the layout is all it needs.
     const layout = this.ctx?.layout ?? new Layout(resolve(this.options.dataDir));
+    // A node of an HA service across hosts (`<serviceId>n<i>`, asked by
+    // the control plane for that node) keeps its data directory under
+    // Patroni's files; its user's `data` directory says who may own them.
+    const patroni = nodeFiles({ layout }, target.id);
+    const patroniOwner = (await lstat(patroni.data).catch(() => undefined))?.uid;
+    if (patroniOwner !== undefined) {
+      const scope = `${target.kind}:${target.id}:patroni`;
+      return readNodeLogs(join(patroni.pgdata, 'log'), query, scope, { owner: patroniOwner });
+    }
     const ref = { id: target.id, node };
     // No data directory: no logs either, and -1 is nobody.
     const owner = (await lstat(layout.pgdata(ref)).catch(() => undefined))?.uid ?? -1;

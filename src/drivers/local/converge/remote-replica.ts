@@ -23,6 +23,7 @@ import {
   patroniNodeId,
   type ReplicaNodeSpec,
   type ReplicaSetAdmission,
+  type ReplicaSetServer,
   type ReplicaSetSpec,
   type ServiceSpec,
 } from '../../driver.js';
@@ -89,6 +90,20 @@ export async function ensureReplicaSetSlots(
   const pm = await postmasterStatus(primary.pgdata);
   if (!pm.up || pm.state !== 'ready') {
     return wait(500, `waiting for the primary of service ${spec.serviceId}`) as {
+      done: false;
+      retryAfterMs: number;
+      reason: string;
+    };
+  }
+  // A service moved to this host (a drain, a lost host's) recovers its
+  // archive first, accepting connections meanwhile: nothing can be
+  // written (its role's password) before it is open.
+  const recovering = await withAdmin(primary, 'postgres', async (c) => {
+    const { rows } = await c.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
+    return rows[0]?.r === true;
+  }).catch(() => true);
+  if (recovering) {
+    return wait(1000, `waiting for service ${spec.serviceId} to finish its recovery`) as {
       done: false;
       retryAfterMs: number;
       reason: string;
@@ -219,12 +234,17 @@ export async function inspectReplicaNode(
 export async function ensureReplicaSetEndpoint(
   ctx: DriverContext,
   spec: ReplicaSetSpec,
-  servers: readonly { index: number; host: string; port: number }[],
+  servers: readonly ReplicaSetServer[],
 ): Promise<void> {
   await ctx.haproxy.ensureService(
     spec.replicaSetId,
     spec.port,
-    servers.map((s) => ({ ...s, enabled: true })),
+    servers.map((s) => ({
+      index: s.index,
+      host: s.host,
+      port: s.port,
+      enabled: s.enabled !== false,
+    })),
     [...admittedCidrs(spec, ctx.publicCidrs), ...setPoolerSource(ctx, spec, servers)],
     'leastconn',
   );

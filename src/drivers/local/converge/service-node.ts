@@ -217,6 +217,7 @@ export class ServiceNode {
     const handing = await this.handOver(user);
     if (handing) return handing;
     const state = await readNodeState(ctx.layout.stateFile(ref));
+    await this.notePrimaryMoved(state);
     // A former primary that is to follow another (after a failover), or a
     // standby that went past where its new primary's timeline began:
     // stopped, then rewound onto the primary's timeline, or rebuilt from it
@@ -228,6 +229,35 @@ export class ServiceNode {
       if (rewinding) return rewinding;
     }
     return { user, state };
+  }
+
+  /**
+   * A read replica set's node across hosts whose primary moved to another
+   * host (a drain, a lost host's service restored elsewhere): rebuilt from
+   * a base backup of it (rewindStandby, state.rewind = 'rebuild'). The
+   * moved primary was restored from its archive and opened a timeline of
+   * its own where the archive ended, and this node may hold WAL past that
+   * point (a drain's shutdown checkpoint, a lost host's unarchived
+   * commits), which it could never follow; there is no pg_rewind across
+   * hosts. Told by where it streams from (`state.streamsFrom`, recorded
+   * when first seen); an HA service's set nodes stream through their own
+   * host's endpoint, which does not move.
+   */
+  private async notePrimaryMoved(state: NodeState): Promise<void> {
+    const remote = this.replication?.remote;
+    if (!this.isStandby || !remote || !this.replication) return;
+    const from = `${remote.host}:${this.replication.primary.port}`;
+    if (state.streamsFrom === from) return;
+    const before = state.streamsFrom;
+    state.streamsFrom = from;
+    if (before !== undefined && !state.rewind) {
+      state.rewind = 'rebuild';
+      this.ctx.log.warn(
+        { serviceId: this.spec.serviceId, from: before, to: from },
+        "a read replica node's primary moved to another host: it is rebuilt from a base backup of it",
+      );
+    }
+    await this.save(state);
   }
 
   /**

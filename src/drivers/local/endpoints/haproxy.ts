@@ -140,14 +140,17 @@ export class Haproxy {
       this.loaded.set(id, structure);
       // The primary, at once, whatever the worker loaded: a failover does not wait for a reload.
       const backend = backendName(id);
-      const commands = servers.flatMap((s) =>
-        s.enabled
+      // Its address first (a reload already loaded it; sessions already
+      // led to the old one go on), then its state.
+      const commands = servers.flatMap((s) => [
+        `set server ${backend}/${nodeName(s.index)} addr ${s.host} port ${s.port}`,
+        ...(s.enabled
           ? [`set server ${backend}/${nodeName(s.index)} state ready`]
           : [
               `set server ${backend}/${nodeName(s.index)} state maint`,
               `shutdown sessions server ${backend}/${nodeName(s.index)}`,
-            ],
-      );
+            ]),
+      ]);
       await this.command(commands.join(';'));
       await this.untilUp(
         backend,
@@ -479,12 +482,17 @@ export function renderService(
     '    retries 0',
     '    default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 1 on-marked-down shutdown-sessions observe layer4 error-limit 1 on-error mark-down',
   ];
-  const line = (s: ProxiedServer, withState: boolean) =>
-    `    server ${nodeName(s.index)} ${s.host}:${s.port} check${withState && !s.enabled ? ' disabled' : ''}`;
+  const line = (s: ProxiedServer) =>
+    `    server ${nodeName(s.index)} ${s.host}:${s.port} check${!s.enabled ? ' disabled' : ''}`;
+  // Neither a server's state nor its address is structure: both change
+  // through the runtime API (ensureService), without a reload, whose
+  // handover of the listening socket can drop a connection being accepted
+  // (a read replica set's node moving to another host changes its address).
+  const shape = (s: ProxiedServer) => `    server ${nodeName(s.index)} check`;
   const sorted = [...servers].sort((a, b) => a.index - b.index);
   return {
-    text: [...head, ...sorted.map((s) => line(s, true)), ''].join('\n'),
-    structure: [...head, ...sorted.map((s) => line(s, false))].join('\n'),
+    text: [...head, ...sorted.map(line), ''].join('\n'),
+    structure: [...head, ...sorted.map(shape)].join('\n'),
   };
 }
 

@@ -73,6 +73,12 @@ export interface NodeState {
    * pg_rewind again on them could miss blocks, so the node is rebuilt.
    */
   rewind?: 'wanted' | 'running' | 'rebuild';
+  /**
+   * A read replica set's node across hosts: the primary it streams from
+   * (`<host>:<port>`), as last converged; another one (its service moved
+   * to another host) rebuilds it (service-node.ts notePrimaryMoved).
+   */
+  streamsFrom?: string;
   /** The primary's timeline this node was last rewound onto: one still behind it afterwards is rebuilt. */
   rewoundFor?: number;
   /**
@@ -122,6 +128,7 @@ export async function readNodeState(file: string): Promise<NodeState> {
         ? { rewind: raw.rewind }
         : {}),
       ...(typeof raw.rewoundFor === 'number' ? { rewoundFor: raw.rewoundFor } : {}),
+      ...(typeof raw.streamsFrom === 'string' ? { streamsFrom: raw.streamsFrom } : {}),
       ...(raw.storageRecovery === true ? { storageRecovery: true } : {}),
       ...(typeof raw.upSince === 'number' ? { upSince: raw.upSince } : {}),
       ...(typeof raw.restarts?.count === 'number' && typeof raw.restarts.dueAt === 'number'

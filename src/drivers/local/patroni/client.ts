@@ -12,6 +12,7 @@ import type {
   ClusterState,
   MemberRole,
   PatroniMemberState,
+  WalSender,
 } from '../../../domain/patroni-cluster.js';
 
 export interface ClientTls {
@@ -27,6 +28,7 @@ export type {
   ClusterState,
   MemberRole,
   PatroniMemberState,
+  WalSender,
 } from '../../../domain/patroni-cluster.js';
 
 /** What one GET answered: the status (200, 503…) and its JSON body. */
@@ -115,6 +117,35 @@ export function parseCluster(body: unknown): ClusterState {
   }
   const leader = members.find((m) => m.role === 'leader' || m.role === 'standby_leader')?.name;
   return { members, ...(leader ? { leader } : {}), paused: raw.pause === true };
+}
+
+/**
+ * The WAL senders of the node at `url` when it runs as a primary (GET
+ * /patroni: its `replication`, pg_stat_replication as Patroni read it);
+ * undefined when it is not a running primary or Patroni could not query
+ * its PostgreSQL (then it answers its state alone, without `xlog`).
+ */
+export async function walSenders(url: string, tls: ClientTls): Promise<WalSender[] | undefined> {
+  const a = await apiGet(url, '/patroni', tls);
+  if (a.status !== 200) throw new Error(`Patroni at ${url} answered ${a.status} to GET /patroni`);
+  return parseWalSenders(a.body);
+}
+
+/** Reads GET /patroni's body: the `replication` list of a running primary, else undefined. */
+export function parseWalSenders(body: unknown): WalSender[] | undefined {
+  const raw = (body ?? {}) as { role?: unknown; state?: unknown; xlog?: unknown; replication?: unknown }; // prettier-ignore
+  const primary = raw.role === 'master' || raw.role === 'primary';
+  if (!primary || raw.state !== 'running' || typeof raw.xlog !== 'object' || raw.xlog === null) {
+    return undefined;
+  }
+  const list = Array.isArray(raw.replication) ? (raw.replication as Record<string, unknown>[]) : [];
+  return list
+    .filter((w) => w !== null && typeof w === 'object' && typeof w.application_name === 'string')
+    .map((w) => ({
+      name: w.application_name as string,
+      state: typeof w.state === 'string' ? w.state : '',
+      syncState: typeof w.sync_state === 'string' ? w.sync_state : '',
+    }));
 }
 
 /**

@@ -8,7 +8,7 @@ import {
   patroniConfig,
   renderPatroniConfig,
 } from './patroni-config.js';
-import { parseCluster } from './client.js';
+import { parseCluster, parseWalSenders } from './client.js';
 
 const spec = (over: Partial<ServiceSpec> = {}): ServiceSpec => ({
   serviceId: 'abcdefghij',
@@ -171,6 +171,19 @@ test('synchronous replicas: synchronous_mode, strict, with their count', () => {
   assert.equal((none as Conf).bootstrap.dcs.synchronous_mode_strict, false);
 });
 
+test('failsafe mode is on, with or without synchronous replicas: etcd down alone demotes no primary that reaches every member', () => {
+  for (const sync of [0, 1]) {
+    const c = patroniConfig(
+      inputs({ spec: spec({ ha: { replicaCount: 2, syncReplicaCount: sync } }) }),
+    ) as Conf;
+    assert.equal(c.bootstrap.dcs.failsafe_mode, true);
+    // Dynamic configuration only: Patroni 3.0 reads it from the DCS, never from the YAML's top level.
+    assert.equal((c as unknown as Record<string, unknown>).failsafe_mode, undefined);
+  }
+  // The rendered YAML carries it (what Patroni reads at bootstrap).
+  assert.match(renderPatroniConfig(inputs()), /^ {4}failsafe_mode: true$/m);
+});
+
 test("PostgreSQL's parameters are Basin's, less what Patroni owns, with the node's certificate", () => {
   const c = patroniConfig(inputs()) as Conf;
   const p = c.postgresql.parameters;
@@ -178,6 +191,8 @@ test("PostgreSQL's parameters are Basin's, less what Patroni owns, with the node
   assert.equal(p.ssl, 'on');
   assert.equal(p.ssl_cert_file, '/d/n1/tls/server.crt');
   assert.equal(p.log_destination, 'jsonlog');
+  // A standby whose primary went away tries again every second, not every 5 s.
+  assert.equal(p.wal_retrieve_retry_interval, '1s');
   // Patroni sets cluster_name to its scope whatever it is given.
   for (const k of [
     'listen_addresses',
@@ -298,4 +313,33 @@ test("GET /cluster's body is read for roles, timelines and lag, and nothing else
     ],
   );
   assert.deepEqual(parseCluster('nonsense'), { members: [], paused: false });
+});
+
+test("GET /patroni's body on a running primary gives its WAL senders; on anything else nothing", () => {
+  // As Patroni 3.0.2 answers on a leader (api.py get_postgresql_status).
+  const leader = {
+    state: 'running',
+    role: 'master',
+    xlog: { location: 67108864 },
+    timeline: 2,
+    replication: [
+      { usename: 'basin_replication', application_name: 'node1', client_addr: '10.0.0.2', state: 'streaming', sync_state: 'sync', sync_priority: 1 }, // prettier-ignore
+      { usename: 'basin_replication', application_name: 'node2', client_addr: '10.0.0.3', state: 'catchup', sync_state: 'async', sync_priority: 0 }, // prettier-ignore
+      { application_name: 7 },
+    ],
+  };
+  assert.deepEqual(parseWalSenders(leader), [
+    { name: 'node1', state: 'streaming', syncState: 'sync' },
+    { name: 'node2', state: 'catchup', syncState: 'async' },
+  ]);
+  // A primary nobody streams from: no `replication` key at all.
+  const { replication: _, ...alone } = leader;
+  assert.deepEqual(parseWalSenders(alone), []);
+  assert.deepEqual(parseWalSenders({ ...leader, role: 'primary' })?.length, 2);
+  // A replica, a primary Patroni could not query (no xlog), a stopped one: unknown.
+  assert.equal(parseWalSenders({ ...leader, role: 'replica' }), undefined);
+  assert.equal(parseWalSenders({ state: 'running', role: 'master' }), undefined);
+  assert.equal(parseWalSenders({ ...leader, state: 'stopped' }), undefined);
+  assert.equal(parseWalSenders('nonsense'), undefined);
+  assert.equal(parseWalSenders(null), undefined);
 });

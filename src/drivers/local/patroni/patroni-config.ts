@@ -34,6 +34,19 @@ import {
 /** The DCS prefix of every service's cluster: /basin/<serviceId>/… */
 export const PATRONI_NAMESPACE = '/basin/';
 
+/**
+ * Patroni's DCS failsafe mode, on (docs/decisions.md, "HA across hosts",
+ * etcd losing its majority): a leader that cannot renew its key in etcd
+ * keeps its primary running while it reaches every member's REST API
+ * (POST /failsafe, each member named in the /failsafe key it last wrote),
+ * and demotes otherwise. So etcd down alone (every database node up)
+ * stops no writes; a leader cut from any member still demotes within
+ * retry_timeout, as without it, and a member that hears from the leader
+ * does not run for leader: no second primary. Dynamic configuration: in
+ * `bootstrap.dcs` for a new cluster, PATCHed into an older one's.
+ */
+export const FAILSAFE_MODE = true;
+
 /** The REST API's user for its unsafe endpoints (restart, switchover…): Basin's. */
 export const RESTAPI_USER = 'basin';
 
@@ -247,6 +260,7 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
         // lost in a failover (docs/decisions.md, Patroni).
         synchronous_mode_strict: sync > 0,
         synchronous_node_count: Math.max(1, sync),
+        failsafe_mode: FAILSAFE_MODE,
         postgresql: {
           use_pg_rewind: true,
           use_slots: true,
@@ -342,6 +356,15 @@ export function patroniParameters(i: PatroniInputs): Settings {
   out.max_replication_slots = room;
   out.hot_standby = 'on';
   out.hot_standby_feedback = 'on';
+  // After a failover, a standby that followed the old primary streams
+  // from the new one only once it tries again: PostgreSQL waits
+  // wal_retrieve_retry_interval (5 s by default) between attempts, and
+  // the first ones fail while the new leader makes its slot. Under
+  // synchronous_mode_strict, commits wait for that standby: 5 s per
+  // attempt was ~4.7 s of every failover measured across hosts
+  // (bench/README.md, ha-hosts). Each attempt also asks the archive
+  // (restore_command), once a second only while there is no stream.
+  out.wal_retrieve_retry_interval = '1s';
   if (i.archiving === false) {
     out.archive_mode = 'off';
     delete out.archive_command;

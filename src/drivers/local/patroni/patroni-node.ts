@@ -55,10 +55,11 @@ import {
 } from '../node/admin.js';
 import { hash } from '../node/node-state.js';
 import { exists, mkdirIn, ensureOwnedDir, writeOwned, writeRootFile } from '../node/node-files.js';
-import { apiGet, apiRequest, type ClientTls, clusterState } from './client.js';
+import { apiGet, apiRequest, type ClientTls, clusterState, walSenders } from './client.js';
 import { ensurePatroniDirs, patroniFiles, prepareSeed, type PatroniFiles } from './files.js';
 import {
   CLUSTER_WIDE,
+  FAILSAFE_MODE,
   type PatroniInputs,
   patroniConfig,
   patroniParameters,
@@ -268,7 +269,8 @@ export async function applyPatroniNode(
  * holds only what it was at creation; later changes are Patroni's dynamic
  * configuration, PATCH /config, which the agent may ask of its own node:
  * its host's address is a member's, on the REST API's allowlist): the
- * synchronous replication (a setHA), and the settings every member must
+ * synchronous replication (a setHA), failsafe mode (clusters made before
+ * it was on: patroni-config.ts), and the settings every member must
  * share (max_connections, max_worker_processes…: a resize), which Patroni
  * takes from the DCS over a node's own YAML. Undefined once it is; a wait
  * while the cluster has no configuration yet (being formed) or does not
@@ -287,6 +289,7 @@ async function keepDynamic(
     synchronous_mode: sync > 0,
     synchronous_mode_strict: sync > 0,
     synchronous_node_count: Math.max(1, sync),
+    failsafe_mode: FAILSAFE_MODE,
   };
   const shared = Object.fromEntries(
     CLUSTER_WIDE.filter((k) => k in params).map((k) => [k, String(params[k])]),
@@ -411,10 +414,16 @@ async function synchronousNamed(
 const hostPort = (address: string, port: number) =>
   address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 
-/** Whether this host's node of the service runs its Patroni, and the cluster as its REST API says. */
+/**
+ * Whether this host's node of the service runs its Patroni, and the
+ * cluster as its REST API says; when the cluster names this node (`name`)
+ * the leader, with its WAL senders (GET /patroni), which alone tell which
+ * standbys stream (docs/decisions.md, "HA across hosts", the status).
+ */
 export async function inspectPatroniNode(
   ctx: Pick<Ctx, 'layout' | 'users'>,
   local: string,
+  name: string,
   apiUrl: string,
 ): Promise<PatroniNodeView> {
   const user = ctx.users.lookup(local);
@@ -423,7 +432,12 @@ export async function inspectPatroniNode(
   const up = (await patroniStatus(f, user)).up;
   let cluster: ClusterState | null = null;
   try {
-    cluster = await clusterState(apiUrl, await readerTls(ctx));
+    const tls = await readerTls(ctx);
+    cluster = await clusterState(apiUrl, tls);
+    if (cluster.leader === name) {
+      const replication = await walSenders(apiUrl, tls).catch(() => undefined);
+      if (replication) cluster = { ...cluster, replication };
+    }
   } catch {
     // Not answering (starting, stopped): nothing read.
   }
