@@ -477,4 +477,10 @@ export interface PatroniNodeView {
   events?: PatroniLogEvent[];
   /** Whether the service's pooler on this host runs (asked only while it should). */
   pooler?: boolean;
+  /**
+   * While its Patroni does not run: how its PostgreSQL last stopped (its
+   * control file): cleanly as the primary, or as a standby, and its latest
+   * checkpoint. A start after a stop starts the last primary first.
+   */
+  stopped?: { shutDown: 'primary' | 'standby' | 'other'; checkpoint: string; timeline: number };
 }

@@ -278,9 +278,17 @@ test(
     assert.match(await logsText(), /basin: stopping node\d, node\d \(standbys\), then the leader/);
     step('PAUSED');
     // Started: READY, its rows there, writable through the endpoint.
+    const startedAgainAt = Date.now();
     const start = await b.call('POST', `${b.servicePath(id)}/start`);
     assert.equal(start.status, 202, start.text);
     await b.waitForStatus(id, 'READY', 300_000).catch(async () => assert.fail(await logsText()));
+    const readyMs = Date.now() - startedAgainAt;
+    // The node stopped last, the leader, was started first, alone (its
+    // control file says it stopped as the primary), the others after it.
+    const stopLogs = await logsText();
+    const last = /basin: stopping (node\d) \(the leader\)/.exec(stopLogs)?.[1];
+    assert.ok(last, stopLogs);
+    assert.ok(stopLogs.includes(`basin: starting ${last} first, alone`), stopLogs);
     let answer = '';
     await until(async () => {
       answer = await psql(
@@ -290,6 +298,16 @@ test(
       ).catch((err: Error) => err.message);
       return answer === `f|${stored.size}`;
     }, 120_000).catch(() => assert.fail(`the endpoint after the start: ${answer}`));
+    // Every node answers again, and the one started first leads.
+    let primaries: string[] = [];
+    await until(async () => {
+      const sql = 'select pg_is_in_recovery()';
+      const r = await Promise.all(nodes.map((n) => psql(conn(n), newPassword, sql).catch(() => '?'))); // prettier-ignore
+      primaries = nodes.filter((_, k) => r[k] === 'f').map((n) => n.name);
+      return !r.includes('?');
+    }, 120_000);
+    assert.deepEqual(primaries, [last]);
+    step(`started again: ${last} first, alone, and it leads; READY in ${readyMs} ms (load: ${readFileSync('/proc/loadavg', 'utf8').trim()})`); // prettier-ignore
     await b.stop();
   },
 );

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type Host, nodeResourceId, type Placement } from '../../domain/hosts.js';
 import { DONE } from '../../domain/progress.js';
-import { patroniNodeId, type ServiceSpec } from '../driver.js';
-import { apiPortOf, HaNodes } from './ha-nodes.js';
+import { patroniNodeId, type PatroniNodeView, type ServiceSpec } from '../driver.js';
+import { apiPortOf, firstToStart, HaNodes, type HaNodesOptions } from './ha-nodes.js';
 import { silentLogger } from '../../lib/logger.js';
 import { HostsDriver } from './hosts-driver.js';
 
@@ -90,6 +90,10 @@ function fakeCluster() {
     sync: 2,
     stale: [['shared_buffers'], ['shared_buffers'], ['shared_buffers']] as string[][],
     patroni: [true, true, true],
+    /** How each node's PostgreSQL last stopped (its control file), while its Patroni does not run. */
+    stopped: [undefined, undefined, undefined] as (PatroniNodeView['stopped'] | undefined)[],
+    /** Nodes started whose Patroni has not yet taken (or found) the leader key. */
+    booting: new Set<number>(),
     /** Whether each standby's WAL receiver streams from the leader (Patroni says `streaming` regardless). */
     streams: [true, true, true],
   };
@@ -101,11 +105,13 @@ function fakeCluster() {
       .filter((i) => state.patroni[i])
       .map((i) => ({
         name: `node${i}`,
-        role: i === state.leader ? 'leader' : i === state.sync ? 'sync_standby' : 'replica',
-        state: i === state.leader ? 'running' : 'streaming',
+        role: i === state.leader && !state.booting.has(i) ? 'leader' : i === state.sync ? 'sync_standby' : 'replica', // prettier-ignore
+        state: state.booting.has(i) ? 'starting' : i === state.leader ? 'running' : 'streaming',
         lagBytes: 0,
       })),
-    ...(state.patroni[state.leader] ? { leader: `node${state.leader}` } : {}),
+    ...(state.patroni[state.leader] && !state.booting.has(state.leader)
+      ? { leader: `node${state.leader}` }
+      : {}),
     paused: false,
     ...(i === state.leader
       ? {
@@ -119,7 +125,7 @@ function fakeCluster() {
         }
       : {}),
   });
-  const ha = new HaNodes({
+  const options: HaNodesOptions = {
     hosts: async () => hosts,
     placements: { list: async () => placements, put: async () => {}, remove: async () => {} },
     etcdQuorum: async () => true,
@@ -127,10 +133,18 @@ function fakeCluster() {
       const i = Number(host.id.slice(1));
       switch (method) {
         case 'applyPatroniNode':
+          if (!state.patroni[i]) {
+            calls.push(`start node${i}`);
+            [state.patroni[i], state.stopped[i]] = [true, undefined];
+            state.booting.add(i);
+          }
+          return DONE;
         case 'applyPatroniEndpoint':
           return DONE;
         case 'inspectPatroniNode':
-          return { patroni: state.patroni[i], cluster: state.patroni[i] ? cluster(i) : null };
+          if (!state.patroni[i])
+            return { patroni: false, cluster: null, stopped: state.stopped[i] };
+          return { patroni: true, cluster: cluster(i) };
         case 'stalePatroniSettings':
           return state.stale[i];
         case 'restartPatroniNode':
@@ -146,6 +160,12 @@ function fakeCluster() {
         case 'stopPatroniNode':
           calls.push(`stop node${i}`);
           state.patroni[i] = false;
+          // The last stopped (the leader) has the newest checkpoint, as a primary.
+          state.stopped[i] = {
+            shutDown: i === state.leader ? 'primary' : 'standby',
+            checkpoint: i === state.leader ? '400' : '300',
+            timeline: 2,
+          };
           return DONE;
         default:
           throw new Error(`unexpected call ${method}`);
@@ -155,7 +175,8 @@ function fakeCluster() {
     clock: () => 2000,
     log: silentLogger,
     notify: (_target, note) => notes.push(note.message),
-  });
+  };
+  const ha = new HaNodes(options);
   const spec = {
     serviceId: id,
     running: true,
@@ -168,7 +189,9 @@ function fakeCluster() {
     for (let k = 0; k < 20; k++) if ((await ha.apply(s)).done) return;
     assert.fail(`no convergence: ${calls.join('; ')}`);
   };
-  return { ha, spec, state, calls, notes, converge };
+  // The same installation seen by a control plane started anew (nothing in memory).
+  const fresh = () => new HaNodes(options);
+  return { ha, spec, state, calls, notes, converge, fresh };
 }
 
 test('a resize that takes a restart: the standbys restarted one at a time, then a switchover to the synchronous standby, the old primary last', async () => {
@@ -195,13 +218,64 @@ test('a rolling restart goes on from what the nodes run: resumed with one standb
   assert.deepEqual(f.calls, ['restart node2', 'switchover node0 to node2', 'restart node0']);
 });
 
-test('stopped: the standbys first, the leader last; start is an ordinary apply', async () => {
+test('stopped: the standbys first, the leader last', async () => {
   const f = fakeCluster();
   f.state.stale = [[], [], []];
   await f.converge({ ...f.spec, running: false });
   assert.deepEqual(f.calls, ['stop node1', 'stop node2', 'stop node0']);
   assert.equal(await f.ha.inspect({ ...f.spec, running: false }), 'stopped');
   assert.ok(f.notes.includes('basin: stopping node1, node2 (standbys), then the leader'));
+});
+
+test('started after a stop: the node that stopped as the primary starts alone, the others once it leads, by a control plane started anew too', async () => {
+  const f = fakeCluster();
+  f.state.stale = [[], [], []];
+  [f.state.leader, f.state.sync] = [1, 2];
+  await f.converge({ ...f.spec, running: false });
+  assert.deepEqual(f.calls, ['stop node0', 'stop node2', 'stop node1']);
+  f.calls.length = 0;
+  const ha = f.fresh();
+  const first = await ha.apply(f.spec);
+  assert.deepEqual(f.calls, ['start node1']);
+  assert.equal(first.done, false);
+  assert.match(first.done ? '' : first.reason, /node0 starts once node1, the primary when the service stopped, leads/); // prettier-ignore
+  // Its Patroni runs, not leading yet: the others still wait.
+  await ha.apply(f.spec);
+  assert.deepEqual(f.calls, ['start node1']);
+  f.state.booting.clear();
+  await ha.apply(f.spec);
+  assert.deepEqual(f.calls, ['start node1', 'start node0', 'start node2']);
+  assert.ok(f.notes.some((n) => n.startsWith('basin: starting node1 first, alone')), f.notes.join('\n')); // prettier-ignore
+});
+
+test('which node starts first after a stop: the newest checkpoint, when a primary stopped there; otherwise every node', () => {
+  const stopped = (
+    shutDown: 'primary' | 'standby' | 'other',
+    checkpoint: string,
+    timeline = 2,
+  ) => ({
+    patroni: false,
+    cluster: null,
+    stopped: { shutDown, checkpoint, timeline },
+  });
+  const [a, b, c] = [0, 1, 2];
+  // The leader stopped last, after its standbys.
+  assert.equal(firstToStart([{ index: a, view: stopped('standby', '300') }, { index: b, view: stopped('primary', '400') }, { index: c, view: stopped('standby', '300') }]), b); // prettier-ignore
+  // Its host lost (no view): Patroni picks among the others, started together.
+  assert.equal(firstToStart([{ index: a, view: stopped('standby', '300') }, { index: b }, { index: c, view: stopped('standby', '300') }]), undefined); // prettier-ignore
+  // A crash (no clean shutdown): every node.
+  assert.equal(firstToStart([{ index: a, view: stopped('other', '400') }, { index: b, view: stopped('standby', '300') }]), undefined); // prettier-ignore
+  // An old primary, stopped before a failover, is not the newest: a standby of the new timeline is.
+  assert.equal(firstToStart([{ index: a, view: stopped('primary', '900', 2) }, { index: b, view: stopped('standby', '500', 3) }]), undefined); // prettier-ignore
+  // LSNs past 2^53 compare as the 64-bit numbers they are.
+  assert.equal(firstToStart([{ index: a, view: stopped('standby', '18446744073709551000') }, { index: b, view: stopped('primary', '18446744073709551001') }]), b); // prettier-ignore
+  // Started alone and running, not leading yet: the others wait for it, not for another.
+  const up = { patroni: true, cluster: { members: [{ name: 'node1', role: 'replica' as const, state: 'starting' }], paused: false } }; // prettier-ignore
+  assert.equal(firstToStart([{ index: a, view: stopped('standby', '300') }, { index: b, view: up }], b), b); // prettier-ignore
+  assert.equal(firstToStart([{ index: a, view: stopped('standby', '300') }, { index: b, view: up }]), undefined); // prettier-ignore
+  // It leads: every node.
+  const leads = { patroni: true, cluster: { members: [{ name: 'node1', role: 'leader' as const, state: 'running' }], leader: 'node1', paused: false } }; // prettier-ignore
+  assert.equal(firstToStart([{ index: a, view: stopped('standby', '300') }, { index: b, view: leads }], b), undefined); // prettier-ignore
 });
 
 test('a standby Patroni calls running but that does not stream from the leader: UNSTABLE, no restart while so, READY once it streams again', async () => {

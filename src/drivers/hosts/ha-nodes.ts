@@ -60,6 +60,12 @@ const MAX_RESTARTS = 3;
  */
 export const PATRONI_TIMING = { ttl: 15, loopWait: 2, retryTimeout: 5 };
 
+/**
+ * How long the others wait, at a start after a stop, for the node started
+ * alone to lead before they are started all the same (Patroni picks).
+ */
+const START_ALONE_MS = 120_000;
+
 export interface HaNodesOptions {
   hosts(): Promise<Host[]>;
   placements: {
@@ -110,6 +116,8 @@ export class HaNodes {
   private restarts = new Map<string, number>();
   /** The last of Basin's own entries said of each service's restarts and stops (said once). */
   private said = new Map<string, string>();
+  /** The node of each service started alone after a stop (firstToStart), and since when. */
+  private starting = new Map<string, { index: number; since: number }>();
 
   constructor(private readonly o: HaNodesOptions) {}
 
@@ -197,12 +205,16 @@ export class HaNodes {
       ]),
     ];
     const readers = (await this.o.readersOf?.(spec.serviceId)) ?? [];
+    const first = await this.firstAlone(spec);
     const results = await Promise.allSettled(
       members.map(async (m) => {
         const host = placed.get(m.index) as Host;
         // A lost host's node waits for it; the others are applied meanwhile,
         // and Patroni keeps the service writing without it.
         if (this.lost(host)) return wait(2000, `node${m.index}'s host ${host.name} is lost`);
+        if (first !== undefined && m.index !== first) {
+          return wait(1000, `node${m.index} starts once node${first}, the primary when the service stopped, leads`); // prettier-ignore
+        }
         return (await this.o.call(host, 'applyPatroniNode', [
           spec,
           {
@@ -237,6 +249,31 @@ export class HaNodes {
       Math.min(...waiting.map((p) => p.retryAfterMs)),
       waiting.map((p) => p.reason).join('; '),
     );
+  }
+
+  /**
+   * The node to start alone, at a start after a stop (firstToStart), while
+   * it does not lead yet; undefined to start every node. A service known
+   * to run (a leader read, nothing started alone) is not read again.
+   */
+  private async firstAlone(spec: ServiceSpec): Promise<number | undefined> {
+    const id = spec.serviceId;
+    const pending = this.starting.get(id);
+    if (!pending && this.last.get(id)?.cluster?.leader) return undefined;
+    const now = this.o.clock();
+    const within = pending && now - pending.since < START_ALONE_MS ? pending.index : undefined;
+    const first = firstToStart(await this.views(spec), within);
+    const target: Target = { kind: 'service', id };
+    if (first === undefined) {
+      if (pending && within === undefined) {
+        this.say(target, `basin: node${pending.index} did not lead in ${START_ALONE_MS / 1000} s: starting every node (Patroni picks the leader)`); // prettier-ignore
+      }
+      this.starting.delete(id);
+    } else if (first !== pending?.index) {
+      this.starting.set(id, { index: first, since: now });
+      this.say(target, `basin: starting node${first} first, alone (it stopped as the primary, with the newest WAL); the others once it leads`); // prettier-ignore
+    }
+    return first;
   }
 
   /**
@@ -442,6 +479,7 @@ export class HaNodes {
   private async stop(spec: ServiceSpec, placed: Map<number, Host>): Promise<Progress> {
     const views = await this.views(spec);
     const running = views.filter((v) => v.view?.patroni);
+    this.starting.delete(spec.serviceId);
     if (running.length === 0) {
       this.last.delete(spec.serviceId);
       this.said.delete(spec.serviceId);
@@ -777,4 +815,36 @@ function clusterOf(views: readonly { index: number; view?: PatroniNodeView }[]) 
   const told = views.filter((v) => v.view?.cluster);
   const leader = told.find((v) => v.view?.cluster?.leader === `node${v.index}`);
   return (leader ?? told[0])?.view?.cluster ?? undefined;
+}
+
+/**
+ * At a start after a stop, the node to start alone, before the others: the
+ * one that stopped last, as the primary (the stop stops the standbys
+ * first), whose WAL is the newest; started with the others, a standby
+ * could take the leader key before its Patroni registers, and it would
+ * then fail to follow the new timeline. Read from the nodes' control files
+ * (each view's `stopped`), so that a control plane restarted between the
+ * stop and the start knows it too. `started`: the node this process
+ * started alone and still waits for. Undefined (start every node, Patroni
+ * picks) once a leader runs, when a node other than `started` runs, or
+ * when the newest checkpoint among the nodes read is not a primary's (its
+ * host lost, or a crash: no clean shutdown).
+ */
+export function firstToStart(
+  views: readonly { index: number; view?: PatroniNodeView }[],
+  started?: number,
+): number | undefined {
+  const cluster = clusterOf(views);
+  const leader = cluster?.members.find((m) => m.name === cluster.leader);
+  if (leader?.state === 'running') return undefined;
+  const up = views.filter((v) => v.view?.patroni);
+  if (up.length > 0) return up.length === 1 && up[0]?.index === started ? started : undefined;
+  const stopped = views.flatMap((v) => (v.view?.stopped ? [{ index: v.index, ...v.view.stopped }] : [])); // prettier-ignore
+  const newest = stopped.sort(
+    (a, b) =>
+      b.timeline - a.timeline ||
+      Number(BigInt(b.checkpoint) - BigInt(a.checkpoint)) ||
+      Number(b.shutDown === 'primary') - Number(a.shutDown === 'primary'),
+  )[0];
+  return newest?.shutDown === 'primary' ? newest.index : undefined;
 }

@@ -71,6 +71,7 @@ import { ensureNodeArchive, ensureNodeStanza, nodePorts, openNodeSource } from '
 import type { SourceInfo } from '../backups/backups.js';
 import { archiveUpToNow } from '../backups/fork-restore.js';
 import { readSystemId } from '../node/system-id.js';
+import { readControlState } from '../node/control-state.js';
 import { SafeDir, withSafeDir } from '../host/files/safe-dir.js';
 import type { OsUser } from '../host/os-user.js';
 import { convergeNodePooler } from '../endpoints/patroni-pooler.js';
@@ -440,7 +441,11 @@ export async function inspectPatroniNode(
   } catch {
     // Not answering (starting, stopped): nothing read.
   }
-  return { patroni: up, cluster };
+  if (up) return { patroni: up, cluster };
+  // Stopped: how its PostgreSQL stopped, for the order of a start (an
+  // unreadable control file, a node never started: nothing said).
+  const stopped = await withSafeDir(f.pgdata, user.uid, readControlState).catch(() => undefined);
+  return { patroni: up, cluster, ...(stopped ? { stopped } : {}) };
 }
 
 /**
