@@ -22,6 +22,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Layout, socketName } from '../../src/drivers/local/layout.js';
 import type { BasinProcess } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
@@ -182,22 +183,32 @@ test(
     };
 
     /**
-     * Another project's create, made while Basin is stuck on the tenant,
-     * becomes READY before any of those stuck attempts has given up: it did
-     * not wait for the tenant's work to time out (the engine keeps slots for
-     * other projects), and so is held back by nothing but its own work. (A
-     * create takes seconds; an attempt stuck on the tenant gives up after the
-     * admin connection's query bound, 15 s.)
+     * Another project's create, made while Basin is stuck on the tenant, is
+     * taken up before any of those stuck attempts has given up (an attempt
+     * stuck on the tenant gives up after the admin connection's query
+     * bound, 15 s): it did not wait for the tenant's work to time out (the
+     * engine keeps slots for other projects), and becomes READY, held back
+     * by nothing but its own work.
      */
     const createWhileStuck = async (name: string): Promise<CreatedService> => {
       const ended = gaveUp();
       const svc = await victim.create(name);
-      await victim.waitForStatus(svc.service_id, 'READY');
+      // Taken up (QUEUED → CONFIGURING: its operation claimed) while every
+      // stuck attempt still hangs: it did not wait for a slot the tenant
+      // held. Its own work may then take longer than an attempt's bound
+      // on a loaded machine, and attempts give up meanwhile: not its wait.
+      for (;;) {
+        const got = await victim.call('GET', victim.path(svc.service_id));
+        assert.equal(got.status, 200, got.text);
+        if (got.body.status !== 'QUEUED') break;
+        await sleep(50);
+      }
       assert.equal(
         gaveUp(),
         ended,
         `the create waited for the tenant's stuck attempts to give up: ${JSON.stringify(hung.map(notes))}`,
       );
+      await victim.waitForStatus(svc.service_id, 'READY');
       const [row] = await pgQuery(svc.endpoint.port, svc.initial_password, 'SELECT 1 AS one');
       assert.deepEqual(row, { one: 1 });
       await stillPending();
