@@ -102,7 +102,10 @@ test("HAProxy reaches a node at its namespace's address", () => {
     ['0.0.0.0/0', '::/0'],
   );
   assert.match(text, /server node0 198\.18\.0\.5:16001 check\n/);
-  assert.match(structure, /198\.18\.0\.5:16001/, 'another address reloads HAProxy');
+  // Another address is set through the runtime API, not by a reload, whose
+  // handover of the listening socket could drop a connection being accepted.
+  assert.doesNotMatch(structure, /198\.18\.0\.5/, 'another address does not reload HAProxy');
+  assert.match(structure, /server node0 check/);
 });
 
 test("a read replica set's node reaches its service through the host, the certificate checked for localhost", () => {
