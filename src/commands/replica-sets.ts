@@ -11,7 +11,7 @@ import {
 import { serviceMove } from '../domain/service-status.js';
 import { checkName } from '../domain/service-rules.js';
 import { pickSize } from '../domain/sizes.js';
-import type { Environment, ReplicaSet } from '../domain/types.js';
+import type { Environment, ReplicaSet, Size } from '../domain/types.js';
 import { iso } from '../lib/clock.js';
 import { resourceId } from '../lib/ids.js';
 import type { Tx } from '../store/store.js';
@@ -60,19 +60,9 @@ export async function createReplicaSet(
   if (!size) throw invalid('cpu_millis and memory_gbs are required.');
   // Where nodes go to hosts (the hosts driver): refused before anything is
   // queued, once the service is known to be the caller's.
-  const refused =
-    ctx.driver.replicaSetRefusal &&
-    (await ctx.driver.replicaSetRefusal(
-      (await loadService(ctx.store, p, projectId, serviceId)).id,
-      size,
-      body.nodes,
-    ));
-  if (refused?.invalid) throw invalid(refused.invalid);
-  if (refused?.unavailable) {
-    throw new AppError(
-      'UNAVAILABLE',
-      `Basin cannot place the read replica set now: ${refused.unavailable}`,
-    );
+  if (ctx.driver.replicaSetRefusal) {
+    const svc = await loadService(ctx.store, p, projectId, serviceId);
+    await refuseWithoutRoom(ctx, 'place', svc.id, size, body.nodes);
   }
   const id = resourceId();
   const now = ctx.clock();
@@ -141,6 +131,28 @@ async function configureReplicaSet(
   return rs;
 }
 
+/**
+ * The driver's refusal of a set's nodes where they would run (the hosts
+ * driver: no host with room), as a 400 or a 503; nothing without one.
+ */
+async function refuseWithoutRoom(
+  ctx: Ctx,
+  verb: 'place' | 'resize',
+  serviceId: string,
+  size: Size,
+  nodes: number,
+  replicaSetId?: string,
+): Promise<void> {
+  const refused = await ctx.driver.replicaSetRefusal?.(serviceId, size, nodes, replicaSetId);
+  if (refused?.invalid) throw invalid(refused.invalid);
+  if (refused?.unavailable) {
+    throw new AppError(
+      'UNAVAILABLE',
+      `Basin cannot ${verb} the read replica set now: ${refused.unavailable}`,
+    );
+  }
+}
+
 type Ids = { projectId: string; serviceId: string; replicaSetId: string };
 
 export async function resizeReplicaSet(
@@ -165,19 +177,14 @@ export async function resizeReplicaSet(
       ids.serviceId,
       ids.replicaSetId,
     );
-    const refused = await ctx.driver.replicaSetRefusal(
+    await refuseWithoutRoom(
+      ctx,
+      'resize',
       replicaSet.serviceId,
       size,
       replicaSet.nodes,
       replicaSet.id,
     );
-    if (refused?.invalid) throw invalid(refused.invalid);
-    if (refused?.unavailable) {
-      throw new AppError(
-        'UNAVAILABLE',
-        `Basin cannot resize the read replica set now: ${refused.unavailable}`,
-      );
-    }
   }
   return configureReplicaSet(ctx, p, ids, 'resize', (rs) => {
     if (rs.size.cpuMillis === size.cpuMillis && rs.size.memoryGbs === size.memoryGbs) {

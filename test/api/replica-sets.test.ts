@@ -412,3 +412,57 @@ test("a replica set follows its service's password and network: it converges aft
   await b.basin.engine.idle();
   assert.equal((await listSets(b, svc.id))[0].status, 'active', 'its status is untouched');
 });
+
+/** A sim whose hosts have no room for more than `room` nodes of 1 CPU (what the hosts driver says as a 503), and no set of 0 CPU. */
+class RoomSim extends SimDriver {
+  asked: { serviceId: string; nodes: number; replicaSetId?: string }[] = [];
+
+  constructor(private readonly room: number) {
+    super({ delayMs: 0 });
+  }
+
+  replicaSetRefusal(
+    serviceId: string,
+    size: { cpuMillis: number },
+    nodes: number,
+    replicaSetId?: string,
+  ): Promise<{ invalid?: string; unavailable?: string } | undefined> {
+    this.asked.push({ serviceId, nodes, ...(replicaSetId ? { replicaSetId } : {}) });
+    const cpus = (size.cpuMillis / 1000) * nodes;
+    return Promise.resolve(
+      cpus > this.room ? { unavailable: `no host has ${cpus} CPUs free` } : undefined,
+    );
+  }
+}
+
+test('a set no host has room for is refused with a 503 before anything is queued, at create and at resize', async (t) => {
+  const driver = new RoomSim(2);
+  const b = await startBasin(t, { options: { driver } });
+  const svc = await readyService(b);
+
+  const tooBig = await b.call('POST', setsUrl(b, svc.id), { ...rsBody, nodes: 3 });
+  assertError(
+    tooBig,
+    503,
+    'UNAVAILABLE',
+    /cannot place the read replica set now: no host has 3 CPUs free/,
+  );
+  assert.deepEqual(await listSets(b, svc.id), [], 'nothing made');
+
+  const rs = await createSet(b, svc.id);
+  await waitForSet(b, svc.id, rs.id, 'active');
+  const resize = await b.call('POST', `${setUrl(b, svc.id, rs.id)}/resize`, {
+    cpu_millis: '2000',
+    memory_gbs: '8',
+  });
+  assertError(
+    resize,
+    503,
+    'UNAVAILABLE',
+    /cannot resize the read replica set now: no host has 4 CPUs free/,
+  );
+  const [kept] = await listSets(b, svc.id);
+  assert.equal(kept.status, 'active', 'nothing queued');
+  assert.equal(kept.cpu_millis, 1000, 'its size unchanged');
+  assert.deepEqual(driver.asked.at(-1), { serviceId: svc.id, nodes: 2, replicaSetId: rs.id });
+});
