@@ -38,7 +38,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { parse } from 'yaml';
-import type { Cluster } from '../test/cluster/cluster.js';
+import { type Cluster, joinWithRepositoryHost } from '../test/cluster/cluster.js';
 import { psql } from '../test/e2e/clients.js';
 import { benchCluster } from './bench-cluster.js';
 import type { BenchContext } from './bench-context.js';
@@ -164,17 +164,7 @@ async function measure(c: Cluster, bctx: BenchContext): Promise<BenchOutcome> {
 /** Four hosts, etcd on three, the HA service READY with one synchronous standby; its nodes read from their Patroni YAML. */
 async function setUp(c: Cluster, bctx: BenchContext): Promise<Ctx> {
   const b = c.b;
-  await c.joinAgent(1, { args: ['--role', 'repository'] });
-  for (const i of [2, 3, 4]) await c.joinAgent(i, { zone: `z${i}` });
-  await b.waitFor(
-    async () => {
-      const e = JSON.parse(await c.cli('host', 'etcd', '--json')) as { quorum: boolean };
-      const listed = JSON.parse(await c.cli('host', 'list', '--json')) as { state: string }[];
-      return (e.quorum && listed.length === 4 && listed.every((h) => h.state === 'ONLINE')) || undefined; // prettier-ignore
-    },
-    'four hosts online and etcd on three',
-    300_000,
-  );
+  await joinWithRepositoryHost(c, 4);
   const created = await b.call('POST', b.servicePath(), { name: 'bench-ha', replica_count: 2 });
   if (created.status !== 202) throw new Error(`create: ${created.status} ${created.text}`);
   const id = created.body.service_id as string;

@@ -39,7 +39,7 @@ import { chown, mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import type { Cluster } from '../test/cluster/cluster.js';
+import { type Cluster, joinWithRepositoryHost } from '../test/cluster/cluster.js';
 import { psql } from '../test/e2e/clients.js';
 import { pitrWindowStart } from '../test/harness/basin-api.js';
 import { benchCluster } from './bench-cluster.js';
@@ -85,17 +85,7 @@ export async function severalHosts(ctx: BenchContext): Promise<BenchOutcome> {
 
 async function measure(c: Cluster, ctx: BenchContext, mb: number): Promise<BenchOutcome> {
   const b = c.b;
-  await c.joinAgent(1, { args: ['--role', 'repository'] });
-  for (const i of [2, 3, 4]) await c.joinAgent(i, { zone: `z${i}` });
-  await c.b.waitFor(
-    async () => {
-      const e = JSON.parse(await c.cli('host', 'etcd', '--json')) as { quorum: boolean };
-      const listed = JSON.parse(await c.cli('host', 'list', '--json')) as { state: string }[];
-      return (e.quorum && listed.length === 4 && listed.every((h) => h.state === 'ONLINE')) || undefined; // prettier-ignore
-    },
-    'four hosts online and etcd on three',
-    300_000,
-  );
+  await joinWithRepositoryHost(c, 4);
   const ca = join(ctx.tmpDir, 'services-ca.crt');
   writeFileSync(ca, await c.cli('host', 'ca'));
   const conn = (s: Svc, host = s.host) =>

@@ -321,3 +321,23 @@ export async function until(check: () => Promise<boolean>, timeoutMs = 30_000): 
     await sleep(200);
   }
 }
+
+/**
+ * The topology of the benchmarks and of try-hosts.ts: host 1 joined as the
+ * repository host, the others as database hosts in zones z2, z3, …; resolves
+ * once every host is ONLINE and etcd (on three of them) has its quorum.
+ */
+export async function joinWithRepositoryHost(c: Cluster, hosts: number): Promise<void> {
+  await c.joinAgent(1, { args: ['--role', 'repository'] });
+  for (let i = 2; i <= hosts; i++) await c.joinAgent(i, { zone: `z${i}` });
+  await c.b.waitFor(
+    async () => {
+      const etcd = JSON.parse(await c.cli('host', 'etcd', '--json')) as { quorum: boolean };
+      const listed = JSON.parse(await c.cli('host', 'list', '--json')) as { state: string }[];
+      const online = listed.length === hosts && listed.every((h) => h.state === 'ONLINE');
+      return (etcd.quorum && online) || undefined;
+    },
+    `${hosts} hosts online and etcd on three of them`,
+    300_000,
+  );
+}

@@ -11,6 +11,7 @@
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { joinWithRepositoryHost } from './cluster.js';
 import { standaloneCluster } from './standalone.js';
 
 const PREFIX = 'try';
@@ -38,17 +39,7 @@ const { c, close } = await standaloneCluster(
   onStop,
 );
 try {
-  await c.joinAgent(1, { args: ['--role', 'repository'] });
-  for (const i of [2, 3, 4]) await c.joinAgent(i, { zone: `z${i}` });
-  await c.b.waitFor(
-    async () => {
-      const etcd = JSON.parse(await c.cli('host', 'etcd', '--json')) as { quorum: boolean };
-      const hosts = JSON.parse(await c.cli('host', 'list', '--json')) as { state: string }[];
-      return (etcd.quorum && hosts.length === 4 && hosts.every((h) => h.state === 'ONLINE')) || undefined; // prettier-ignore
-    },
-    'four hosts online and etcd on three of them',
-    300_000,
-  );
+  await joinWithRepositoryHost(c, 4);
 } catch (err) {
   await close(true);
   throw err;
