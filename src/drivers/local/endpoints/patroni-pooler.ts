@@ -32,23 +32,10 @@ import { poolSizes, type PoolSizes } from '../config/pooler-conf.js';
 import type { DriverContext } from '../context.js';
 import type { OsUser } from '../host/os-user.js';
 import type { Progress } from '../../../domain/progress.js';
-import { Pooler, PoolerProcesses } from './pooler.js';
+import { Pooler, type PoolerCtx, PoolerProcesses } from './pooler.js';
 
-/** What this part needs of the driver (context.ts). */
-type Ctx = Pick<
-  DriverContext,
-  | 'cgroups'
-  | 'layout'
-  | 'listenAddresses'
-  | 'log'
-  | 'networks'
-  | 'oom'
-  | 'privateTmp'
-  | 'publicCidrs'
-  | 'publicHost'
-  | 'spawned'
-  | 'users'
->;
+/** What this part needs of the driver (context.ts): a pooler's, and the public host. */
+type Ctx = PoolerCtx & Pick<DriverContext, 'publicHost'>;
 
 /** The node's certificate and key (patroni-node.ts: tls/node.crt, tls/node.key). */
 export interface NodeTls {

@@ -63,8 +63,8 @@ import { primaryNode } from '../primary-node.js';
 import { type PgbouncerInstall, pgbouncerInstall } from './pgbouncer-install.js';
 import type { DriverContext } from '../context.js';
 
-/** What this part needs of the driver (context.ts). */
-type Ctx = Pick<
+/** What a pooler needs of the driver (context.ts); the set's and a Patroni node's poolers too. */
+export type PoolerCtx = Pick<
   DriverContext,
   | 'cgroups'
   | 'layout'
@@ -77,6 +77,7 @@ type Ctx = Pick<
   | 'spawned'
   | 'users'
 >;
+type Ctx = PoolerCtx;
 
 /** How long PgBouncer gets to exit on SIGTERM before it is killed. */
 const STOP_TIMEOUT_MS = 5_000;

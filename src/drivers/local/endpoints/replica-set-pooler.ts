@@ -19,25 +19,13 @@
 
 import { isIP } from 'node:net';
 import type { ReplicaSetSpec } from '../../driver.js';
-import { Pooler, pgdataTls } from './pooler.js';
+import { Pooler, pgdataTls, type PoolerCtx } from './pooler.js';
 import { replicaSetPoolSizes } from '../config/pooler-conf.js';
 import type { DriverContext } from '../context.js';
 import { nodePoolSizes } from './patroni-pooler.js';
 
-/** What this part needs of the driver (context.ts). */
-type Ctx = Pick<
-  DriverContext,
-  | 'cgroups'
-  | 'layout'
-  | 'listenAddresses'
-  | 'log'
-  | 'networks'
-  | 'oom'
-  | 'privateTmp'
-  | 'publicCidrs'
-  | 'spawned'
-  | 'users'
->;
+/** What this part needs of the driver (context.ts): a pooler's. */
+type Ctx = PoolerCtx;
 
 export class ReplicaSetPooler extends Pooler {
   constructor(ctx: Ctx, spec: ReplicaSetSpec) {
