@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, appendFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, appendFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -203,6 +203,35 @@ test('a log is read as it grows: whole lines only, each event once, and from the
     assert.deepEqual((await tail.events(path, both[1]!.timeMs)).map((e) => e.text), ['promoted to primary (took the leader lock)']); // prettier-ignore
     await writeFile(path, '2026-11-29 07:00:00,000 INFO: Demoting self (offline)\n');
     assert.deepEqual((await tail.events(path, undefined)).map((e) => e.text), ['demoting (offline)']); // prettier-ignore
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a log past its bound is emptied once read to its end, its events kept, and read on from its start', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'patroni-log-'));
+  try {
+    const path = join(dir, 'patroni.log');
+    const idle =
+      '2026-11-29 06:00:02,000 INFO: no action. I am (node0), the leader with the lock\n';
+    const tail = new PatroniLogTail(200);
+    await writeFile(
+      path,
+      `2026-11-29 06:00:00,001 INFO: initialized a new cluster\n${idle.repeat(3)}`,
+    );
+    // Unended last line: not read to its end, so not emptied.
+    await appendFile(path, '2026-11-29 06:00:03,000 INFO: Demoting self');
+    assert.deepEqual((await tail.events(path, undefined)).map((e) => e.text), ['initialized the cluster: primary']); // prettier-ignore
+    assert.ok((await stat(path)).size > 200);
+    await appendFile(path, ' (offline)\n');
+    const before = await tail.events(path, undefined);
+    assert.deepEqual(before.map((e) => e.text), ['initialized the cluster: primary', 'demoting (offline)']); // prettier-ignore
+    assert.equal((await stat(path)).size, 0);
+    // The writer appends: its next line is at the start, read as new.
+    await appendFile(path, '2026-11-29 06:00:09,000 INFO: acquired session lock as a leader\n');
+    assert.deepEqual((await tail.events(path, undefined)).map((e) => e.text), ['initialized the cluster: primary', 'demoting (offline)', 'runs as the primary (took the leader lock)']); // prettier-ignore
+    // A small log is left as it is.
+    assert.ok((await stat(path)).size > 0);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -126,22 +126,38 @@ export function patroniEventsOf(text: string): PatroniLogEvent[] {
 /** The most a first reading of a log looks back, and the events kept per node. */
 const TAIL_BYTES = 1024 * 1024;
 const KEPT = 200;
+/**
+ * A log past this is emptied once it has been read to its end. Patroni
+ * writes a line every loop (every 2 s, ~3 MB a day with its tracebacks),
+ * and nothing else would ever shorten the file: a node that ran for a year
+ * would hold a gigabyte of "no action" lines.
+ */
+const MAX_LOG_BYTES = 8 * 1024 * 1024;
 
 /**
  * Each node's log read as it grows: the first call reads its last MiB, a
  * later one only what was appended since (a file that shrank, replaced, is
  * read anew). Patroni writes a line every loop (2 s), so a call between
  * two inspections of the control plane reads a few hundred bytes.
+ *
+ * A log read to its end and longer than `maxBytes` is truncated to nothing:
+ * Patroni's output was opened to append (spawnTenantDaemon), so its next
+ * line lands at the start, and the events read so far are kept here. A line
+ * written between the last look at the file's size and the truncation is
+ * lost: a window of microseconds, once every few days of a node's life, for
+ * a file kept for its rare decision lines.
  */
 export class PatroniLogTail {
   private readonly seen = new Map<string, { size: number; events: PatroniLogEvent[] }>();
+
+  constructor(private readonly maxBytes = MAX_LOG_BYTES) {}
 
   /** The node's events after `sinceMs` (all kept when undefined), oldest first, at most `max`. */
   async events(path: string, sinceMs: number | undefined, max = 50): Promise<PatroniLogEvent[]> {
     let fh: FileHandle;
     try {
       // Root's file in root's directory; not followed if it were a link.
-      fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      fh = await open(path, constants.O_RDWR | constants.O_NOFOLLOW);
     } catch {
       return [];
     }
@@ -164,6 +180,11 @@ export class PatroniLogTail {
           events = [...kept, ...fresh].slice(-KEPT);
         }
         if (last > 0) this.seen.set(path, { size: start + last, events });
+      }
+      // Read to its end (a whole last line) and nothing written since: empty it.
+      if (size > this.maxBytes && start + last === size && (await fh.stat()).size === size) {
+        await fh.truncate(0);
+        this.seen.set(path, { size: 0, events });
       }
       const after = events.filter((e) => sinceMs === undefined || e.timeMs >= sinceMs);
       return after.slice(-max);
