@@ -1,10 +1,12 @@
 // Calling etcd as one of its users: `etcdctl` (Debian's etcd-client, the
 // same version as the members) with a client certificate, the members CA to
 // verify them, and short timeouts. The certificate's files live in a private
-// temporary directory for the call only.
+// temporary directory for the call only (and a kill -9 during a call
+// leaves one behind: the first call of the next process removes those older
+// than any call can last).
 
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KeyPair } from '../lib/x509.js';
@@ -16,6 +18,24 @@ export interface EtcdClient extends KeyPair {
 }
 
 export class EtcdctlError extends Error {}
+
+const PREFIX = 'basin-etcdctl-';
+/** Longer than a call can take (its 15 s timeout), so a live call's files are never removed. */
+const LEFTOVER_AGE_MS = 60_000;
+let swept: Promise<void> | undefined;
+
+/** Removes the certificate directories of calls cut short by a kill (this user's, old enough to be dead). */
+async function sweepLeftovers(): Promise<void> {
+  const now = Date.now();
+  const uid = process.getuid?.();
+  for (const name of await readdir(tmpdir()).catch(() => [] as string[])) {
+    if (!name.startsWith(PREFIX)) continue;
+    const path = join(tmpdir(), name);
+    const st = await lstat(path).catch(() => undefined);
+    if (!st?.isDirectory() || st.uid !== uid || now - st.mtimeMs < LEFTOVER_AGE_MS) continue;
+    await rm(path, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
 
 /**
  * Runs `etcdctl <args>`; its stdout, or an EtcdctlError with what it said.
@@ -29,7 +49,8 @@ export async function etcdctl(
   input?: string,
   asUser?: { name: string; password: string },
 ): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'basin-etcdctl-'));
+  await (swept ??= sweepLeftovers());
+  const dir = await mkdtemp(join(tmpdir(), PREFIX));
   try {
     await writeFile(join(dir, 'ca.crt'), client.ca, { mode: 0o600 });
     await writeFile(join(dir, 'client.crt'), client.cert, { mode: 0o600 });
