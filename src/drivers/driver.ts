@@ -460,10 +460,24 @@ export interface PatroniNodeSpec {
   names: string[];
   /** Who may call the REST API's unsafe endpoints besides the members: the control plane's addresses. */
   allowlist: string[];
-  /** Patroni's timing (ttl, loop_wait, retry_timeout, in seconds); Patroni's defaults when absent. */
-  timing?: { ttl: number; loopWait: number; retryTimeout: number };
+  /** Patroni's timing (PatroniTiming); Patroni's defaults when absent. */
+  timing?: PatroniTiming;
   /** The host addresses of the service's read replica sets' nodes: its pg_hba admits their replication. */
   readers?: string[];
+}
+
+/**
+ * Patroni's timing, in seconds: the leader key's TTL, its loop, its
+ * retries, and how long a primary's stop may run in synchronous mode
+ * before Patroni cuts it short (`primary_stop_timeout`, dynamic; absent,
+ * Patroni's default 0 waits for the stop: docs/decisions.md, "HA across
+ * hosts", a partition).
+ */
+export interface PatroniTiming {
+  ttl: number;
+  loopWait: number;
+  retryTimeout: number;
+  primaryStopTimeout?: number;
 }
 
 /** What a node's host sees of it: whether its Patroni runs, and the cluster as its REST API tells. */

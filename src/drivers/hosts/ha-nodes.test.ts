@@ -3,7 +3,13 @@ import { test } from 'node:test';
 import { type Host, nodeResourceId, type Placement } from '../../domain/hosts.js';
 import { DONE } from '../../domain/progress.js';
 import { patroniNodeId, type PatroniNodeView, type ServiceSpec } from '../driver.js';
-import { apiPortOf, firstToStart, HaNodes, type HaNodesOptions } from './ha-nodes.js';
+import {
+  apiPortOf,
+  firstToStart,
+  HaNodes,
+  type HaNodesOptions,
+  PATRONI_TIMING,
+} from './ha-nodes.js';
 import { silentLogger } from '../../lib/logger.js';
 import { HostsDriver } from './hosts-driver.js';
 
@@ -21,6 +27,15 @@ test("a node's REST API listens on the next node's port: each node's two ports a
   for (const n of shuffled.nodes) assert.notEqual(apiPortOf(shuffled, n.index), n.port);
   assert.throws(() => apiPortOf({ nodes: nodes(5) }, 0), /not a node of an HA service/);
   assert.throws(() => apiPortOf(spec, 7), /not a node of an HA service/);
+});
+
+test("Patroni's timing across hosts: a loop and two retries within the TTL; a primary's stop over before the next loop can demote again", () => {
+  const t = PATRONI_TIMING;
+  assert.ok(t.loopWait + 2 * t.retryTimeout <= t.ttl);
+  // Fast shutdown cut short after primaryStopTimeout, then an immediate
+  // one given as long: both within loop_wait, the shortest a next loop
+  // comes (Patroni 3.0.2 demotes again from it if the first has not ended).
+  assert.ok(t.primaryStopTimeout > 0 && 2 * t.primaryStopTimeout <= t.loopWait);
 });
 
 test("a node's resource on its host is never another resource's id, nor another node's", () => {

@@ -57,8 +57,17 @@ const MAX_RESTARTS = 3;
  * Patroni's defaults (30/10/10) so that a host lost is failed over within
  * issue 22's target (≤ 15 s to the first write), with retries long enough
  * for a loaded host not to demote a healthy primary.
+ *
+ * And a primary's stop, in synchronous mode, cut short after 1 s (fast
+ * shutdown, then immediate, then SIGKILL): a primary cut off from its
+ * standbys cannot finish a fast shutdown (its WAL senders wait for the
+ * standbys' replies until wal_sender_timeout, 60 s), and Patroni 3.0.2,
+ * still unable to reach etcd a loop later (loop_wait, 2 s, at the least),
+ * demotes again beside the first demotion; the two then start two
+ * postmasters (docs/decisions.md, "HA across hosts", a partition). Strict
+ * synchronous mode acknowledged nothing a synchronous standby has not.
  */
-export const PATRONI_TIMING = { ttl: 15, loopWait: 2, retryTimeout: 5 };
+export const PATRONI_TIMING = { ttl: 15, loopWait: 2, retryTimeout: 5, primaryStopTimeout: 1 };
 
 /**
  * How long the others wait, at a start after a stop, for the node started

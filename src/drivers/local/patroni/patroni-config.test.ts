@@ -184,6 +184,19 @@ test('failsafe mode is on, with or without synchronous replicas: etcd down alone
   assert.match(renderPatroniConfig(inputs()), /^ {4}failsafe_mode: true$/m);
 });
 
+test("a primary's stop timeout (across hosts) is dynamic configuration; without one, Patroni's default (wait) holds", () => {
+  const timing = { ttl: 15, loopWait: 2, retryTimeout: 5, primaryStopTimeout: 1 };
+  const c = patroniConfig(inputs({ timing })) as Conf;
+  assert.equal(c.bootstrap.dcs.primary_stop_timeout, 1);
+  assert.equal(c.bootstrap.dcs.loop_wait, 2);
+  assert.equal((c as unknown as Record<string, unknown>).primary_stop_timeout, undefined);
+  assert.match(renderPatroniConfig(inputs({ timing })), /^ {4}primary_stop_timeout: 1$/m);
+  // One machine (no timing given) and a timing without it: not set at all.
+  for (const i of [inputs(), inputs({ timing: { ttl: 15, loopWait: 2, retryTimeout: 5 } })]) {
+    assert.equal('primary_stop_timeout' in (patroniConfig(i) as Conf).bootstrap.dcs, false);
+  }
+});
+
 test("PostgreSQL's parameters are Basin's, less what Patroni owns, with the node's certificate", () => {
   const c = patroniConfig(inputs()) as Conf;
   const p = c.postgresql.parameters;

@@ -20,7 +20,7 @@
 
 import { stringify } from 'yaml';
 import { nodeName } from '../../../domain/service-nodes.js';
-import type { ServiceSpec } from '../../driver.js';
+import type { PatroniTiming, ServiceSpec } from '../../driver.js';
 import {
   type ConfOptions,
   type NodePaths,
@@ -140,7 +140,7 @@ export interface PatroniInputs {
    */
   readers?: readonly string[];
   /** The leader key's TTL and Patroni's loop, in seconds (defaults 30 and 10, Patroni's). */
-  timing?: { ttl: number; loopWait: number; retryTimeout: number };
+  timing?: PatroniTiming;
 }
 
 /**
@@ -251,6 +251,7 @@ export function patroniConfig(i: PatroniInputs): Record<string, unknown> {
         ttl: timing.ttl,
         loop_wait: timing.loopWait,
         retry_timeout: timing.retryTimeout,
+        ...(timing.primaryStopTimeout ? { primary_stop_timeout: timing.primaryStopTimeout } : {}),
         // A standby more than 1 MB behind is never promoted (without
         // synchronous replicas: with them, only a synchronous one is).
         maximum_lag_on_failover: 1024 * 1024,

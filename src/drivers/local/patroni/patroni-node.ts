@@ -239,7 +239,9 @@ export async function applyPatroniNode(
       return wait(300, "Patroni is writing the node's new pg_hba (its reload)");
     }
     const api = `https://${hostPort(self.address, self.apiPort)}`;
-    const sync = await keepDynamic(ctx, api, spec, node.members.length, secrets, params);
+    const sync = await keepDynamic(ctx, api, spec, node.members.length, secrets, params, {
+      stopTimeout: node.timing?.primaryStopTimeout,
+    });
     if (sync) return sync;
     const running = await nodeRunning(ctx, api);
     if (running !== 'primary') {
@@ -270,7 +272,8 @@ export async function applyPatroniNode(
  * configuration, PATCH /config, which the agent may ask of its own node:
  * its host's address is a member's, on the REST API's allowlist): the
  * synchronous replication (a setHA), failsafe mode (clusters made before
- * it was on: patroni-config.ts), and the settings every member must
+ * it was on: patroni-config.ts), the primary's stop timeout across hosts
+ * (clusters made before it: ha-nodes.ts), and the settings every member must
  * share (max_connections, max_worker_processes…: a resize), which Patroni
  * takes from the DCS over a node's own YAML. Undefined once it is; a wait
  * while the cluster has no configuration yet (being formed) or does not
@@ -283,6 +286,7 @@ async function keepDynamic(
   nodes: number,
   secrets: PatroniSecrets,
   params: Record<string, string>,
+  o: { stopTimeout: number | undefined },
 ): Promise<Progress | undefined> {
   const sync = Math.max(0, Math.min(spec.ha.syncReplicaCount, nodes - 1));
   const wanted = {
@@ -290,6 +294,7 @@ async function keepDynamic(
     synchronous_mode_strict: sync > 0,
     synchronous_node_count: Math.max(1, sync),
     failsafe_mode: FAILSAFE_MODE,
+    ...(o.stopTimeout ? { primary_stop_timeout: o.stopTimeout } : {}),
   };
   const shared = Object.fromEntries(
     CLUSTER_WIDE.filter((k) => k in params).map((k) => [k, String(params[k])]),
