@@ -56,6 +56,9 @@ export function etcdClientUrl(address: string): string {
   return `https://${urlHost(address)}:${ETCD_CLIENT_PORT}`;
 }
 
+/** Where every service's Patroni keeps its keys (Patroni's `namespace`): `<namespace><serviceId>/…`. */
+export const PATRONI_ETCD_NAMESPACE = '/basin/';
+
 /**
  * The contract with Patroni (`namespace: /basin/`, `scope: <serviceId>`):
  * a service's etcd user (who logs in with its password: Patroni's etcd
@@ -63,7 +66,7 @@ export function etcdClientUrl(address: string): string {
  * nothing else.
  */
 export function serviceEtcdPrefix(serviceId: string): string {
-  return `/basin/${serviceId}/`;
+  return `${PATRONI_ETCD_NAMESPACE}${serviceId}/`;
 }
 export function serviceEtcdUser(serviceId: string): string {
   return `basin-service-${serviceId}`;

@@ -21,6 +21,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Store } from '../store/store.js';
 import { etcdMembersCa, etcdRootIdentity } from './etcd-ca.js';
+import { placeEtcdLeader } from './etcd-leader.js';
 import {
   type EtcdClient,
   etcdctl,
@@ -223,19 +224,36 @@ export async function enableAuth(client: EtcdClient): Promise<void> {
   await idempotent(etcdctl(client, ['auth', 'enable']));
 }
 
-/** Runs reconcileEtcd every `intervalMs` in the background, its failures logged once each. */
+/**
+ * Moves etcd's leadership off the hosts of Patroni's primaries when it can
+ * (etcd-leader.ts); nothing before the cluster formed and RBAC is on.
+ */
+async function placeLeader(o: { store: Store; log: Logger }, state: EtcdLoopState): Promise<void> {
+  if (!state.authOn || (await o.store.secrets.get(FORMED)) === undefined) return;
+  const client = await rootClient(o.store);
+  await placeEtcdLeader(o, client, await memberList(client));
+}
+
+/**
+ * Runs reconcileEtcd every `intervalMs` in the background, and looks at
+ * where etcd's leader is every `leaderEveryMs`; their failures logged once
+ * each.
+ */
 export function superviseEtcd(o: {
   store: Store;
   clock: Clock;
   log: Logger;
   lostAfterMs: number;
   intervalMs?: number;
+  leaderEveryMs?: number;
 }): { close(): Promise<void> } {
   const state: EtcdLoopState = { authOn: false };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
   let lastError = '';
+  let lastLeaderError = '';
+  let leaderAt = 0;
   const pass = async () => {
     try {
       await reconcileEtcd(o, state);
@@ -244,6 +262,19 @@ export function superviseEtcd(o: {
       const message = (err as Error).message;
       if (message !== lastError) o.log.warn({ err: message }, 'etcd: a pass did not complete');
       lastError = message;
+    }
+    if (Date.now() - leaderAt >= (o.leaderEveryMs ?? 5000)) {
+      leaderAt = Date.now();
+      try {
+        await placeLeader(o, state);
+        lastLeaderError = '';
+      } catch (err) {
+        const message = (err as Error).message;
+        if (message !== lastLeaderError) {
+          o.log.warn({ err: message }, "etcd: could not look at or move etcd's leader");
+        }
+        lastLeaderError = message;
+      }
     }
     if (!stopped) timer = setTimeout(() => (running = pass()), o.intervalMs ?? 2000);
   };

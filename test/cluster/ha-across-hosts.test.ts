@@ -25,6 +25,9 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { parse } from 'yaml';
+import { rootClient } from '../../src/hosts/etcd-cluster.js';
+import { etcdctl, memberList } from '../../src/hosts/etcdctl.js';
+import { openPostgresStore } from '../../src/store/postgres/pg-store.js';
 import { pgClient, psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -67,7 +70,7 @@ function assertInOrder(entries: Entry[]): void {
 
 interface EtcdView {
   quorum: boolean;
-  members: { healthy: boolean }[];
+  members: { healthy: boolean; leader: boolean; endpoint: string }[];
 }
 
 test(
@@ -240,6 +243,31 @@ test(
     await b
       .waitForStatus(id, 'READY', 60_000)
       .catch(async () => assert.fail((await b.call('GET', `${b.servicePath(id)}/logs`)).text));
+
+    // etcd's leader is kept off the primary's host (docs/decisions.md, "HA
+    // across hosts", Patroni's timing), so that losing that host costs the
+    // leader key's TTL and not also etcd's election: handed to the
+    // primary's host's member by hand (as etcd's root), the control plane
+    // moves it to another member.
+    const store = await openPostgresStore(c.url);
+    t.after(() => store.close());
+    const etcdRoot = await rootClient(store);
+    const primaryMember = (await memberList(etcdRoot)).find((m) =>
+      m.clientUrls.some((u) => u.includes(`//${primary.host}:`)),
+    );
+    assert.ok(primaryMember, "the primary's host runs an etcd member");
+    const etcdLeader = async () =>
+      (JSON.parse(await cli('host', 'etcd', '--json')) as EtcdView).members.find((m) => m.leader)
+        ?.endpoint ?? '';
+    const leaderBefore = await etcdLeader();
+    if (!leaderBefore.includes(`//${primary.host}:`)) {
+      await etcdctl({ ...etcdRoot, endpoints: [leaderBefore] }, ['move-leader', primaryMember.id]);
+    }
+    let leaderNow = '';
+    await until(async () => {
+      leaderNow = await etcdLeader();
+      return leaderNow !== '' && !leaderNow.includes(`//${primary.host}:`);
+    }, 60_000).catch(() => assert.fail(`etcd's leader stays on the primary's host: ${leaderNow}`));
 
     // The primary's whole host dies: a writer commits through another
     // host's endpoint (verify-full) the whole time, recording each commit

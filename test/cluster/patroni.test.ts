@@ -31,6 +31,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceSpec } from '../../src/drivers/driver.js';
+import { PATRONI_TIMING } from '../../src/drivers/hosts/ha-nodes.js';
 import { detectPrivateTmp, isConfined } from '../../src/drivers/local/host/confine.js';
 import { pgInstall } from '../../src/drivers/local/host-check.js';
 import { type OsUser, resolveOsUser } from '../../src/drivers/local/host/os-user.js';
@@ -358,9 +359,8 @@ test(
           allowlist: [BRIDGE],
         },
         replicationSecret: 'replication-secret-of-the-test',
-        // Faster than Patroni's defaults (30/10/10), within its rule
-        // loop_wait + 2 × retry_timeout ≤ ttl.
-        timing: { ttl: 15, loopWait: 2, retryTimeout: 5 },
+        // As across hosts (faster than Patroni's defaults, 30/10/10).
+        timing: PATRONI_TIMING,
       };
       await writeRootFile(files.config, renderPatroniConfig(inputs), svc);
       nodes.push({

@@ -207,7 +207,9 @@ export class EtcdMemberSupervisor {
       `--peer-key-file=${tls('member.key')}`,
       // Raft's timing at 2.5× etcd's defaults: a loaded host (or a machine
       // shared by test hosts) misses heartbeats of 100 ms and elects leaders
-      // all the time; Patroni's leader TTL (30 s) dwarfs either.
+      // all the time. An election (2.5-5 s) is not small beside Patroni's
+      // ttl across hosts (10 s): the control plane keeps etcd's leader off
+      // the primaries' hosts (hosts/etcd-leader.ts).
       '--heartbeat-interval=250',
       '--election-timeout=2500',
       // A member cut off from the others (its host partitioned) keeps

@@ -19,6 +19,7 @@
 //   replication role and its TLS, pg_hba and pg_ident from conf.ts.
 
 import { stringify } from 'yaml';
+import { PATRONI_ETCD_NAMESPACE } from '../../../domain/etcd.js';
 import { nodeName } from '../../../domain/service-nodes.js';
 import type { PatroniTiming, ServiceSpec } from '../../driver.js';
 import {
@@ -32,7 +33,7 @@ import {
 } from '../config/conf.js';
 
 /** The DCS prefix of every service's cluster: /basin/<serviceId>/… */
-export const PATRONI_NAMESPACE = '/basin/';
+export const PATRONI_NAMESPACE = PATRONI_ETCD_NAMESPACE;
 
 /**
  * Patroni's DCS failsafe mode, on (docs/decisions.md, "HA across hosts",
