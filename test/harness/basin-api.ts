@@ -4,6 +4,7 @@
 
 import { AssertionError } from 'node:assert';
 import type { Launched } from './launched.js';
+import { waitTimer } from './wait-log.js';
 
 /** How often waits poll the API: often enough to see short states, gently enough for rate limits. */
 const POLL_MS = 50;
@@ -121,21 +122,30 @@ export async function answering(proc: Launched, url: string, key?: string): Prom
   ): Promise<T> => {
     const say = () => (typeof what === 'string' ? what : what());
     const deadline = Date.now() + timeoutMs;
+    const timer = waitTimer(what);
     let last: unknown;
     for (;;) {
       try {
         const v = await fn();
-        if (v) return v;
+        if (v) {
+          timer();
+          return v;
+        }
       } catch (err) {
         // A failed assertion fails now; anything else (not listening yet, a
         // password not applied yet) is polled through, and told at the end.
-        if (err instanceof AssertionError) throw err;
+        if (err instanceof AssertionError) {
+          timer('failed');
+          throw err;
+        }
         last = err;
       }
       if (!running) {
+        timer('Basin exited');
         throw new Error(`Basin exited while waiting for ${say()}:\n${tail()}`);
       }
       if (Date.now() > deadline) {
+        timer('timed out');
         const why = last ? ` (last error: ${(last as Error).message})` : '';
         throw new Error(
           `timed out after ${timeoutMs} ms waiting for ${say()}${why}; Basin said:\n${tail()}`,
