@@ -29,6 +29,7 @@
 // reported as failed, by name, and what its installations left is removed.
 
 import { spawnSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -184,6 +185,49 @@ async function kill(file) {
   }
 }
 
+/** The machine's CPU ticks since boot, all and busy (not idle, not waiting on I/O), from /proc/stat. */
+function machineTicks() {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+    const ticks = fields.map(Number);
+    const all = ticks.reduce((a, b) => a + b, 0);
+    return { all, busy: all - (ticks[3] ?? 0) - (ticks[4] ?? 0) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What the run cost in CPU, said at its end: the CPU time of the test files'
+ * processes and of every process they waited for (Basin, agents, CLIs,
+ * backups; not the databases Basin leaves running, which it never waits
+ * for), and how busy the machine's cores were meanwhile (everything on the
+ * machine). Cores busy the whole run mean the run is bound by CPU: it takes
+ * less time only with less work, not with more files at once nor shorter
+ * waits (docs/architecture.md §6).
+ */
+function cpuSummary(atStart) {
+  const atEnd = machineTicks();
+  const hz = 100; // USER_HZ, what /proc reports in on Linux
+  let children = 0;
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    children = (Number(fields[13]) + Number(fields[14])) / hz;
+  } catch {
+    // No /proc: said without it.
+  }
+  const own = process.cpuUsage();
+  const used = children + (own.user + own.system) / 1e6;
+  const cores = availableParallelism();
+  const busy =
+    atStart && atEnd && atEnd.all > atStart.all
+      ? `; the machine's ${cores} cores were ${Math.round((100 * (atEnd.busy - atStart.busy)) / (atEnd.all - atStart.all))}% busy meanwhile`
+      : '';
+  const wall = process.uptime();
+  return `cpu: ${(used / 60).toFixed(1)} core-minutes in the run's processes over ${(wall / 60).toFixed(1)} minutes (${((used / wall / cores) * 100).toFixed(0)}% of ${cores} cores)${busy}`;
+}
+
 function usage(message) {
   console.error(
     `${message}\nusage: node scripts/test.mjs [--test-name-pattern=<regexp>…] [--test-only] [files…]`,
@@ -234,6 +278,8 @@ if (template) {
 }
 
 const expected = expectation({ ...readDurations(BASELINE), ...readDurations(RECORD) });
+const machineAtStart = machineTicks();
+process.once('exit', () => console.error(cpuSummary(machineAtStart)));
 // The files that mostly wait run in a pool of their own beside the others
 // when TEST_WAITING_CONCURRENCY is set, else in the one pool with the rest.
 const waiting = waitingConcurrency > 0 ? files.filter(isWaiting) : [];
