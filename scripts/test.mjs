@@ -30,7 +30,16 @@
 
 import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { run } from 'node:test';
@@ -185,6 +194,57 @@ async function kill(file) {
   }
 }
 
+/**
+ * With TEST_RUN_CPU_SHARES=<n> (off by default), the run's own processes
+ * (the runner, the test files, the Basins, agents and CLIs they start, and
+ * what those start without a cgroup of their own) run in a cgroup v1 CPU
+ * group of weight n, where the host has the cpu controller and the run is
+ * root. Basin puts every backup in a group of weight 2
+ * (src/drivers/local/host/cgroups/backup-cgroup.ts: below the databases, by
+ * design); on a machine the run keeps busy, each test process and Basin of
+ * the other files weighs 1024 against it, and a backup gets the gaps: a
+ * first backup of a few megabytes waited 50-80 s at load 20-35 (of ~1.5 s
+ * of CPU), and every fork, PITR and move waits on one. At n = 2 the run
+ * weighs what the backups weigh, and the databases (each node in a group of
+ * its own, weight 1024) still come first. But the run then yields to
+ * everything else on the machine too: only for a machine it has to itself
+ * (the weight was not measured over a whole run: README, "How to test").
+ */
+function weighRun(shares) {
+  if (shares === undefined || shares === '' || shares === 'off') return;
+  const cpu = '/sys/fs/cgroup/cpu';
+  const prefix = 'basin-test-run-';
+  if (!/^\d+$/.test(shares) || Number(shares) < 2 || Number(shares) > 262144) {
+    usage(`TEST_RUN_CPU_SHARES must be a weight from 2 to 262144, or off (not ${shares})`);
+  }
+  if (process.getuid?.() !== 0 || !existsSync(join(cpu, 'cpu.shares'))) {
+    console.error(
+      'TEST_RUN_CPU_SHARES: no cgroup v1 cpu controller, or not root; the run keeps its weight',
+    );
+    return;
+  }
+  // The empty groups of runs that ended without removing theirs (killed).
+  for (const name of readdirSync(cpu).filter((n) => n.startsWith(prefix))) {
+    try {
+      rmdirSync(join(cpu, name));
+    } catch {
+      // A run still going, or processes left in it: not this run's to move.
+    }
+  }
+  const dir = join(cpu, `${prefix}${process.pid}`);
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'cpu.shares'), shares);
+  writeFileSync(join(dir, 'cgroup.procs'), String(process.pid));
+  process.once('exit', () => {
+    try {
+      writeFileSync(join(cpu, 'cgroup.procs'), String(process.pid));
+      rmdirSync(dir);
+    } catch {
+      // A process the run started outlives it there; the next run removes the group.
+    }
+  });
+}
+
 /** The machine's CPU ticks since boot, all and busy (not idle, not waiting on I/O), from /proc/stat. */
 function machineTicks() {
   try {
@@ -260,6 +320,9 @@ const deadlineFloor = Number(process.env.TEST_FILE_DEADLINE_MS ?? DEADLINE_FLOOR
 if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
   usage(`TEST_FILE_DEADLINE_MS must be a whole number of milliseconds (not ${deadlineFloor})`);
 }
+
+// TEST_RUN_CPU_SHARES=<n>: the run's processes in a CPU group of that weight.
+weighRun(process.env.TEST_RUN_CPU_SHARES);
 
 // One PostgreSQL template for every end-to-end installation of the run,
 // copied into each (test/harness/shared-template.ts): a hundred initdbs less;
