@@ -318,8 +318,17 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   };
 }
 
-/** Polls `check` until it holds; throws after `timeoutMs`. */
-export async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+/**
+ * Polls `check` until it holds; throws after `timeoutMs`. `intervalMs`: the
+ * pause between checks (200 ms by default), longer for a check that starts
+ * a process (a `basin` CLI costs 0.35 s of CPU, pgBackRest's info less but
+ * still a process) and waits on something slow.
+ */
+export async function until(
+  check: () => Promise<boolean>,
+  timeoutMs = 30_000,
+  intervalMs = 200,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const timer = waitTimer('until');
   while (!(await check())) {
@@ -327,7 +336,7 @@ export async function until(check: () => Promise<boolean>, timeoutMs = 30_000): 
       timer('timed out');
       throw new Error('timed out');
     }
-    await sleep(200);
+    await sleep(intervalMs);
   }
   timer();
 }

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processesOfUser } from '../../src/drivers/local/host/processes.js';
-import { pitrWindowStart } from '../harness/basin-api.js';
+import { BACKUP_POLL_MS, pitrWindowStart } from '../harness/basin-api.js';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -88,7 +88,12 @@ test(
         await s.sql(s.host, 'CREATE TABLE t AS SELECT g AS n FROM generate_series(1, 500) g');
         await s.sql(s.host, 'CREATE TABLE filler (x text)');
         await archive(s, s.host);
-        await b.waitFor(() => pitrWindowStart(b, s.id), 'its first backup', 180_000);
+        await b.waitFor(
+          () => pitrWindowStart(b, s.id),
+          'its first backup',
+          180_000,
+          BACKUP_POLL_MS,
+        );
         return s.sql(s.host, 'SELECT system_identifier FROM pg_control_system()');
       }),
     );
