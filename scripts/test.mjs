@@ -29,7 +29,17 @@
 // reported as failed, by name, and what its installations left is removed.
 
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { run } from 'node:test';
@@ -184,6 +194,100 @@ async function kill(file) {
   }
 }
 
+/**
+ * With TEST_RUN_CPU_SHARES=<n> (off by default), the run's own processes
+ * (the runner, the test files, the Basins, agents and CLIs they start, and
+ * what those start without a cgroup of their own) run in a cgroup v1 CPU
+ * group of weight n, where the host has the cpu controller and the run is
+ * root. Basin puts every backup in a group of weight 2
+ * (src/drivers/local/host/cgroups/backup-cgroup.ts: below the databases, by
+ * design); on a machine the run keeps busy, each test process and Basin of
+ * the other files weighs 1024 against it, and a backup gets the gaps: a
+ * first backup of a few megabytes waited 50-80 s at load 20-35 (of ~1.5 s
+ * of CPU), and every fork, PITR and move waits on one. At n = 2 the run
+ * weighs what the backups weigh, and the databases (each node in a group of
+ * its own, weight 1024) still come first. But the run then yields to
+ * everything else on the machine too: only for a machine it has to itself
+ * (the weight was not measured over a whole run: README, "How to test").
+ */
+function weighRun(shares) {
+  if (shares === undefined || shares === '' || shares === 'off') return;
+  const cpu = '/sys/fs/cgroup/cpu';
+  const prefix = 'basin-test-run-';
+  if (!/^\d+$/.test(shares) || Number(shares) < 2 || Number(shares) > 262144) {
+    usage(`TEST_RUN_CPU_SHARES must be a weight from 2 to 262144, or off (not ${shares})`);
+  }
+  if (process.getuid?.() !== 0 || !existsSync(join(cpu, 'cpu.shares'))) {
+    console.error(
+      'TEST_RUN_CPU_SHARES: no cgroup v1 cpu controller, or not root; the run keeps its weight',
+    );
+    return;
+  }
+  // The empty groups of runs that ended without removing theirs (killed).
+  for (const name of readdirSync(cpu).filter((n) => n.startsWith(prefix))) {
+    try {
+      rmdirSync(join(cpu, name));
+    } catch {
+      // A run still going, or processes left in it: not this run's to move.
+    }
+  }
+  const dir = join(cpu, `${prefix}${process.pid}`);
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'cpu.shares'), shares);
+  writeFileSync(join(dir, 'cgroup.procs'), String(process.pid));
+  process.once('exit', () => {
+    try {
+      writeFileSync(join(cpu, 'cgroup.procs'), String(process.pid));
+      rmdirSync(dir);
+    } catch {
+      // A process the run started outlives it there; the next run removes the group.
+    }
+  });
+}
+
+/** The machine's CPU ticks since boot, all and busy (not idle, not waiting on I/O), from /proc/stat. */
+function machineTicks() {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+    const ticks = fields.map(Number);
+    const all = ticks.reduce((a, b) => a + b, 0);
+    return { all, busy: all - (ticks[3] ?? 0) - (ticks[4] ?? 0) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What the run cost in CPU, said at its end: the CPU time of the test files'
+ * processes and of every process they waited for (Basin, agents, CLIs,
+ * backups; not the databases Basin leaves running, which it never waits
+ * for), and how busy the machine's cores were meanwhile (everything on the
+ * machine). Cores busy the whole run mean the run is bound by CPU: it takes
+ * less time only with less work, not with more files at once nor shorter
+ * waits (docs/architecture.md §6).
+ */
+function cpuSummary(atStart) {
+  const atEnd = machineTicks();
+  const hz = 100; // USER_HZ, what /proc reports in on Linux
+  let children = 0;
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    children = (Number(fields[13]) + Number(fields[14])) / hz;
+  } catch {
+    // No /proc: said without it.
+  }
+  const own = process.cpuUsage();
+  const used = children + (own.user + own.system) / 1e6;
+  const cores = availableParallelism();
+  const busy =
+    atStart && atEnd && atEnd.all > atStart.all
+      ? `; the machine's ${cores} cores were ${Math.round((100 * (atEnd.busy - atStart.busy)) / (atEnd.all - atStart.all))}% busy meanwhile`
+      : '';
+  const wall = process.uptime();
+  return `cpu: ${(used / 60).toFixed(1)} core-minutes in the run's processes over ${(wall / 60).toFixed(1)} minutes (${((used / wall / cores) * 100).toFixed(0)}% of ${cores} cores)${busy}`;
+}
+
 function usage(message) {
   console.error(
     `${message}\nusage: node scripts/test.mjs [--test-name-pattern=<regexp>…] [--test-only] [files…]`,
@@ -217,6 +321,9 @@ if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
   usage(`TEST_FILE_DEADLINE_MS must be a whole number of milliseconds (not ${deadlineFloor})`);
 }
 
+// TEST_RUN_CPU_SHARES=<n>: the run's processes in a CPU group of that weight.
+weighRun(process.env.TEST_RUN_CPU_SHARES);
+
 // One PostgreSQL template for every end-to-end installation of the run,
 // copied into each (test/harness/shared-template.ts): a hundred initdbs less;
 // and into the data directories of the driver tests that ask for it.
@@ -234,6 +341,8 @@ if (template) {
 }
 
 const expected = expectation({ ...readDurations(BASELINE), ...readDurations(RECORD) });
+const machineAtStart = machineTicks();
+process.once('exit', () => console.error(cpuSummary(machineAtStart)));
 // The files that mostly wait run in a pool of their own beside the others
 // when TEST_WAITING_CONCURRENCY is set, else in the one pool with the rest.
 const waiting = waitingConcurrency > 0 ? files.filter(isWaiting) : [];

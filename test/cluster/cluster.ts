@@ -29,6 +29,7 @@ import { installation, type Installation } from '../e2e/basin-process.js';
 import type { BasinProcess } from '../harness/basin-api.js';
 import { ROOT } from '../harness/installation.js';
 import { freePort } from '../harness/postmaster.js';
+import { waitTimer } from '../harness/wait-log.js';
 import { startStorePostgres, type StorePostgres } from '../store-postgres.js';
 
 const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');
@@ -168,7 +169,9 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
     String(o.hosts),
     String(o.net),
   ]);
+  const setUp = waitTimer(`topology ${o.prefix} and the store's PostgreSQL`);
   const [store] = await Promise.all([startStorePostgres(t), topology]);
+  setUp();
   const url = await store.createDatabase('basin');
   const inst = await installation(t, { driver: o.driver, args: ['--store-url', url] });
   const hostPort = await freePort();
@@ -192,7 +195,9 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   const hosts: Installation[] = [];
   // One after another: a claim looks for a free block of ports and uids.
   for (let i = 0; i < o.hosts; i++) hosts.push(await installation(t));
+  const controlPlaneUp = waitTimer('the control plane to answer');
   const b = await started;
+  controlPlaneUp();
   const etcs = mkdtempSync(join(tmpdir(), `basin-${o.prefix}-etc-`));
   t.after(() => rmSync(etcs, { recursive: true, force: true }));
   const etcOf = (i: number) => {
@@ -313,13 +318,27 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
   };
 }
 
-/** Polls `check` until it holds; throws after `timeoutMs`. */
-export async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+/**
+ * Polls `check` until it holds; throws after `timeoutMs`. `intervalMs`: the
+ * pause between checks (200 ms by default), longer for a check that starts
+ * a process (a `basin` CLI costs 0.35 s of CPU, pgBackRest's info less but
+ * still a process) and waits on something slow.
+ */
+export async function until(
+  check: () => Promise<boolean>,
+  timeoutMs = 30_000,
+  intervalMs = 200,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const timer = waitTimer('until');
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await sleep(200);
+    if (Date.now() > deadline) {
+      timer('timed out');
+      throw new Error('timed out');
+    }
+    await sleep(intervalMs);
   }
+  timer();
 }
 
 /**

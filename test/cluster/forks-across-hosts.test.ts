@@ -21,7 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { readIdentity } from '../../src/agent/agent-files.js';
 import { repositoryClientSigner } from '../../src/agent/repository-identity.js';
 import { makeKeyAndRequest } from '../../src/lib/x509.js';
-import { pitrWindowStart } from '../harness/basin-api.js';
+import { BACKUP_POLL_MS, pitrWindowStart } from '../harness/basin-api.js';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
 
@@ -85,7 +85,12 @@ test(
     await sql(parent, 'CREATE TABLE t (n serial PRIMARY KEY, v text NOT NULL)');
     const insert = (s: Svc, v: string) => sql(s, `INSERT INTO t (v) VALUES ('${v}')`);
     // The parent's first backup ends: from then on, PITR reaches back to it.
-    await b.waitFor(() => pitrWindowStart(b, parent.id), 'the first backup', 180_000);
+    await b.waitFor(
+      () => pitrWindowStart(b, parent.id),
+      'the first backup',
+      180_000,
+      BACKUP_POLL_MS,
+    );
 
     const fork = async (from: Svc, body: Record<string, unknown>): Promise<Svc> => {
       const res = await b.call('POST', `${b.servicePath(from.id)}/forkService`, body);
@@ -114,7 +119,12 @@ test(
     assert.notEqual(await sysid(now), await sysid(parent));
     // Its first backup (into a stanza of its own), before anyone writes to
     // it: what the LAST_SNAPSHOT fork below holds.
-    await b.waitFor(() => pitrWindowStart(b, now.id), "the NOW fork's first backup", 180_000);
+    await b.waitFor(
+      () => pitrWindowStart(b, now.id),
+      "the NOW fork's first backup",
+      180_000,
+      BACKUP_POLL_MS,
+    );
     await insert(now, 'written to the NOW fork');
     assert.ok(!(await rows(parent)).includes('written to the NOW fork'));
 

@@ -73,7 +73,7 @@ test(
         archive: { max: string | null }[];
       }[];
     };
-    await until(async () => ((await info(a.id))[0]?.backup.length ?? 0) > 0, 180_000);
+    await until(async () => ((await info(a.id))[0]?.backup.length ?? 0) > 0, 180_000, 1000);
 
     const ca = join(c.inst.dataDir, 'services-ca.crt');
     writeFileSync(ca, await cli('host', 'ca'));
@@ -88,7 +88,7 @@ test(
     assert.equal((await b.call('POST', `${b.servicePath(a.id)}/stop`)).status, 202);
     await b.waitForStatus(a.id, 'PAUSED', 180_000);
 
-    await until(async () => ((await info(a.id))[0]?.archive[0]?.max ?? '') >= lsn, 180_000);
+    await until(async () => ((await info(a.id))[0]?.archive[0]?.max ?? '') >= lsn, 180_000, 1000);
     const [stanza] = await info(a.id);
     assert.equal(stanza?.status.code, 0);
     assert.equal(stanza?.backup[0]?.type, 'full');

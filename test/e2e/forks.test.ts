@@ -18,7 +18,7 @@ import { Layout } from '../../src/drivers/local/layout.js';
 import { processesOfUser } from '../../src/drivers/local/host/processes.js';
 import { readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { serviceUserName } from '../../src/drivers/local/host/service-users.js';
-import { type BasinProcess, pitrWindowStart } from '../harness/basin-api.js';
+import { BACKUP_POLL_MS, type BasinProcess, pitrWindowStart } from '../harness/basin-api.js';
 import { installation } from './basin-process.js';
 import { pgClient, pgQuery, pgRefused } from './clients.js';
 
@@ -82,6 +82,7 @@ test(
       () => pitrWindowStart(b, parent.id),
       'the first backup',
       120_000,
+      BACKUP_POLL_MS,
     );
 
     await t.test('a target outside the recovery window is a 400 that gives it', async () => {
@@ -120,7 +121,12 @@ test(
         assert.equal(h.n, 1);
         // Its first backup, taken once it was READY, before anyone writes to it
         // (what the LAST_SNAPSHOT fork below holds).
-        await b.waitFor(() => pitrWindowStart(b, now.id), "the NOW fork's first backup", 120_000);
+        await b.waitFor(
+          () => pitrWindowStart(b, now.id),
+          "the NOW fork's first backup",
+          120_000,
+          BACKUP_POLL_MS,
+        );
         await insert(now, 'written to the NOW fork');
         assert.ok(!(await values(parent)).includes('written to the NOW fork'));
         assert.equal((await values(now)).length, 2);
@@ -148,7 +154,12 @@ test(
       'LAST_SNAPSHOT: the rows of the newest backup (of a fork: a fork of a fork)',
       async () => {
         // The NOW fork's first backup, taken when it was READY, before anyone wrote to it.
-        await b.waitFor(() => pitrWindowStart(b, now.id), "the NOW fork's first backup", 120_000);
+        await b.waitFor(
+          () => pitrWindowStart(b, now.id),
+          "the NOW fork's first backup",
+          120_000,
+          BACKUP_POLL_MS,
+        );
         const snap = await fork(b, now, { fork_strategy: 'LAST_SNAPSHOT' });
         assert.deepEqual(await values(snap), ['a: before the NOW fork']);
         const [h] = await pgQuery(

@@ -4,9 +4,16 @@
 
 import { AssertionError } from 'node:assert';
 import type { Launched } from './launched.js';
+import { waitTimer } from './wait-log.js';
 
 /** How often waits poll the API: often enough to see short states, gently enough for rate limits. */
 const POLL_MS = 50;
+/**
+ * How often a wait on a backup polls (with pitrWindowStart): a backup takes
+ * seconds even alone, a minute on a busy machine, and 20 forks' checks a
+ * second (POLL_MS) cost a tenth of a core while it runs (measured at load 23).
+ */
+export const BACKUP_POLL_MS = 500;
 /** How often a request answered 429 is tried again (after its Retry-After) before the 429 is returned. */
 const RATE_LIMIT_RETRIES = 5;
 
@@ -46,11 +53,17 @@ export interface BasinProcess extends Launched {
   call(method: string, path: string, body?: unknown): Promise<HttpResult>;
   /** `/projects/<projectId>/services[/<id>]` */
   servicePath(id?: string): string;
-  /** Polls until `fn` returns something truthy; the timeout error quotes Basin's output. */
+  /**
+   * Polls until `fn` returns something truthy; the timeout error quotes
+   * Basin's output. `pollMs` (POLL_MS by default): a longer pause for a
+   * probe that costs more than a read and waits on something slow (a
+   * backup).
+   */
   waitFor<T>(
     fn: () => Promise<T | undefined | false>,
     what: string | (() => string),
     timeoutMs?: number,
+    pollMs?: number,
   ): Promise<T>;
   /** Polls GET of a service until its status is `status`; returns that body. */
   waitForStatus(serviceId: string, status: string, timeoutMs?: number): Promise<any>;
@@ -118,30 +131,40 @@ export async function answering(proc: Launched, url: string, key?: string): Prom
     fn: () => Promise<T | undefined | false>,
     what: string | (() => string),
     timeoutMs = 60_000,
+    pollMs = POLL_MS,
   ): Promise<T> => {
     const say = () => (typeof what === 'string' ? what : what());
     const deadline = Date.now() + timeoutMs;
+    const timer = waitTimer(what);
     let last: unknown;
     for (;;) {
       try {
         const v = await fn();
-        if (v) return v;
+        if (v) {
+          timer();
+          return v;
+        }
       } catch (err) {
         // A failed assertion fails now; anything else (not listening yet, a
         // password not applied yet) is polled through, and told at the end.
-        if (err instanceof AssertionError) throw err;
+        if (err instanceof AssertionError) {
+          timer('failed');
+          throw err;
+        }
         last = err;
       }
       if (!running) {
+        timer('Basin exited');
         throw new Error(`Basin exited while waiting for ${say()}:\n${tail()}`);
       }
       if (Date.now() > deadline) {
+        timer('timed out');
         const why = last ? ` (last error: ${(last as Error).message})` : '';
         throw new Error(
           `timed out after ${timeoutMs} ms waiting for ${say()}${why}; Basin said:\n${tail()}`,
         );
       }
-      await new Promise((r) => setTimeout(r, POLL_MS));
+      await new Promise((r) => setTimeout(r, pollMs));
     }
   };
 
@@ -205,7 +228,9 @@ export async function answering(proc: Launched, url: string, key?: string): Prom
 /**
  * The end of the oldest kept backup of service `id`, from the 400 that a
  * PITR fork to a target in the future gets; undefined while it has no
- * backup yet (a 409).
+ * backup yet (a 409). Each call costs Basin a fork's checks (a SCRAM
+ * verifier, a transaction): about 4.5 ms of CPU with the test's side, nine
+ * times a GET's, so a wait on it polls every BACKUP_POLL_MS, not POLL_MS.
  */
 export async function pitrWindowStart(b: BasinProcess, id: string): Promise<string | undefined> {
   const res = await b.call('POST', `${b.servicePath(id)}/forkService`, {
