@@ -77,10 +77,27 @@ test(
     assert.equal(statSync(join(r.repo, 'backup', id, 'backup.info')).uid, user.uid);
     assert.equal(existsSync(join(layout.backupDir(id), 'repo-moving')), false);
 
-    const res = await b.call('POST', `${b.servicePath(id)}/forkService`, {
+    // The first backup may have finished in the repository just before the
+    // stop, between two polls of its operation: the restarted engine's next
+    // poll finds it there and records it, and until then a PITR fork is
+    // refused as its 409 says ("retry … once that backup has completed").
+    let res = await b.call('POST', `${b.servicePath(id)}/forkService`, {
       fork_strategy: 'PITR',
       target_time: target,
     });
+    await b.waitFor(
+      async () => {
+        if (res.status !== 409 || !/has no backup yet/.test(res.text)) return true;
+        res = await b.call('POST', `${b.servicePath(id)}/forkService`, {
+          fork_strategy: 'PITR',
+          target_time: target,
+        });
+        return false;
+      },
+      'the first backup recorded after the restart',
+      120_000,
+      1_000,
+    );
     assert.equal(res.status, 202, res.text);
     const fork = await b.waitForStatus(res.body.service_id, 'READY', 180_000);
     const rows = await pgQuery(
