@@ -202,7 +202,9 @@ test(
       assert.fail(`${await logs()}\n${await setLogs()}`),
     );
     step(`h${R1} DRAINED`);
-    await b.waitForStatus(id, 'READY', 300_000);
+    await b
+      .waitForStatus(id, 'READY', 300_000)
+      .catch(async (err: Error) => assert.fail(`${err.message.slice(0, 200)}\n${await logs()}`));
     await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 180_000);
     const serviceHosts = await hostsOf(id);
     const setHosts = await hostsOf(rsId);
