@@ -76,9 +76,9 @@ test('on hosts, a service is under Patroni from its creation or never: setHA may
  * calls HaNodes makes as the nodes' agents would, from a cluster state that
  * the restarts, switchovers and stops change.
  */
-function fakeCluster() {
+function fakeCluster(o: { others?: Partial<Host>[] } = {}) {
   const id = 'abcdefghij';
-  const hosts = [0, 1, 2].map(
+  const hosts = [0, 1, 2, ...(o.others ?? []).map((_, k) => 3 + k)].map(
     (i) =>
       ({
         id: `h${i}`,
@@ -92,6 +92,7 @@ function fakeCluster() {
         certSha256: '',
         joinedAt: '',
         heartbeatAt: 1000,
+        ...o.others?.[i - 3],
       }) as unknown as Host,
   );
   const placements: Placement[] = [0, 1, 2].map((i) => ({
@@ -114,6 +115,8 @@ function fakeCluster() {
   };
   const calls: string[] = [];
   const notes: string[] = [];
+  /** The hosts each endpoint call went to, `apply h3` or `delete h3`. */
+  const endpoints: string[] = [];
   // As node i's agent reads it: the leader's own node adds its WAL senders.
   const cluster = (i: number) => ({
     members: [0, 1, 2]
@@ -155,6 +158,10 @@ function fakeCluster() {
           }
           return DONE;
         case 'applyPatroniEndpoint':
+          endpoints.push(`apply ${host.id}`);
+          return DONE;
+        case 'deleteService':
+          if (args[0] === id) endpoints.push(`delete ${host.id}`);
           return DONE;
         case 'inspectPatroniNode':
           if (!state.patroni[i])
@@ -206,7 +213,7 @@ function fakeCluster() {
   };
   // The same installation seen by a control plane started anew (nothing in memory).
   const fresh = () => new HaNodes(options);
-  return { ha, spec, state, calls, notes, converge, fresh };
+  return { ha, spec, state, calls, notes, endpoints, converge, fresh };
 }
 
 test('a resize that takes a restart: the standbys restarted one at a time, then a switchover to the synchronous standby, the old primary last', async () => {
@@ -312,4 +319,20 @@ test('a standby Patroni calls running but that does not stream from the leader: 
   f.state.streams[2] = true;
   f.state.stale = [[], [], []];
   assert.equal(await f.ha.inspect(f.spec), 'running');
+});
+
+test("every database host's endpoint, a drained one too, is applied and deleted; a lost host's and a repository host's are not", async () => {
+  const f = fakeCluster({
+    others: [
+      { name: 'drained', draining: true },
+      { name: 'lost', heartbeatAt: -100_000 },
+      { name: 'repository', role: 'repository' },
+    ],
+  });
+  f.state.stale = [[], [], []];
+  await f.converge(f.spec);
+  assert.deepEqual([...new Set(f.endpoints)].sort(), ['apply h0', 'apply h1', 'apply h2', 'apply h3']); // prettier-ignore
+  f.endpoints.length = 0;
+  assert.equal((await f.ha.delete(f.spec.serviceId)).done, true);
+  assert.deepEqual(f.endpoints.sort(), ['delete h0', 'delete h1', 'delete h2', 'delete h3']);
 });

@@ -243,10 +243,12 @@ export class HaNodes {
     );
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
-    // Every database host's endpoint, a node there or not: a client may use
-    // any host's address (a lost host's waits for it).
+    // Every database host's endpoint, a node there or not, a drained one
+    // too: a client may use any host's address, and a drained host's keeps
+    // leading to the primary until the host is removed (a lost host's
+    // waits for it).
     const endpoints = await Promise.allSettled(
-      this.online(hosts).map((h) => this.o.call(h, 'applyPatroniEndpoint', [spec, members])),
+      this.reachable(hosts).map((h) => this.o.call(h, 'applyPatroniEndpoint', [spec, members])),
     );
     const refused = endpoints.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
@@ -762,9 +764,9 @@ export class HaNodes {
     );
     const waiting = results.filter((r) => !r.done);
     if (waiting.length > 0) return waiting[0] as Progress;
-    // Its endpoint on every database host that answers (deleteService of
-    // the service's own id there holds nothing else).
-    for (const h of this.online(hosts)) {
+    // Its endpoint on every database host that answers, a drained one too
+    // (deleteService of the service's own id there holds nothing else).
+    for (const h of this.reachable(hosts)) {
       const p = (await this.o.call(h, 'deleteService', [serviceId])) as Progress;
       if (!p.done) return p;
     }
@@ -811,6 +813,14 @@ export class HaNodes {
   private online(hosts: readonly Host[]): Host[] {
     const now = this.o.clock();
     return hosts.filter((h) => takesNodes(h, now, this.o.lostAfterMs));
+  }
+
+  /**
+   * The database hosts that serve the service's endpoint: every one not
+   * lost, a drained one too (as a read replica set's, replica-sets.ts).
+   */
+  private reachable(hosts: readonly Host[]): Host[] {
+    return hosts.filter((h) => h.role === 'database' && !this.lost(h));
   }
 
   private lost(host: Host): boolean {

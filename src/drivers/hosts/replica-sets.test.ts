@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Host, Placement } from '../../domain/hosts.js';
-import { replicaRows, resizeShortfall } from './replica-sets.js';
+import { DONE } from '../../domain/progress.js';
+import { silentLogger } from '../../lib/logger.js';
+import type { ReplicaSetSpec } from '../driver.js';
+import {
+  ReplicaSets,
+  type ReplicaSetsOptions,
+  replicaRows,
+  resizeShortfall,
+} from './replica-sets.js';
 
 const GIB = 2 ** 30;
 const host = (id: string, cpus: number, memoryGib: number): Host => ({
@@ -57,4 +65,85 @@ test('a resize is refused where a host of its nodes has no room for them at the 
   assert.equal(resizeShortfall(hosts, full, 's', { cpuMillis: 0, memoryMb: 256 }), undefined);
   // A set with no rows yet (not placed): nothing to refuse here.
   assert.equal(resizeShortfall(hosts, [], 's', { cpuMillis: 32000, memoryMb: 131072 }), undefined); // prettier-ignore
+});
+
+test('a drain moves every node of a set off the host, one at a time in one converge, and a control plane started anew mid-move resumes it from the rows', async () => {
+  let now = 1_000;
+  const hosts = ['h0', 'h1', 'h2', 'h3'].map((id, i) => ({
+    ...host(id, 4, 32),
+    address: `10.0.0.${i + 1}`,
+    zone: `z${i}`,
+    ...(id === 'h2' ? { draining: true } : {}),
+  }));
+  // An HA service on h0 and h1; its set's two nodes both on h2, drained.
+  let placements: Placement[] = [
+    row('svc', 'h0'),
+    row('svc:node1', 'h1'),
+    row('rs:node0', 'h2'),
+    row('rs:node1', 'h2'),
+  ];
+  const calls: string[] = [];
+  const options: ReplicaSetsOptions = {
+    hosts: async () => hosts.map((h) => ({ ...h, heartbeatAt: now })),
+    placements: {
+      list: async () => placements,
+      put: async (p) => {
+        placements = [...placements.filter((x) => x.resourceId !== p.resourceId), p];
+      },
+      remove: async (id) => {
+        placements = placements.filter((x) => x.resourceId !== id);
+      },
+    },
+    call: async (h, method, args) => {
+      if (method === 'deleteService' || method === 'applyReplicaNode') {
+        calls.push(`${method} ${String(args[0])} on ${h.id}`);
+      }
+      return DONE;
+    },
+    replicationSecret: async () => 'secret',
+    applyService: async () => DONE,
+    serviceOf: async () => undefined,
+    lostAfterMs: 15_000,
+    clock: () => now,
+    log: silentLogger,
+  };
+  const spec = {
+    replicaSetId: 'rs',
+    serviceId: 'svc',
+    primary: { serviceId: 'svc', port: 5000, nodes: [{ index: 0, role: 'primary', port: 5001 }, { index: 1, role: 'standby', port: 5002 }] }, // prettier-ignore
+    nodePorts: [6001, 6002],
+    nodes: 2,
+    size: { shared: false, cpuMillis: 500, memoryGbs: 2 },
+    port: 6000,
+    pooler: { enabled: false, port: null },
+    allowedCidrs: [],
+  } as unknown as ReplicaSetSpec;
+  const converge = async (sets: ReplicaSets, until?: () => boolean) => {
+    for (let k = 0; k < 50; k++) {
+      const p = await sets.apply(spec, hosts[0] as Host);
+      if (p.done) return;
+      if (until?.()) return;
+      now += p.retryAfterMs;
+    }
+    assert.fail(`no convergence: ${calls.join('; ')}`);
+  };
+  // The first node's row is marked moving: the control plane "dies" there.
+  await converge(new ReplicaSets(options), () => placements.some((p) => p.movedFrom !== undefined)); // prettier-ignore
+  assert.equal(calls.length, 0, calls.join('; '));
+  // A process started anew (nothing in memory) goes on from the rows.
+  await converge(new ReplicaSets(options));
+  const rows = replicaRows(placements, 'rs');
+  assert.deepEqual(rows.map((p) => [p.resourceId, p.hostId, p.movedFrom]), [['rs:node0', 'h3', undefined], ['rs:node1', 'h3', undefined]]); // prettier-ignore
+  // Each old copy removed before its new one is made, one node after the other.
+  const moves = calls.filter((c) => c.startsWith('deleteService') || c.includes(' on h3'));
+  for (const c of ['deleteService rsn0 on h2', 'deleteService rsn1 on h2', 'applyReplicaNode rsn0 on h3', 'applyReplicaNode rsn1 on h3']) assert.ok(moves.includes(c), `${c}: ${moves.join('; ')}`); // prettier-ignore
+  assert.ok(
+    moves.indexOf('deleteService rsn0 on h2') < moves.indexOf('applyReplicaNode rsn0 on h3'),
+  );
+  assert.ok(
+    moves.indexOf('deleteService rsn1 on h2') < moves.indexOf('applyReplicaNode rsn1 on h3'),
+  );
+  assert.ok(
+    moves.indexOf('applyReplicaNode rsn0 on h3') < moves.indexOf('deleteService rsn1 on h2'),
+  );
 });

@@ -214,6 +214,10 @@ export class ReplicaSets {
     await this.endpoint(spec, hosts);
     const waiting = progress.filter((p): p is Extract<Progress, { done: false }> => !p.done);
     if (typeof moving === 'string') waiting.push({ done: false, retryAfterMs: 10_000, reason: moving }); // prettier-ignore
+    // Another node still on a drained host moves next, in this converge
+    // (nothing else would run the set's apply again: its nodes all run).
+    const left = typeof moving === 'string' ? undefined : this.leftOnDrained(spec, hosts, await this.o.placements.list()); // prettier-ignore
+    if (left) waiting.push({ done: false, retryAfterMs: 500, reason: left });
     if (waiting.length === 0) return DONE;
     return wait(
       Math.min(...waiting.map((p) => p.retryAfterMs)),
@@ -463,6 +467,22 @@ export class ReplicaSets {
     );
     const refused = endpoints.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
+  }
+
+  /** Which node of the set is still on a drained host, not moving yet (a wait's reason), if any. */
+  private leftOnDrained(
+    spec: ReplicaSetSpec,
+    hosts: readonly Host[],
+    placements: readonly Placement[],
+  ): string | undefined {
+    const setId = spec.replicaSetId;
+    for (const p of replicaRows(placements, setId)) {
+      const host = hosts.find((h) => h.id === p.hostId);
+      if (p.movedFrom !== undefined || rowIndex(setId, p) >= spec.nodes || !host?.draining)
+        continue;
+      return `node${rowIndex(setId, p)} to move off host ${host.name}, which is being drained`;
+    }
+    return undefined;
   }
 
   /** The moved rows whose node runs on its new host: the mark with the host they left goes. */

@@ -1,0 +1,253 @@
+// An HA service's endpoint on every database host, drained ones included
+// (docs/decisions.md, "Draining a host"), and a read replica set of the
+// service while the service's own nodes move (the combination of
+// ha-drain.test.ts and replica-sets-ha-drain.test.ts), on the namespace
+// topology: four database hosts h1-h4, each in a zone of its own (etcd on
+// three of them). An HA service of two nodes on two of them (S1, S2), a
+// set of two nodes on the other two (R1, R2); reads through the set's
+// endpoint on S1's address all along, every one answered.
+//
+// 1. `basin host drain S1`, then `basin host drain S2`: the service's
+//    nodes move, one each onto R1 and R2 (beside the set's nodes: no other
+//    host is left), without a stop. Neither drained host ever held the
+//    service's new nodes, and yet through each one's address (its HAProxy)
+//    the service's port reaches the new primary and takes a write
+//    (verify-full): a drained host's endpoint is kept current. The set
+//    follows the new primary (a row written then is read through it).
+// 2. Both drains undone, then `basin host drain R1`, which holds a node of
+//    the service's and one of the set's: both move off it, R1 is DRAINED,
+//    the service READY with a primary and a standby, the set active.
+// 3. The set, then the service, deleted: no database host, drained or
+//    not, serves their ports any more.
+
+import assert from 'node:assert/strict';
+import { createConnection } from 'node:net';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { psql } from '../e2e/clients.js';
+import { cluster, until } from './cluster.js';
+
+const PREFIX = 'rrhb';
+/** The topology's subnet, 10.231.32.0/24: its own, as the tests run in parallel. */
+const NET = 32;
+const HOSTS = [1, 2, 3, 4];
+const ARGS = ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'];
+
+const step = (what: string) =>
+  console.log(`ha-drain-endpoints: ${new Date().toISOString()} ${what}`);
+
+interface Listed {
+  name: string;
+  state: string;
+}
+
+/** Whether something accepts a TCP connection at host:port (false: refused, or no answer in 3 s). */
+function listening(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createConnection({ host, port, timeout: 3000 });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('timeout', () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+test(
+  "an HA service's endpoint on drained hosts keeps leading to its primary after its nodes moved, and is removed with the service; its read replica set serves while the service's nodes and its own move",
+  { timeout: 900_000 },
+  async (t) => {
+    const c = await cluster(t, {
+      prefix: PREFIX,
+      net: NET,
+      hosts: HOSTS.length,
+      driver: 'hosts',
+      args: ARGS,
+    });
+    const { b, cli, address } = c;
+    for (const i of HOSTS) await c.joinAgent(i, { zone: `z${i}`, heartbeatMs: 500 });
+    await until(async () => {
+      const e = JSON.parse(await cli('host', 'etcd', '--json')) as {
+        quorum: boolean;
+        members: { healthy: boolean }[];
+      };
+      return e.quorum && e.members.length === 3 && e.members.every((m) => m.healthy);
+    }, 300_000);
+    step('etcd has its quorum');
+    const hosts = async () => JSON.parse(await cli('host', 'list', '--json')) as Listed[];
+    const stateOf = async (i: number) => (await hosts()).find((h) => h.name === `h${i}`)?.state;
+    const ca = join(c.inst.dataDir, 'services-ca.crt');
+    writeFileSync(ca, await cli('host', 'ca'));
+    const conn = (i: number, port: number) =>
+      `host=${address(i)} port=${port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
+
+    const created = await b.call('POST', b.servicePath(), { name: 'ha', replica_count: 1 });
+    assert.equal(created.status, 202, created.text);
+    const id = created.body.service_id as string;
+    const password = created.body.initial_password as string;
+    const svc = await b.waitForStatus(id, 'READY', 600_000);
+    const port = svc.endpoint.port as number;
+    step('the service READY');
+    const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
+      name: 'readers',
+      nodes: 2,
+      cpu_millis: 500,
+      memory_gbs: 2,
+    });
+    assert.equal(made.status, 202, made.text);
+    const rsId = made.body.id as string;
+    const listed = async () => {
+      const res = await b.call('GET', `${b.servicePath(id)}/replicaSets`);
+      assert.equal(res.status, 200, res.text);
+      return (res.body as { id: string; status: string; endpoint: { port: number } }[]).find(
+        (r) => r.id === rsId,
+      );
+    };
+    await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 300_000);
+    const rsPort = (await listed())?.endpoint.port as number;
+    step('the set active');
+
+    const hostIds = new Map(
+      (
+        (await c.store.sql('SELECT id, name FROM hosts', [], 'basin')).rows as {
+          id: string;
+          name: string;
+        }[]
+      ).map((h) => [h.id, Number(h.name.slice(1))] as const),
+    );
+    const hostsOf = async (like: string) =>
+      (
+        (
+          await c.store.sql(
+            'SELECT host_id FROM placements WHERE resource_id LIKE $1 OR resource_id = $2 ORDER BY resource_id',
+            [`${like}:%`, like],
+            'basin',
+          )
+        ).rows as { host_id: string }[]
+      ).map((r) => hostIds.get(r.host_id) as number);
+    const [S1, S2] = (await hostsOf(id)).sort() as [number, number];
+    const [R1, R2] = (await hostsOf(rsId)).sort() as [number, number];
+    assert.deepEqual([S1, S2, R1, R2].sort(), HOSTS, `service on h${S1}, h${S2}, set on h${R1}, h${R2}`); // prettier-ignore
+    step(`the service on h${S1}, h${S2}, the set on h${R1}, h${R2}`);
+    const sql = (i: number, p: number, q: string) => psql(conn(i, p), password, q);
+    await sql(S1, port, "CREATE TABLE r (v text); INSERT INTO r VALUES ('a')");
+
+    // Reads through the set's endpoint on S1's address, all along.
+    let reading = true;
+    let reads = 0;
+    const failures: string[] = [];
+    const reader = (async () => {
+      while (reading) {
+        try {
+          assert.equal(await sql(S1, rsPort, "SELECT count(*) > 0 FROM r WHERE v = 'a'"), 't');
+          reads++;
+        } catch (err) {
+          failures.push(`${new Date().toISOString()} ${(err as Error).message}`);
+          await sleep(100);
+        }
+      }
+    })();
+    t.after(() => {
+      reading = false; // a failed test's reader ends with it
+    });
+    const setLogs = async () => (await b.call('GET', `${b.servicePath(rsId)}/logs`)).text;
+    const logs = async () => (await b.call('GET', `${b.servicePath(id)}/logs`)).text;
+
+    // 1. S1, then S2 drained: the service's nodes move onto R1 and R2.
+    for (const S of [S1, S2]) {
+      assert.match(
+        await cli('host', 'drain', `h${S}`),
+        /1 with HA replicas move their node\(s\) there without a stop/,
+      );
+      await until(async () => (await stateOf(S)) === 'DRAINED', 300_000).catch(async () =>
+        assert.fail(await logs()),
+      );
+      await b.waitForStatus(id, 'READY', 300_000);
+      step(`h${S} DRAINED`);
+    }
+    assert.deepEqual((await hostsOf(id)).sort(), [R1, R2]);
+    // Through each drained host's address, the service's port leads to the
+    // new primary (on R1 or R2, which the drained hosts never held) and
+    // takes a write; the set follows it.
+    for (const S of [S1, S2]) {
+      await until(
+        async () => (await sql(S, port, 'SELECT pg_is_in_recovery()').catch(() => '')) === 'f',
+        60_000,
+      );
+      await sql(S, port, `INSERT INTO r VALUES ('via h${S}')`);
+    }
+    const written = `a,via h${Math.min(S1, S2)},via h${Math.max(S1, S2)}`;
+    await until(
+      async () =>
+        (await sql(S2, rsPort, "SELECT string_agg(v, ',' ORDER BY v) FROM r").catch(() => '')) === written, // prettier-ignore
+      120_000,
+    );
+    await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 120_000);
+    assert.deepEqual((await hostsOf(rsId)).sort(), [R1, R2]);
+
+    // 2. R1, which holds a node of the service's and one of the set's, drained.
+    assert.match(await cli('host', 'drain', `h${S1}`, '--undo'), /takes services again/);
+    assert.match(await cli('host', 'drain', `h${S2}`, '--undo'), /takes services again/);
+    assert.match(
+      await cli('host', 'drain', `h${R1}`),
+      /1 with HA replicas move their node\(s\) there without a stop.*1 node\(s\) of 1 read replica set\(s\) move/,
+    );
+    await until(async () => (await stateOf(R1)) === 'DRAINED', 300_000).catch(async () =>
+      assert.fail(`${await logs()}\n${await setLogs()}`),
+    );
+    step(`h${R1} DRAINED`);
+    await b
+      .waitForStatus(id, 'READY', 300_000)
+      .catch(async (err: Error) => assert.fail(`${err.message.slice(0, 200)}\n${await logs()}`));
+    await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 180_000);
+    const serviceHosts = await hostsOf(id);
+    const setHosts = await hostsOf(rsId);
+    t.diagnostic(`the service's nodes on h${serviceHosts.join(', h')}, the set's on h${setHosts.join(', h')}`); // prettier-ignore
+    assert.ok(!serviceHosts.includes(R1) && !setHosts.includes(R1));
+    assert.equal(new Set(serviceHosts).size, 2);
+    // The moved node streams again (the service's status stays READY
+    // through a drain: its other node serves).
+    await until(
+      async () =>
+        (await sql(S1, port, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND application_name LIKE 'node%'").catch(() => '')) === '1', // prettier-ignore
+      120_000,
+    );
+    await sql(R1, port, "INSERT INTO r VALUES ('z')");
+    await until(
+      async () =>
+        (await sql(R1, rsPort, "SELECT count(*) FROM r WHERE v = 'z'").catch(() => '')) === '1',
+      120_000,
+    );
+    reading = false;
+    await reader;
+    t.diagnostic(`${reads} reads through the set, ${failures.length} failed`);
+    assert.deepEqual(failures, [], 'every read through the set answered while the nodes moved');
+    assert.ok(reads > 0);
+
+    // 3. The set, then the service, deleted: no host serves their ports.
+    const gone = await b.call('DELETE', `${b.servicePath(id)}/replicaSets/${rsId}`);
+    assert.equal(gone.status, 202, gone.text);
+    await b.waitFor(async () => (await listed()) === undefined, 'the set to go', 180_000);
+    const deleted = await b.call('DELETE', b.servicePath(id));
+    assert.equal(deleted.status, 202, deleted.text);
+    await b.waitFor(
+      async () => (await b.call('GET', b.servicePath(id))).status === 404,
+      'the service to go',
+      180_000,
+    );
+    for (const i of HOSTS) {
+      await until(async () => !(await listening(address(i), port)), 30_000).catch(() =>
+        assert.fail(`h${i} still serves the service's port ${port}`),
+      );
+      assert.equal(await listening(address(i), rsPort), false, `h${i} serves the set's port`);
+    }
+    console.log(`ha-drain-endpoints: done (load: ${readFileSync('/proc/loadavg', 'utf8').trim()})`); // prettier-ignore
+    await b.stop();
+  },
+);
