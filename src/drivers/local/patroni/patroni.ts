@@ -8,14 +8,27 @@
 //
 // The record (patroni.json, root's) holds the pid and the process's start
 // time (/proc/<pid>/stat, field 22), checked with its owner and command
-// line, so that a recycled pid is never taken for the node's Patroni.
+// line, so that a recycled pid is never taken for the node's Patroni. A
+// record that names no live Patroni is not the last word: a Patroni of the
+// node's user with the node's configuration found running is adopted (and
+// recorded), never started twice. Two Patronis of one node fight over its
+// REST API's port: the second exits, but only after the start had killed
+// the first one's PostgreSQL as "left by a killed Patroni", and every later
+// apply did the same again (a drain's moved node restarted every few
+// seconds, for ever).
 
 import { readFile, rm, writeFile, rename } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { tenantCommand, type PrivateTmp } from '../host/confine.js';
 import { type Prelude, withPrelude } from '../host/exec.js';
 import type { OsUser } from '../host/os-user.js';
-import { clusterProcesses, isLive, procCmdline, signalAll } from '../host/processes.js';
+import {
+  clusterProcesses,
+  isLive,
+  procCmdline,
+  processesOfUser,
+  signalAll,
+} from '../host/processes.js';
 import { spawnTenantDaemon, type Spawned } from '../node/postmaster.js';
 import type { PatroniFiles } from './files.js';
 
@@ -49,25 +62,54 @@ async function procUid(pid: number): Promise<number | undefined> {
   }
 }
 
-/**
- * Whether the node's Patroni runs: the recorded process is live, started
- * when recorded, runs as `user` and is Patroni with this node's configuration.
- */
-export async function patroniStatus(f: PatroniFiles, user: OsUser): Promise<PatroniStatus> {
+/** Whether `pid` is Patroni run with this node's configuration (a wrapper's command line ends the same). */
+async function isNodePatroni(pid: number, f: PatroniFiles): Promise<boolean> {
+  const argv = await procCmdline(pid);
+  return argv.some((a) => /(^|\/)patroni$/.test(a)) && argv.at(-1) === f.config;
+}
+
+/** The recorded process, when it is live, started when recorded, runs as `user` and is this node's Patroni. */
+async function recordedPatroni(f: PatroniFiles, user: OsUser): Promise<number | undefined> {
   let rec: PatroniRecord;
   try {
     rec = JSON.parse(await readFile(f.state, 'utf8')) as PatroniRecord;
   } catch {
-    return { up: false };
+    return undefined;
   }
   const pid = rec.pid;
-  if (!Number.isInteger(pid) || pid <= 0 || !(await isLive(pid))) return { up: false };
+  if (!Number.isInteger(pid) || pid <= 0 || !(await isLive(pid))) return undefined;
   if ((await startTime(pid)) !== rec.startTime || (await procUid(pid)) !== user.uid) {
-    return { up: false };
+    return undefined;
   }
-  const argv = await procCmdline(pid);
-  const ok = argv.some((a) => /(^|\/)patroni$/.test(a)) && argv.at(-1) === f.config;
-  return ok ? { up: true, pid } : { up: false };
+  return (await isNodePatroni(pid, f)) ? pid : undefined;
+}
+
+/** The oldest live process of `user` running Patroni with this node's configuration, unrecorded. */
+async function foundPatroni(f: PatroniFiles, user: OsUser): Promise<number | undefined> {
+  let oldest: { pid: number; time: number } | undefined;
+  for (const pid of await processesOfUser(user.uid)) {
+    if ((await procUid(pid)) !== user.uid || !(await isNodePatroni(pid, f))) continue;
+    const time = Number(await startTime(pid));
+    if (Number.isFinite(time) && (!oldest || time < oldest.time)) oldest = { pid, time };
+  }
+  return oldest?.pid;
+}
+
+/** Records `pid` as the node's Patroni. */
+async function record(f: PatroniFiles, pid: number, time: string): Promise<void> {
+  const tmp = `${f.state}.tmp`;
+  await writeFile(tmp, JSON.stringify({ pid, startTime: time }) + '\n', { mode: 0o600 });
+  await rename(tmp, f.state);
+}
+
+/**
+ * Whether the node's Patroni runs: the recorded process (live, started
+ * when recorded, as `user`, Patroni with this node's configuration), else
+ * one such process found running unrecorded.
+ */
+export async function patroniStatus(f: PatroniFiles, user: OsUser): Promise<PatroniStatus> {
+  const pid = (await recordedPatroni(f, user)) ?? (await foundPatroni(f, user));
+  return pid === undefined ? { up: false } : { up: true, pid };
 }
 
 /**
@@ -84,8 +126,14 @@ export async function startPatroni(o: {
   prelude?: Prelude;
 }): Promise<{ pid: number; adopted: boolean; spawned?: Spawned }> {
   const { files: f, user } = o;
-  const st = await patroniStatus(f, user);
-  if (st.up) return { pid: st.pid, adopted: true };
+  const recorded = await recordedPatroni(f, user);
+  if (recorded !== undefined) return { pid: recorded, adopted: true };
+  const found = await foundPatroni(f, user);
+  const foundTime = found === undefined ? undefined : await startTime(found);
+  if (found !== undefined && foundTime !== undefined) {
+    await record(f, found, foundTime);
+    return { pid: found, adopted: true };
+  }
   // A PostgreSQL left by a Patroni killed with SIGKILL still runs: the new
   // Patroni would find its lock file and refuse, or adopt a server it did
   // not configure. It is stopped first (immediate: the new Patroni's
@@ -100,11 +148,7 @@ export async function startPatroni(o: {
   if (spawned.exit) throw new Error(`Patroni could not be started (${f.log})`);
   const time = await startTime(spawned.pid);
   if (time === undefined) throw new Error(`Patroni exited at once (${f.log})`);
-  const tmp = `${f.state}.tmp`;
-  await writeFile(tmp, JSON.stringify({ pid: spawned.pid, startTime: time }) + '\n', {
-    mode: 0o600,
-  });
-  await rename(tmp, f.state);
+  await record(f, spawned.pid, time);
   return { pid: spawned.pid, adopted: false, spawned };
 }
 
