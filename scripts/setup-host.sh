@@ -434,6 +434,7 @@ ensure_patroni() {
     return 0
   fi
   [ -d "$PATRONI_DEBIAN" ] || die "missing $PATRONI_DEBIAN (the patroni package's modules)"
+  ensure_pkgs build patch
   step "patching Debian's patroni $version into $PATRONI_PREFIX"
   dir=$PATRONI_PREFIX/.new
   rm -rf "$dir"
