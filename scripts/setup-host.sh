@@ -396,6 +396,71 @@ ensure_pgbouncer() {
   rm -rf "$dir"
 }
 
+# Debian's Patroni 3.0.2 with Basin's patch (scripts/patroni/*.patch, each
+# saying what it fixes): a copy of the package's python modules in
+# PATRONI_PREFIX, patched there, and a wrapper PATRONI_PREFIX/bin/patroni that
+# Basin runs (src/drivers/local/patroni/patroni.ts, PATRONI_BIN). Debian's
+# files stay as they are. A stamp holds the hash of the patches, the wrapper
+# and Debian's package version: a run that finds them unchanged does nothing,
+# a new patch or a Debian update rebuilds the copy. A patch that no longer
+# applies (another Debian version) stops the setup: Basin's HA needs it.
+PATRONI_PREFIX=/usr/local/lib/basin-patroni
+PATRONI_DEBIAN=/usr/lib/python3/dist-packages/patroni
+patroni_wrapper() {
+  # The name must end in "patroni" (Basin finds its nodes' processes by argv)
+  # and the script must keep the __main__ guard: Patroni starts the postmaster
+  # through multiprocessing's spawn, which runs this script again in the child.
+  cat <<PY
+#!/usr/bin/python3
+# Basin's patched Patroni (scripts/setup-host.sh, ensure_patroni): the modules
+# in $PATRONI_PREFIX come first, Debian's dependencies after.
+import sys
+
+sys.path.insert(0, '$PATRONI_PREFIX')
+
+if __name__ == '__main__':
+    from patroni.__main__ import main
+
+    sys.exit(main())
+PY
+}
+ensure_patroni() {
+  local stamp=$PATRONI_PREFIX/stamp sum version dir patches p
+  version=$(dpkg-query -W -f='${Version}' patroni 2>/dev/null) || die "the patroni package is not installed"
+  patches=("$REPO_ROOT"/scripts/patroni/*.patch)
+  [ -f "${patches[0]}" ] || die "no patches in $REPO_ROOT/scripts/patroni (run this script from Basin's checkout)"
+  sum=$({ printf '%s\n' "$version"; cat "${patches[@]}"; patroni_wrapper; } | sha256sum | cut -d' ' -f1)
+  if [ -x "$PATRONI_PREFIX/bin/patroni" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ]; then
+    return 0
+  fi
+  [ -d "$PATRONI_DEBIAN" ] || die "missing $PATRONI_DEBIAN (the patroni package's modules)"
+  ensure_pkgs build patch
+  step "patching Debian's patroni $version into $PATRONI_PREFIX"
+  dir=$PATRONI_PREFIX/.new
+  rm -rf "$dir"
+  mkdir -p "$dir/bin"
+  cp -r "$PATRONI_DEBIAN" "$dir/patroni"
+  find "$dir/patroni" -name __pycache__ -prune -exec rm -rf {} +
+  for p in "${patches[@]}"; do
+    (cd "$dir" && run_logged "patch-patroni" patch -p1 --forward --batch -i "$p") ||
+      die "$(basename "$p") does not apply to Debian's patroni $version: Basin's patch was written for 3.0.2-1"
+  done
+  patroni_wrapper >"$dir/bin/patroni"
+  chmod 0755 "$dir/bin/patroni"
+  # Compiled here, as root: tenants' users cannot write __pycache__ beside it.
+  run_logged compile-patroni /usr/bin/python3 -m compileall -q "$dir/patroni" || die "compiling the patched patroni failed"
+  chmod -R u=rwX,go=rX "$dir"
+  "$dir/bin/patroni" --version >/dev/null 2>&1 || die "the patched patroni does not run"
+  rm -rf "$PATRONI_PREFIX/bin.old" "$PATRONI_PREFIX/patroni.old"
+  # Swapped by renames: a running Patroni has its modules loaded already.
+  if [ -d "$PATRONI_PREFIX/patroni" ]; then mv "$PATRONI_PREFIX/patroni" "$PATRONI_PREFIX/patroni.old"; fi
+  if [ -d "$PATRONI_PREFIX/bin" ]; then mv "$PATRONI_PREFIX/bin" "$PATRONI_PREFIX/bin.old"; fi
+  mv "$dir/patroni" "$PATRONI_PREFIX/patroni"
+  mv "$dir/bin" "$PATRONI_PREFIX/bin"
+  rm -rf "$dir" "$PATRONI_PREFIX/bin.old" "$PATRONI_PREFIX/patroni.old"
+  printf '%s\n' "$sum" >"$stamp"
+}
+
 # Basin runs its own clusters and poolers on its own ports. Debian's package
 # scripts create and start a default 15/main cluster on 5432 and a pgbouncer
 # on 6432; stop them and keep the cluster from auto-starting. The cluster's
@@ -458,6 +523,8 @@ main() {
   ensure_readonly_library
   CURRENT_STEP="checking Basin's pgbouncer"
   ensure_pgbouncer
+  CURRENT_STEP="checking Basin's patroni"
+  ensure_patroni
 
   CURRENT_STEP="reporting versions"
   local pgb
@@ -473,6 +540,7 @@ main() {
   printf 'haproxy:     %s\n' "$(haproxy -v 2>&1 | sed -n 1p)"
   printf 'etcd:        %s\n' "$(etcd --version 2>&1 | sed -n 1p)"
   printf 'patroni:     %s\n' "$(patroni --version 2>&1 | sed -n 1p)"
+  printf 'patroni (Basin, patched): %s\n' "$("$PATRONI_PREFIX/bin/patroni" --version 2>&1 | sed -n 1p)"
   printf 'vector:      %s\n' "$(control_version "$EXT_DIR/vector.control")"
   printf 'timescaledb: %s\n' "$(control_version "$EXT_DIR/timescaledb.control")"
   printf 'basin_readonly: %.12s\n' "$(cat "$BASIN_CACHE/$READONLY_LIB.sha256")"

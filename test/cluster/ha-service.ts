@@ -1,5 +1,5 @@
 // An HA service across three hosts, as the fault tests start from it
-// (ha-rejoin, ha-etcd-quorum; ha-partition on the branch partition-test): the namespace topology with a
+// (ha-rejoin, ha-etcd-quorum; ha-partition): the namespace topology with a
 // control plane on `--driver hosts` and three agents whose etcd members
 // form one cluster, then a service with two HA replicas, one synchronous
 // (Patroni's strict synchronous mode), READY. What the tests read of it:

@@ -17,8 +17,10 @@
 // apply did the same again (a drain's moved node restarted every few
 // seconds, for ever).
 
-import { readFile, rm, writeFile, rename } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, readFile, rm, writeFile, rename } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DriverError } from '../../driver.js';
 import { tenantCommand, type PrivateTmp } from '../host/confine.js';
 import { type Prelude, withPrelude } from '../host/exec.js';
 import type { OsUser } from '../host/os-user.js';
@@ -32,8 +34,14 @@ import {
 import { spawnTenantDaemon, type Spawned } from '../node/postmaster.js';
 import type { PatroniFiles } from './files.js';
 
-/** Patroni's program (Debian's patroni package). */
-export const PATRONI_BIN = '/usr/bin/patroni';
+/**
+ * Patroni's program: Debian's patroni 3.0.2 with Basin's patch (the leader
+ * key renewed by a transaction, so a healed partition's old primary cannot
+ * take it back: scripts/patroni/leader-key-txn.patch), a copy that
+ * scripts/setup-host.sh makes beside the package. Its name ends in
+ * "patroni", which patroniStatus looks for in the command line.
+ */
+export const PATRONI_BIN = '/usr/local/lib/basin-patroni/bin/patroni';
 
 interface PatroniRecord {
   pid: number;
@@ -139,6 +147,16 @@ export async function startPatroni(o: {
   // not configure. It is stopped first (immediate: the new Patroni's
   // start replays its WAL).
   await killCluster(f.pgdata);
+  // Debian's unpatched /usr/bin/patroni is never a fallback: it can split the brain.
+  try {
+    await access(PATRONI_BIN, constants.X_OK);
+  } catch {
+    throw new DriverError(
+      `HA replicas need Basin's patched Patroni (${PATRONI_BIN}), which this host lacks: ` +
+        'run npm run setup (as root; scripts/setup-host.sh makes it).',
+      false,
+    );
+  }
   const cmd = tenantCommand(user, PATRONI_BIN, [f.config], { privateTmp: o.privateTmp });
   const spawned = spawnTenantDaemon(o.prelude ? withPrelude(o.prelude, cmd) : cmd, f.data, f.log, {
     // Python writes nothing beside its modules, and buffers no log line.
