@@ -123,6 +123,8 @@ async function recentMemberList(store: Store, hosts: readonly Host[]): Promise<E
 /** What one pass of the loop keeps between passes (in this process only). */
 export interface EtcdLoopState {
   authOn: boolean;
+  /** When etcd's leadership was last moved (placeLeader). */
+  movedAt?: number;
 }
 
 /**
@@ -228,10 +230,22 @@ export async function enableAuth(client: EtcdClient): Promise<void> {
  * Moves etcd's leadership off the hosts of Patroni's primaries when it can
  * (etcd-leader.ts); nothing before the cluster formed and RBAC is on.
  */
+/**
+ * The least time between two moves of etcd's leadership. Where the
+ * primaries are is read from Patroni's keys, which a service's own user can
+ * write (its Patroni's etcd credentials are readable by it): a tenant
+ * flipping its member's address could otherwise make etcd elect a leader
+ * every few seconds, a pause of every service's writes to etcd each time.
+ */
+const MOVE_EVERY_MS = 30_000;
+
 async function placeLeader(o: { store: Store; log: Logger }, state: EtcdLoopState): Promise<void> {
   if (!state.authOn || (await o.store.secrets.get(FORMED)) === undefined) return;
+  if (state.movedAt !== undefined && Date.now() - state.movedAt < MOVE_EVERY_MS) return;
   const client = await rootClient(o.store);
-  await placeEtcdLeader(o, client, await memberList(client));
+  if ((await placeEtcdLeader(o, client, await memberList(client))) !== undefined) {
+    state.movedAt = Date.now();
+  }
 }
 
 /**
