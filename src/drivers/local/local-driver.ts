@@ -702,7 +702,11 @@ export class LocalDriver implements Driver {
     // The pooler stops before its server and starts after it (pooler.ts);
     // it follows the recorded primary, so a failover re-points it here.
     const pooler = new ServicePooler(ctx, spec);
-    if (!spec.running || !spec.pooler.enabled) {
+    // Stopped by its storage (storage/node-storage.ts), its pooler is too:
+    // the watch's stop of every process can fall between a converge's
+    // start of the node and of its pooler, which then ran on alone.
+    const storageStopped = () => ctx.storage.state(spec.serviceId).level === 'stopped';
+    if (!spec.running || !spec.pooler.enabled || storageStopped()) {
       const stopping = await pooler.stop(!spec.pooler.enabled);
       if (!stopping.done) return stopping;
     }
@@ -727,6 +731,7 @@ export class LocalDriver implements Driver {
       if (spec.running) await ctx.storage.applied(spec.serviceId, level);
     }
     if (!progress.done || !spec.running || !spec.pooler.enabled) return progress;
+    if (storageStopped()) return pooler.stop(false);
     return pooler.converge(await ctx.users.ensure(spec.serviceId));
   }
 
