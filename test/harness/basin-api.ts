@@ -65,7 +65,7 @@ export interface BasinProcess extends Launched {
     timeoutMs?: number,
     pollMs?: number,
   ): Promise<T>;
-  /** Polls GET of a service until its status is `status`; returns that body. */
+  /** Polls GET of a service until its status is `status` (3 minutes at most by default); returns that body. */
   waitForStatus(serviceId: string, status: string, timeoutMs?: number): Promise<any>;
   /** Polls until GET of a service answers 404. */
   waitGone(serviceId: string, timeoutMs?: number): Promise<void>;
@@ -201,7 +201,9 @@ export async function answering(proc: Launched, url: string, key?: string): Prom
           return res.status === 200 && res.body.status === status ? res.body : undefined;
         },
         () => `service ${serviceId} to be ${status} (last seen: ${seen})`,
-        timeoutMs,
+        // A create or a restart on a machine whose cores the whole suite
+        // keeps busy took more than a minute at times (a bound, not a time).
+        timeoutMs ?? 180_000,
       );
     },
     async waitGone(serviceId, timeoutMs) {
