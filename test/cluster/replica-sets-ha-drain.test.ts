@@ -23,12 +23,13 @@
 //    then is read back through the set's endpoint.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { psql } from '../e2e/clients.js';
 import { cluster, until } from './cluster.js';
+import { haServiceWithSet } from './ha-set-topology.js';
 
 const PREFIX = 'rrha';
 /** The topology's subnet, 10.231.24.0/24: its own, as the tests run in parallel. */
@@ -38,11 +39,6 @@ const ARGS = ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'];
 
 const step = (what: string) =>
   console.log(`replica-sets-ha-drain: ${new Date().toISOString()} ${what}`);
-
-interface Listed {
-  name: string;
-  state: string;
-}
 
 test(
   'a read replica set of an HA service: its node moves off a drained host while the set serves; a kill -9 of the control plane in the middle of a move, and the move completes',
@@ -55,73 +51,11 @@ test(
       driver: 'hosts',
       args: ARGS,
     });
-    const { cli, address } = c;
+    const { cli } = c;
     let b = c.b;
-    for (const i of HOSTS) await c.joinAgent(i, { zone: `z${i}`, heartbeatMs: 500 });
-    await until(async () => {
-      const e = JSON.parse(await cli('host', 'etcd', '--json')) as {
-        quorum: boolean;
-        members: { healthy: boolean }[];
-      };
-      return e.quorum && e.members.length === 3 && e.members.every((m) => m.healthy);
-    }, 300_000);
-    step('etcd has its quorum');
-    const hosts = async () => JSON.parse(await cli('host', 'list', '--json')) as Listed[];
-    const stateOf = async (i: number) => (await hosts()).find((h) => h.name === `h${i}`)?.state;
-    const ca = join(c.inst.dataDir, 'services-ca.crt');
-    writeFileSync(ca, await cli('host', 'ca'));
-    const conn = (i: number, port: number) =>
-      `host=${address(i)} port=${port} user=tsdbadmin dbname=tsdb sslmode=verify-full sslrootcert=${ca} connect_timeout=10`;
-
-    const created = await b.call('POST', b.servicePath(), { name: 'ha', replica_count: 1 });
-    assert.equal(created.status, 202, created.text);
-    const id = created.body.service_id as string;
-    const password = created.body.initial_password as string;
-    const svc = await b.waitForStatus(id, 'READY', 600_000);
-    const port = svc.endpoint.port as number;
-    step('the service READY');
-
-    const made = await b.call('POST', `${b.servicePath(id)}/replicaSets`, {
-      name: 'readers',
-      nodes: 2,
-      cpu_millis: 500,
-      memory_gbs: 2,
-    });
-    assert.equal(made.status, 202, made.text);
-    const rsId = made.body.id as string;
-    const listed = async () => {
-      const res = await b.call('GET', `${b.servicePath(id)}/replicaSets`);
-      assert.equal(res.status, 200, res.text);
-      return (res.body as { id: string; status: string; endpoint: { port: number } }[]).find(
-        (r) => r.id === rsId,
-      );
-    };
-    await b.waitFor(async () => (await listed())?.status === 'active', 'the set active', 300_000);
-    const rsPort = (await listed())?.endpoint.port as number;
-    step('the set active');
-
-    const hostIds = new Map(
-      (
-        (await c.store.sql('SELECT id, name FROM hosts', [], 'basin')).rows as {
-          id: string;
-          name: string;
-        }[]
-      ).map((h) => [h.id, Number(h.name.slice(1))] as const),
-    );
-    const rowsOf = async (like: string) =>
-      (
-        (
-          await c.store.sql(
-            'SELECT resource_id, host_id, moved_from FROM placements WHERE resource_id LIKE $1 OR resource_id = $2 ORDER BY resource_id',
-            [`${like}:%`, like],
-            'basin',
-          )
-        ).rows as { resource_id: string; host_id: string; moved_from: string | null }[]
-      ).map((r) => ({
-        id: r.resource_id,
-        host: hostIds.get(r.host_id) as number,
-        from: r.moved_from === null ? null : (hostIds.get(r.moved_from) as number),
-      }));
+    const set = await haServiceWithSet(c, HOSTS, step);
+    const { id, password, port, rsId, rsPort, conn, stateOf, rows: rowsOf } = set;
+    const listed = () => set.listed(b);
     const S = (await rowsOf(id)).map((r) => r.host).sort();
     const [R1, R2] = (await rowsOf(rsId)).map((r) => r.host).sort() as [number, number];
     assert.equal(S.length, 2);
