@@ -1,4 +1,4 @@
-// Runs every test file (or the files named) with Node's test runner and tsx:
+// Runs every test file (or the files named) with Node's test runner, as JavaScript:
 // `node scripts/test.mjs [--test-name-pattern=<re>…] [--test-only] [files…]`.
 // Node 20's runner does not expand ** globs itself, so the files are found
 // here.
@@ -42,8 +42,10 @@ import {
 } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
+import { transpileTests } from './test-js.mjs';
 
 /**
  * Files at once (README, "Development"): 2, what CI's 2-core machine is
@@ -84,12 +86,13 @@ const TERM_GRACE_MS = 5_000;
 const RECORD = '.test-durations.json';
 const BASELINE = 'test/durations.json';
 
-// The test files are TypeScript: the runner's children inherit its node
-// flags, so the runner itself runs with tsx.
-if (!process.execArgv.some((a, i) => a === 'tsx' && process.execArgv[i - 1] === '--import')) {
+// The test files run as JavaScript (scripts/test-js.mjs), their stacks
+// mapped back to the TypeScript: the runner's children inherit its node
+// flags, so the runner itself runs with source maps on.
+if (!process.execArgv.includes('--enable-source-maps')) {
   const res = spawnSync(
     process.execPath,
-    ['--import', 'tsx', ...process.execArgv, import.meta.filename, ...process.argv.slice(2)],
+    ['--enable-source-maps', ...process.execArgv, import.meta.filename, ...process.argv.slice(2)],
     { stdio: 'inherit' },
   );
   process.exit(res.status ?? 1);
@@ -190,7 +193,7 @@ async function kill(file) {
   const now = processTable();
   for (const [pid, start] of processes) if (now.get(pid)?.[1] === start) signal(pid, 'SIGKILL');
   if (file.includes(`${sep}e2e${sep}`)) {
-    await (await import('../test/harness/installation.ts')).removeAbandoned();
+    await (await importCopy('test/harness/installation.ts')).removeAbandoned();
   }
 }
 
@@ -324,11 +327,18 @@ if (!Number.isInteger(deadlineFloor) || deadlineFloor < 1) {
 // TEST_RUN_CPU_SHARES=<n>: the run's processes in a CPU group of that weight.
 weighRun(process.env.TEST_RUN_CPU_SHARES);
 
+// The JavaScript copy of the sources the files run from, made once per run.
+const js = await transpileTests();
+process.once('exit', () => js.remove());
+/** A module of the checkout (its .ts path), from the run's copy. */
+const importCopy = (file) => import(pathToFileURL(resolve(js.toJs(file))).href);
+/** A test file's path in the checkout, from its copy's absolute path (as the runner's events give it). */
+const checkoutPath = (file) => js.toTs(relative('.', file));
+
 // One PostgreSQL template for every end-to-end installation of the run,
 // copied into each (test/harness/shared-template.ts): a hundred initdbs less;
 // and into the data directories of the driver tests that ask for it.
-// (Imported here, not above: this file first runs without tsx, to restart itself with it.)
-const shared = await import('../test/harness/shared-template.ts');
+const shared = await importCopy('test/harness/shared-template.ts');
 // (The cluster files' hosts too: a file run alone then starts its agents as
 // in the full run, not after an initdb each.)
 const usesTemplate = ['e2e', 'local', 'contract', 'cluster'].map((dir) => join('test', dir) + sep);
@@ -352,7 +362,7 @@ const pools = [
 ].filter((p) => p.files.length > 0);
 const streams = pools.map((pool) =>
   run({
-    files: longestFirst(pool.files, expected).map((f) => resolve(f)),
+    files: longestFirst(pool.files, expected).map((f) => resolve(js.toJs(f))),
     concurrency: pool.concurrency,
     only,
     ...(testNamePatterns.length > 0 ? { testNamePatterns } : {}),
@@ -366,7 +376,7 @@ const deadlines = new Map();
 const killed = [];
 const onDequeue = (event) => {
   if (!isFile(event)) return;
-  const path = relative('.', event.file);
+  const path = checkoutPath(event.file);
   const ms = Math.max(deadlineFloor, 3 * (expected(path) ?? 0));
   const timer = setTimeout(() => {
     killed.push(path);
@@ -383,7 +393,7 @@ const onDequeue = (event) => {
 const onComplete = (event) => {
   if (!isFile(event)) return;
   clearTimeout(deadlines.get(event.file));
-  measured[relative('.', event.file)] = Math.round(event.details?.duration_ms ?? 0);
+  measured[checkoutPath(event.file)] = Math.round(event.details?.duration_ms ?? 0);
 };
 const onFail = ({ todo }) => {
   if (!todo) process.exitCode = 1;
@@ -404,6 +414,16 @@ const recordDurations = () => {
 // diagnostics at its end; they are held and reported once, added up (the
 // duration is the longest pool's, the pools having run side by side).
 const reporter = spec();
+/** An event as the reporter shows it: a file named by its path in the checkout, not its copy's. */
+const inCheckout = (event) => {
+  const { file, name } = event.data ?? {};
+  if (typeof file !== 'string' || !file.startsWith(resolve(js.dir) + sep)) return event;
+  const path = checkoutPath(file);
+  return {
+    ...event,
+    data: { ...event.data, file: path, ...(name === file ? { name: path } : {}) },
+  };
+};
 reporter.pipe(process.stdout);
 const totals = new Map();
 const TOTAL = /^(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) (\d+(?:\.\d+)?)$/;
@@ -421,7 +441,7 @@ for (const stream of streams) {
       const [, name, value] = total;
       const sum = name === 'duration_ms' ? Math.max : (a, b) => a + b;
       totals.set(name, { event, value: sum(totals.get(name)?.value ?? 0, Number(value)) });
-    } else reporter.write(event);
+    } else reporter.write(inCheckout(event));
   });
   stream.once('end', () => {
     if (++ended < streams.length) return;

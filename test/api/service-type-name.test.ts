@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT } from '../harness/root.js';
 import { startBasin, type TestBasin } from '../helpers.js';
 import { readyService, serviceUrl, servicesUrl, waitForStatus } from './service-helpers.js';
 
@@ -71,7 +73,7 @@ test('the default answers the spec name, and serves openapi.json byte for byte',
   assert.equal(served.statusCode, 200);
   assert.equal(
     `${JSON.stringify(JSON.parse(served.body), null, 2)}\n`,
-    readFileSync(new URL('../../openapi.json', import.meta.url), 'utf8'),
+    readFileSync(join(ROOT, 'openapi.json'), 'utf8'),
   );
 });
 

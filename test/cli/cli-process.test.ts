@@ -9,8 +9,9 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { OPTIONS, parseConfig, parseStoreConfig } from '../../src/config.js';
 import { startBasin, tempDir } from '../helpers.js';
+import { ROOT } from '../harness/root.js';
 
-const root = join(import.meta.dirname, '..', '..');
+const root = ROOT;
 const tsx = import.meta.resolve('tsx');
 
 /** Runs the CLI from source in `cwd`, with the environment of this process minus BASIN_*. */

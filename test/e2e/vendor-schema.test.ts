@@ -10,13 +10,12 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { BasinProcess, HttpResult, RequestOptions } from '../harness/basin-api.js';
 import { installation, type Installation } from './basin-process.js';
 import { type Answer, loadDocument, openApiValidator } from './openapi-answers.js';
+import { ROOT } from '../harness/root.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const VENDOR = loadDocument(join(ROOT, 'test/fixtures/vendor-openapi.yaml'));
 const BASIN = loadDocument(join(ROOT, 'openapi.json'));
 

@@ -25,8 +25,7 @@ import {
   rmSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { removeNetworksIn } from '../../src/drivers/local/network/remove-installation.js';
 import { API_KEY } from '../helpers.js';
@@ -35,10 +34,12 @@ import { type LeftoverOptions, removeInstallationLeftovers } from './clean-up.js
 import type { Launched } from './launched.js';
 import { claimBlock, claimPortBlock } from './port-block.js';
 import { seedTemplate } from './shared-template.js';
+import { ROOT } from './root.js';
+
+export { ROOT };
 
 const runFile = promisify(execFile);
 
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The build the tests and benchmarks run: this repository's dist/. */
 export const REPO_DIST = join(ROOT, 'dist');
 export const MAIN = join(REPO_DIST, 'main.js');

@@ -5,10 +5,8 @@
 // waited: where a file's minutes go, without a profiler. Off by default:
 // nothing is printed and nothing is measured.
 
-import { dirname, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+import { relative } from 'node:path';
+import { ROOT } from './root.js';
 
 const enabled = Boolean(process.env.TEST_WAIT_LOG);
 

@@ -15,8 +15,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
+import { ROOT } from '../harness/root.js';
 
-const root = join(import.meta.dirname, '..', '..');
+const root = ROOT;
 const config = join(root, '.dependency-cruiser.mjs');
 const depcruise = join(root, 'node_modules', '.bin', 'depcruise');
 

@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ESLint } from 'eslint';
+import { ROOT } from '../harness/root.js';
 
-const root = join(import.meta.dirname, '..', '..');
+const root = ROOT;
 const eslint = new ESLint({ cwd: root });
 
 async function layerErrors(file: string, from: string): Promise<string[]> {

@@ -14,9 +14,10 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PATRONI_BIN } from '../../src/drivers/local/patroni/patroni.js';
+import { ROOT } from '../harness/root.js';
 
 const DEBIAN = '/usr/lib/python3/dist-packages';
-const PATCHES = join(import.meta.dirname, '..', '..', 'scripts', 'patroni');
+const PATCHES = join(ROOT, 'scripts', 'patroni');
 const BASIN = dirname(dirname(PATRONI_BIN));
 
 const patches = () =>
