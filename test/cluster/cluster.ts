@@ -320,23 +320,26 @@ export async function cluster(t: TestContext, o: ClusterOptions): Promise<Cluste
 
 /**
  * Polls `check` until it holds; throws after `timeoutMs`. `intervalMs`: the
- * pause between checks (200 ms by default), longer for a check that starts
- * a process (a `basin` CLI costs 0.35 s of CPU, pgBackRest's info less but
- * still a process) and waits on something slow.
+ * pause between checks; by default 200 ms for a wait's first 5 s, then
+ * 500 ms: what takes longer waits on a TTL, a lease or a backup, and many
+ * checks start a process (a `basin` CLI costs 0.35 s of CPU) on a suite
+ * bound by CPU. Longer for a check that starts a process and waits on
+ * something slow.
  */
 export async function until(
   check: () => Promise<boolean>,
   timeoutMs = 30_000,
-  intervalMs = 200,
+  intervalMs?: number,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const started = Date.now();
+  const deadline = started + timeoutMs;
   const timer = waitTimer('until');
   while (!(await check())) {
     if (Date.now() > deadline) {
       timer('timed out');
       throw new Error('timed out');
     }
-    await sleep(intervalMs);
+    await sleep(intervalMs ?? (Date.now() - started < 5_000 ? 200 : 500));
   }
   timer();
 }
