@@ -397,13 +397,14 @@ function fromCapacity(c: Capacity) {
 /** The host a request's client certificate names, when the CA verified it; else 401. */
 function presentedHost(req: FastifyRequest): { hostId: string; sha256: string } {
   const socket = req.raw.socket as TLSSocket;
-  const raw = socket.authorized ? socket.getPeerCertificate().raw : undefined;
-  const cn = raw ? certCn(raw) : undefined;
-  if (!raw || !cn?.startsWith('host:')) {
+  // Parsed once a request (every heartbeat of every host comes here).
+  const cert = socket.authorized ? socket.getPeerX509Certificate() : undefined;
+  const cn = cert ? certCn(cert) : undefined;
+  if (!cert || !cn?.startsWith('host:')) {
     throw new AppError(
       'UNAUTHORIZED',
       "This route needs the host's certificate from the installation's CA (a host gets one when it joins).",
     );
   }
-  return { hostId: cn.slice('host:'.length), sha256: certSha256(raw) };
+  return { hostId: cn.slice('host:'.length), sha256: certSha256(cert) };
 }

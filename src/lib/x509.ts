@@ -131,15 +131,19 @@ export async function signRequest(ca: KeyPair, csr: string, o: SignOptions): Pro
 }
 
 /** SHA-256 of a certificate's DER, lowercase hex without colons: how a CA or a host is known. */
-export function certSha256(pem: string | Buffer): string {
-  return new X509Certificate(pem).fingerprint256.replaceAll(':', '').toLowerCase();
+export function certSha256(pem: string | Buffer | X509Certificate): string {
+  return parsed(pem).fingerprint256.replaceAll(':', '').toLowerCase();
 }
 
 /** The CN of a certificate's subject, or undefined. */
-export function certCn(pem: string | Buffer): string | undefined {
-  const subject = new X509Certificate(pem).subject;
+export function certCn(pem: string | Buffer | X509Certificate): string | undefined {
+  const subject = parsed(pem).subject;
   return /(?:^|\n)CN=([^\n]*)/.exec(subject)?.[1];
 }
+
+/** A certificate parsed once by its holder (a TLS socket's peer: getPeerX509Certificate) is not parsed again. */
+const parsed = (cert: string | Buffer | X509Certificate) =>
+  cert instanceof X509Certificate ? cert : new X509Certificate(cert);
 
 /** The subject of a certificate signed without a CN. */
 const NO_CN_ORGANIZATION = 'Basin';

@@ -6,7 +6,7 @@
 // restarted into them.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -59,6 +59,11 @@ test(
       await driver.close();
     });
     t.after(() => cleanUpDataDir(dataDir));
+    // A network namespace of someone else's on the host while the servers
+    // start: their mount namespaces must not hold it (see the last step).
+    const otherNetns = `basin-test-other-${process.pid}`;
+    execFileSync('ip', ['netns', 'add', otherNetns]);
+    t.after(() => execFileSync('ip', ['netns', 'delete', otherNetns]));
     await driver.start();
     await Promise.all([applyUntilDone(driver, a), applyUntilDone(driver, b)]);
     const layout = new Layout(dataDir);
@@ -88,6 +93,18 @@ test(
         for (const d of PLACES) assert.equal(existsSync(join(d, secret)), false, d);
       },
     );
+
+    await t.test("a server's mount namespace holds no network namespace of the host's", () => {
+      // A copy of /run/netns's mounts would keep every other service's
+      // network namespace alive after its delete, as long as this server runs.
+      assert.ok(existsSync(`/run/netns/${otherNetns}`));
+      const pid = postmasterPid(pgdata(a.serviceId));
+      const mounts = readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n');
+      assert.deepEqual(
+        mounts.filter((m) => / - nsfs /.test(m)),
+        [],
+      );
+    });
 
     await t.test('each private directory is a tmpfs of the configured size', async () => {
       const sizes = await fromProgram(ca, `df -P -m ${PLACES.join(' ')} | tail -n +2`);

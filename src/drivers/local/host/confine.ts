@@ -74,7 +74,11 @@ export type PrivateTmpMode = 'auto' | 'on' | 'off';
  * The other services' network namespaces, which the copy of the host's
  * mounts holds in /run/netns, are unmounted there: the server's mount
  * namespace would otherwise keep them alive after their services' delete
- * (its own network was joined before, by nsenter).
+ * (its own network was joined before, by nsenter). `ip netns` makes
+ * /run/netns a mount point of its own, so one lazy unmount of it detaches
+ * them all; one umount per namespace (a process each) is the fallback:
+ * with a namespace per service, that cost every confined start a process
+ * per service on the host (seconds on a busy host with a few dozen).
  */
 const SCRIPT = `
 fail() { echo "FATAL: basin: $*" >&2; exit 70; }
@@ -96,9 +100,10 @@ exec 3<&-
 if [ -d /dev/mqueue ]; then
   mount -t mqueue -o nosuid,nodev,noexec basin-mqueue /dev/mqueue || fail "could not mount a private /dev/mqueue"
 fi
-for ns in /run/netns/*; do
-  [ -e "$ns" ] && umount -l "$ns" 2>/dev/null
-done
+umount -l /run/netns 2>/dev/null ||
+  for ns in /run/netns/*; do
+    [ -e "$ns" ] && umount -l "$ns" 2>/dev/null
+  done
 if [ "$hide" = yes ]; then
   mount -t proc -o hidepid=invisible,nosuid,nodev,noexec basin-proc /proc || fail "could not mount a private /proc"
 fi
