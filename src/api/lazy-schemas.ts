@@ -1,9 +1,9 @@
 // Request validators and response serializers compiled when a route first
 // uses them, not when it is registered. Fastify compiles, at start-up, an Ajv
 // validator for every route and request part (HEAD twins included) and a
-// fast-json-stringify serializer for every route and status: three quarters
-// of the CPU a Basin spent before its first answer (about 1.1 s of 1.5 s;
-// docs/architecture.md §6), while a Basin of the tests, or of a person,
+// fast-json-stringify serializer for every route and status: about 0.5 s
+// of the 1.2 s of CPU a Basin on the sim driver spent before its first
+// answer (docs/architecture.md §6), while a Basin of the tests, or of a person,
 // answers a handful of routes. What is compiled is what Fastify's own
 // compilers make, with the same Ajv instance and options, so answers and
 // error messages are the same, byte for byte; only when changes.
