@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import { builtinRules } from 'eslint/use-at-your-own-risk';
 import tseslint from 'typescript-eslint';
 
 // The layers of docs/architecture.md §1, enforced: imports flow
@@ -132,6 +133,28 @@ const LAYERS = [
   })),
 ];
 
+// A module loaded when first needed (`await import('…')`, docs/architecture.md
+// §6) crosses the same boundaries as one imported at the top: the same
+// patterns, through ESLint's own no-restricted-imports, for `import()` of a
+// literal path too (the core rule checks only import declarations).
+const noRestricted = builtinRules.get('no-restricted-imports');
+const layersPlugin = {
+  rules: {
+    'no-restricted-dynamic-imports': {
+      meta: noRestricted.meta,
+      create(context) {
+        const check = noRestricted.create(context).ImportDeclaration;
+        return {
+          ImportExpression(node) {
+            if (node.source.type === 'Literal' && typeof node.source.value === 'string')
+              check(node);
+          },
+        };
+      },
+    },
+  },
+};
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'scripts/*.mjs', 'src/client/generated/'] },
   js.configs.recommended,
@@ -156,7 +179,11 @@ export default tseslint.config(
     return {
       files,
       ...(ignores ? { ignores } : {}),
-      rules: { 'no-restricted-imports': ['error', { patterns }] },
+      plugins: { layers: layersPlugin },
+      rules: {
+        'no-restricted-imports': ['error', { patterns }],
+        'layers/no-restricted-dynamic-imports': ['error', { patterns }],
+      },
     };
   }),
 );

@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { backupWrite } from './backup-write.js';
 import type { BenchContext, BenchSettings } from './bench-context.js';
 import { killAllChildrenNow, stopAllChildren } from './children.js';
+import { cliStart } from './cli-start.js';
 import { density } from './density.js';
 import { forkNow } from './fork-now.js';
 import { forkPitr } from './fork-pitr.js';
@@ -61,6 +62,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { name: 'density', run: density },
   { name: 'several-hosts', run: severalHosts },
   { name: 'ha-hosts', run: haHosts },
+  { name: 'cli-start', run: cliStart },
 ];
 
 function settingsFromEnv(env: NodeJS.ProcessEnv): BenchSettings {

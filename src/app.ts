@@ -26,6 +26,7 @@ import type { RouteDeps } from './api/routes/deps.js';
 import { sharedSchemas } from './api/schemas/index.js';
 import { openApiInfo } from './api/openapi.js';
 import { cachedSerializers, type RouteSerializers } from './api/serializers.js';
+import { LazySchemas, rememberLazySchemas } from './api/lazy-schemas.js';
 import type { Principal } from './commands/context.js';
 import { DEFAULT_SERVICE_TYPE_NAME } from './domain/service-type-names.js';
 import { currentUsage } from './commands/usage.js';
@@ -68,6 +69,8 @@ export async function buildApp({
   const accessLog = loggerInstance ? new AccessLog(loggerInstance) : undefined;
   const nextRequestId = requestIds();
   const serializers: RouteSerializers = new Map();
+  // Each route's validators and serializers compiled at its first request (api/lazy-schemas.ts).
+  const lazy = new LazySchemas();
   const app = Fastify({
     ...(loggerInstance
       ? {
@@ -81,7 +84,10 @@ export async function buildApp({
     frameworkErrors,
     clientErrorHandler,
     schemaController: {
-      compilersFactory: { buildSerializer: cachedSerializers(serializers) },
+      compilersFactory: {
+        buildValidator: lazy.validators(),
+        buildSerializer: cachedSerializers(serializers, lazy),
+      },
     },
     // Strict types: a number where the spec says string is a 400, not coerced.
     // `x-basin-extension` marks in the OpenAPI document what Basin adds to the spec.
@@ -97,6 +103,7 @@ export async function buildApp({
   } as FastifyServerOptions) as unknown as FastifyInstance;
   // Node closes a connection beyond this at once, before a byte is read.
   if (http) (app.server as Server).maxConnections = http.maxConnections;
+  rememberLazySchemas(app, lazy);
 
   const routeDeps: RouteDeps = {
     ...deps,

@@ -11,12 +11,9 @@ import { bootstrap } from './commands/admin.js';
 import type { Config } from './config.js';
 import type { Driver } from './drivers/driver.js';
 import { Layout } from './drivers/local/layout.js';
-import { createLocalDriver } from './drivers/local/local-driver.js';
-import { createHostsDriver } from './drivers/hosts/hosts-driver.js';
 import { etcdHealth } from './hosts/etcd-cluster.js';
 import { revokeServiceEtcd } from './hosts/etcd-service-identity.js';
 import { serviceSecret } from './hosts/service-secrets.js';
-import { createSimDriver } from './drivers/sim/sim-driver.js';
 import { controlPlaneIdentity, installationCa } from './hosts/installation-ca.js';
 import { Engine, type EngineOptions } from './engine/engine.js';
 import { leaderDriver } from './engine/leader-driver.js';
@@ -33,7 +30,6 @@ import { fenceHolder } from './lib/leader-process.js';
 import { portIsFree } from './lib/port-probe.js';
 import { type Logger, silentLogger } from './lib/logger.js';
 import { BasinMetrics } from './metrics/basin-metrics.js';
-import { localDriverOptions } from './local-driver-options.js';
 import { openStore } from './open-store.js';
 import { FencedError, type Store } from './store/store.js';
 
@@ -113,7 +109,7 @@ async function assemble(
     store,
     mayAct: () => !shared,
   };
-  const driver = options.driver ?? createDriver(config, clock, log, store, lead);
+  const driver = options.driver ?? (await createDriver(config, clock, log, store, lead));
   await driver.prime?.();
   const bootstrapped = await bootstrap(store, clock, config.bootstrapApiKey);
 
@@ -319,17 +315,28 @@ function isLogger(l: PinoLogger | LoggerOptions): l is PinoLogger {
   return typeof (l as PinoLogger).child === 'function';
 }
 
-function createDriver(
+/**
+ * The driver `--driver` names, its modules loaded only then: the local
+ * driver is half of Basin's modules (and `yaml`, `pg`), which a Basin on the
+ * sim or hosts driver never runs (docs/architecture.md §6).
+ */
+async function createDriver(
   config: Config,
   clock: Clock,
   log: Logger,
   store: Store,
   lead: { store: Store; mayAct: () => boolean; term?: number },
-): Driver {
+): Promise<Driver> {
   switch (config.driver) {
-    case 'sim':
+    case 'sim': {
+      const { createSimDriver } = await import('./drivers/sim/sim-driver.js');
       return createSimDriver({ delayMs: config.simDelayMs, clock });
-    case 'local':
+    }
+    case 'local': {
+      const [{ createLocalDriver }, { localDriverOptions }] = await Promise.all([
+        import('./drivers/local/local-driver.js'),
+        import('./local-driver-options.js'),
+      ]);
       return createLocalDriver(
         localDriverOptions(config, {
           // The high-water mark of service uids lives in the store, so that
@@ -343,7 +350,9 @@ function createDriver(
           log,
         }),
       );
-    case 'hosts':
+    }
+    case 'hosts': {
+      const { createHostsDriver } = await import('./drivers/hosts/hosts-driver.js');
       // Placements are the leader's writes (its engine places services): fenced too.
       return createHostsDriver({
         hosts: () => store.hosts.list(),
@@ -390,5 +399,6 @@ function createDriver(
         forgetService: (serviceId) => revokeServiceEtcd(store, serviceId),
         term: () => lead.term,
       });
+    }
   }
 }

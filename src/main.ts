@@ -1,18 +1,17 @@
 // Runs the Basin server: parse configuration, wire everything, listen, and
 // drain on SIGINT/SIGTERM. Databases keep running when the server exits.
+// What only some configurations use (the hosts' listener and etcd, the
+// metrics listener) is loaded when configured, and Basin itself once the
+// flags are read: `--help` and a bad flag answer at once (docs/architecture.md §6).
 
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { createBasin } from './basin.js';
 import { ConfigError, helpText, parseConfig } from './config.js';
 import { makeDataDir } from './lib/data-dir.js';
 import { DataDirInUseError } from './lib/data-dir-lock.js';
 import { createServerLog, exitOnFatalErrors, type ServerLog } from './lib/logger.js';
 import { selfSignedCertificate } from './lib/self-signed.js';
-import { superviseEtcd } from './hosts/etcd-cluster.js';
-import { listenForHosts } from './hosts/host-listener.js';
 import { systemClock } from './lib/clock.js';
-import { listenMetrics } from './metrics/listener.js';
 
 /** The exit status of a leader that lost leadership (a supervisor starts it again). */
 const LEADERSHIP_LOST = 3;
@@ -42,6 +41,7 @@ async function main(): Promise<void> {
   // one access line per request at `info`, the engine's and drivers' lines.
   serverLog = createServerLog({ level: config.logLevel });
   exitOnFatalErrors(serverLog);
+  const { createBasin } = await import('./basin.js');
   const basin = await createBasin(config, {
     https,
     logger: serverLog.logger,
@@ -104,7 +104,9 @@ async function main(): Promise<void> {
 
   // Off by default: the series span every project (docs/decisions.md).
   const metricsListener = config.metricsListen
-    ? await listenMetrics(basin.metrics, config.metricsListen.host, config.metricsListen.port)
+    ? await (
+        await import('./metrics/listener.js')
+      ).listenMetrics(basin.metrics, config.metricsListen.host, config.metricsListen.port)
     : null;
   if (metricsListener) {
     const { address, port: metricsPort } = metricsListener.address;
@@ -115,19 +117,24 @@ async function main(): Promise<void> {
   }
 
   // Off by default: one machine needs no hosts (docs/decisions.md, "Several hosts").
-  const hostListener = config.hostListen
-    ? await listenForHosts({
-        store: basin.store,
-        clock: systemClock,
-        log,
-        host: config.hostListen.host,
-        port: config.hostListen.port,
-        lostAfterMs: config.hostLostAfterMs,
-      })
+  const hostListen = config.hostListen;
+  const hosts = hostListen
+    ? await Promise.all([import('./hosts/host-listener.js'), import('./hosts/etcd-cluster.js')])
     : null;
+  const hostListener =
+    hosts && hostListen
+      ? await hosts[0].listenForHosts({
+          store: basin.store,
+          clock: systemClock,
+          log,
+          host: hostListen.host,
+          port: hostListen.port,
+          lostAfterMs: config.hostLostAfterMs,
+        })
+      : null;
   // etcd's members on the hosts, once enough of them joined (docs/decisions.md, "etcd on the hosts").
-  const etcdLoop = hostListener
-    ? superviseEtcd({
+  const etcdLoop = hosts
+    ? hosts[1].superviseEtcd({
         store: basin.store,
         clock: systemClock,
         log,

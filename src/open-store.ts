@@ -1,15 +1,15 @@
 // Opens the store a configuration points at. The server (basin.ts) and the
 // `basin` administration command both come through here, so they always
-// agree on where the store is and how it is opened.
+// agree on where the store is and how it is opened. Each store is loaded
+// when chosen (`pg` or better-sqlite3, not both): a `basin` command that
+// opens none, and a server on the other one, load neither (docs/architecture.md §6).
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { StoreConfig } from './config.js';
 import { makeDataDir } from './lib/data-dir.js';
-import { lockDataDir } from './lib/data-dir-lock.js';
-import { copySqliteToPostgres, type CopyResult } from './store/copy-store.js';
-import { describe, openPostgresStore } from './store/postgres/pg-store.js';
-import { openSqliteStore } from './store/sqlite/sqlite-store.js';
+import type { CopyResult } from './store/copy-store.js';
+import { describe } from './store/postgres/describe-url.js';
 import type { Store } from './store/store.js';
 
 export interface OpenedStore {
@@ -30,8 +30,10 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
   if (createdDataDir) makeDataDir(config.dataDir);
   const store =
     config.storeUrl !== null
-      ? await openPostgresStore(config.storeUrl)
-      : openSqliteStore(join(config.dataDir, 'basin.db'));
+      ? await (await import('./store/postgres/pg-store.js')).openPostgresStore(config.storeUrl)
+      : (await import('./store/sqlite/sqlite-store.js')).openSqliteStore(
+          join(config.dataDir, 'basin.db'),
+        );
   return { store, createdDataDir };
 }
 
@@ -50,6 +52,10 @@ export function storeWhere(config: StoreConfig): string {
 export async function migrateStore(dataDir: string, url: string): Promise<CopyResult> {
   const file = join(dataDir, 'basin.db');
   if (!existsSync(file)) throw new Error(`There is no store to move: ${file} does not exist.`);
+  const [{ copySqliteToPostgres }, { lockDataDir }] = await Promise.all([
+    import('./store/copy-store.js'),
+    import('./lib/data-dir-lock.js'),
+  ]);
   const lock = lockDataDir(dataDir);
   try {
     return await copySqliteToPostgres(file, url);

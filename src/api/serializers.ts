@@ -10,6 +10,7 @@
 
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import { deepFreeze } from '../lib/freeze.js';
+import type { LazySchemas } from './lazy-schemas.js';
 
 type Factory = ReturnType<typeof SerializerSelector>;
 
@@ -36,8 +37,12 @@ export function routeSerializerKey(method: string, url: string, status: number |
   return `${method} ${url} ${status}`;
 }
 
-/** The compiler factory for Fastify's schemaController; records what it compiles in `routes`. */
-export function cachedSerializers(routes?: RouteSerializers): Factory {
+/**
+ * The compiler factory for Fastify's schemaController; records what it
+ * compiles in `routes`. With `lazy`, each serializer is compiled at its
+ * first use (lazy-schemas.ts).
+ */
+export function cachedSerializers(routes?: RouteSerializers, lazy?: LazySchemas): Factory {
   return (externalSchemas, options) => {
     const compile = SerializerSelector()(externalSchemas, options);
     const cache = new Map<string, Serializer>();
@@ -45,7 +50,9 @@ export function cachedSerializers(routes?: RouteSerializers): Factory {
       const key = JSON.stringify(route.schema);
       let serializer = cache.get(key);
       if (!serializer) {
-        serializer = keepingJson(compile(route));
+        serializer = lazy
+          ? lazy.defer(() => keepingJson(compile(route)) as (data: unknown) => string)
+          : keepingJson(compile(route));
         cache.set(key, serializer);
       }
       routes?.set(routeSerializerKey(route.method, route.url, route.httpStatus), serializer);

@@ -4,7 +4,6 @@
 // control plane's store.
 
 import { hostname } from 'node:os';
-import { runAgent } from '../agent/host-agent.js';
 import { JoinError } from '../agent/join.js';
 import {
   DEFAULT_HOST_LOST_AFTER_MS,
@@ -20,7 +19,6 @@ import { type EtcdHealth, etcdHealth } from '../hosts/etcd-cluster.js';
 import { servicesCa } from '../hosts/installation-ca.js';
 import { DEFAULT_TOKEN_TTL_MS, issueJoinToken } from '../hosts/join-tokens.js';
 import { OPTIONS, parseConfig } from '../config.js';
-import { createServerLog } from '../lib/logger.js';
 import type { Store } from '../store/store.js';
 import { replicaSetConverge, serviceConverge } from '../domain/operations.js';
 import { applyServiceAction } from '../domain/service-status.js';
@@ -164,6 +162,13 @@ export const hostGroup: CliGroup = {
         return undefined;
       },
       async run(c) {
+        // Loaded here, not with the group: the agent is the local driver and
+        // its dependencies (most of Basin), which no other `basin` command
+        // needs and every one would otherwise load (docs/architecture.md §6).
+        const [{ runAgent }, { createServerLog }] = await Promise.all([
+          import('../agent/host-agent.js'),
+          import('../lib/logger.js'),
+        ]);
         const serverLog = createServerLog({ level: 'info' });
         const log = serverLog.logger;
         const port = Number(c.opt('port') ?? AGENT_PORT);

@@ -2,7 +2,6 @@
 // store on PostgreSQL").
 
 import { OPTIONS, parseStoreConfig } from '../config.js';
-import { migrateStore } from '../open-store.js';
 import type { CliGroup } from './command.js';
 import { DATA_DIR } from './global-options.js';
 
@@ -38,6 +37,7 @@ export const storeGroup: CliGroup = {
           ],
           c.env,
         );
+        const { migrateStore } = await import('../open-store.js');
         const { rows } = await migrateStore(config.dataDir, to);
         if (c.json) c.print(rows);
         else

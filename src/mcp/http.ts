@@ -11,14 +11,6 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { registerTools, type ToolContext } from './tools.js';
 
-/** `host:port` (IPv6 in brackets; port 0: any free one, printed), or a message saying what is wrong. */
-export function parseListen(text: string): { host: string; port: number } | string {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
-  const port = Number(m?.[3]);
-  if (!m || port > 65535) return `--http must be host:port (e.g. 127.0.0.1:8765); got ${text}.`;
-  return { host: (m[1] ?? m[2]) as string, port };
-}
-
 export async function serveHttp(
   listen: { host: string; port: number },
   apiKey: string,

@@ -2,15 +2,12 @@
 // output, for an agent (Claude Desktop, Claude Code, Cursor…) to drive
 // Basin's services with the login the rest of the CLI uses (`basin login`,
 // or BASIN_URL and BASIN_API_KEY). Tools are in tools.ts; standard output
-// carries only the protocol, notes go to standard error.
+// carries only the protocol, notes go to standard error. The server itself
+// is run-mcp.ts.
 
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { CliFailure, type CliGroup } from '../cli/command.js';
+import type { CliGroup } from '../cli/command.js';
 import { PROJECT_OPTION } from '../cli/service-format.js';
-import { caCertificate, LOCAL_CA } from '../cli/service-psql.js';
-import { parseListen, serveHttp } from './http.js';
-import { registerTools, type ToolContext } from './tools.js';
+import { parseListen } from './listen.js';
 
 export const mcpGroup: CliGroup = {
   name: 'mcp',
@@ -53,36 +50,10 @@ export const mcpGroup: CliGroup = {
         return typeof listen === 'string' ? listen : undefined;
       },
       async run(c) {
-        const readOnly = c.flag('read-only');
-        const ca = caCertificate(c);
-        if (ca === undefined) {
-          c.note(
-            `basin mcp: no CA certificate: db_execute_query will not verify servers. Give --ca <file> (the installation's <data dir>/${LOCAL_CA.join('/')}).\n`,
-          );
-        }
-        const tools: ToolContext = {
-          api: c.api,
-          projectId: c.projectId,
-          ca,
-          readOnly,
-          passwords: new Map(),
-        };
-        const http = c.opt('http');
-        if (http !== undefined) {
-          const listen = parseListen(http);
-          if (typeof listen === 'string') throw new CliFailure(listen);
-          return serveHttp(listen, c.login.apiKey, tools, c.note);
-        }
-        const server = new McpServer({ name: 'basin', version: '0.1.0' });
-        registerTools(server, tools);
-        const transport = new StdioServerTransport();
-        const closed = new Promise<void>((done) => {
-          transport.onclose = done;
-          process.stdin.once('end', done);
-        });
-        await server.connect(transport);
-        await closed;
-        await server.close();
+        // Loaded here, not with the group: the MCP SDK (zod, ajv) and `pg`
+        // are for this command alone (docs/architecture.md §6).
+        const { runMcp } = await import('./run-mcp.js');
+        await runMcp(c);
       },
     },
   ],

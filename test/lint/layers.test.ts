@@ -11,13 +11,14 @@ import { ROOT } from '../harness/root.js';
 const root = ROOT;
 const eslint = new ESLint({ cwd: root });
 
-async function layerErrors(file: string, from: string): Promise<string[]> {
-  const [result] = await eslint.lintText(`import { x } from '${from}';\nexport { x };\n`, {
-    filePath: join(root, file),
-  });
-  return (result?.messages ?? [])
-    .filter((m) => m.ruleId === 'no-restricted-imports')
-    .map((m) => m.message);
+async function layerErrors(file: string, from: string, dynamic = false): Promise<string[]> {
+  // A module loaded when first needed (docs/architecture.md §6) obeys the same rules.
+  const text = dynamic
+    ? `export const x = async () => (await import('${from}')).x;\n`
+    : `import { x } from '${from}';\nexport { x };\n`;
+  const [result] = await eslint.lintText(text, { filePath: join(root, file) });
+  const rule = dynamic ? 'layers/no-restricted-dynamic-imports' : 'no-restricted-imports';
+  return (result?.messages ?? []).filter((m) => m.ruleId === rule).map((m) => m.message);
 }
 
 const VIOLATIONS: [string, string][] = [
@@ -60,9 +61,15 @@ const VIOLATIONS: [string, string][] = [
 
 for (const [file, from] of VIOLATIONS) {
   test(`${file} may not import ${from}`, async () => {
-    const errors = await layerErrors(file, from);
-    assert.equal(errors.length, 1, `no layer error for ${from} in ${file}`);
-    assert.match(errors[0] as string, /Layer rule \(docs\/architecture\.md §1\)/);
+    for (const dynamic of [false, true]) {
+      const errors = await layerErrors(file, from, dynamic);
+      assert.equal(
+        errors.length,
+        1,
+        `no layer error for ${dynamic ? 'import() of ' : ''}${from} in ${file}`,
+      );
+      assert.match(errors[0] as string, /Layer rule \(docs\/architecture\.md §1\)/);
+    }
   });
 }
 
@@ -95,5 +102,6 @@ const ALLOWED: [string, string][] = [
 for (const [file, from] of ALLOWED) {
   test(`${file} may import ${from}`, async () => {
     assert.deepEqual(await layerErrors(file, from), []);
+    assert.deepEqual(await layerErrors(file, from, true), []);
   });
 }

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { AppError } from '../../domain/errors.js';
+import { describe } from './describe-url.js';
 import { type CredentialKey, FencedError, type Repos, type Store, type Tx } from '../store.js';
 import { pgLeadership } from './leadership-repo.js';
 import {
@@ -288,15 +289,4 @@ function unreachable(err: unknown): boolean {
     return /^E[A-Z]+$/.test(code) || code.startsWith('08') || code.startsWith('57P');
   }
   return /Connection terminated|connection timeout|not queryable/i.test(err.message);
-}
-
-/** host:port/database, never the password. */
-export function describe(url: string): string {
-  try {
-    const u = new URL(url);
-    const host = u.hostname || u.searchParams.get('host') || 'localhost';
-    return `${host}:${u.port || '5432'}${u.pathname}`;
-  } catch {
-    return 'an unreadable URL';
-  }
 }
