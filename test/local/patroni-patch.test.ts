@@ -90,12 +90,12 @@ print('holder', base64.b64decode(a._client.range(a.leader_path)['kvs'][0]['value
 `;
 
 /**
- * A throwaway etcd member on free ports, its client URLs `clients` (two give
- * one member two addresses a client can switch between); over TLS with a
- * self-signed certificate (`ca`) when `tls`.
+ * A throwaway etcd member on free ports with `clients` client URLs (two
+ * give one member two addresses, `first` and `second`, a client can switch
+ * between); over TLS with a self-signed certificate (`ca`) when `tls`.
  */
 async function withEtcd(
-  fn: (endpoints: string[], ca: string) => Promise<void>,
+  fn: (first: string, second: string, ca: string) => Promise<void>,
   opts: { clients?: number; tls?: boolean } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'basin-patroni-etcd-'));
@@ -154,7 +154,8 @@ async function withEtcd(
       if (etcd.exitCode !== null) assert.fail(`etcd exited (${etcd.exitCode})`);
       await sleep(200);
     }
-    await fn(endpoints, cert);
+    const [first = '', second = first] = endpoints;
+    await fn(first, second, cert);
   } finally {
     etcd.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
@@ -171,7 +172,7 @@ function run(script: string, args: string[]): string[] {
 }
 
 test("the patched Patroni never renews a leader key another member holds; Debian's takes it", async () => {
-  await withEtcd(async ([endpoint]) => {
+  await withEtcd(async (endpoint) => {
     assert.deepEqual(run(SCRIPT, [BASIN, endpoint]), [
       'a acquires True',
       'a renews True',
@@ -182,7 +183,7 @@ test("the patched Patroni never renews a leader key another member holds; Debian
     ]);
   });
   // The fault the patch mends, shown on the package as Debian ships it.
-  await withEtcd(async ([endpoint]) => {
+  await withEtcd(async (endpoint) => {
     assert.deepEqual(run(SCRIPT, [DEBIAN, endpoint]).slice(2, 4), ['b renews True', 'holder b']);
   });
 });
@@ -241,8 +242,8 @@ if sys.argv[5] != 'fault':
 
 test("the patched Patroni's watch follows its client to another member with its timing's keepalive; Debian's stays", async () => {
   await withEtcd(
-    async ([first, second], ca) => {
-      const [p1, p2] = [first, second].map((e) => e.split(':')[1]);
+    async (first, second, ca) => {
+      const [p1, p2] = [first, second].map((e) => e.split(':')[1] ?? '');
       assert.deepEqual(run(WATCH_SCRIPT, [BASIN, first, second, ca, 'fixed']), [
         `watch ${p1} 20 30000`,
         `reloaded ${p1} 6 10000`,
