@@ -16,8 +16,8 @@
 //     restart with a switchover, Basin's): the longest gap between two
 //     acknowledged commits, and no acknowledged commit missing;
 //   - a host lost: the same writer through a surviving host's endpoint; the
-//     primary's whole host killed (every process, kill -9, then its link
-//     down, as test/cluster/cluster.ts `killHost`): the time from the kill
+//     primary's whole host lost (its link down, then every process kill -9:
+//     `loseHost`): the time from the loss
 //     to the first commit acknowledged by another node, and no
 //     acknowledged commit missing. Its baselines: Patroni's own floor as
 //     configured (the leader key's TTL: ttl - loop_wait to ttl after the
@@ -513,7 +513,7 @@ async function hostLoss(s: Ctx, round: number): Promise<HostLoss> {
     }
   })();
   const killedAt = performance.now();
-  s.c.killHost(lostHost);
+  loseHost(s, lostHost);
   await waitForAcks(w, 40, killedAt, 300_000);
   watching = false;
   await watch;
@@ -579,7 +579,7 @@ async function etcdLeaderLoss(s: Ctx, round: number): Promise<EtcdLeaderLoss> {
   const w = writer(s, { host: s.c.address(p.hostIndex), port: s.port });
   await waitForAcks(w, 40);
   const killedAt = performance.now();
-  s.c.killHost(lostHost);
+  loseHost(s, lostHost);
   await waitForAcks(w, 40, killedAt + 15_000, 300_000);
   await w.stop();
   const next = await primary(s);
@@ -598,6 +598,21 @@ async function etcdLeaderLoss(s: Ctx, round: number): Promise<EtcdLeaderLoss> {
       `longest gap between commits ${fixed(r.gapMs)} ms; ${r.acked} acknowledged, ${r.lost} missing (load ${load()})`,
   );
   return r;
+}
+
+/**
+ * Host i lost as a machine is lost: its link down first, so that nothing
+ * it does reaches the others (a machine that loses its power or its network
+ * says nothing more), then every process on it killed (kill -9). Killed
+ * first (BENCH_HA_KILL_FIRST=1, the bench's order before 2026-11-29), its
+ * processes' TCP connections are closed by its kernel while its link is up:
+ * the other hosts' Patronis see their etcd streams to it end at once, which
+ * a real loss never tells them (docs/decisions.md, "HA across hosts", "The
+ * watch on a lost member").
+ */
+function loseHost(s: Ctx, i: number): void {
+  if (envInt('BENCH_HA_KILL_FIRST', 0, 0) === 0) s.c.cutHost(i);
+  s.c.killHost(i);
 }
 
 /** The lost host back as a machine comes back (its link up, its agent started again): its node a streaming standby, the service READY. */
