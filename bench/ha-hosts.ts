@@ -512,8 +512,7 @@ async function hostLoss(s: Ctx, round: number): Promise<HostLoss> {
       else await sleep(100);
     }
   })();
-  const killedAt = performance.now();
-  loseHost(s, lostHost);
+  const killedAt = loseHost(s, lostHost);
   await waitForAcks(w, 40, killedAt, 300_000);
   watching = false;
   await watch;
@@ -578,8 +577,7 @@ async function etcdLeaderLoss(s: Ctx, round: number): Promise<EtcdLeaderLoss> {
   const standby = s.nodes.find((n) => n.hostIndex === lostHost) as Node;
   const w = writer(s, { host: s.c.address(p.hostIndex), port: s.port });
   await waitForAcks(w, 40);
-  const killedAt = performance.now();
-  loseHost(s, lostHost);
+  const killedAt = loseHost(s, lostHost);
   await waitForAcks(w, 40, killedAt + 15_000, 300_000);
   await w.stop();
   const next = await primary(s);
@@ -601,18 +599,29 @@ async function etcdLeaderLoss(s: Ctx, round: number): Promise<EtcdLeaderLoss> {
 }
 
 /**
- * Host i lost as a machine is lost: its link down first, so that nothing
- * it does reaches the others (a machine that loses its power or its network
- * says nothing more), then every process on it killed (kill -9). Killed
+ * Host i lost as a machine is lost (returns when, performance.now()): its
+ * link down first, so that nothing it does reaches the others (a machine
+ * that loses its power or its network says nothing more), then every
+ * process on it killed (kill -9). Killed
  * first (BENCH_HA_KILL_FIRST=1, the bench's order before 2026-11-29), its
  * processes' TCP connections are closed by its kernel while its link is up:
  * the other hosts' Patronis see their etcd streams to it end at once, which
  * a real loss never tells them (docs/decisions.md, "HA across hosts", "The
  * watch on a lost member").
  */
-function loseHost(s: Ctx, i: number): void {
-  if (envInt('BENCH_HA_KILL_FIRST', 0, 0) === 0) s.c.cutHost(i);
+function loseHost(s: Ctx, i: number): number {
+  let at = performance.now();
+  if (envInt('BENCH_HA_KILL_FIRST', 0, 0) === 0) {
+    s.c.cutHost(i);
+    // Taken when `ip` returns: on a machine where other tests make and
+    // delete network namespaces it can wait many seconds for the kernel's
+    // lock before the link goes down (~22 s once, 2026-11-29, by the nodes'
+    // logs).
+    at = performance.now();
+  }
   s.c.killHost(i);
+  console.log(`h${i} lost at ${new Date(Date.now() - (performance.now() - at)).toISOString()}`);
+  return at;
 }
 
 /** The lost host back as a machine comes back (its link up, its agent started again): its node a streaming standby, the service READY. */
