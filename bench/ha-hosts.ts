@@ -341,9 +341,10 @@ async function missing(s: Ctx, at: Node, w: Writer): Promise<number> {
   return w.acks.filter((a) => !stored.has(a.i)).length;
 }
 
-/** The longest time between two acknowledgements from `from` on. */
+/** The longest time between two acknowledgements from `from` on (the last one before `from` included: a pause that starts at `from` counts). */
 function longestGap(w: Writer, from: number): number {
-  const ats = w.acks.filter((a) => a.at >= from).map((a) => a.at);
+  const before = w.acks.filter((a) => a.at < from).map((a) => a.at);
+  const ats = [...before.slice(-1), ...w.acks.filter((a) => a.at >= from).map((a) => a.at)];
   let gap = 0;
   for (let k = 1; k < ats.length; k++) gap = Math.max(gap, (ats[k] as number) - (ats[k - 1] as number)); // prettier-ignore
   return gap;
