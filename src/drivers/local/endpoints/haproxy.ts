@@ -38,7 +38,7 @@ import { isRoot, readPasswd, type OsUser } from '../host/os-user.js';
 import { isLive, procCmdline } from '../host/processes.js';
 import { serverStateFile, statefulServers } from './haproxy-state.js';
 
-/** How long ensureService waits for HAProxy's check to see the enabled servers up (a few check intervals). */
+/** How long ensureService (ensurePatroniService) waits for HAProxy's checks to see the servers up (a few check intervals). */
 const UP_WAIT_MS = 5_000;
 
 export interface ProxiedServer {
