@@ -34,7 +34,8 @@ export interface PatroniCheckTls {
  * One HA service's frontend on a host: every node a server, each checked
  * with `GET /primary` on its REST API over TLS (certificate verified, a
  * client certificate shown); only the node that answers 200 is up, so
- * `balance first` has one server to pick. A node marked down has its
+ * `balance first` has one server to pick, after a reload too (the states
+ * are kept across it: haproxy-state.ts). A node marked down has its
  * sessions cut (a demoted primary must keep no client). No retry: a
  * client retries at once, and by then the check has moved on.
  */
@@ -56,6 +57,11 @@ export function renderPatroniService(
     '    balance first',
     '    option tcpka',
     '    retries 0',
+    // HAProxy 2.6 takes a server as up until its checks fail: the states
+    // checked before a reload are kept, and a server not checked yet starts
+    // down (haproxy-state.ts), so `balance first` never picks a standby
+    // listed first in the moment after a reload.
+    '    load-server-state-from-file global',
     '    option httpchk',
     '    http-check send meth GET uri /primary ver HTTP/1.1 hdr Host basin',
     '    http-check expect status 200',

@@ -18,7 +18,9 @@
 // through the runtime API (the stats socket); a change of frontends or
 // servers by a seamless reload (master-worker mode, SIGUSR2): the new
 // worker takes the listening sockets over, the old one finishes its
-// sessions. https://docs.haproxy.org/2.6/management.html
+// sessions; the servers' states the old one checked are handed to it
+// through the server-state file (haproxy-state.ts), which the frontends
+// under Patroni load. https://docs.haproxy.org/2.6/management.html
 
 import { spawn } from 'node:child_process';
 import { closeSync, fchmodSync, openSync } from 'node:fs';
@@ -31,11 +33,12 @@ import type { Logger } from '../../../lib/logger.js';
 import { DriverError } from '../../driver.js';
 import { asUser, childEnv, type Prelude, run, withPrelude } from '../host/exec.js';
 import type { Layout } from '../layout.js';
-import { exists, mkdirIn } from '../node/node-files.js';
+import { exists, mkdirIn, writeRootFile } from '../node/node-files.js';
 import { isRoot, readPasswd, type OsUser } from '../host/os-user.js';
 import { isLive, procCmdline } from '../host/processes.js';
+import { serverStateFile, statefulServers } from './haproxy-state.js';
 
-/** How long ensureService waits for HAProxy's check to see the enabled servers up (a few check intervals). */
+/** How long ensureService (ensurePatroniService) waits for HAProxy's checks to see the servers up (a few check intervals). */
 const UP_WAIT_MS = 5_000;
 
 export interface ProxiedServer {
@@ -107,6 +110,10 @@ export class Haproxy {
   }
   private get statsSocket() {
     return join(this.runDir, 'stats.sock');
+  }
+  /** The servers' states the next worker starts from (haproxy-state.ts): root's, read by HAProxy's user. */
+  private get stateFile() {
+    return join(this.dir, 'server-state');
   }
   private serviceConf(id: string) {
     return join(this.servicesDir, `${id}.cfg`);
@@ -212,10 +219,40 @@ export class Haproxy {
       const before = await readFile(file, 'utf8').catch(() => undefined);
       if (before !== text) await writeAtomically(file, text, 0o644);
       const pid = await this.running();
+      const fresh = pid === undefined || this.loaded.get(id) !== text;
       if (pid === undefined) await this.spawn();
-      else if (this.loaded.get(id) !== text) await this.reload(pid);
+      else if (fresh) await this.reload(pid);
       this.loaded.set(id, text);
+      if (fresh) await this.untilChecked(backendName(id));
     });
+  }
+
+  /**
+   * Waits until the new worker routes the service's port: one of its
+   * servers up, or every one checked once (no primary then: Patroni has
+   * no leader yet). Its servers that the last worker checked as they are
+   * configured now kept their states; any other started down
+   * (haproxy-state.ts), and is up only once its first check passes, a
+   * moment after the worker starts. Bounded, like untilUp: a node not
+   * reachable yet is the caller's to find out; this never fails.
+   */
+  private async untilChecked(backend: string): Promise<void> {
+    for (const deadline = Date.now() + UP_WAIT_MS; ;) {
+      const stat = await this.command('show stat').catch(() => '');
+      const servers = stat
+        .split('\n')
+        .map((line) => line.split(','))
+        .filter((f) => f[0] === backend && f[1] !== 'FRONTEND' && f[1] !== 'BACKEND');
+      const up = servers.some((f) => /^UP/.test(f[17] ?? ''));
+      // check_status: INI (or UNK) until the server's first check is done; "* " while one runs.
+      const unchecked = servers.some((f) => /^(\* )?(INI|UNK)/.test(f[36] ?? ''));
+      if (servers.length > 0 && (up || !unchecked)) return;
+      if (Date.now() > deadline) {
+        this.o.log.warn({ backend }, "HAProxy has not checked the service's nodes yet");
+        return;
+      }
+      await sleep(50);
+    }
   }
 
   /** The directory of HAProxy's own files (its checks' client certificate goes there). */
@@ -284,7 +321,7 @@ export class Haproxy {
     await mkdirIn(this.servicesDir, 0o755);
     await mkdirIn(this.runDir, 0o700);
     if (isRoot()) await chown(this.runDir, user.uid, user.gid);
-    const global = renderGlobal(this.statsSocket);
+    const global = renderGlobal(this.statsSocket, this.stateFile);
     if ((await readFile(this.globalConf, 'utf8').catch(() => '')) !== global) {
       await writeAtomically(this.globalConf, global, 0o644);
     }
@@ -333,6 +370,7 @@ export class Haproxy {
   private async spawn(): Promise<void> {
     await this.check();
     await rm(this.pidFile, { force: true });
+    await this.saveServerStates(false);
     const logFile = join(this.dir, 'haproxy.log');
     const fd = openSync(logFile, 'a', 0o600);
     try {
@@ -363,6 +401,7 @@ export class Haproxy {
   private async reload(masterPid: number): Promise<void> {
     await this.check();
     const before = await this.workerPid();
+    await this.saveServerStates(true);
     process.kill(masterPid, 'SIGUSR2');
     const deadline = Date.now() + 10_000;
     for (;;) {
@@ -371,6 +410,36 @@ export class Haproxy {
       if (Date.now() > deadline) throw new DriverError('HAProxy did not reload in time.', true);
       await sleep(10);
     }
+  }
+
+  /**
+   * Writes the state file the next worker loads (haproxy-state.ts): the
+   * running worker's states of the servers it checks as they are
+   * configured now (`running`: there is one to ask), every other server
+   * down. Just before the reload, so that what it says is at most a moment
+   * old; a state that changes meanwhile (a failover) is the new worker's
+   * checks' to follow, as they would without a reload. No worker answering
+   * is no state kept: every server starts down, a moment without a route
+   * rather than a route to a standby.
+   */
+  private async saveServerStates(running: boolean): Promise<void> {
+    const dump = running
+      ? await this.command('show servers state', 5_000).catch((err: Error) => {
+          this.o.log.warn(
+            { err: err.message },
+            "HAProxy did not tell its servers' states: every server starts down",
+          );
+          return '';
+        })
+      : '';
+    const configs = await Promise.all(
+      (await this.serviceIds()).map((id) => readFile(this.serviceConf(id), 'utf8').catch(() => '')),
+    );
+    await writeRootFile(
+      this.stateFile,
+      serverStateFile(dump, statefulServers(configs)),
+      this.user(),
+    );
   }
 
   private async stop(masterPid: number): Promise<void> {
@@ -439,18 +508,23 @@ const backendName = (id: string) => `svc_${id}`;
 /**
  * The global part: master-worker mode, the workers' stats socket (the
  * runtime API, admin level, for Basin alone: its directory is HAProxy's
- * user's, 0700), TCP mode for everything, and one listener of its own
+ * user's, 0700), the servers' state file (root's, read by HAProxy's user:
+ * haproxy-state.ts), TCP mode for everything, and one listener of its own
  * (HAProxy will not run without one).
  */
-export function renderGlobal(statsSocket: string): string {
+export function renderGlobal(statsSocket: string, stateFile: string): string {
   return [
     '# Written by Basin; edits are overwritten.',
     'global',
     `    stats socket ${statsSocket} mode 600 level admin expose-fd listeners`,
     '    stats timeout 10s',
+    // Written before each start and reload (haproxy-state.ts); loaded by the
+    // frontends that say so (haproxy-patroni.ts), no other.
+    `    server-state-file ${stateFile}`,
     '',
     'defaults',
     '    mode tcp',
+    '    load-server-state-from-file none',
     '    timeout connect 2s',
     // PostgreSQL sessions sit idle for long (pools, psql): only a dead peer ends one.
     '    timeout client 24h',
