@@ -12,6 +12,8 @@ import { openSqliteStore } from './sqlite/sqlite-store.js';
 
 /** Tables others refer to, first (foreign keys); the rest in catalogue order. */
 const FIRST = ['projects', 'users'];
+/** SQLite's own bookkeeping, no data: its read cache's change counts (sqlite/migrations.ts, 12). */
+const LOCAL = ['read_changes'];
 /** Tables whose ids a sequence gives on PostgreSQL: it goes on after the copied ones. */
 const SERIAL = ['operations', 'events'];
 
@@ -33,7 +35,7 @@ export async function copySqliteToPostgres(file: string, url: string): Promise<C
     const tables = (
       source
         .prepare(
-          `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid`,
+          `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN (${LOCAL.map((t) => `'${t}'`).join(', ')}) ORDER BY rowid`,
         )
         .pluck()
         .all() as string[]

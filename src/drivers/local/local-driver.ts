@@ -500,6 +500,7 @@ export class LocalDriver implements Driver {
         reserve: this.options.storage?.reserve ?? DEFAULT_RESERVE,
         stop: (target, nodes) => this.stopForStorage(target, nodes),
         log: this.log,
+        resting: (id) => this.idle.keepsAsleep(id),
         ...this.options.storage?.watch,
       }),
       allowance: (size) => allowanceOf(this.allowancePolicy, size),

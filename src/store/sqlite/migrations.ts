@@ -203,4 +203,40 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
   `,
+  // 12: what a commit changed, for the read cache (sqlite/read-cache.ts):
+  // a count per table a request's read view reads, moved by every row
+  // written to it, whichever connection or process writes; and the services
+  // of a project listed from an index alone (id, version, creation time) in
+  // the list's order. SQLite's own bookkeeping: not copied to a PostgreSQL
+  // store (copy-store.ts), whose read mirror is its own (read-mirror.ts).
+  `
+  CREATE TABLE read_changes (name TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
+  INSERT INTO read_changes (name, seq) VALUES
+    ('credentials', 0), ('user_projects', 0), ('services', 0), ('replica_sets', 0);
+  CREATE TRIGGER read_changes_credentials_insert AFTER INSERT ON credentials
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'credentials'; END;
+  CREATE TRIGGER read_changes_credentials_update AFTER UPDATE ON credentials
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'credentials'; END;
+  CREATE TRIGGER read_changes_credentials_delete AFTER DELETE ON credentials
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'credentials'; END;
+  CREATE TRIGGER read_changes_user_projects_insert AFTER INSERT ON user_projects
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'user_projects'; END;
+  CREATE TRIGGER read_changes_user_projects_update AFTER UPDATE ON user_projects
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'user_projects'; END;
+  CREATE TRIGGER read_changes_user_projects_delete AFTER DELETE ON user_projects
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'user_projects'; END;
+  CREATE TRIGGER read_changes_services_insert AFTER INSERT ON services
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'services'; END;
+  CREATE TRIGGER read_changes_services_update AFTER UPDATE ON services
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'services'; END;
+  CREATE TRIGGER read_changes_services_delete AFTER DELETE ON services
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'services'; END;
+  CREATE TRIGGER read_changes_replica_sets_insert AFTER INSERT ON replica_sets
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'replica_sets'; END;
+  CREATE TRIGGER read_changes_replica_sets_update AFTER UPDATE ON replica_sets
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'replica_sets'; END;
+  CREATE TRIGGER read_changes_replica_sets_delete AFTER DELETE ON replica_sets
+    BEGIN UPDATE read_changes SET seq = seq + 1 WHERE name = 'replica_sets'; END;
+  CREATE INDEX services_project_listed ON services(project_id, created_at, id, version);
+  `,
 ];

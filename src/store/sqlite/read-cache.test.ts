@@ -236,6 +236,143 @@ test('lists and project memberships are fresh after a commit too', async (t) => 
   );
 });
 
+test('a commit to tables a view does not read keeps everything it cached', async (t) => {
+  const file = dbFile(t);
+  const store = open(t, file);
+  const other = open(t, file);
+  await seed(store);
+  const view = store.readView();
+  const svc = view.services.get('s1');
+  const list = view.services.listByProject('p1');
+  const cred = view.credentials.findByBearerHash('hash-c1');
+  // What the engine commits most: its operations and the services' logs.
+  await store.transaction(async (tx) => {
+    await tx.events.add({
+      resourceKind: 'service',
+      resourceId: 's1',
+      node: null,
+      at: 1,
+      severity: 'INFO',
+      message: 'basin: something happened',
+    });
+  });
+  await other.transaction((tx) => tx.counters.next('anything', 1));
+  await nextTurn();
+  const after = store.readView();
+  assert.equal(after.services.get('s1'), svc, 'the same service object');
+  assert.equal(after.services.listByProject('p1'), list, 'the same list');
+  assert.equal(after.credentials.findByBearerHash('hash-c1'), cred, 'the same credential');
+});
+
+test('a list after one service changed: the others are the objects read before, the changed one and new ones are read, gone ones leave', async (t) => {
+  const file = dbFile(t);
+  const store = open(t, file);
+  const other = open(t, file);
+  await seed(store);
+  await store.transaction(async (tx) => {
+    await tx.projects.insert({ id: 'p2', name: 'two', createdAt: new Date(0).toISOString() });
+    for (let i = 2; i <= 5; i++) {
+      await tx.services.insert({
+        ...service(`s${i}`, `n${i}`),
+        createdAt: new Date(i).toISOString(),
+      });
+    }
+    await tx.services.insert({ ...service('x1', 'theirs'), projectId: 'p2' });
+  });
+  const before = store.readView().services.listByProject('p1');
+  assert.deepEqual(
+    before.map((s) => s.id),
+    ['s1', 's2', 's3', 's4', 's5'],
+    "in creation order, the project's own only",
+  );
+  const s3 = store.readView().services.get('s3');
+  assert.equal(s3, before[2], 'a GET hands out the object the list holds');
+
+  // Another process changes s2, deletes s4 and adds s6 (and p2's service changes).
+  await other.transaction(async (tx) => {
+    await tx.services.update({ ...((await tx.services.get('s2')) as Service), name: 'renamed' });
+    await tx.services.delete('s4');
+    await tx.services.insert({ ...service('s6', 'n6'), createdAt: new Date(6).toISOString() });
+    await tx.services.update({ ...((await tx.services.get('x1')) as Service), name: 'moved' });
+  });
+  await nextTurn();
+  const view = store.readView();
+  const after = view.services.listByProject('p1');
+  assert.notEqual(after, before, 'a new list');
+  assert.ok(Object.isFrozen(after));
+  assert.deepEqual(
+    after.map((s) => [s.id, s.name]),
+    [
+      ['s1', 'first'],
+      ['s2', 'renamed'],
+      ['s3', 'n3'],
+      ['s5', 'n5'],
+      ['s6', 'n6'],
+    ],
+  );
+  assert.equal(after[0], before[0], 's1 unchanged: the same object');
+  assert.equal(after[2], before[2], 's3 unchanged: the same object');
+  assert.equal(after[3], before[4], 's5 unchanged: the same object');
+  assert.notEqual(after[1], before[1], 's2 changed: read again');
+  assert.ok(Object.isFrozen(after[1]) && Object.isFrozen(after[4]), 'what is read is frozen');
+  assert.equal(view.services.get('s4'), undefined, 'a deleted service is not found');
+  assert.equal(view.services.get('s2')?.name, 'renamed');
+  assert.equal(view.services.get('x1')?.name, 'moved');
+  assert.deepEqual(
+    view.services.listByProject('p2').map((s) => s.id),
+    ['x1'],
+  );
+
+  // Deleted and made again under the same id and version (a restored copy):
+  // its creation time tells it apart.
+  await other.transaction(async (tx) => {
+    await tx.services.delete('s3');
+    await tx.services.insert({
+      ...service('s3', 'again'),
+      createdAt: new Date(3000).toISOString(),
+    });
+  });
+  await nextTurn();
+  assert.equal(store.readView().services.get('s3')?.name, 'again');
+  assert.equal(
+    store
+      .readView()
+      .services.listByProject('p1')
+      .find((s) => s.id === 's3')?.name,
+    'again',
+  );
+});
+
+test('a store without the change counts (not migrated) empties everything at each commit, as before', async (t) => {
+  const file = dbFile(t);
+  const store = open(t, file);
+  await seed(store);
+  const reader = new Database(file, { readonly: true });
+  t.after(() => reader.close());
+  const writer = new Database(file);
+  t.after(() => writer.close());
+  const triggers = writer
+    .prepare(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'read_changes_%'`)
+    .pluck()
+    .all() as string[];
+  for (const name of triggers) writer.exec(`DROP TRIGGER ${name}`);
+  writer.exec('DROP TABLE read_changes');
+  const cache = new ReadCache(reader, createReadView(reader));
+  const first = cache.check().services.get('s1');
+  assert.equal(first?.name, 'first');
+  await store.transaction(async (tx) => {
+    await tx.services.update({ ...(first as Service), name: 'second' });
+  });
+  await nextTurn();
+  assert.equal(cache.check().services.get('s1')?.name, 'second');
+  await store.transaction((tx) => tx.credentials.revoke('c1', new Date(1).toISOString()));
+  await nextTurn();
+  assert.equal(
+    cache.check().credentials.findByBearerHash('hash-c1')?.revokedAt,
+    new Date(1).toISOString(),
+  );
+});
+
 /** Resolves in the next turn of the event loop, after the check phase. */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));

@@ -87,6 +87,9 @@ export interface IdleView {
   since?: string;
 }
 
+/** The view of every service that may sleep and is awake (shared: never changed). */
+const AWAKE: IdleView = Object.freeze({ suspended: false });
+
 export class IdleServices {
   /** The last spec inspectService saw of each service. */
   private readonly specs = new Map<string, ServiceSpec>();
@@ -100,6 +103,11 @@ export class IdleServices {
   private readonly draining = new Map<string, Waker>();
   /** Services kept awake until then (epoch ms): a backup due, not taken yet. */
   private readonly holds = new Map<string, number>();
+  /** whyAwakeKept's answers, by spec object (the reconciler's, replaced at each of its rounds). */
+  private readonly awakeKept = new WeakMap<
+    ServiceSpec,
+    { gateway: string | undefined; withSet: boolean; why: string | undefined }
+  >();
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
 
@@ -177,7 +185,25 @@ export class IdleServices {
     const a = this.asleep.get(id);
     if (a) return { suspended: true, since: new Date(a.since).toISOString() };
     const spec = this.specs.get(id);
-    return spec && this.whyAwake(spec) === undefined ? { suspended: false } : undefined;
+    return spec && this.whyAwakeKept(spec) === undefined ? AWAKE : undefined;
+  }
+
+  /**
+   * whyAwake, kept per spec object while what else it reads is the same
+   * (its network's gateway, whether a read replica set streams from it): a
+   * GET of a service, and a list for each of its services, ask it through
+   * the service's metrics, and working it out afresh (its access rules
+   * parsed into a BlockList) cost more than the rest of a polled GET.
+   */
+  private whyAwakeKept(spec: ServiceSpec): string | undefined {
+    const { networks } = this.host.ctx();
+    const gateway = networks.enabled ? networks.get(spec.serviceId)?.hostAddress : undefined;
+    const withSet = this.withSets.has(spec.serviceId);
+    const kept = this.awakeKept.get(spec);
+    if (kept && kept.gateway === gateway && kept.withSet === withSet) return kept.why;
+    const why = this.whyAwake(spec);
+    this.awakeKept.set(spec, { gateway, withSet, why });
+    return why;
   }
 
   /**

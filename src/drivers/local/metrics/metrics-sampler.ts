@@ -14,6 +14,7 @@
 // Nothing here runs on a request: latest() only reads the last sample.
 
 import {
+  childrenOf,
   clockTicksPerSecond,
   memoryKb,
   processTree,
@@ -118,7 +119,9 @@ export class MetricsSampler {
       const anyPid = states.some((s) => s.pid !== undefined);
       const table = anyPid ? await readProcessTable() : new Map<number, ProcStat>();
       const now = this.clock(); // when the CPU times were read
-      await Promise.all(states.map((state) => this.sampleNode(state, table, now)));
+      // Once per sample, not once per node: the table holds every process of the host.
+      const children = childrenOf(table);
+      await Promise.all(states.map((state) => this.sampleNode(state, table, children, now)));
     } catch {
       // /proc unreadable: keep the previous sample rather than break the timer.
     }
@@ -127,10 +130,11 @@ export class MetricsSampler {
   private async sampleNode(
     state: NodeState,
     table: Map<number, ProcStat>,
+    children: Map<number, ProcStat[]>,
     now: number,
   ): Promise<void> {
     const pid = state.pid;
-    const tree = pid === undefined ? [] : processTree(table, pid);
+    const tree = pid === undefined ? [] : processTree(table, pid, children);
     const root = tree[0];
     if (root === undefined || root.state === 'Z' || root.state === 'X') {
       state.cpu = undefined;

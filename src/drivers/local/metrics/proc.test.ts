@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   clockTicksPerSecond,
+  childrenOf,
   memoryKb,
   pageSize,
   parseStat,
@@ -53,8 +54,19 @@ test('a process tree holds grandchildren', async () => {
     assert.equal(tree.length, 3);
     assert.equal(tree[0], sh.pid);
     // And from further up: this process → sh → two sleeps.
-    const mine = processTree(await readProcessTable(), process.pid).map((p) => p.pid);
+    const table = await readProcessTable();
+    const mine = processTree(table, process.pid).map((p) => p.pid);
     assert.ok(tree.every((pid) => mine.includes(pid)));
+    // The children map made once for the table (the sampler's many trees) reads the same trees.
+    const children = childrenOf(table);
+    assert.deepEqual(
+      processTree(table, process.pid, children).map((p) => p.pid),
+      mine,
+    );
+    assert.deepEqual(
+      processTree(table, sh.pid!, children).map((p) => p.pid),
+      processTree(table, sh.pid!).map((p) => p.pid),
+    );
   } finally {
     await killTree(sh);
   }

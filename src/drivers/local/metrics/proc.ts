@@ -58,14 +58,27 @@ export async function readStat(pid: number): Promise<ProcStat | undefined> {
   }
 }
 
-/** `root` and all its descendants, root first; empty when `root` is not in the table. */
-export function processTree(table: Map<number, ProcStat>, root: number): ProcStat[] {
+/** Each process's children, by parent pid: made once per table, for every tree read from it. */
+export function childrenOf(table: Map<number, ProcStat>): Map<number, ProcStat[]> {
   const children = new Map<number, ProcStat[]>();
   for (const stat of table.values()) {
     const siblings = children.get(stat.ppid);
     if (siblings) siblings.push(stat);
     else children.set(stat.ppid, [stat]);
   }
+  return children;
+}
+
+/**
+ * `root` and all its descendants, root first; empty when `root` is not in
+ * the table. `children`: childrenOf(table), when several trees are read
+ * from one table (the sampler: one per running node, each sample).
+ */
+export function processTree(
+  table: Map<number, ProcStat>,
+  root: number,
+  children = childrenOf(table),
+): ProcStat[] {
   const top = table.get(root);
   if (top === undefined) return [];
   const tree = [top];

@@ -121,6 +121,40 @@ test('without the disk moving, growth is seen at the periodic measurement', asyn
   }
 });
 
+test('a resting target (a suspended service) is not measured again every period, until it wakes or is due', async () => {
+  const resting = new Set<string>();
+  const t = setUp({ resting: (id) => resting.has(id) });
+  try {
+    const pgdata = t.node('s1', 0);
+    const watch = t.make();
+    await watch.track({ target: SERVICE, allowance: MB, nodes: [0], grows: true });
+    await watch.tick();
+    const first = watch.view('s1')!.usage.data;
+    resting.add('s1');
+    // Written without the file system moving (as in the test above): only a
+    // new measurement sees it.
+    execFileSync('fallocate', ['-l', '2M', join(pgdata, 'a')]);
+    t.clock.now += 30_000;
+    await watch.tick();
+    assert.equal(watch.view('s1')!.usage.data, first, 'not walked again while it rests');
+    assert.equal(watch.state('s1').level, 'ok');
+    // Due (its nodes changed): measured even while it rests.
+    watch.due('s1');
+    await watch.tick();
+    assert.equal(watch.state('s1').level, 'readOnly');
+    // Awake again: the periodic measurement is back.
+    execFileSync('fallocate', ['-l', '70M', join(pgdata, 'b')]);
+    t.clock.now += 30_000;
+    await watch.tick();
+    assert.equal(watch.state('s1').level, 'readOnly', 'still resting');
+    resting.delete('s1');
+    await watch.tick();
+    assert.equal(watch.state('s1').level, 'recovery');
+  } finally {
+    t.cleanUp();
+  }
+});
+
 test('space freed elsewhere in another tick does not hide a writer', async () => {
   const t = setUp();
   try {
