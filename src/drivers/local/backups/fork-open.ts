@@ -28,6 +28,7 @@ type Ctx = Pick<
   | 'oom'
   | 'pg'
   | 'privateTmp'
+  | 'publicHost'
   | 'remoteIdentity'
   | 'repositories'
   | 'tasks'
