@@ -94,6 +94,24 @@ type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
 export async function restoreFork(
   ctx: Ctx,
   spec: ServiceSpec,
+  userMade: Promise<OsUser>,
+  signal: AbortSignal,
+): Promise<void> {
+  // Its repository server's side (another OS user, an identity, a process)
+  // needs nothing of the fork's own user: started while that user is made
+  // (each a useradd, 0.5-3 s apiece on a busy host), not after it; the
+  // restore's ensureConfig joins it (one change of a repository at a time).
+  // Both settle before the task ends: nothing of it outlives the task.
+  const server = ctx.backups.ensureServer(spec);
+  const restored = userMade.then((user) => restoreForUser(ctx, spec, user, signal));
+  const [done, serverMade] = await Promise.allSettled([restored, server]);
+  if (done.status === 'rejected') throw done.reason;
+  if (serverMade.status === 'rejected') throw serverMade.reason;
+}
+
+async function restoreForUser(
+  ctx: Ctx,
+  spec: ServiceSpec,
   user: OsUser,
   signal: AbortSignal,
 ): Promise<void> {

@@ -203,9 +203,9 @@ export class ServiceNode {
         await buildStandby(ctx, spec, this.node, this.replicationOf(), await userMade);
       } else if (spec.source.kind === 'fork' || spec.relocated) {
         // A fork's data, or a moved service's own: restored, never made anew.
-        const restoring = await forkData(ctx, spec, await userMade, () =>
-          nodeExists(ctx.layout, ref),
-        );
+        // Its restore starts before the user is made: what needs no user
+        // (its repository server) is made meanwhile (fork-restore.ts).
+        const restoring = await forkData(ctx, spec, userMade, () => nodeExists(ctx.layout, ref));
         if (restoring) return restoring;
       } else {
         // Its backups' side (the repository's OS user, server and
