@@ -19,7 +19,7 @@
 // file system both copies share blocks, here (ext4) they copy bytes.
 
 import { execFile } from 'node:child_process';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { cp, mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { connect, readyFork, readyService, serviceFiles, startForkBasin } from './fork-bench.js';
@@ -42,11 +42,19 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
     // a parent past a few GB would be stopped as over its allowance, so the
     // allowance is raised to three times the fill (data, WAL, its fork).
     const allowanceGb = Math.ceil((sizeMb * 3) / 1024);
+    // BENCH_FORK_NOW_PROFILE=<dir>: Basin's log (at debug: each step of each
+    // operation) and each timed fork's PostgreSQL log are kept there, to
+    // profile a fork step by step (bench/README.md, fork-now).
+    const profile = process.env.BENCH_FORK_NOW_PROFILE;
+    if (profile) await mkdir(profile, { recursive: true });
     basin = await startForkBasin(
       dataDir,
-      join(ctx.tmpDir, 'fork-now.log'),
+      join(profile ?? ctx.tmpDir, 'fork-now.log'),
       ctx.settings.basinNodeArgs,
-      ['--backup-schedule', '1d', '--pitr-window', '1d', '--storage-allowance', `${allowanceGb}GB`],
+      [
+        '--backup-schedule', '1d', '--pitr-window', '1d', '--storage-allowance', `${allowanceGb}GB`,
+        ...(profile ? ['--log-level', 'debug'] : []),
+      ], // prettier-ignore
     );
     const parent = await readyService(basin, {
       name: 'bench-parent',
@@ -95,6 +103,12 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
         fork_strategy: 'NOW',
         name: `bench-now-${round}`,
       });
+      if (profile) {
+        console.log(`round ${round}: fork ${fork.id}`);
+        await cp(join(serviceFiles(basin, fork.id).pgdata, 'log'), join(profile, fork.id), {
+          recursive: true,
+        });
+      }
       await basin.deleteAndWait(fork.id, 120_000);
       const f = await timedCopy(pgdata, floorDir, true);
       const d = await timedCopy(pgdata, floorDir, false);

@@ -124,6 +124,18 @@ export class LocalBackups {
    * configuration (root's, readable by the user's group alone: the server's
    * archiver reads it), made or brought up to date with the spec.
    */
+  /**
+   * A new service's repository server alone (its OS user, identity and
+   * process), which needs nothing of the service's own user: a fork's
+   * restore starts it while that user is made (fork-restore.ts), and
+   * ensureConfig then finds it made. Nothing where the repository is
+   * another host's or a local one.
+   */
+  async ensureServer(spec: ServiceSpec): Promise<void> {
+    if (spec.repository ?? (await recordedRemote(this.ctx, spec.serviceId))) return;
+    await (await this.serverOf(spec.serviceId))?.ensure(spec.serviceId);
+  }
+
   async ensureConfig(spec: ServiceSpec, user: OsUser): Promise<void> {
     const { layout } = this.ctx;
     const id = spec.serviceId;

@@ -28,6 +28,7 @@ type Ctx = Pick<
   | 'oom'
   | 'pg'
   | 'privateTmp'
+  | 'publicHost'
   | 'remoteIdentity'
   | 'repositories'
   | 'tasks'
@@ -53,7 +54,7 @@ const restorePoll = (ageMs: number) => Math.min(RESTORE_POLL_MS, Math.max(20, ag
 export async function forkData(
   ctx: Ctx,
   spec: ServiceSpec,
-  user: OsUser,
+  userMade: Promise<OsUser>,
   exists: () => Promise<boolean>,
 ): Promise<Progress | undefined> {
   const key = forkTask(spec.serviceId);
@@ -62,7 +63,7 @@ export async function forkData(
   if (last === 'running') return wait(restorePoll(ctx.tasks.runningFor(key)), what);
   if (last !== 'none' && last.error) throw last.error;
   if (await exists()) return undefined;
-  ctx.tasks.start(key, (signal) => restoreFork(ctx, spec, user, signal));
+  ctx.tasks.start(key, (signal) => restoreFork(ctx, spec, userMade, signal));
   return wait(restorePoll(0), what);
 }
 

@@ -30,7 +30,7 @@
 // from there.
 
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, rename } from 'node:fs/promises';
+import { readdir, readFile, rename, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DriverError, type ServiceSpec } from '../../driver.js';
@@ -61,6 +61,7 @@ import { existsBeneath, withSafeDir } from '../host/files/safe-dir.js';
 import { UnsafeFileError, writeFileAs } from '../host/files/safe-fs.js';
 import { newSystemId, recordedSystemId, recordSystemId } from '../node/system-id.js';
 import { archived, markWal } from '../node/wal-mark.js';
+import { certHosts, issueServerCert } from '../node/tls.js';
 import type { Layout, NodeRef } from '../layout.js';
 import type { DriverContext } from '../context.js';
 
@@ -77,6 +78,7 @@ type Ctx = Pick<
   | 'oom'
   | 'pg'
   | 'privateTmp'
+  | 'publicHost'
   | 'remoteIdentity'
   | 'repositories'
   | 'users'
@@ -92,6 +94,24 @@ type ForkSource = Extract<ServiceSpec['source'], { kind: 'fork' }>;
 export async function restoreFork(
   ctx: Ctx,
   spec: ServiceSpec,
+  userMade: Promise<OsUser>,
+  signal: AbortSignal,
+): Promise<void> {
+  // Its repository server's side (another OS user, an identity, a process)
+  // needs nothing of the fork's own user: started while that user is made
+  // (each a useradd, 0.5-3 s apiece on a busy host), not after it; the
+  // restore's ensureConfig joins it (one change of a repository at a time).
+  // Both settle before the task ends: nothing of it outlives the task.
+  const server = ctx.backups.ensureServer(spec);
+  const restored = userMade.then((user) => restoreForUser(ctx, spec, user, signal));
+  const [done, serverMade] = await Promise.allSettled([restored, server]);
+  if (done.status === 'rejected') throw done.reason;
+  if (serverMade.status === 'rejected') throw serverMade.reason;
+}
+
+async function restoreForUser(
+  ctx: Ctx,
+  spec: ServiceSpec,
   user: OsUser,
   signal: AbortSignal,
 ): Promise<void> {
@@ -100,7 +120,15 @@ export async function restoreFork(
   const relocated = spec.relocated;
   const parent = relocated ? spec.serviceId : source.parentServiceId;
   const ref = { id: spec.serviceId, node: 0 };
+  // Each step's end, for whoever profiles a fork (--log-level debug).
+  const began = performance.now();
+  const lap = (step: string) =>
+    ctx.log.debug(
+      { serviceId: spec.serviceId, step, ms: Math.round(performance.now() - began) },
+      'fork step',
+    );
   await startOver(ctx, spec.serviceId, user, signal);
+  lap('started over');
   await mkdirIn(layout.instanceDir(spec.serviceId), 0o711);
   const staging = join(layout.instanceDir(spec.serviceId), `.restore-0-${tag()}`);
   await mkdirIn(staging, 0o711);
@@ -110,6 +138,12 @@ export async function restoreFork(
   // is made while the parent's data is copied, which needs none of it; a
   // restore needs it (those directories, its client certificate).
   const config = ctx.backups.ensureConfig(spec, user);
+  // Its server certificate too (two openssl runs): made aside, moved into
+  // the data once that is complete; configure finds it current (tls.ts).
+  const tls = join(staging, 'tls');
+  const certified = mkdirIn(tls, 0o700).then(() =>
+    issueServerCert(layout, tls, certHosts(ctx.publicHost, spec.serviceId), user),
+  );
   const from = relocated ?? source.fromRepository;
   // From the repository host (fork-remote.ts): nothing of the parent is
   // here to lock; the hosts driver made ready what is restored. Otherwise
@@ -124,7 +158,9 @@ export async function restoreFork(
         })
     : ctx.locks.run(parent, async () => {
         signal.throwIfAborted();
-        const c = await copyFromParent(ctx, spec, user, source, pgdata, signal);
+        lap("the parent's lock taken");
+        const c = await copyFromParent(ctx, spec, user, source, pgdata, signal, lap);
+        lap('copied');
         // Through the parent's server, the restore reads its repository: still
         // under its lock (no expiry meanwhile), as a copy would be.
         if (c.throughServer) {
@@ -135,9 +171,14 @@ export async function restoreFork(
       });
   // Both settle before either's failure is reported: no step of this
   // attempt still runs when the next one starts over.
-  const [made, copiedOut] = await Promise.allSettled([config, copying]);
+  void config.then(
+    () => lap("its backups' side made"),
+    () => undefined,
+  );
+  const [made, copiedOut, cert] = await Promise.allSettled([config, copying, certified]);
   if (copiedOut.status === 'rejected') throw copiedOut.reason;
   if (made.status === 'rejected') throw made.reason;
+  if (cert.status === 'rejected') throw cert.reason;
   const copied = copiedOut.value;
   signal.throwIfAborted();
   const restored = copied.recovery.kind === 'repo';
@@ -166,8 +207,12 @@ export async function restoreFork(
     copied,
     user,
   );
+  lap('checked and identified');
   if (!restored) await chownTree([pgdata], user);
+  lap('handed to its user');
   await finishData(ctx, pgdata, user, copied);
+  for (const f of ['server.crt', 'server.key']) await rename(join(tls, f), join(pgdata, f));
+  await rmdir(tls);
   await writeNodeState(join(staging, 'state.json'), {
     extensions: [],
     fork: 'recovering',
@@ -176,6 +221,7 @@ export async function restoreFork(
   signal.throwIfAborted();
   await recordSystemId(layout.systemIdFile(spec.serviceId), systemId);
   await rename(staging, layout.nodeDir(ref));
+  lap('in place');
   if (relocated) {
     ctx.log.info(
       { serviceId: spec.serviceId, backup: copied.backupLabel },
@@ -235,6 +281,7 @@ async function copyFromParent(
   source: ForkSource,
   pgdata: string,
   signal: AbortSignal,
+  lap: (step: string) => void,
 ): Promise<Copied> {
   const { layout } = ctx;
   const parent = source.parentServiceId;
@@ -277,7 +324,7 @@ async function copyFromParent(
       await mkdirIn(pgdata, 0o700);
       const from = { ...(await admin()), owner: parentUid() };
       const { backupLabel } = await copying(() =>
-        copyRunningCluster(from, pgdata, spec.serviceId, signal),
+        copyRunningCluster(from, pgdata, spec.serviceId, signal, lap),
       );
       return { recovery: { kind: 'copy' }, backupLabel };
     }

@@ -94,6 +94,7 @@ export async function copyRunningCluster(
   dest: string,
   forkId: string,
   signal: AbortSignal,
+  lap: (step: string) => void = () => {},
 ): Promise<{ backupLabel: string }> {
   // The checkpoint and the copy take as long as the data is large: bounded
   // loosely (an hour), and by the abort.
@@ -106,16 +107,20 @@ export async function copyRunningCluster(
   const target = { socketDir: from.socketDir, port: from.port, pgdata: from.pgdata, bounds };
   const copying = { owner: from.owner, signal, keepLink: keepTablespaceLink };
   return withAdmin(target, 'postgres', async (c) => {
+    lap('connected to the parent');
     const name = c.escapeLiteral(`basin_fork_${forkId}`);
     await c.query(`SELECT pg_create_physical_replication_slot(${name}, true, true)`);
+    lap('slot made');
     const started = await c.query<{ wal: string }>(
       `SELECT pg_walfile_name(pg_backup_start(${c.escapeLiteral(backupLabelName(forkId))}, true)) AS wal`,
     );
+    lap('backup started');
     // The data directory as the admin session found it (admin.ts checked
     // that its server runs in it), held by its descriptor from here on.
     return withSafeDir(from.pgdata, from.owner, async (pgdata) => {
       const entries = (await pgdata.names()).filter((n) => !NOT_COPIED.has(n));
       await copyEntries(pgdata, entries, dest, { ...copying, vanishedOk: true });
+      lap('files copied');
       // PostgreSQL names the segment after the end too: how many segments a
       // log id holds depends on the cluster's segment size (initdb's
       // --wal-segsize: 1 MB for templates since version 2, 16 MB before).
@@ -125,6 +130,7 @@ export async function copyRunningCluster(
                 labelfile
            FROM pg_backup_stop(false)`,
       );
+      lap('backup stopped');
       const first = started.rows[0]?.wal ?? '';
       const last = stopped.rows[0]?.wal ?? '';
       for (const dir of REMADE_DIRS) await mkdirIn(join(dest, dir), 0o700);
@@ -140,6 +146,7 @@ export async function copyRunningCluster(
             (/^[0-9A-F]{24}$/.test(n) && n >= first && (n <= last || n === next)),
         );
         await copyEntries(wal, needed, join(dest, 'pg_wal'), copying);
+        lap('WAL copied');
       } finally {
         await wal.close();
       }

@@ -199,6 +199,11 @@ describe('postgresqlSettings', () => {
     );
     const copy = postgresqlSettings(fork, paths, options, { kind: 'copy' });
     assert.deepEqual([copy.restore_command, copy.recovery_target], ['false', 'immediate']);
+    // Its data made durable at start by one syncfs, not an fsync per file.
+    for (const recovering of [copy, pitr, snapshot, end, own]) {
+      assert.equal(recovering.recovery_init_sync_method, 'syncfs');
+    }
+    assert.equal(open.recovery_init_sync_method, undefined);
     // Opening the fork drops them without a restart.
     assert.deepEqual(splitSettings(pitr).restart, splitSettings(open).restart);
   });

@@ -97,8 +97,14 @@ const STARTUP_POLL_MS = 20;
  */
 export const ENDING = 'PostgreSQL is ending';
 
-/** How soon to look again while a fork recovers its parent's WAL (it may take a while). */
+/**
+ * How soon to look again while a fork recovers its parent's WAL: a restored
+ * backup's recovery may take a while; a NOW copy's replays only the WAL of
+ * its own backup (a few ms), so it is looked at as a start is.
+ */
 const RECOVERY_POLL_MS = 100;
+const recoveryPoll = (state: NodeState) =>
+  state.recovery?.kind === 'copy' ? STARTUP_POLL_MS : RECOVERY_POLL_MS;
 
 const VERIFIER = /^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
@@ -197,9 +203,9 @@ export class ServiceNode {
         await buildStandby(ctx, spec, this.node, this.replicationOf(), await userMade);
       } else if (spec.source.kind === 'fork' || spec.relocated) {
         // A fork's data, or a moved service's own: restored, never made anew.
-        const restoring = await forkData(ctx, spec, await userMade, () =>
-          nodeExists(ctx.layout, ref),
-        );
+        // Its restore starts before the user is made: what needs no user
+        // (its repository server) is made meanwhile (fork-restore.ts).
+        const restoring = await forkData(ctx, spec, userMade, () => nodeExists(ctx.layout, ref));
         if (restoring) return restoring;
       } else {
         // Its backups' side (the repository's OS user, server and
@@ -287,7 +293,12 @@ export class ServiceNode {
     // replaced in between would not match. A server that is starting gets its
     // new certificate at a later apply (with a reload), never meanwhile.
     if (!(await this.isStarting()) && !(await serverCertIsCurrent(ctx.layout, pgdata, hosts))) {
+      const t0 = performance.now();
       await issueServerCert(ctx.layout, pgdata, hosts, user);
+      ctx.log.debug(
+        { serviceId: spec.serviceId, ms: Math.round(performance.now() - t0) },
+        'issued the server certificate',
+      );
     }
     // A primary past its storage ceiling runs in recovery (node-storage.ts):
     // entering or leaving it is a restart. Not a fork still recovering its
@@ -450,7 +461,8 @@ export class ServiceNode {
       return wait(STARTUP_POLL_MS, 'promoting the standby');
     }
     if (!ready) {
-      if (state.fork === 'recovering') return wait(RECOVERY_POLL_MS, "recovering the parent's WAL");
+      if (state.fork === 'recovering')
+        return wait(recoveryPoll(state), "recovering the parent's WAL");
       return wait(STARTUP_POLL_MS, 'waiting for PostgreSQL to accept connections');
     }
     // A node across hosts follows its primary's timeline by
