@@ -14,7 +14,8 @@
 // start). Every file of the three folders is in it as a hard link (fixtures,
 // topology.sh, the .ts files a test starts under tsx itself), its
 // package.json a link to the real one ("type": "module" for the .js files,
-// and test/harness/root.ts finds the checkout through it). Source maps,
+// and test/harness/root.ts finds the checkout through it), and its dist/ a
+// link to the build (what src/ looks for beside it). Source maps,
 // linked, make a failure's stack name the .ts file and line.
 
 import { build } from 'esbuild';
@@ -59,6 +60,8 @@ export async function transpileTests() {
   const dir = join(PARENT, String(process.pid));
   const sources = FOLDERS.flatMap((folder) => linkTree(folder, dir));
   symlinkSync(join('..', '..', 'package.json'), join(dir, 'package.json'));
+  // What src/ finds in the build beside it (dist/bpf/connect4.o: network/connect-redirect.ts).
+  symlinkSync(join('..', '..', 'dist'), join(dir, 'dist'));
   await build({
     entryPoints: sources,
     outdir: dir,
