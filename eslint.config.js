@@ -156,7 +156,7 @@ const layersPlugin = {
 };
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'scripts/*.mjs', 'src/client/generated/'] },
+  { ignores: ['dist/', 'node_modules/', '.test-js/', 'scripts/*.mjs', 'src/client/generated/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
