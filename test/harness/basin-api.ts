@@ -27,46 +27,35 @@ const RATE_LIMIT_RETRIES = 5;
 /**
  * A request over kept-alive connections of node:http, as a client library
  * does: a test polls its Basin thousands of times, and fetch() (undici)
- * costs the test's process about three times node:http's CPU a request (1.0-1.6
- * ms against 0.2-0.5 ms, measured against one Basin), on a suite bound by CPU. An idle
- * connection is closed after 5 s, long before Basin's keep-alive timeout
- * (72 s); a kept-alive connection the server closed as the request went out
- * is tried once more on a new one (Node's documented pattern, `reusedSocket`).
+ * costs the test's process about three times node:http's CPU a request
+ * (1.0-1.6 ms against 0.2-0.5 ms, measured against one Basin), on a suite
+ * bound by CPU. An idle connection is closed after 5 s, long before
+ * Basin's keep-alive timeout (72 s); a kept-alive connection the server
+ * closed as the request went out is tried once more on a new one (Node's
+ * documented pattern, `reusedSocket`).
  */
 function httpClient() {
+  type Init = { method: string; headers: Record<string, string>; body: string | undefined };
   const agent = new Agent({ keepAlive: true, timeout: 5_000 });
-  const once = (
-    url: string,
-    init: { method: string; headers: Record<string, string>; body: string | undefined },
-  ) =>
-    new Promise<{ status: number; text: string; headers: Headers; reused: boolean }>(
-      (resolve, reject) => {
-        const req = httpRequest(
-          url,
-          { method: init.method, headers: init.headers, agent },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('error', reject);
-            res.on('end', () => {
-              const headers = new Headers();
-              for (const [name, value] of Object.entries(res.headers)) {
-                for (const v of Array.isArray(value) ? value : [value ?? ''])
-                  headers.append(name, v);
-              }
-              const text = Buffer.concat(chunks).toString('utf8');
-              resolve({ status: res.statusCode ?? 0, text, headers, reused: req.reusedSocket });
-            });
-          },
-        );
-        req.on('error', (err) => reject(Object.assign(err, { reused: req.reusedSocket })));
-        req.end(init.body);
-      },
-    );
-  return async (
-    url: string,
-    init: { method: string; headers: Record<string, string>; body: string | undefined },
-  ) => {
+  const once = (url: string, init: Init) =>
+    new Promise<{ status: number; text: string; headers: Headers }>((resolve, reject) => {
+      const req = httpRequest(url, { method: init.method, headers: init.headers, agent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const headers = new Headers();
+          for (const [name, value] of Object.entries(res.headers)) {
+            for (const v of Array.isArray(value) ? value : [value ?? '']) headers.append(name, v);
+          }
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, text, headers });
+        });
+      });
+      req.on('error', (err) => reject(Object.assign(err, { reused: req.reusedSocket })));
+      req.end(init.body);
+    });
+  return async (url: string, init: Init) => {
     try {
       return await once(url, init);
     } catch (err) {
