@@ -58,6 +58,8 @@ export async function transpileTests() {
     }
   }
   const dir = join(PARENT, String(process.pid));
+  // A killed run's, whose pid this run was given again.
+  rmSync(dir, { recursive: true, force: true });
   const sources = FOLDERS.flatMap((folder) => linkTree(folder, dir));
   symlinkSync(join('..', '..', 'package.json'), join(dir, 'package.json'));
   // What src/ finds in the build beside it (dist/bpf/connect4.o: network/connect-redirect.ts).
