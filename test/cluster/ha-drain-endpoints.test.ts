@@ -36,7 +36,10 @@ const PREFIX = 'rrhb';
 /** The topology's subnet, 10.231.32.0/24: its own, as the tests run in parallel. */
 const NET = 32;
 const HOSTS = [1, 2, 3, 4];
-const ARGS = ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'];
+// No host is lost here: a long --host-lost-after keeps a loaded machine's
+// late heartbeats from taking a host for lost mid-drain (a delete then
+// skips its endpoint: docs/decisions.md, HA across hosts, to come).
+const ARGS = ['--host-lost-after', '30s', '--reconcile-interval-ms', '1000'];
 
 const step = (what: string) =>
   console.log(`ha-drain-endpoints: ${new Date().toISOString()} ${what}`);

@@ -189,7 +189,7 @@ test(
     // again: what is waited for is its 501 rows there, not one answer.)
     for (const s of placed) {
       const rows = () => s.sql(address(third), 'SELECT count(*) FROM t').catch(() => undefined);
-      await b.waitFor(async () => (await rows()) === '501', `${s.id} answering at its host again with its 501 rows`, 120_000); // prettier-ignore
+      await b.waitFor(async () => (await rows()) === '501', `${s.id} answering at its host again with its 501 rows`, 240_000); // prettier-ignore
     }
     c.killHost(third);
     const homes = new Set<string>();
