@@ -27,7 +27,7 @@ import { promisify } from 'node:util';
 import { type PasswdEntry, readPasswd } from '../../src/drivers/local/host/os-user.js';
 import { installation, type Installation } from '../e2e/basin-process.js';
 import type { BasinProcess } from '../harness/basin-api.js';
-import { ROOT } from '../harness/installation.js';
+import { ROOT } from '../harness/root.js';
 import { freePort } from '../harness/postmaster.js';
 import { waitTimer } from '../harness/wait-log.js';
 import { startStorePostgres, type StorePostgres } from '../store-postgres.js';

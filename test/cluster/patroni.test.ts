@@ -71,7 +71,7 @@ import {
 } from '../../src/drivers/local/patroni/patroni.js';
 import { type KeyPair, makeCa, makeKeyAndRequest, signRequest } from '../../src/lib/x509.js';
 import { silentLogger } from '../../src/lib/logger.js';
-import { ROOT } from '../harness/installation.js';
+import { ROOT } from '../harness/root.js';
 import { freePort } from '../harness/postmaster.js';
 
 const TOPOLOGY = join(ROOT, 'test/cluster/topology.sh');

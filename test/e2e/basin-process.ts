@@ -17,9 +17,9 @@ import {
   claimInstallation,
   type Installation,
   MAIN,
-  ROOT,
   type StartOptions,
 } from '../harness/installation.js';
+import { ROOT } from '../harness/root.js';
 import type { Launched } from '../harness/launched.js';
 
 export { serviceNetwork } from '../harness/installation.js';

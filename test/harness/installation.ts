@@ -36,8 +36,6 @@ import { claimBlock, claimPortBlock } from './port-block.js';
 import { seedTemplate } from './shared-template.js';
 import { ROOT } from './root.js';
 
-export { ROOT };
-
 const runFile = promisify(execFile);
 
 /** The build the tests and benchmarks run: this repository's dist/. */
