@@ -56,12 +56,20 @@ export type HostState = 'ONLINE' | 'LOST';
 /** How long a host may be silent before it is lost, unless configured. */
 export const DEFAULT_HOST_LOST_AFTER_MS = 15_000;
 
+/**
+ * A host's state by its last report. `heardSince`: since when the one
+ * judging has been listening (a control plane that has led since then):
+ * silence from before it is no evidence (nobody listened: the control
+ * plane was down or restarting), so a host is not lost until it has been
+ * silent for `lostAfterMs` of the time someone listened.
+ */
 export function hostState(
   h: Pick<Host, 'heartbeatAt'>,
   now: number,
   lostAfterMs: number,
+  heardSince = -Infinity,
 ): HostState {
-  return now - h.heartbeatAt > lostAfterMs ? 'LOST' : 'ONLINE';
+  return now - Math.max(h.heartbeatAt, heardSince) > lostAfterMs ? 'LOST' : 'ONLINE';
 }
 
 /** Whether new nodes may be placed on a host: a database host, online, not being drained. */

@@ -16,7 +16,14 @@ export interface HttpsJsonOptions {
   key?: string;
   /** The CN the peer's certificate must carry (with `ca`). */
   peerCn?: string | ((cn: string) => boolean);
+  /** How long the peer may stay silent (the whole call, for a peer that works before it answers). */
   timeoutMs?: number;
+  /**
+   * How long a new connection may take (TCP and TLS), apart from
+   * `timeoutMs`: a host gone from the network answers no SYN, and a call
+   * that may work for minutes must not wait minutes to find that out.
+   */
+  connectTimeoutMs?: number;
   /** Headers of the request's own (content-type is set for a body). */
   headers?: Record<string, string>;
 }
@@ -65,6 +72,18 @@ export function httpsJson(url: string, o: HttpsJsonOptions = {}): Promise<HttpsJ
       },
     );
     req.on('timeout', () => req.destroy(new Error(`no answer from ${url} in time`)));
+    const connectMs = o.connectTimeoutMs;
+    if (connectMs !== undefined) {
+      req.on('socket', (socket) => {
+        if (req.reusedSocket) return; // connected already (kept alive)
+        const timer = setTimeout(
+          () => req.destroy(new Error(`could not connect to ${url} in ${connectMs} ms`)),
+          connectMs,
+        );
+        socket.once('secureConnect', () => clearTimeout(timer));
+        req.once('close', () => clearTimeout(timer));
+      });
+    }
     req.on('error', reject);
     req.end(payload);
   });

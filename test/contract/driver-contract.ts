@@ -26,11 +26,21 @@ import { freePort, makeSpec, SMALL } from '../local/helpers.js';
 
 const PASSWORD = 'contract-password-0123';
 
-/** Calls `step` until it reports done, honouring its retry hints. */
+/**
+ * Calls `step` until it reports done, honouring its retry hints; a
+ * retryable DriverError is tried again, as the engine does.
+ */
 export async function converge(step: () => Promise<Progress>, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const p = await step();
+    let p: Progress;
+    try {
+      p = await step();
+    } catch (err) {
+      if (!(err instanceof DriverError && err.retryable) || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 500));
+      continue;
+    }
     if (p.done) return;
     if (Date.now() > deadline) throw new Error(`driver did not converge in time: ${p.reason}`);
     await new Promise((r) => setTimeout(r, Math.min(p.retryAfterMs, 500)));

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Host, nodeResourceId, type Placement } from '../../domain/hosts.js';
+import { type Host, hostState, nodeResourceId, type Placement } from '../../domain/hosts.js';
 import { DONE } from '../../domain/progress.js';
 import { patroniNodeId, type PatroniNodeView, type ServiceSpec } from '../driver.js';
 import {
@@ -194,6 +194,7 @@ function fakeCluster(o: { others?: Partial<Host>[] } = {}) {
       }
     },
     lostAfterMs: 15_000,
+    lost: (h) => hostState(h, 2000, 15_000) === 'LOST',
     clock: () => 2000,
     log: silentLogger,
     notify: (_target, note) => notes.push(note.message),

@@ -17,7 +17,6 @@
 
 import {
   type Host,
-  hostState,
   nodePlacements,
   nodeResourceId,
   type Placement,
@@ -95,6 +94,8 @@ export interface HaNodesOptions {
   /** The host addresses of the service's read replica sets' nodes (replica-sets.ts): admitted for replication. */
   readersOf?(serviceId: string): Promise<string[]>;
   lostAfterMs: number;
+  /** Whether a host is lost, as the driver judges it (hosts-driver.ts lost). */
+  lost(host: Host): boolean;
   clock: Clock;
   log: Logger;
   notify(target: Target, note: ProgressNote): void;
@@ -824,7 +825,7 @@ export class HaNodes {
   }
 
   private lost(host: Host): boolean {
-    return hostState(host, this.o.clock(), this.o.lostAfterMs) === 'LOST';
+    return this.o.lost(host);
   }
 }
 

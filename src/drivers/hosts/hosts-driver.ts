@@ -139,6 +139,8 @@ export class HostsDriver implements Driver {
   private stopping = new Set<string>();
   /** Forks whose data is in place on their host: they need their parent no more. */
   private madeForks = new Set<string>();
+  /** The term this process last judged hosts in, and since when (lost). */
+  private heard: { term: number | undefined; since: number } | undefined;
 
   /** The nodes of HA services, each on a host of its own under Patroni. */
   private readonly ha: HaNodes;
@@ -156,6 +158,7 @@ export class HostsDriver implements Driver {
       call: (host, method, args) => this.call(host, method, args),
       readersOf: async (serviceId) => this.sets.readers(await (o.replicaSetsOf?.(serviceId) ?? [])),
       lostAfterMs: o.lostAfterMs,
+      lost: (host) => this.lost(host),
       clock: o.clock,
       log: o.log,
       notify: (target, note) => this.notify?.(target, note),
@@ -173,6 +176,7 @@ export class HostsDriver implements Driver {
         return serviceId === undefined ? undefined : o.serviceSpec(serviceId);
       },
       lostAfterMs: o.lostAfterMs,
+      lost: (host) => this.lost(host),
       clock: o.clock,
       log: o.log,
       notify: (target, note) => this.notify?.(target, note),
@@ -942,10 +946,21 @@ export class HostsDriver implements Driver {
     return chosen;
   }
 
-  /** Whether a host has been silent longer than it may (by the view of the last refresh). */
+  /**
+   * Whether a host has been silent longer than it may (by the view of the
+   * last refresh), counted from this process's first look or its lead at
+   * the earliest: after a restart, or once it leads in another's place,
+   * the hosts' silence while no one listened does not make them lost
+   * (they report again within a heartbeat or two, and a service moved
+   * off a host that was fine is stopped for nothing).
+   */
   private lost(host: Host): boolean {
     const seen = this.hostsById.get(host.id) ?? host;
-    return hostState(seen, this.o.clock(), this.o.lostAfterMs) === 'LOST';
+    const term = this.o.term?.();
+    if (this.heard === undefined || term !== this.heard.term) {
+      this.heard = { term, since: this.o.clock() };
+    }
+    return hostState(seen, this.o.clock(), this.o.lostAfterMs, this.heard.since) === 'LOST';
   }
 
   /** A call to a lost host would wait for a timeout: fail at once, retryably. */
@@ -1080,6 +1095,7 @@ export class HostsDriver implements Driver {
         key: me.key,
         peerCn: hostCertCn(host.id),
         timeoutMs: READS.has(method) ? READ_TIMEOUT_MS : 120_000,
+        connectTimeoutMs: CONNECT_TIMEOUT_MS,
         headers: termHeader(this.o.term?.()),
       });
     } catch (err) {
@@ -1101,6 +1117,14 @@ export class HostsDriver implements Driver {
  * write's two minutes on each of its services meanwhile.
  */
 const READ_TIMEOUT_MS = 5_000;
+/**
+ * How long connecting to a host may take: one killed or cut off answers
+ * nothing, and an apply waiting the two minutes of a write on it would
+ * hold the service's operation (and what Patroni did meanwhile, told by
+ * the next reading) until then. Generous: a live host's agent accepts
+ * and shakes hands within a second even on a loaded machine.
+ */
+const CONNECT_TIMEOUT_MS = 10_000;
 const READS = new Set([
   'inspectService',
   'observeService',

@@ -104,6 +104,7 @@ test('a drain moves every node of a set off the host, one at a time in one conve
     applyService: async () => DONE,
     serviceOf: async () => undefined,
     lostAfterMs: 15_000,
+    lost: () => false,
     clock: () => now,
     log: silentLogger,
   };

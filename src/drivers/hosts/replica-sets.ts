@@ -24,7 +24,6 @@
 
 import {
   type Host,
-  hostState,
   nodePlacements,
   nodeResourceId,
   type Placement,
@@ -62,6 +61,8 @@ export interface ReplicaSetsOptions {
   /** The service a set streams from, and its spec (for a delete, given the set's id only). */
   serviceOf(replicaSetId: string): Promise<ServiceSpec | undefined>;
   lostAfterMs: number;
+  /** Whether a host is lost, as the driver judges it (hosts-driver.ts lost). */
+  lost(host: Host): boolean;
   clock: Clock;
   log: Logger;
   /** An entry in the set's logs (Basin's own, as its operations' notes). */
@@ -522,7 +523,7 @@ export class ReplicaSets {
   }
 
   private lost(host: Host): boolean {
-    return hostState(host, this.o.clock(), this.o.lostAfterMs) === 'LOST';
+    return this.o.lost(host);
   }
 }
 

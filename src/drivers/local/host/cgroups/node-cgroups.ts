@@ -273,6 +273,9 @@ export class NodeCgroups {
       try {
         await writeFile(procs, String(pid));
       } catch (err) {
+        // It exited since its cgroup was read (a server stopping or dying):
+        // nothing to move; the caller sees it gone on its next look.
+        if ((err as NodeJS.ErrnoException).code === 'ESRCH') return moved;
         throw new DriverError(
           `Could not move ${describeUnit(unit)} into its cgroup (${dir}): ${(err as Error).message}`,
           true,
