@@ -28,7 +28,8 @@ import { answerRepositoryCall } from './repository-host/repository-route.js';
 import { patroniNodeSecrets } from './patroni-node.js';
 import { servicesCaFor } from './services-ca.js';
 import { SelfFence } from './self-fence.js';
-import { StaleServices } from './stale-services.js';
+import { localEndpoints, StaleServices } from './stale-services.js';
+import { Layout } from '../drivers/local/layout.js';
 import { fileUidAllocator } from './uid-counter.js';
 
 export interface AgentOptions {
@@ -139,9 +140,10 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
           log: o.log,
         })
       : null;
-  const first = stale ? await heartbeat(id, o).catch(() => undefined) : undefined;
+  const first = stale ? await heartbeat(id, o, true).catch(() => undefined) : undefined;
   if (first?.placed) fence?.answered(first.fenceAfterMs);
   if (stale && first?.placed) await stale.placed(first.placed, first.sentAt);
+  if (stale && first?.gone) stale.gone(first.gone, first.sentAt);
   await driver?.start();
   if (driver) stale?.useDriver(driver);
   // A repository host's repositories, one per service (repository-host/).
@@ -204,9 +206,10 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
   let refusedBefore = false;
   const beat = async () => {
     try {
-      const { res, sentAt, placed, fenceAfterMs } = await heartbeat(id, o);
+      const { res, sentAt, placed, gone, fenceAfterMs } = await heartbeat(id, o, stale !== null);
       if (placed) fence?.answered(fenceAfterMs);
       if (stale && placed) await stale.placed(placed, sentAt);
+      if (stale && gone) stale.gone(gone, sentAt);
       if (res.status !== 200) {
         // Said once, not at every beat: a removed host keeps trying, quietly.
         if (!refusedBefore)
@@ -250,16 +253,23 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
  * what it answers: the services it places here (undefined when it did not
  * answer with them).
  */
+/** The most frontends a heartbeat names (the listener's bound; more wait for later beats). */
+const MAX_ENDPOINTS = 10_000;
+
 async function heartbeat(
   id: AgentIdentity,
   o: Pick<AgentOptions, 'dataDir' | 'heartbeatMs'>,
+  /** Whether it names its frontends (a database host's), for the answer's `gone`. */
+  frontends: boolean,
 ): Promise<{
   res: { status: number; body: unknown };
   sentAt: number;
   placed?: string[];
+  gone?: string[];
   fenceAfterMs?: number;
 }> {
   const sentAt = Date.now();
+  const endpoints = frontends ? localEndpoints(new Layout(o.dataDir)).slice(0, MAX_ENDPOINTS) : [];
   const res = await httpsJson(`${id.controlPlane}/v1/hosts/heartbeat`, {
     ca: id.ca,
     cert: id.cert,
@@ -268,17 +278,23 @@ async function heartbeat(
     body: {
       capacity: wireCapacity(hostCapacity(o.dataDir)),
       usage: wireUsage(hostUsage(o.dataDir)),
+      ...(endpoints.length > 0 ? { endpoints } : {}),
     },
     timeoutMs: Math.max(1000, o.heartbeatMs * 2),
   });
-  const body = res.body as { placed?: unknown; fence_after_ms?: unknown } | undefined;
+  const body = res.body as
+    { placed?: unknown; gone?: unknown; fence_after_ms?: unknown } | undefined;
   const placed = body?.placed;
+  const gone = body?.gone;
   const fence = body?.fence_after_ms;
-  return res.status === 200 && Array.isArray(placed) && placed.every((p) => typeof p === 'string')
+  const strings = (v: unknown): v is string[] =>
+    Array.isArray(v) && v.every((p) => typeof p === 'string');
+  return res.status === 200 && strings(placed)
     ? {
         res,
         sentAt,
-        placed: placed as string[],
+        placed,
+        ...(strings(gone) ? { gone } : {}),
         ...(typeof fence === 'number' && fence > 0 ? { fenceAfterMs: fence } : {}),
       }
     : { res, sentAt };

@@ -8,6 +8,10 @@
 // (before anything else: at start, before the local driver starts), then
 // removes the service through the local driver, as a delete would.
 //
+// Frontends (a host's HAProxy's, of HA services and sets across hosts) are
+// not placements: the heartbeat names them and the control plane answers
+// with those whose service or set is gone from its store (gone).
+//
 // A service being created here is placed (in the store) before the control
 // plane's first call for it reaches this host; a heartbeat answered from a
 // list read before that placement was sent before that call arrived. So a
@@ -84,6 +88,30 @@ export class StaleServices {
     return stale;
   }
 
+  /**
+   * The control plane's answer to a heartbeat sent at `sentAt`: the
+   * frontends of this host's (localEndpoints) whose service or set it no
+   * longer knows. Each one not called about since is removed as a delete
+   * would (deleteService: the frontend, and anything else of it here).
+   * Returns the ids removed.
+   */
+  gone(ids: readonly string[], sentAt: number): string[] {
+    const here = new Set(localEndpoints(this.layout));
+    const gone = ids.filter(
+      (id) => ID.test(id) && here.has(id) && (this.calledAt.get(id) ?? 0) < sentAt,
+    );
+    for (const id of gone) {
+      if (this.removing.has(id)) continue;
+      this.removing.add(id);
+      this.o.log.warn(
+        { serviceId: id },
+        'a frontend of a service or set deleted while this host could not be told: it is removed',
+      );
+      void this.remove(id);
+    }
+    return gone;
+  }
+
   /** The services with data here. */
   private local(): string[] {
     return localServices(this.layout);
@@ -124,6 +152,25 @@ export class StaleServices {
     } finally {
       this.removing.delete(id);
     }
+  }
+}
+
+/**
+ * The services and sets this host's HAProxy has a frontend of. Every
+ * database host holds one for each HA service and each read replica set
+ * across hosts, a node of it there or not, so the placements cannot say
+ * which are stale: the heartbeat names them, and the control plane
+ * answers with those it no longer knows (deleted while this host could
+ * not be told: gone).
+ */
+export function localEndpoints(layout: Layout): string[] {
+  try {
+    return readdirSync(layout.haproxyServicesDir)
+      .filter((n) => n.endsWith('.cfg'))
+      .map((n) => n.slice(0, -4))
+      .filter((id) => ID.test(id));
+  } catch {
+    return [];
   }
 }
 

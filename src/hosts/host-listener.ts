@@ -347,7 +347,7 @@ function routes(
     },
   );
 
-  app.post<{ Body: { capacity: Capacity; usage: Usage } }>(
+  app.post<{ Body: { capacity: Capacity; usage: Usage; endpoints?: string[] } }>(
     '/v1/hosts/heartbeat',
     {
       schema: {
@@ -355,7 +355,16 @@ function routes(
           type: 'object',
           additionalProperties: false,
           required: ['capacity', 'usage'],
-          properties: { capacity, usage },
+          properties: {
+            capacity,
+            usage,
+            // The frontends its HAProxy has (agent/stale-services.ts localEndpoints).
+            endpoints: {
+              type: 'array',
+              maxItems: 10_000,
+              items: { type: 'string', pattern: '^[a-z0-9]{1,32}$' },
+            },
+          },
         },
       },
     },
@@ -380,14 +389,35 @@ function routes(
       const restorable =
         host.role === 'database' &&
         (await o.store.hosts.list()).some((h) => h.role === 'repository');
+      const gone = await unknownResources(o.store, req.body.endpoints ?? []);
       return reply.send({
         host_id: host.id,
         name: host.name,
         placed: [...new Set(placed)],
+        ...(gone.length > 0 ? { gone } : {}),
         ...(restorable ? { fence_after_ms: Math.floor(o.lostAfterMs / 2) } : {}),
       });
     },
   );
+}
+
+/**
+ * Of a host's frontends, those whose service or read replica set the
+ * store no longer holds: deleted while the host could not be told (it was
+ * lost), to be removed there. A service being deleted is still held until
+ * its rows go, and one being created is held before any host has its
+ * frontend.
+ */
+async function unknownResources(
+  store: HostListenerOptions['store'],
+  ids: readonly string[],
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const known = new Set([
+    ...(await store.services.listAll()).map((s) => s.id),
+    ...(await store.replicaSets.listAll()).map((r) => r.id),
+  ]);
+  return ids.filter((id) => !known.has(id));
 }
 
 function fromCapacity(c: Capacity) {

@@ -12,9 +12,13 @@
 // with both standbys streaming. From the moment the link is up, a client
 // writes to the old primary's own address (its host's address and its
 // node's port) over and over: not one write is accepted; once it answers,
-// it answers read-only; and every acknowledged commit is on it.
+// it answers read-only; and every acknowledged commit is on it. Last, the
+// service is deleted while another host is lost: back, that host removes
+// the service's frontend and node, which the delete could not reach.
 
 import assert from 'node:assert/strict';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { until } from './cluster.js';
@@ -100,4 +104,29 @@ async function rejoin(t: TestContext, s: HaService): Promise<void> {
   // One primary among the three nodes, the new one.
   assert.equal((await s.primary())?.name, next.name);
   assert.ok(nodes.length === 3);
+
+  // Deleted while a standby's host is lost: the delete cannot reach its
+  // frontend (every database host has one) nor its node. Back, the host
+  // names its frontends in its heartbeat, the control plane answers that
+  // this service is gone, and the host removes both: its address refuses
+  // the service's port.
+  const away = [1, 2, 3].find((i) => i !== next.hostIndex) as number;
+  const frontend = join(c.host(away).dataDir, 'local', 'haproxy', 'services', `${s.id}.cfg`);
+  const nodeDirs = () =>
+    readdirSync(join(c.host(away).dataDir, 'local', 'instances')).filter((d) =>
+      d.startsWith(`${s.id}n`),
+    );
+  c.killHost(away);
+  await until(async () => {
+    const hosts = JSON.parse(await c.cli('host', 'list', '--json')) as { address: string; state: string }[]; // prettier-ignore
+    return hosts.some((h) => h.address === c.address(away) && h.state === 'LOST');
+  }, 60_000);
+  const deleted = await c.b.call('DELETE', c.b.servicePath(s.id));
+  assert.equal(deleted.status, 202, deleted.text);
+  await c.b.waitGone(s.id, 180_000);
+  assert.ok(existsSync(frontend) && nodeDirs().length === 1, 'what the delete could not reach');
+  c.linkUp(away);
+  c.runAgent(away, { heartbeatMs: 500 });
+  await until(async () => !existsSync(frontend) && nodeDirs().length === 0, 120_000);
+  await assert.rejects(s.sql(s.endpointAt(away), 'select 1'));
 }

@@ -117,6 +117,8 @@ function fakeCluster(o: { others?: Partial<Host>[] } = {}) {
   const notes: string[] = [];
   /** The hosts each endpoint call went to, `apply h3` or `delete h3`. */
   const endpoints: string[] = [];
+  /** Each node's delete, `<its local id> on h1`. */
+  const nodeDeletes: string[] = [];
   // As node i's agent reads it: the leader's own node adds its WAL senders.
   const cluster = (i: number) => ({
     members: [0, 1, 2]
@@ -162,6 +164,7 @@ function fakeCluster(o: { others?: Partial<Host>[] } = {}) {
           return DONE;
         case 'deleteService':
           if (args[0] === id) endpoints.push(`delete ${host.id}`);
+          else nodeDeletes.push(`${String(args[0])} on ${host.id}`);
           return DONE;
         case 'inspectPatroniNode':
           if (!state.patroni[i])
@@ -214,7 +217,7 @@ function fakeCluster(o: { others?: Partial<Host>[] } = {}) {
   };
   // The same installation seen by a control plane started anew (nothing in memory).
   const fresh = () => new HaNodes(options);
-  return { ha, spec, state, calls, notes, endpoints, converge, fresh };
+  return { ha, spec, state, hosts, calls, notes, endpoints, nodeDeletes, converge, fresh };
 }
 
 test('a resize that takes a restart: the standbys restarted one at a time, then a switchover to the synchronous standby, the old primary last', async () => {
@@ -336,4 +339,15 @@ test("every database host's endpoint, a drained one too, is applied and deleted;
   f.endpoints.length = 0;
   assert.equal((await f.ha.delete(f.spec.serviceId)).done, true);
   assert.deepEqual(f.endpoints.sort(), ['delete h0', 'delete h1', 'delete h2', 'delete h3']);
+});
+
+test("a delete does not wait for a lost host's node: the others and every reachable endpoint go, then the rows", async () => {
+  const f = fakeCluster();
+  f.state.stale = [[], [], []];
+  await f.converge(f.spec);
+  f.endpoints.length = 0;
+  (f.hosts[1] as { heartbeatAt: number }).heartbeatAt = -100_000; // node1's host lost
+  assert.equal((await f.ha.delete(f.spec.serviceId)).done, true);
+  assert.deepEqual(f.nodeDeletes.sort(), [`${f.spec.serviceId}n0 on h0`, `${f.spec.serviceId}n2 on h2`]); // prettier-ignore
+  assert.deepEqual(f.endpoints.sort(), ['delete h0', 'delete h2']);
 });

@@ -744,7 +744,14 @@ export class HaNodes {
     return { host, index, port: node.port, apiPort: apiPortOf(spec, index) };
   }
 
-  /** Every node deleted on its host (a removed host's: nothing to delete), then its rows. */
+  /**
+   * Every node deleted on its host, then its rows. A removed host's node:
+   * nothing to delete. A lost host's is not waited for (a host may never
+   * come back), as a service's is not (hosts-driver.ts): once the rows are
+   * gone, the host removes the node, and its frontend, when it reports
+   * again (agent/stale-services.ts); cut off but alive, its Patroni lost
+   * etcd with the rest of the cluster and serves no write meanwhile.
+   */
   async delete(serviceId: string): Promise<Progress> {
     const hosts = await this.o.hosts();
     const placements = nodePlacements(await this.o.placements.list(), serviceId);
@@ -753,7 +760,11 @@ export class HaNodes {
         const host = hosts.find((h) => h.id === p.hostId);
         if (!host) return DONE;
         if (this.lost(host)) {
-          throw new DriverError(`Host ${host.name} (${host.address}) is lost: it has not reported.`, true); // prettier-ignore
+          this.o.log.warn(
+            { service: serviceId, host: host.name },
+            'deleting an HA service with a node on a lost host: the host removes it when it reports again',
+          );
+          return DONE;
         }
         const index =
           p.resourceId === serviceId ? 0 : Number(p.resourceId.slice(`${serviceId}:node`.length));

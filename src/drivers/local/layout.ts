@@ -44,6 +44,7 @@
 //       pgbouncer.ini users.txt hba.conf   its configuration (root, 0640 to the service's group)
 //       ca.crt                   a set's: the CA its nodes' certificates are checked against (same)
 //       pooler.json pooler.log   what Basin started, and its output (root 0600)
+//     haproxy/services/<id>.cfg  the host's HAProxy's frontend of a service or set (endpoints/haproxy.ts)
 //     s/<id>-<node>/             its Unix socket directory (kept short: socket
 //                                paths are limited to 107 bytes)
 //
@@ -96,6 +97,13 @@ export class Layout {
   }
   get caKey(): string {
     return join(this.caDir, 'ca.key');
+  }
+  /** The host's HAProxy: its files, and `services/<id>.cfg`, each service's (or set's) frontend. */
+  get haproxyDir(): string {
+    return join(this.root, 'haproxy');
+  }
+  get haproxyServicesDir(): string {
+    return join(this.haproxyDir, 'services');
   }
   get instancesDir(): string {
     return join(this.root, 'instances');

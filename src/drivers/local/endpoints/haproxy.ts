@@ -96,8 +96,8 @@ export class Haproxy {
   private serial: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly o: HaproxyOptions) {
-    this.dir = join(o.layout.root, 'haproxy');
-    this.servicesDir = join(this.dir, 'services');
+    this.dir = o.layout.haproxyDir;
+    this.servicesDir = o.layout.haproxyServicesDir;
     this.runDir = join(this.dir, 'run');
     this.bin = o.bin ?? '/usr/sbin/haproxy';
   }

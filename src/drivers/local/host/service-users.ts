@@ -34,7 +34,7 @@ import { CommandError, onPath, run } from './exec.js';
 import type { Layout } from '../layout.js';
 import { groupExists, readPasswd, type OsUser, type PasswdEntry } from './os-user.js';
 import { processesOfUser, signalAll } from './processes.js';
-import { idIsFree, ownsFiles, type AllocateUid, type UidRange } from './uids.js';
+import { idIsFree, ownedFiles, ownsFiles, type AllocateUid, type UidRange } from './uids.js';
 
 export const USER_PREFIX = 'basin-';
 /** A repository user's: `basin-r-` never is a service's (ids have no `-`). */
@@ -335,21 +335,27 @@ export class ServiceUsers {
    * objects: nothing it planted (a setuid copy of a shell…) may outlive it.
    * Run as root, after killAll found no process of the user left, so
    * nothing of its own creates files meanwhile (deleteService checks again
-   * afterwards). find does not follow symbolic links (-P), stays on each
-   * directory's file system (-xdev), and -delete walks depth first,
-   * removing each entry relative to a descriptor of its directory.
+   * afterwards). Its files are found where it could have written
+   * (ownedFiles: not in other users' private directories), then each one
+   * found is removed by find again: it does not follow symbolic links
+   * (-P), stays on each file's file system (-xdev), and -delete walks
+   * depth first, removing each entry relative to a descriptor of its
+   * directory.
    */
   async removeLeftovers(user: OsUser): Promise<void> {
     if (!this.isOwnUser(user)) return;
     const dirs = [...sharedWritableDirs(), this.o.layout.dataDir];
     try {
-      await run(
-        'find',
-        ['-P', ...dirs, '-ignore_readdir_race', '-xdev', '-uid', String(user.uid), '-delete'],
-        {
-          timeoutMs: 600_000,
-        },
-      );
+      const found = await ownedFiles(user.uid, dirs);
+      // (In batches: a tenant may have left many files in /tmp itself.)
+      for (let i = 0; i < found.length; i += 500) {
+        const some = found.slice(i, i + 500);
+        await run(
+          'find',
+          ['-P', ...some, '-ignore_readdir_race', '-xdev', '-uid', String(user.uid), '-delete'],
+          { timeoutMs: 600_000 },
+        );
+      }
     } catch (err) {
       // Files removed meanwhile, or a directory of the user's holding
       // another user's files (kept, with it): said, and the delete goes on.

@@ -55,25 +55,69 @@ export async function idIsFree(n: number): Promise<boolean> {
 }
 
 /**
- * Whether any file under `dirs` belongs to `uid`: one left by a user of
- * that uid whose files were never swept (deleted by hand, or by another
- * installation), which a new user of the uid would inherit. As root.
+ * find's arguments for the files under `dirs` that belong to `uid`, as
+ * root, without following symbolic links (-P) or leaving each directory's
+ * file system (-xdev). Only where the user could have written is looked
+ * in: a directory of another user's (not root's) that neither its group
+ * nor anyone may write to is not entered (its owner's alone: another
+ * service's data, the template, a repository), so that the walk costs
+ * the shared directories' and Basin's own directories' entries, not every
+ * service's files (the data directory of 2,000 services holds millions;
+ * and tests keep their installations in /tmp). What it cannot see:
+ * a file the user put in another tenant's directory while that tenant
+ * let it, closed since by that tenant; its uid is never given again and
+ * no_new_privs ignores its setuid bit (docs/security.md).
+ */
+export function ownedFilesArgs(uid: number, dirs: string[], first = false): string[] {
+  const u = String(uid);
+  return [
+    '-P',
+    ...dirs,
+    '-ignore_readdir_race',
+    '-xdev',
+    ...['(', '-type', 'd', '!', '-uid', '0', '!', '-uid', u],
+    ...['!', '-perm', '-0002', '!', '-perm', '-0020', '-prune', ')'],
+    ...['-o', '(', '-uid', u, '-print', ...(first ? ['-quit'] : []), ')'],
+  ];
+}
+
+/**
+ * Whether any file under `dirs` belongs to `uid` (ownedFilesArgs): one
+ * left by a user of that uid whose files were never swept (deleted by
+ * hand, or by another installation), which a new user of the uid would
+ * inherit. As root.
  */
 export async function ownsFiles(uid: number, dirs: string[]): Promise<boolean> {
-  if (dirs.length === 0) return false;
+  return (await ownedFiles(uid, dirs, true)).length > 0;
+}
+
+/**
+ * The files under `dirs` that belong to `uid` (ownedFilesArgs), topmost
+ * only: a directory of the user's stands for what is in it. `first`: stop
+ * at the first one found.
+ */
+export async function ownedFiles(uid: number, dirs: string[], first = false): Promise<string[]> {
+  if (dirs.length === 0) return [];
+  let out: string;
   try {
-    const out = await run(
-      'find',
-      ['-P', ...dirs, '-ignore_readdir_race', '-xdev', '-uid', String(uid), '-print', '-quit'],
-      {
-        timeoutMs: 120_000,
-      },
-    );
-    return out.length > 0;
+    out = await run('find', ownedFilesArgs(uid, dirs, first), { timeoutMs: 120_000 });
   } catch (err) {
     // Unreadable corners: what was found still counts.
-    return err instanceof CommandError && err.output.includes('/');
+    if (!(err instanceof CommandError)) throw err;
+    out = err.output
+      .split('\n')
+      .filter((l) => l.startsWith('/'))
+      .join('\n');
   }
+  const found = out.split('\n').filter((l) => l.startsWith('/'));
+  // find prints a directory before what is in it, and all of that next:
+  // what lies under the last top found is that top's.
+  const tops: string[] = [];
+  for (const path of found) {
+    const last = tops[tops.length - 1];
+    if (last === undefined || !path.startsWith(`${last}/`)) tops.push(path);
+  }
+  return tops;
 }
 
 /** Whether `n` lies in a range of a subordinate id file (`name:start:count` lines). */
