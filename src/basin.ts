@@ -353,6 +353,16 @@ async function createDriver(
     }
     case 'hosts': {
       const { createHostsDriver } = await import('./drivers/hosts/hosts-driver.js');
+      // The installation's CA and the control plane's certificate do not
+      // change once made (no rotation yet): read once, not at every call to
+      // a host (two reads of the store and a certificate parsed, each call;
+      // the reconciler calls every host of every HA service each round).
+      // A failed read is tried again at the next call.
+      let identity: Promise<{ cert: string; key: string; ca: string }> | undefined;
+      const readIdentity = async () => {
+        const ca = await installationCa(store);
+        return { ...(await controlPlaneIdentity(store, ca)), ca: ca.cert };
+      };
       // Placements are the leader's writes (its engine places services): fenced too.
       return createHostsDriver({
         hosts: () => store.hosts.list(),
@@ -362,10 +372,11 @@ async function createDriver(
           put: (p) => lead.store.transaction((tx) => tx.placements.put(p)),
           remove: (id) => lead.store.transaction((tx) => tx.placements.remove(id)),
         },
-        identity: async () => {
-          const ca = await installationCa(store);
-          return { ...(await controlPlaneIdentity(store, ca)), ca: ca.cert };
-        },
+        identity: () =>
+          (identity ??= readIdentity().catch((err: unknown) => {
+            identity = undefined;
+            throw err;
+          })),
         serviceSpec: async (id) => {
           const svc = await store.services.get(id);
           if (!svc) return undefined;
