@@ -140,10 +140,13 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
           log: o.log,
         })
       : null;
-  const first = stale ? await heartbeat(id, o, true).catch(() => undefined) : undefined;
+  const first = stale ? await heartbeat(id, o, false).catch(() => undefined) : undefined;
+  /** Whether the control plane answers with `gone` (heartbeat). */
+  let listsGone = first?.gone !== undefined;
+  /** When a heartbeat last named the frontends (every FRONTENDS_EVERY_MS). */
+  let namedAt = 0;
   if (first?.placed) fence?.answered(first.fenceAfterMs);
   if (stale && first?.placed) await stale.placed(first.placed, first.sentAt);
-  if (stale && first?.gone) stale.gone(first.gone, first.sentAt);
   await driver?.start();
   if (driver) stale?.useDriver(driver);
   // A repository host's repositories, one per service (repository-host/).
@@ -206,7 +209,10 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
   let refusedBefore = false;
   const beat = async () => {
     try {
-      const { res, sentAt, placed, gone, fenceAfterMs } = await heartbeat(id, o, stale !== null);
+      const naming = stale !== null && listsGone && Date.now() - namedAt >= FRONTENDS_EVERY_MS;
+      if (naming) namedAt = Date.now();
+      const { res, sentAt, placed, gone, fenceAfterMs } = await heartbeat(id, o, naming);
+      if (res.status === 200) listsGone = gone !== undefined;
       if (placed) fence?.answered(fenceAfterMs);
       if (stale && placed) await stale.placed(placed, sentAt);
       if (stale && gone) stale.gone(gone, sentAt);
@@ -248,18 +254,29 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
   };
 }
 
-/**
- * One heartbeat: this host's capacity and usage to the control plane, and
- * what it answers: the services it places here (undefined when it did not
- * answer with them).
- */
 /** The most frontends a heartbeat names (the listener's bound; more wait for later beats). */
 const MAX_ENDPOINTS = 10_000;
+/**
+ * How often a heartbeat names the frontends: the control plane reads every
+ * service's and set's id to answer, and a frontend left by a delete while
+ * the host was lost can wait this long to go.
+ */
+const FRONTENDS_EVERY_MS = 30_000;
 
+/**
+ * One heartbeat: this host's capacity and usage (and its frontends) to the
+ * control plane, and what it answers: the services it places here
+ * (undefined when it did not answer with them), and the frontends whose
+ * service is gone.
+ */
 async function heartbeat(
   id: AgentIdentity,
   o: Pick<AgentOptions, 'dataDir' | 'heartbeatMs'>,
-  /** Whether it names its frontends (a database host's), for the answer's `gone`. */
+  /**
+   * Whether it names its frontends, for the answer's `gone`: a database
+   * host's, once the control plane answered with a `gone` list (one of an
+   * older version, which refuses a field it does not know, never does).
+   */
   frontends: boolean,
 ): Promise<{
   res: { status: number; body: unknown };

@@ -394,7 +394,8 @@ function routes(
         host_id: host.id,
         name: host.name,
         placed: [...new Set(placed)],
-        ...(gone.length > 0 ? { gone } : {}),
+        // Always, empty too: it tells an agent this control plane takes its `endpoints`.
+        gone,
         ...(restorable ? { fence_after_ms: Math.floor(o.lostAfterMs / 2) } : {}),
       });
     },

@@ -332,6 +332,14 @@ export class Repositories {
 export function listens(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host, port });
+    // An address nobody answers yet (a namespace whose link is not up)
+    // drops the SYN: the kernel would retry it for two minutes, and the
+    // caller's own deadline between probes never came (a create stuck in
+    // CONFIGURING for 120 s, in a full run at load).
+    socket.setTimeout(PROBE_MS, () => {
+      socket.destroy();
+      resolve(false);
+    });
     socket.once('connect', () => {
       socket.destroy();
       resolve(true);
@@ -339,6 +347,9 @@ export function listens(host: string, port: number): Promise<boolean> {
     socket.once('error', () => resolve(false));
   });
 }
+
+/** How long one probe of listens waits for an answer. */
+const PROBE_MS = 1000;
 
 async function readState(file: string): Promise<ServerState> {
   try {
