@@ -37,11 +37,13 @@ test("a user's files are found where it could write; another user's private dire
   dir('private', V, 0o700);
   file('private/u-file', U);
   file('v-file', V);
+  // A name with a newline is one file, not two paths.
+  file('two\nlines', U);
 
   const found = (await ownedFiles(U, [top])).sort();
   assert.deepEqual(
     found,
-    ['mine', 'open/u-file', 'root/u-file'].map((p) => join(top, p)),
+    ['mine', 'open/u-file', 'root/u-file', 'two\nlines'].map((p) => join(top, p)),
   );
   assert.equal(await ownsFiles(U, [top]), true);
   assert.equal(await ownsFiles(2_999_993, [top]), false);

@@ -77,7 +77,8 @@ export function ownedFilesArgs(uid: number, dirs: string[], first = false): stri
     '-xdev',
     ...['(', '-type', 'd', '!', '-uid', '0', '!', '-uid', u],
     ...['!', '-perm', '-0002', '!', '-perm', '-0020', '-prune', ')'],
-    ...['-o', '(', '-uid', u, '-print', ...(first ? ['-quit'] : []), ')'],
+    // NUL-separated: a tenant's file name may hold a newline.
+    ...['-o', '(', '-uid', u, '-print0', ...(first ? ['-quit'] : []), ')'],
   ];
 }
 
@@ -104,12 +105,9 @@ export async function ownedFiles(uid: number, dirs: string[], first = false): Pr
   } catch (err) {
     // Unreadable corners: what was found still counts.
     if (!(err instanceof CommandError)) throw err;
-    out = err.output
-      .split('\n')
-      .filter((l) => l.startsWith('/'))
-      .join('\n');
+    out = err.output;
   }
-  const found = out.split('\n').filter((l) => l.startsWith('/'));
+  const found = out.split('\0').filter((l) => l.startsWith('/'));
   // find prints a directory before what is in it, and all of that next:
   // what lies under the last top found is that top's.
   const tops: string[] = [];
