@@ -215,7 +215,7 @@ export async function runAgent(o: AgentOptions): Promise<RunningAgent> {
       if (res.status === 200) listsGone = gone !== undefined;
       if (placed) fence?.answered(fenceAfterMs);
       if (stale && placed) await stale.placed(placed, sentAt);
-      if (stale && gone) stale.gone(gone, sentAt);
+      if (stale && gone) await stale.gone(gone, sentAt);
       if (res.status !== 200) {
         // Said once, not at every beat: a removed host keeps trying, quietly.
         if (!refusedBefore)
@@ -286,7 +286,9 @@ async function heartbeat(
   fenceAfterMs?: number;
 }> {
   const sentAt = Date.now();
-  const endpoints = frontends ? localEndpoints(new Layout(o.dataDir)).slice(0, MAX_ENDPOINTS) : [];
+  const endpoints = frontends
+    ? (await localEndpoints(new Layout(o.dataDir))).slice(0, MAX_ENDPOINTS)
+    : [];
   const res = await httpsJson(`${id.controlPlane}/v1/hosts/heartbeat`, {
     ca: id.ca,
     cert: id.cert,

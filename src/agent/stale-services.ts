@@ -25,6 +25,7 @@ import { run } from '../drivers/local/host/exec.js';
 import { readPasswd } from '../drivers/local/host/os-user.js';
 import { serviceUserName } from '../drivers/local/host/service-users.js';
 import { Layout } from '../drivers/local/layout.js';
+import { frontendIds } from '../drivers/local/endpoints/haproxy.js';
 import type { Logger } from '../lib/logger.js';
 
 const ID = /^[a-z0-9]{1,32}$/;
@@ -95,8 +96,8 @@ export class StaleServices {
    * would (deleteService: the frontend, and anything else of it here).
    * Returns the ids removed.
    */
-  gone(ids: readonly string[], sentAt: number): string[] {
-    const here = new Set(localEndpoints(this.layout));
+  async gone(ids: readonly string[], sentAt: number): Promise<string[]> {
+    const here = new Set(await localEndpoints(this.layout));
     const gone = ids.filter(
       (id) => ID.test(id) && here.has(id) && (this.calledAt.get(id) ?? 0) < sentAt,
     );
@@ -163,15 +164,8 @@ export class StaleServices {
  * answers with those it no longer knows (deleted while this host could
  * not be told: gone).
  */
-export function localEndpoints(layout: Layout): string[] {
-  try {
-    return readdirSync(layout.haproxyServicesDir)
-      .filter((n) => n.endsWith('.cfg'))
-      .map((n) => n.slice(0, -4))
-      .filter((id) => ID.test(id));
-  } catch {
-    return [];
-  }
+export async function localEndpoints(layout: Layout): Promise<string[]> {
+  return (await frontendIds(layout)).filter((id) => ID.test(id));
 }
 
 /** The services (and Patroni nodes) with data on this host: the local driver's instance directories. */

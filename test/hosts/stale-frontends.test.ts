@@ -24,7 +24,7 @@ test('frontends the control plane says are gone are removed; one called about si
     writeFileSync(join(layout.haproxyServicesDir, `${id}.cfg`), '');
   }
   writeFileSync(join(layout.haproxyServicesDir, 'README'), '');
-  assert.deepEqual(localEndpoints(layout).sort(), ['gone000001', 'gone000002', 'kept000001', 'stats']); // prettier-ignore
+  assert.deepEqual((await localEndpoints(layout)).sort(), ['gone000001', 'gone000002', 'kept000001', 'stats']); // prettier-ignore
 
   const deleted: string[] = [];
   const driver = {
@@ -40,7 +40,7 @@ test('frontends the control plane says are gone are removed; one called about si
   const sentAt = Date.now() - 1000;
   stale.called('gone000002'); // a call after the heartbeat was sent: its answer may be stale
   // Named by the answer but not a frontend here (another host's): nothing.
-  const removed = stale.gone(['gone000001', 'gone000002', 'elsewhere1'], sentAt);
+  const removed = await stale.gone(['gone000001', 'gone000002', 'elsewhere1'], sentAt);
   assert.deepEqual(removed, ['gone000001']);
   await until(async () => deleted.length === 1, 10_000);
   assert.deepEqual(deleted, ['gone000001']);

@@ -305,14 +305,8 @@ export class Haproxy {
     return next;
   }
 
-  private async serviceIds(): Promise<string[]> {
-    try {
-      return (await readdir(this.servicesDir))
-        .filter((n) => n.endsWith('.cfg'))
-        .map((n) => n.slice(0, -4));
-    } catch {
-      return [];
-    }
+  private serviceIds(): Promise<string[]> {
+    return frontendIds(this.o.layout);
   }
 
   private async prepare(): Promise<void> {
@@ -609,4 +603,15 @@ async function writeAtomically(path: string, text: string, mode: number): Promis
   await writeFile(tmp, text, { mode });
   await chmod(tmp, mode);
   await rename(tmp, path);
+}
+
+/** The services and sets this host's HAProxy has a frontend of (a `services/<id>.cfg` each). */
+export async function frontendIds(layout: Layout): Promise<string[]> {
+  try {
+    return (await readdir(layout.haproxyServicesDir))
+      .filter((n) => n.endsWith('.cfg'))
+      .map((n) => n.slice(0, -4));
+  } catch {
+    return [];
+  }
 }
