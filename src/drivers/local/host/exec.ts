@@ -40,6 +40,8 @@ export class CommandError extends Error {
     cause: string,
     /** The exit status, when the command ran and exited with one. */
     readonly exitCode?: number,
+    /** Its standard output alone (`output` has its errors first): what it found before failing. */
+    readonly stdout = '',
   ) {
     super(`${command} failed (${cause})${output ? `: ${lastLines(output, 8)}` : ''}`);
     this.name = 'CommandError';
@@ -216,7 +218,7 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
                   : `exit ${String((err as { code?: unknown }).code ?? err.message)}`;
           const status = (err as { code?: unknown }).code;
           const exitCode = typeof status === 'number' ? status : undefined;
-          reject(new CommandError(command, `${stderr}${stdout}`.trim(), cause, exitCode));
+          reject(new CommandError(command, `${stderr}${stdout}`.trim(), cause, exitCode, stdout));
         } else {
           resolve(stdout);
         }

@@ -103,9 +103,10 @@ export async function ownedFiles(uid: number, dirs: string[], first = false): Pr
   try {
     out = await run('find', ownedFilesArgs(uid, dirs, first), { timeoutMs: 120_000 });
   } catch (err) {
-    // Unreadable corners: what was found still counts.
+    // Unreadable corners: what was found still counts (its standard output
+    // alone: an error message before a NUL-separated path would hide it).
     if (!(err instanceof CommandError)) throw err;
-    out = err.output;
+    out = err.stdout;
   }
   const found = out.split('\0').filter((l) => l.startsWith('/'));
   // find prints a directory before what is in it, and all of that next:
