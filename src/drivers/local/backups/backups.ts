@@ -94,6 +94,13 @@ const LOW_PRIORITY =
 const BACKUP_TIMEOUT_MS = 12 * 3_600_000;
 /** stanza-create, expire and info take well under a second; bounded all the same. */
 const SHORT_MS = 120_000;
+/**
+ * stanza-create, before a new service's first start: a create waits on
+ * it. One that hangs (a CI run at load saw a create sit in CONFIGURING
+ * for its test's two minutes, its last line the repository server's
+ * start) is killed sooner and the step tried again.
+ */
+const STANZA_MS = 30_000;
 
 interface Running {
   since: number;
@@ -185,9 +192,7 @@ export class LocalBackups {
       // Its backup.info is on the repository host: made once, then marked here.
       if (await stanzaMade(this.ctx, id)) return;
       const up = (await postmasterStatus(layout.pgdata({ id, node: 0 }))).up;
-      await this.pgbackrest(user, id, [...(up ? [] : ['--no-online']), 'stanza-create'], {
-        timeoutMs: SHORT_MS,
-      });
+      await this.stanzaCreate(user, id, up);
       await markStanza(this.ctx, id);
       return;
     }
@@ -200,9 +205,18 @@ export class LocalBackups {
     const ownerUser = owner === user.uid ? user : this.ctx.repositories?.lookup(id);
     if (ownerUser) await clearUnmadeStanza(dir, id, ownerUser, this.ctx.privateTmp, this.ctx.log);
     const pm = await postmasterStatus(layout.pgdata({ id, node: 0 }));
-    await this.pgbackrest(user, id, [...(pm.up ? [] : ['--no-online']), 'stanza-create'], {
-      timeoutMs: SHORT_MS,
+    await this.stanzaCreate(user, id, pm.up);
+  }
+
+  /** Makes the stanza, said in Basin's log before and after (a hang shows where it is). */
+  private async stanzaCreate(user: OsUser, id: string, online: boolean): Promise<void> {
+    const t0 = performance.now();
+    this.ctx.log.info({ serviceId: id }, "making the service's backup stanza");
+    await this.pgbackrest(user, id, [...(online ? [] : ['--no-online']), 'stanza-create'], {
+      timeoutMs: STANZA_MS,
     });
+    const ms = Math.round(performance.now() - t0);
+    this.ctx.log.info({ serviceId: id, ms }, "made the service's backup stanza");
   }
 
   /**

@@ -27,7 +27,8 @@
 // after the server, by the next step.
 
 import { readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
-import { connect, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import { accepts } from '../../../lib/port-probe.js';
 import { availableParallelism, setPriority } from 'node:os';
 import { join } from 'node:path';
 import { DONE, type Progress, wait } from '../../../domain/progress.js';
@@ -456,7 +457,7 @@ export class Pooler extends PoolerProcesses {
   private async accepts(port: number, socketDir: string): Promise<boolean> {
     const host = poolerHost(this.ctx, this.target.id);
     return (
-      (await reaches({ host, port })) && reaches({ path: join(socketDir, `.s.PGSQL.${port}`) })
+      (await accepts({ host, port })) && accepts({ path: join(socketDir, `.s.PGSQL.${port}`) })
     );
   }
 
@@ -491,18 +492,6 @@ function spawnKey(files: PoolerFiles, i: number): string {
 /** Forgets what this Basin spawned of a pooler (its processes were killed with their user's). */
 export function forgetSpawned(ctx: Pick<Ctx, 'spawned'>, files: PoolerFiles): void {
   for (let i = 0; i < MAX_POOLER_PROCESSES; i++) ctx.spawned.delete(spawnKey(files, i));
-}
-
-/** Whether a connection to `to` (TCP or a Unix socket) is accepted. */
-function reaches(to: { host: string; port: number } | { path: string }): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(to);
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 }
 
 /**

@@ -37,7 +37,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { accepts } from '../../../../lib/port-probe.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../../../lib/logger.js';
 import { DriverError } from '../../../driver.js';
@@ -328,28 +328,10 @@ export class Repositories {
   }
 }
 
-/** Whether something accepts TCP connections at host:port. */
+/** Whether something accepts TCP connections at host:port (port-probe.ts: given up after a second). */
 export function listens(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host, port });
-    // An address nobody answers yet (a namespace whose link is not up)
-    // drops the SYN: the kernel would retry it for two minutes, and the
-    // caller's own deadline between probes never came (a create stuck in
-    // CONFIGURING for 120 s, in a full run at load).
-    socket.setTimeout(PROBE_MS, () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
+  return accepts({ host, port });
 }
-
-/** How long one probe of listens waits for an answer. */
-const PROBE_MS = 1000;
 
 async function readState(file: string): Promise<ServerState> {
   try {
