@@ -45,6 +45,21 @@ const comm = (pid: number) => {
   }
 };
 
+/** A process as a failed assertion should tell it: its command line, its parent's, its cgroups. */
+const described = (pid: number) => {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const cmd = (p: number | string) => read(`/proc/${p}/cmdline`).split('\0').join(' ').trim();
+  const ppid = /^PPid:\s+(\d+)$/m.exec(read(`/proc/${pid}/status`))?.[1] ?? '?';
+  const cgroups = read(`/proc/${pid}/cgroup`).trim().split('\n').join('; ');
+  return `${comm(pid)} ${pid} (${cmd(pid)}; parent ${ppid}: ${cmd(ppid)}; cgroups ${cgroups})`;
+};
+
 test(
   'a tenant starting 2,000 processes is stopped at its node’s pids bound; another tenant is served meanwhile',
   { timeout: 400_000 },
@@ -111,7 +126,7 @@ test(
           const inMemory = ofLive(() => cgroupNameOf(memory, pid));
           const limits = ofLive(() => readFileSync(`/proc/${pid}/limits`, 'utf8'));
           if (name === undefined || inMemory === undefined || limits === undefined) continue;
-          assert.ok(ours.includes(name), `${comm(pid)} ${pid} runs in ${name}`);
+          assert.ok(ours.includes(name), `${described(pid)} runs in ${name}`);
           assert.equal(inMemory, name, `${comm(pid)} ${pid}: its memory cgroup`);
           if (name === pooler) bouncers++;
           assert.match(limits, new RegExp(`^Max processes\\s+${nproc}\\s+${nproc}\\s`, 'm'));
