@@ -7,7 +7,8 @@
 // installation's CA and for the address Basin dialled; Basin presents its
 // own certificate, which the API requires (verify_client: required).
 
-import { request } from 'node:https';
+import { Agent, request } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import type {
   ClusterState,
   MemberRole,
@@ -35,6 +36,34 @@ export type {
 export interface ApiAnswer {
   status: number;
   body: unknown;
+}
+
+/**
+ * One agent per identity Basin shows: its TLS context (the CA, its
+ * certificate and key, parsed) built once, not at every request, and its
+ * TLS sessions resumed (a shorter handshake, on Patroni's side too). An
+ * agent polls its nodes' APIs every few seconds; building the context
+ * and a full handshake each time was most of its CPU in HA test runs.
+ * No keep-alive: a socket Patroni closed meanwhile (a restart) would fail
+ * the next request.
+ */
+const agents = new Map<string, Agent>();
+const MAX_AGENTS = 8;
+
+function agentFor(tls: ClientTls): Agent {
+  const key = `${tls.ca}\0${tls.cert}\0${tls.key}`;
+  let agent = agents.get(key);
+  if (!agent) {
+    // A renewed certificate is a new identity; the oldest is dropped.
+    for (const [k, old] of agents) {
+      if (agents.size < MAX_AGENTS) break;
+      old.destroy();
+      agents.delete(k);
+    }
+    agent = new Agent({ keepAlive: false, secureContext: createSecureContext(tls) });
+    agents.set(key, agent);
+  }
+  return agent;
 }
 
 /** GET `path` of the REST API at `url` (https://address:port). */
@@ -66,7 +95,7 @@ export function apiRequest(
   return new Promise<ApiAnswer>((resolve, reject) => {
     const req = request(
       new URL(path, url),
-      { method, ca: tls.ca, cert: tls.cert, key: tls.key, timeout: timeoutMs, headers },
+      { method, agent: agentFor(tls), timeout: timeoutMs, headers },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

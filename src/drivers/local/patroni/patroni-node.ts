@@ -459,7 +459,25 @@ export async function inspectPatroniNode(
  * once, root's alone. Not the host's identity key (which drives the
  * control plane's listener), and not any tenant's.
  */
-export async function readerTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
+export function readerTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
+  // Read and checked once a minute, not at every look at a node (an
+  // agent looks every few seconds): it is renewed two months before it
+  // expires (certCovers).
+  const cached = readers.get(ctx.layout.root);
+  if (cached && Date.now() - cached.at < READER_TTL_MS) return cached.tls;
+  const tls = loadReaderTls(ctx);
+  readers.set(ctx.layout.root, { at: Date.now(), tls });
+  // A failed read is not kept: the next look tries again.
+  tls.catch(() => {
+    if (readers.get(ctx.layout.root)?.tls === tls) readers.delete(ctx.layout.root);
+  });
+  return tls;
+}
+
+const readers = new Map<string, { at: number; tls: Promise<ClientTls> }>();
+const READER_TTL_MS = 60_000;
+
+async function loadReaderTls(ctx: Pick<Ctx, 'layout'>): Promise<ClientTls> {
   const dir = join(ctx.layout.root, 'patroni-reader');
   const certFile = join(dir, 'client.crt');
   const keyFile = join(dir, 'client.key');

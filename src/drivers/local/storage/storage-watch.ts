@@ -22,7 +22,7 @@
 //   files costs Basin a bounded share of a core, and slows only its own
 //   measurement.
 
-import { statfs } from 'node:fs/promises';
+import { statfsSync } from 'node:fs';
 import type { Target } from '../../../domain/logs.js';
 import {
   diskLow,
@@ -531,8 +531,12 @@ const sameNodes = (a: number[], b: number[]) =>
   a.length === b.length && a.every((n, i) => n === b[i]);
 
 /** statfs(2) of `path`: `free` is what an unprivileged user (a tenant) may still take. */
+// Synchronous: one system call on the data directory's own file system,
+// twenty times a second in every Basin process; through libuv's threads
+// and a promise it cost most of an idle process's CPU, and it queued
+// behind the walks that keep those threads busy.
 async function fileSystem(path: string): Promise<{ size: number; free: number; used: number }> {
-  const s = await statfs(path);
+  const s = statfsSync(path);
   return {
     size: s.blocks * s.bsize,
     free: s.bavail * s.bsize,
