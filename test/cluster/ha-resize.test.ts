@@ -18,6 +18,7 @@
 // new size's CPU quota after the resize.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -29,12 +30,32 @@ import {
   detectCpuHierarchy,
 } from '../../src/drivers/local/host/cgroups/cgroup-hierarchy.js';
 import { pgClient, psql, psqlRefused } from '../e2e/clients.js';
+import { PATRONI_TIMING } from '../../src/drivers/hosts/ha-nodes.js';
 import { cluster, until } from './cluster.js';
 
 const PREFIX = 'hopr';
 /** The topology's subnet, 10.231.20.0/24: its own, as the tests run in parallel. */
 const NET = 20;
 const ARGS = ['--host-lost-after', '5s', '--reconcile-interval-ms', '1000'];
+
+/** Patroni's timing in its dynamic configuration. */
+const pick = (config: Record<string, unknown>) => ({
+  ttl: config.ttl,
+  loop_wait: config.loop_wait,
+  retry_timeout: config.retry_timeout,
+});
+
+/** What the test needs of the patroni.yml of service `id`'s node under `instances`. */
+function patroniConfigOf(instances: string, id: string) {
+  const mine = readdirSync(instances).filter((d) => d.startsWith(`${id}n`));
+  assert.equal(mine.length, 1, mine.join(', '));
+  return parse(
+    readFileSync(join(instances, mine[0] as string, 'patroni', 'patroni.yml'), 'utf8'),
+  ) as {
+    restapi: { connect_address: string; authentication: { username: string; password: string } };
+    ctl: { certfile: string; keyfile: string; cacert: string };
+  };
+}
 
 /** Each step's time in the test's output, for a run that ends past its deadline. */
 const step = (what: string) => console.log(`ha-resize: ${new Date().toISOString()} ${what}`);
@@ -81,9 +102,29 @@ test(
     const password = created.body.initial_password as string;
     await b.waitForStatus(id, 'READY', 600_000);
     step('READY with two standbys');
+    // A cluster made before Basin's timing across hosts (its bootstrap.dcs
+    // said Patroni's own: 30 s, a 10 s loop) is given it through Patroni's
+    // dynamic configuration at its next apply: here, the setHA's.
+    const patroniConfig = patroniConfigOf(join(c.host(1).dataDir, 'local', 'instances'), id);
+    const patroni = (method: 'GET' | 'PATCH', body?: unknown) =>
+      JSON.parse(
+        execFileSync('ip', ['netns', 'exec', c.namespace(1), 'curl', '-sS', '--fail', '--max-time', '10',
+          '--cacert', patroniConfig.ctl.cacert, '--cert', patroniConfig.ctl.certfile, '--key', patroniConfig.ctl.keyfile,
+          '-u', `${patroniConfig.restapi.authentication.username}:${patroniConfig.restapi.authentication.password}`,
+          '-X', method, ...(body === undefined ? [] : ['-H', 'content-type: application/json', '-d', JSON.stringify(body)]),
+          `https://${patroniConfig.restapi.connect_address}/config`], { encoding: 'utf8' }),
+      ) as Record<string, unknown>; // prettier-ignore
+    const old = { ttl: 30, loop_wait: 10, retry_timeout: 10 };
+    assert.deepEqual(pick(patroni('PATCH', old)), old);
     const setHa = await b.call('POST', `${b.servicePath(id)}/setHA`, { sync_replica_count: 1 });
     assert.equal(setHa.status, 202, setHa.text);
     await b.waitForStatus(id, 'READY', 300_000);
+    assert.deepEqual(pick(patroni('GET')), {
+      ttl: PATRONI_TIMING.ttl,
+      loop_wait: PATRONI_TIMING.loopWait,
+      retry_timeout: PATRONI_TIMING.retryTimeout,
+    });
+    step("Patroni's timing set again by the setHA's apply");
     // Basin's own entries (the default page has the primary's server lines too).
     const logsText = async () =>
       (await b.call('GET', `${b.servicePath(id)}/logs?source=basin`)).text;

@@ -38,6 +38,7 @@ import {
   type ForkParent,
   patroniNodeId,
   type PatroniNodeSpec,
+  type PatroniTiming,
   type PatroniNodeView,
   type ServiceSpec,
 } from '../../driver.js';
@@ -240,7 +241,7 @@ export async function applyPatroniNode(
     }
     const api = `https://${hostPort(self.address, self.apiPort)}`;
     const sync = await keepDynamic(ctx, api, spec, node.members.length, secrets, params, {
-      stopTimeout: node.timing?.primaryStopTimeout,
+      timing: node.timing,
     });
     if (sync) return sync;
     const running = await nodeRunning(ctx, api);
@@ -272,8 +273,10 @@ export async function applyPatroniNode(
  * configuration, PATCH /config, which the agent may ask of its own node:
  * its host's address is a member's, on the REST API's allowlist): the
  * synchronous replication (a setHA), failsafe mode (clusters made before
- * it was on: patroni-config.ts), the primary's stop timeout across hosts
- * (clusters made before it: ha-nodes.ts), and the settings every member must
+ * it was on: patroni-config.ts), Patroni's timing across hosts (the leader
+ * key's ttl, the loop, the retries and the primary's stop timeout:
+ * clusters made before ha-nodes.ts's PATRONI_TIMING keep theirs
+ * otherwise), and the settings every member must
  * share (max_connections, max_worker_processes…: a resize), which Patroni
  * takes from the DCS over a node's own YAML. Undefined once it is; a wait
  * while the cluster has no configuration yet (being formed) or does not
@@ -286,15 +289,17 @@ async function keepDynamic(
   nodes: number,
   secrets: PatroniSecrets,
   params: Record<string, string>,
-  o: { stopTimeout: number | undefined },
+  o: { timing: PatroniTiming | undefined },
 ): Promise<Progress | undefined> {
   const sync = Math.max(0, Math.min(spec.ha.syncReplicaCount, nodes - 1));
+  const t = o.timing;
   const wanted = {
     synchronous_mode: sync > 0,
     synchronous_mode_strict: sync > 0,
     synchronous_node_count: Math.max(1, sync),
     failsafe_mode: FAILSAFE_MODE,
-    ...(o.stopTimeout ? { primary_stop_timeout: o.stopTimeout } : {}),
+    ...(t ? { ttl: t.ttl, loop_wait: t.loopWait, retry_timeout: t.retryTimeout } : {}),
+    ...(t?.primaryStopTimeout ? { primary_stop_timeout: t.primaryStopTimeout } : {}),
   };
   const shared = Object.fromEntries(
     CLUSTER_WIDE.filter((k) => k in params).map((k) => [k, String(params[k])]),
