@@ -155,16 +155,25 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
  * `dest`, after a `sync`; timed, then removed (untimed).
  */
 async function timedCopy(pgdata: string, dest: string, withWal: boolean): Promise<number> {
-  const entries = withWal ? [] : (await readdir(pgdata)).filter((n) => n !== 'pg_wal');
-  await execFileP('sync');
-  const t0 = performance.now();
-  if (withWal) {
-    await execFileP('cp', ['-a', pgdata, dest]);
-  } else {
-    await mkdir(dest, { mode: 0o700 });
-    await execFileP('cp', ['-a', ...entries.map((n) => join(pgdata, n)), dest]);
+  // The parent runs: a file it removes while cp walks (a WAL segment's
+  // archive_status, once archived: a big parent archives for minutes
+  // after it is filled) fails that copy, which is then made again.
+  for (let attempt = 1; ; attempt++) {
+    const entries = withWal ? [] : (await readdir(pgdata)).filter((n) => n !== 'pg_wal');
+    await execFileP('sync');
+    const t0 = performance.now();
+    try {
+      if (withWal) {
+        await execFileP('cp', ['-a', pgdata, dest]);
+      } else {
+        await mkdir(dest, { mode: 0o700 });
+        await execFileP('cp', ['-a', ...entries.map((n) => join(pgdata, n)), dest]);
+      }
+      return performance.now() - t0;
+    } catch (err) {
+      if (attempt >= 5 || !/No such file or directory/.test((err as Error).message)) throw err;
+    } finally {
+      await rm(dest, { recursive: true, force: true });
+    }
   }
-  const ms = performance.now() - t0;
-  await rm(dest, { recursive: true, force: true });
-  return ms;
 }

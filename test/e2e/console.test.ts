@@ -40,7 +40,12 @@ test(
     const shots = mkdtempSync(join(tmpdir(), 'basin-console-shots-'));
     const downloads = mkdtempSync(join(tmpdir(), 'basin-console-downloads-'));
     t.after(() => rmSync(downloads, { recursive: true, force: true }));
-    t.diagnostic(`screenshots in ${shots}`);
+    // Kept for a person to look at when the test fails; removed when it passes.
+    let passed = false;
+    t.after(() => {
+      if (passed) rmSync(shots, { recursive: true, force: true });
+    });
+    t.diagnostic(`screenshots in ${shots} (removed if the test passes)`);
 
     assert.ok(existsSync(CHROMIUM), `no ${CHROMIUM}: npm run setup installs Debian's chromium`);
     const browser = await chromium.launch({
@@ -302,6 +307,7 @@ test(
       ),
       'refused',
     );
+    passed = true;
   },
 );
 
