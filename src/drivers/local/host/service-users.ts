@@ -170,14 +170,6 @@ export interface ServiceUsersOptions {
 export class ServiceUsers {
   /** useradd and userdel one at a time: they lock /etc/passwd, and give up rather than wait. */
   private tail: Promise<unknown> = Promise.resolve();
-  /**
-   * The next user's uid, given out and vetted (freeUid: a walk of the
-   * shared directories, 0.1-0.2 s on a host whose /tmp holds thousands of
-   * entries) once a user is made, while nothing waits on it: a create
-   * or a fork in the next burst does not pay for it. At most one such
-   * uid is never used when Basin stops (uids are never given twice).
-   */
-  private vetted: Promise<number | undefined> | undefined;
 
   constructor(private readonly o: ServiceUsersOptions) {}
 
@@ -219,7 +211,7 @@ export class ServiceUsers {
         if (!existsSync(this.o.layout.installationFile)) {
           throw new DriverError(`${this.o.layout.installationFile} is gone.`, true);
         }
-        uid ??= await this.takeUid();
+        uid ??= await this.freeUid();
         // The user's own group gets the same id (-U with the system group
         // range narrowed to it); -l keeps it out of lastlog and faillog,
         // which are sparse files indexed by uid.
@@ -235,7 +227,6 @@ export class ServiceUsers {
             { serviceId: id, osUser: name, uid },
             `created the ${this.kind}'s OS user`,
           );
-          this.vetted ??= this.freeUid().catch(() => undefined);
         } catch (err) {
           if (attempt < 40 && passwdBusy(err)) {
             await sleep(25 + Math.floor(Math.random() * 50));
@@ -265,13 +256,6 @@ export class ServiceUsers {
         }
       }
     });
-  }
-
-  /** The uid vetted ahead, if any (and still free), else one vetted now. */
-  private async takeUid(): Promise<number> {
-    const ahead = await this.vetted;
-    this.vetted = undefined;
-    return ahead !== undefined && (await idIsFree(ahead)) ? ahead : this.freeUid();
   }
 
   /**
