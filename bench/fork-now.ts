@@ -83,8 +83,12 @@ export async function forkNow(ctx: BenchContext): Promise<BenchOutcome> {
     // so every timed round copies the same settled data directory.
     const warm = await readyFork(basin, parent.id, { fork_strategy: 'NOW', name: 'bench-warm' });
     await basin.deleteAndWait(warm.id, 120_000);
+    // A file the running parent removes meanwhile (archive_status) makes du
+    // exit 1; what it printed still counts.
     const du = (dir: string) =>
-      execFileP('du', ['-sm', dir]).then((r) => r.stdout.split('\t')[0] ?? '?');
+      execFileP('du', ['-sm', dir])
+        .catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }))
+        .then((r) => r.stdout.split('\t')[0] || '?');
     console.log(
       `parent ${parent.id} filled in ${((Date.now() - filled) / 1000).toFixed(1)} s ` +
         `(first fork ${fixed(warm.ms)} ms, untimed): its data directory holds ` +
