@@ -530,11 +530,13 @@ export class StorageWatch {
 const sameNodes = (a: number[], b: number[]) =>
   a.length === b.length && a.every((n, i) => n === b[i]);
 
-/** statfs(2) of `path`: `free` is what an unprivileged user (a tenant) may still take. */
-// Synchronous: one system call on the data directory's own file system,
-// twenty times a second in every Basin process; through libuv's threads
-// and a promise it cost most of an idle process's CPU, and it queued
-// behind the walks that keep those threads busy.
+/**
+ * statfs(2) of `path`: `free` is what an unprivileged user (a tenant) may
+ * still take. Synchronous: one system call on the data directory's own
+ * file system, twenty times a second, not worth a trip through libuv's
+ * thread pool, where it would queue behind the walks that keep those
+ * threads busy.
+ */
 async function fileSystem(path: string): Promise<{ size: number; free: number; used: number }> {
   const s = statfsSync(path);
   return {
