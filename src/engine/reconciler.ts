@@ -27,8 +27,8 @@ import { replicaSetSpec, serviceSpec } from './specs.js';
 type Versioned = { id: string; version: number };
 
 /**
- * One round: what it read first (the pending operations, the latest
- * failures) and what it queued so far. Its steps below each look at one
+ * One round: what it read of the operations (the pending ones, the latest
+ * failures: after the resources, see reconcile) and what it queued so far. Its steps below each look at one
  * resource and queue, in a transaction of their own, what closes its gap.
  */
 interface Round {
@@ -52,6 +52,15 @@ export async function reconcile(
   },
 ): Promise<number> {
   const { store } = deps;
+  // The resources first, then their operations: a request that moved a
+  // resource and queued its work in one transaction before the resource
+  // was read has its operation in `pending` (read after), and one after
+  // changed the version that `unchanged` checks. Read the other way round,
+  // a DELETE between the two reads showed a DELETING service with nothing
+  // pending, and the round queued a second delete (a CI run's
+  // several-processes test: "done,done").
+  const services = await store.services.listAll();
+  const replicaSets = await store.replicaSets.listAll();
   const round: Round = {
     deps,
     pending: new Set(
@@ -62,10 +71,10 @@ export async function reconcile(
     ),
     queued: 0,
   };
-  for (const svc of await store.services.listAll()) {
+  for (const svc of services) {
     await reconcileService(round, svc).catch(onError);
   }
-  for (const rs of await store.replicaSets.listAll()) {
+  for (const rs of replicaSets) {
     await reconcileReplicaSet(round, rs).catch(onError);
   }
   await recordPeeringFailures(round);

@@ -511,3 +511,43 @@ test('a failure the engine did not record (an unreadable operation) is recorded 
   assert.equal((await w.events('s1')).length, 1);
   assert.equal(w.driver.calls('s1'), 0);
 });
+
+test('a delete that lands between the reconciler reading the services and the operations is not queued twice', async (t) => {
+  const w = await world(t);
+  await w.create('s1');
+  const engine = await w.engine();
+  await statusOf(w, 's1', 'READY');
+  await engine.close();
+  // The DELETE request, as it lands while a round reads: after nothing was
+  // pending and just before the services are listed (DELETING, its delete queued).
+  const deleteNow = () =>
+    w.store.transaction(async (tx) => {
+      const deleting = await tx.services.update(
+        applyServiceAction(await w.service('s1'), 'delete'),
+      );
+      await tx.operations.enqueue(serviceDelete(deleting), w.now());
+    });
+  let landed = false;
+  const services = new Proxy(w.store.services, {
+    get(target, prop, receiver) {
+      if (prop !== 'listAll') return Reflect.get(target, prop, receiver) as unknown;
+      return async () => {
+        if (!landed) {
+          landed = true;
+          await deleteNow();
+        }
+        return target.listAll();
+      };
+    },
+  });
+  const store = new Proxy(w.store, {
+    get: (target, prop, receiver) =>
+      prop === 'services' ? services : (Reflect.get(target, prop, receiver) as unknown),
+  });
+  assert.equal(await reconcile({ ...w.deps, store }), 0);
+  assert.ok(landed);
+  const deletes = (await w.store.operations.listPending()).filter(
+    (op) => op.kind === 'service.delete' && op.resourceId === 's1',
+  );
+  assert.equal(deletes.length, 1, "one delete, the request's");
+});
