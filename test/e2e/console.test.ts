@@ -142,7 +142,14 @@ test(
     assert.equal(listed.status, 200, listed.text);
     assert.equal(listed.body.service_type, 'POSTGRES');
     // (A locator, not waitForFunction: the page's CSP refuses the eval that would take.)
-    await page.locator('.facts .badge', { hasText: /^READY$/ }).waitFor({ timeout: 240_000 });
+    await page
+      .locator('.facts .badge', { hasText: /^READY$/ })
+      .waitFor({ timeout: 240_000 })
+      .catch(async (err: Error) => {
+        // What the API says of it and what Basin said last: why it is not READY.
+        const now = await b.call('GET', b.servicePath(id));
+        throw new Error(`${err.message}\nGET: ${now.status} ${now.text}\nBasin said:\n${b.tail()}`);
+      });
     await checkPage('service-ready');
 
     // Copy the psql line, download the CA next to where psql runs, connect.
@@ -209,7 +216,14 @@ test(
     await page.getByRole('heading', { name: 'console-fork' }).waitFor();
     const forkId = (await page.locator('.facts dd.mono').first().innerText()).trim();
     assert.notEqual(forkId, id);
-    await page.locator('.facts .badge', { hasText: /^READY$/ }).waitFor({ timeout: 240_000 });
+    await page
+      .locator('.facts .badge', { hasText: /^READY$/ })
+      .waitFor({ timeout: 240_000 })
+      .catch(async (err: Error) => {
+        // What the API says of it and what Basin said last: why it is not READY.
+        const now = await b.call('GET', b.servicePath(id));
+        throw new Error(`${err.message}\nGET: ${now.status} ${now.text}\nBasin said:\n${b.tail()}`);
+      });
     const forkConn = /^psql "(.+)"$/.exec(
       await page.getByRole('textbox', { name: 'psql', exact: true }).inputValue(),
     )?.[1];

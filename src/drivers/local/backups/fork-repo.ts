@@ -356,7 +356,11 @@ export async function restoreAsFork(
   try {
     await run(bounded.file, bounded.args, { timeoutMs: 6 * 3_600_000, signal });
   } catch (err) {
-    const output = err instanceof CommandError ? lastLines(err.output, 4) : (err as Error).message;
+    // How it ended too: a restore killed (its cgroup's memory) says no error of its own.
+    const output =
+      err instanceof CommandError
+        ? `${lastLines(err.output, 4)} (${err.ending})`
+        : (err as Error).message;
     throw new DriverError(`Restoring the backup ${copied.backupLabel} failed: ${output}`, true);
   }
 }

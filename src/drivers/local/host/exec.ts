@@ -37,13 +37,14 @@ export class CommandError extends Error {
   constructor(
     readonly command: string,
     readonly output: string,
-    cause: string,
+    /** How it ended: `exit 1`, `killed by SIGKILL`, `timed out`… */
+    readonly ending: string,
     /** The exit status, when the command ran and exited with one. */
     readonly exitCode?: number,
     /** Its standard output alone (`output` has its errors first): what it found before failing. */
     readonly stdout = '',
   ) {
-    super(`${command} failed (${cause})${output ? `: ${lastLines(output, 8)}` : ''}`);
+    super(`${command} failed (${ending})${output ? `: ${lastLines(output, 8)}` : ''}`);
     this.name = 'CommandError';
   }
 }
@@ -215,7 +216,9 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
                 ? 'aborted'
                 : err.killed
                   ? 'timed out'
-                  : `exit ${String((err as { code?: unknown }).code ?? err.message)}`;
+                  : err.signal
+                    ? `killed by ${err.signal}`
+                    : `exit ${String((err as { code?: unknown }).code ?? err.message)}`;
           const status = (err as { code?: unknown }).code;
           const exitCode = typeof status === 'number' ? status : undefined;
           reject(new CommandError(command, `${stderr}${stdout}`.trim(), cause, exitCode, stdout));
