@@ -65,6 +65,20 @@ test(
       return route.abort();
     });
     const page = await context.newPage();
+
+    // The service's page shows READY (a locator, not waitForFunction: the
+    // page's CSP refuses the eval that would take); when it does not, what
+    // the API says of the service and what Basin said last.
+    const shownReady = (serviceId: string) =>
+      page
+        .locator('.facts .badge', { hasText: /^READY$/ })
+        .waitFor({ timeout: 240_000 })
+        .catch(async (err: Error) => {
+          const now = await b.call('GET', b.servicePath(serviceId));
+          throw new Error(
+            `${err.message}\nGET: ${now.status} ${now.text}\nBasin said:\n${b.tail()}`,
+          );
+        });
     const errors: string[] = [];
     page.on('console', (m) => {
       // Chromium logs every 4xx answer; the wrong key's 401 and the deleted
@@ -141,15 +155,7 @@ test(
     const listed = await b.call('GET', b.servicePath(id));
     assert.equal(listed.status, 200, listed.text);
     assert.equal(listed.body.service_type, 'POSTGRES');
-    // (A locator, not waitForFunction: the page's CSP refuses the eval that would take.)
-    await page
-      .locator('.facts .badge', { hasText: /^READY$/ })
-      .waitFor({ timeout: 240_000 })
-      .catch(async (err: Error) => {
-        // What the API says of it and what Basin said last: why it is not READY.
-        const now = await b.call('GET', b.servicePath(id));
-        throw new Error(`${err.message}\nGET: ${now.status} ${now.text}\nBasin said:\n${b.tail()}`);
-      });
+    await shownReady(id);
     await checkPage('service-ready');
 
     // Copy the psql line, download the CA next to where psql runs, connect.
@@ -216,14 +222,7 @@ test(
     await page.getByRole('heading', { name: 'console-fork' }).waitFor();
     const forkId = (await page.locator('.facts dd.mono').first().innerText()).trim();
     assert.notEqual(forkId, id);
-    await page
-      .locator('.facts .badge', { hasText: /^READY$/ })
-      .waitFor({ timeout: 240_000 })
-      .catch(async (err: Error) => {
-        // What the API says of it and what Basin said last: why it is not READY.
-        const now = await b.call('GET', b.servicePath(id));
-        throw new Error(`${err.message}\nGET: ${now.status} ${now.text}\nBasin said:\n${b.tail()}`);
-      });
+    await shownReady(forkId);
     const forkConn = /^psql "(.+)"$/.exec(
       await page.getByRole('textbox', { name: 'psql', exact: true }).inputValue(),
     )?.[1];
