@@ -73,9 +73,14 @@ export function removeInstallationNetwork(installation: string): void {
 
 /**
  * Removes, as removeInstallationNetwork, every installation that has a
- * veth with an address in `block`: a test or benchmark that claimed the
- * block clears what a killed predecessor on it left (its data directory,
- * and so its tag, may be gone already). Returns their tags.
+ * veth with an address in `block`, or a table that names one: a test or
+ * benchmark that claimed the block clears what a killed predecessor on it
+ * left (its data directory, and so its tag, may be gone already). A table
+ * outlives its veths when its installation was killed between the two:
+ * its `reserved` rule then answers the new namespace's first connection to
+ * its repository server's port with a reset, and pgBackRest retried it
+ * until its command was killed (a create that sat in CONFIGURING, in CI).
+ * Returns their tags.
  */
 export function removeNetworksIn(block: string): string[] {
   const json = (...args: string[]) => JSON.parse(execFileSync('ip', args, QUIET));
@@ -96,6 +101,30 @@ export function removeNetworksIn(block: string): string[] {
       tags.add(of.installation);
     }
   }
+  for (const tag of tablesNaming(b)) tags.add(tag);
   for (const tag of tags) removeInstallationNetwork(tag);
   return [...tags];
+}
+
+/** The installations whose Basin table names an address in `b`. */
+function tablesNaming(b: ReturnType<typeof parseCidr>): string[] {
+  let tables: string;
+  try {
+    tables = execFileSync('nft', ['list', 'tables', 'ip'], QUIET);
+  } catch {
+    return []; // no nft: nothing was made
+  }
+  const tags: string[] = [];
+  for (const [, tag] of tables.matchAll(/^table ip basin-([0-9a-f]{16})$/gm)) {
+    let text = '';
+    try {
+      text = execFileSync('nft', ['list', 'table', 'ip', `basin-${tag}`], QUIET);
+    } catch {
+      continue; // removed meanwhile
+    }
+    // Addresses, not blocks: a live installation's rules name its own block.
+    const addresses = text.match(/\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b(?!\/)/g) ?? [];
+    if (addresses.some((a) => contains(b, a))) tags.push(tag as string);
+  }
+  return tags;
 }
