@@ -104,6 +104,11 @@ function* steps(dataDir: string, graceMs: number): Generator<number, void> {
     }
   }
   yield* stopProcesses(dataDir, users, 0);
+  // Once more, now that nothing of it runs: a Basin still alive during the
+  // loop above can load its table again after it was removed, and a table
+  // that outlives its veths resets the connections of whoever claims its
+  // addresses next (remove-installation.ts, removeNetworksIn).
+  if (tag !== undefined) removeInstallationNetwork(tag);
   yield* deleteUsers(users());
 }
 
