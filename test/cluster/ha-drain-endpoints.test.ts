@@ -24,7 +24,7 @@
 // step is on the branch rrha-combined, to come back with its fix.
 
 import assert from 'node:assert/strict';
-import { createConnection } from 'node:net';
+import { accepts } from '../../src/lib/port-probe.js';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -45,20 +45,7 @@ const step = (what: string) =>
   console.log(`ha-drain-endpoints: ${new Date().toISOString()} ${what}`);
 
 /** Whether something accepts a TCP connection at host:port (false: refused, or no answer in 3 s). */
-function listening(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createConnection({ host, port, timeout: 3000 });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('timeout', () => {
-      s.destroy();
-      resolve(false);
-    });
-    s.once('error', () => resolve(false));
-  });
-}
+const listening = (host: string, port: number) => accepts({ host, port }, 3000);
 
 test(
   "an HA service's endpoint on drained hosts keeps leading to its primary after its nodes moved, and is removed with the service; its read replica set serves while the service's nodes and its own move",

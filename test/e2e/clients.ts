@@ -4,7 +4,7 @@
 
 import { execFile, execFileSync } from 'node:child_process';
 import type { TestContext } from 'node:test';
-import { connect as tcpConnect } from 'node:net';
+import { accepts } from '../../src/lib/port-probe.js';
 import { promisify } from 'node:util';
 import pg from 'pg';
 
@@ -115,14 +115,7 @@ export async function pgRefused(
 
 /** Whether anything accepts TCP connections on 127.0.0.1:`port`. */
 export function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tcpConnect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
+  return accepts({ host: '127.0.0.1', port });
 }
 
 /** One query as tsdbadmin from the address `source` to `port`, in `database`. */

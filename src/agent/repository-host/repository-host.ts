@@ -39,7 +39,7 @@ import { CONTROL_PLANE_CN, repositoryBackupClientCn } from '../../domain/hosts.j
 import { httpsJson } from '../../lib/https-json.js';
 import type { Logger } from '../../lib/logger.js';
 import { makeKeyAndRequest } from '../../lib/x509.js';
-import { asUser, CommandError, lastLines, run } from '../../drivers/local/host/exec.js';
+import { asUser, failureOf, lastLines, run } from '../../drivers/local/host/exec.js';
 import { isLive, procCmdline, signalAll } from '../../drivers/local/host/processes.js';
 import { readPasswd, type OsUser } from '../../drivers/local/host/os-user.js';
 import { spawnTenantDaemon } from '../../drivers/local/node/postmaster.js';
@@ -51,7 +51,7 @@ import {
   serviceClientName,
   SOURCE_PORT_OFFSET,
 } from '../../drivers/local/backups/repository/repo-conf.js';
-import { listens } from '../../drivers/local/backups/repository/repositories.js';
+import { accepts } from '../../lib/port-probe.js';
 import type { AgentIdentity } from '../agent-files.js';
 import { repositoryTlsDir } from '../repository-identity.js';
 import { parseInfoJson } from './info-json.js';
@@ -460,7 +460,7 @@ export class RepositoryHost {
       "starting the service's repository server",
     );
     const until = Date.now() + 15_000;
-    while (!(await listens(this.o.address, port))) {
+    while (!(await accepts({ host: this.o.address, port }))) {
       if (spawned.exit || Date.now() > until) {
         if (!spawned.exit) signalAll([spawned.pid], 'SIGKILL');
         const out = await readFile(d.output, 'utf8').catch(() => '');
@@ -483,8 +483,7 @@ export class RepositoryHost {
     try {
       return await run(cmd.file, cmd.args, { timeoutMs: o.timeoutMs, cwd: '/' });
     } catch (err) {
-      const output = err instanceof CommandError ? lastLines(err.output, 4) : '';
-      throw new Error(`pgbackrest ${args.at(-1)} failed: ${output || (err as Error).message}`);
+      throw new Error(`pgbackrest ${args.at(-1)} failed: ${failureOf(err)}`);
     }
   }
 }

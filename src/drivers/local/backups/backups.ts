@@ -19,7 +19,7 @@ import {
 } from '../host/cgroups/backup-cgroup.js';
 import { DriverError, type BackupProgress, type ServiceSpec } from '../../driver.js';
 import { helperCommand } from '../host/confine.js';
-import { CommandError, lastLines, run, withPrelude, type Prelude } from '../host/exec.js';
+import { failureOf, run, withPrelude, type Prelude } from '../host/exec.js';
 import { helperPrelude } from '../host/cgroups/node-cgroups.js';
 import { ensureOwnedDir, mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { OsUser } from '../host/os-user.js';
@@ -564,11 +564,7 @@ export class LocalBackups {
     try {
       await run(cmd.file, cmd.args, { timeoutMs: options.timeoutMs });
     } catch (err) {
-      const output = err instanceof CommandError ? lastLines(err.output, 4) : '';
-      throw new DriverError(
-        `pgbackrest ${args.at(-1)} failed${output ? `: ${output}` : ` (${(err as Error).message})`}`,
-        true,
-      );
+      throw new DriverError(`pgbackrest ${args.at(-1)} failed: ${failureOf(err)}`, true);
     }
   }
 }

@@ -24,7 +24,7 @@ import { DriverError, type ForkFromRepository, type ServiceSpec } from '../../dr
 import { makeKeyAndRequest } from '../../../lib/x509.js';
 import { parseInfoJson, stanzaSystemIdOfInfo } from '../../../agent/repository-host/info-json.js';
 import { helperCommand } from '../host/confine.js';
-import { CommandError, lastLines, run, withPrelude } from '../host/exec.js';
+import { failureOf, run, withPrelude } from '../host/exec.js';
 import { helperPrelude } from '../host/cgroups/node-cgroups.js';
 import { mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { OsUser } from '../host/os-user.js';
@@ -142,7 +142,6 @@ async function pgbackrest(
   try {
     return await run(bounded.file, bounded.args, { timeoutMs: o.timeoutMs, signal: o.signal });
   } catch (err) {
-    const output = err instanceof CommandError ? lastLines(err.output, 4) : (err as Error).message;
-    throw new DriverError(`Reading the parent's backups failed: ${output}`, true);
+    throw new DriverError(`Reading the parent's backups failed: ${failureOf(err)}`, true);
   }
 }

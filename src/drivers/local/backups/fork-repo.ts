@@ -17,7 +17,7 @@ import { mkdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DriverError, type ServiceSpec } from '../../driver.js';
 import { helperCommand } from '../host/confine.js';
-import { CommandError, lastLines, run, withPrelude } from '../host/exec.js';
+import { failureOf, run, withPrelude } from '../host/exec.js';
 import { helperPrelude } from '../host/cgroups/node-cgroups.js';
 import { chownTree, ensureOwnedDir, exists, mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { Recovery } from '../node/node-state.js';
@@ -356,11 +356,10 @@ export async function restoreAsFork(
   try {
     await run(bounded.file, bounded.args, { timeoutMs: 6 * 3_600_000, signal });
   } catch (err) {
-    // How it ended too: a restore killed (its cgroup's memory) says no error of its own.
-    const output =
-      err instanceof CommandError
-        ? `${lastLines(err.output, 4)} (${err.ending})`
-        : (err as Error).message;
-    throw new DriverError(`Restoring the backup ${copied.backupLabel} failed: ${output}`, true);
+    // How it ended too (failureOf): a restore killed says no error of its own.
+    throw new DriverError(
+      `Restoring the backup ${copied.backupLabel} failed: ${failureOf(err)}`,
+      true,
+    );
   }
 }

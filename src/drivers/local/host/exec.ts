@@ -209,7 +209,7 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
       (err, stdout, stderr) => {
         if (err) {
           const code = (err as NodeJS.ErrnoException).code;
-          const cause =
+          const ending =
             code === 'ENOENT'
               ? 'not found'
               : code === 'ABORT_ERR'
@@ -221,7 +221,7 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
                     : `exit ${String((err as { code?: unknown }).code ?? err.message)}`;
           const status = (err as { code?: unknown }).code;
           const exitCode = typeof status === 'number' ? status : undefined;
-          reject(new CommandError(command, `${stderr}${stdout}`.trim(), cause, exitCode, stdout));
+          reject(new CommandError(command, `${stderr}${stdout}`.trim(), ending, exitCode, stdout));
         } else {
           resolve(stdout);
         }
@@ -229,6 +229,17 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
     );
     if (options.input !== undefined) child.stdin?.end(options.input);
   });
+}
+
+/**
+ * What a failed command said, for an error message: its last lines and how
+ * it ended (`exit 1`, `killed by SIGKILL`, `timed out`), never its command
+ * line (a prelude's script, a tenant's paths). Another error: its message.
+ */
+export function failureOf(err: unknown, lines = 4): string {
+  if (!(err instanceof CommandError)) return err instanceof Error ? err.message : String(err);
+  const said = lastLines(err.output, lines);
+  return said ? `${said} (${err.ending})` : err.ending;
 }
 
 /** The last `n` non-empty lines of a text, joined with ' | ' to fit an error message. */

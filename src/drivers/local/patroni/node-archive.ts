@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { DriverError, type RemoteRepository, type ServiceSpec } from '../../driver.js';
 import { makeKeyAndRequest } from '../../../lib/x509.js';
 import { helperCommand } from '../host/confine.js';
-import { CommandError, lastLines, run } from '../host/exec.js';
+import { failureOf, run } from '../host/exec.js';
 import type { OsUser } from '../host/os-user.js';
 import { ensureOwnedDir, exists, mkdirIn, writeRootFile } from '../node/node-files.js';
 import type { DriverContext } from '../context.js';
@@ -135,11 +135,7 @@ export async function ensureNodeStanza(
   try {
     await run(cmd.file, cmd.args, { timeoutMs: 120_000 });
   } catch (err) {
-    const output = err instanceof CommandError ? lastLines(err.output, 4) : '';
-    throw new DriverError(
-      `pgbackrest stanza-create failed${output ? `: ${output}` : ` (${(err as Error).message})`}`,
-      true,
-    );
+    throw new DriverError(`pgbackrest stanza-create failed: ${failureOf(err)}`, true);
   }
   await writeRootFile(mark, '', ROOT);
 }

@@ -303,7 +303,7 @@ export class Repositories {
       "starting the service's repository server",
     );
     const until = Date.now() + LISTEN_MS;
-    while (!(await listens(host, REPO_PORT))) {
+    while (!(await accepts({ host, port: REPO_PORT }))) {
       if (spawned.exit || Date.now() > until) {
         if (!spawned.exit) signalAll([spawned.pid], 'SIGKILL');
         const out = await readFile(r.output, 'utf8').catch(() => '');
@@ -326,11 +326,6 @@ export class Repositories {
       argv.at(-1) === 'server'
     );
   }
-}
-
-/** Whether something accepts TCP connections at host:port (port-probe.ts: given up after a second). */
-export function listens(host: string, port: number): Promise<boolean> {
-  return accepts({ host, port });
 }
 
 async function readState(file: string): Promise<ServerState> {

@@ -37,7 +37,8 @@ import { ensureOwnedDir, mkdirIn, writeRootFile } from '../../node/node-files.js
 import type { OsUser } from '../../host/os-user.js';
 import { backupProcesses } from '../../config/pgbackrest.js';
 import { identityIsCurrent, issueIdentity, type Identity } from '../../node/tls.js';
-import { listens, type Repositories, type RepositoryEndpoint } from './repositories.js';
+import { accepts } from '../../../../lib/port-probe.js';
+import type { Repositories, RepositoryEndpoint } from './repositories.js';
 import {
   REPO_PORT,
   renderBackupConf,
@@ -238,7 +239,7 @@ export async function withServiceServer<T>(
   };
   try {
     const until = Date.now() + 15_000;
-    while (!(await listens(net.address, REPO_PORT))) {
+    while (!(await accepts({ host: net.address, port: REPO_PORT }))) {
       if (exited || Date.now() > until) {
         throw new DriverError(
           `The service's pgBackRest server did not start: ${lastLines(output, 3) || 'no output'}`,

@@ -12,7 +12,7 @@ import { DriverError } from '../../../driver.js';
 import { helperCommand } from '../../host/confine.js';
 import { childEnv, lastLines, withPrelude, type Prelude } from '../../host/exec.js';
 import type { OsUser } from '../../host/os-user.js';
-import { listens } from './repositories.js';
+import { accepts } from '../../../../lib/port-probe.js';
 import type { SidesContext } from './sides.js';
 
 export interface SourceServer {
@@ -64,7 +64,7 @@ export async function startSourceServer(
   const timer = setTimeout(stop, maxMs);
   timer.unref();
   const until = Date.now() + 15_000;
-  while (!(await listens(net.address, port))) {
+  while (!(await accepts({ host: net.address, port }))) {
     if (exited || Date.now() > until) {
       stop();
       throw new DriverError(
